@@ -14,7 +14,12 @@ WASM_PKGS :=
 FUZZ_TARGETS :=
 FUZZTIME  ?= 10s
 
-.PHONY: all build images up down test test-go test-wasm test-fuzz bench lint clean
+COMPOSE   := $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \
+		elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
+COMPOSE_ARGS := -p mapyard -f compose/compose.yaml
+DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)
+
+.PHONY: all build images up down test test-images test-go test-wasm test-fuzz bench lint clean
 
 all: build
 
@@ -23,7 +28,31 @@ build:
 	$(GOBUILD) -o $(BIN)/orchestrator ./orchestrator/cmd/orchestrator
 	$(GOBUILD) -o $(BIN)/mapserver ./mapserver/cmd/mapserver
 
-test: images test-go test-wasm test-fuzz
+images: build
+	docker build -q -f Dockerfile.orchestrator --build-arg VERSION=$(VERSION) \
+		-t mapyard/orchestrator:latest -t mapyard/orchestrator:$(VERSION) .
+	docker build -q -f Dockerfile.map --build-arg VERSION=$(VERSION) \
+		-t mapyard/map:latest -t mapyard/map:$(VERSION) .
+	@docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^mapyard/.*:latest '
+
+up: images
+	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
+	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator
+	@scripts/wait-ready.sh http://127.0.0.1:8080/readyz 120
+
+down:
+	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
+	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) down
+	@ids=$$(docker ps -aq --filter label=io.mapyard.managed=true); \
+		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
+
+test: lint images test-images test-go test-wasm test-fuzz
+
+# The images as shipped, and the compose file as both compose versions read it.
+test-images: images
+	scripts/check-images.sh
+	@if [ -n "$(COMPOSE)" ]; then DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) config -q && echo "compose file valid ($(COMPOSE))"; \
+		else echo "no compose installed: compose file not checked"; fi
 
 test-go:
 	$(GO) test -count=1 ./...

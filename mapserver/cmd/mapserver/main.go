@@ -1,0 +1,121 @@
+// Command mapserver runs one map instance. The orchestrator starts it as a container;
+// map developers run it alone against a fake orchestrator.
+//
+// Usage:
+//
+//	mapserver              run, configured by MAP_* environment variables
+//	mapserver healthcheck  exit 0 if the local map server answers /health
+//	mapserver -h           list every variable with its default
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/httpapi"
+	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/envconf"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	var cfg mapserver.Config
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintf(stdout, "mapyard map server %s\n\nUsage: mapserver [healthcheck]\n\nEnvironment:\n", orchestrator.Version)
+		envconf.Usage(stdout, &cfg)
+		return 0
+	}
+	if err := envconf.Load(&cfg, environ); err != nil {
+		fmt.Fprintf(stderr, "mapserver: invalid configuration: %v\n", err)
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mapserver: invalid configuration: %v\n", err)
+		return 2
+	}
+	if len(args) > 0 {
+		if args[0] != "healthcheck" {
+			fmt.Fprintf(stderr, "mapserver: unknown command %q (try -h)\n", args[0])
+			return 2
+		}
+		if err := healthcheck(cfg); err != nil {
+			fmt.Fprintf(stderr, "unhealthy: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated above
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})).
+		With("instance", cfg.InstanceID, "map", cfg.MapID)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	srv := httpapi.NewServer(cfg.Secret, httpapi.Health{
+		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: orchestrator.Version,
+	}, log)
+	srv.GameAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.GamePort))
+	srv.ControlAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.ControlPort))
+	if err := srv.Open(); err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+	log.Info("map server listening", "gamePort", srv.GamePort(), "controlPort", srv.ControlPort(), "version", orchestrator.Version)
+
+	link := orchlink.New(control.NewClient(cfg.OrchURL, cfg.Secret), orchestrator.MapReady{
+		InstanceID:  cfg.InstanceID,
+		MapID:       cfg.MapID,
+		GamePort:    srv.GamePort(),
+		ControlPort: srv.ControlPort(),
+		Version:     orchestrator.Version,
+	}, cfg.Heartbeat(), log)
+	linkDone := make(chan struct{})
+	go func() { link.Run(ctx); close(linkDone) }()
+
+	<-ctx.Done()
+	log.Info("stopping")
+	<-linkDone
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Close(shutdown); err != nil {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	log.Info("stopped cleanly")
+	return 0
+}
+
+// healthcheck asks the local control listener for /health; the image's HEALTHCHECK runs it.
+func healthcheck(cfg mapserver.Config) error {
+	req, err := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort))+control.PathHealth, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(control.SecretHeader, cfg.Secret)
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/health answered %d", resp.StatusCode)
+	}
+	return nil
+}

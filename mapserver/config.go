@@ -1,0 +1,82 @@
+// Package mapserver is one map instance's authoritative server: it generates its static
+// world from a MapConfig, runs the fixed-tick simulation, serves players over WebSockets
+// and pushes state to the orchestrator, which it reaches through the control RPC. It
+// never touches the database.
+package mapserver
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"time"
+)
+
+// Config is every tunable of a map server, read from the environment. The orchestrator
+// sets MAP_INSTANCE_ID, MAP_MAP_ID, MAP_ORCH_URL and MAP_INTERNAL_RPC_SECRET on each
+// container and passes the host's other MAP_* variables through.
+type Config struct {
+	InstanceID string `env:"MAP_INSTANCE_ID" envDefault:"dev-1" help:"instance id this server runs (set by the orchestrator)"`
+	MapID      string `env:"MAP_MAP_ID" envDefault:"default" help:"map id this server runs (set by the orchestrator)"`
+	OrchURL    string `env:"MAP_ORCH_URL" envDefault:"http://host.docker.internal:9000" help:"base URL of the orchestrator's control listener"`
+	Secret     string `env:"MAP_INTERNAL_RPC_SECRET" help:"shared secret of the control RPC (required)"`
+
+	ListenHost  string `env:"MAP_LISTEN_HOST" envDefault:"0.0.0.0" help:"address both listeners bind; inside a container the host publishes them on 127.0.0.1 only"`
+	GamePort    int    `env:"MAP_GAME_PORT" envDefault:"7000" help:"port of the player WebSocket listener"`
+	ControlPort int    `env:"MAP_CONTROL_PORT_BASE" envDefault:"9100" help:"port of the control listener"`
+
+	HeartbeatMS    int `env:"MAP_HEARTBEAT_MS" envDefault:"5000" help:"interval between heartbeats to the orchestrator"`
+	SnapshotPushMS int `env:"MAP_SNAPSHOT_PUSH_MS" envDefault:"10000" help:"interval between state snapshot pushes to the orchestrator"`
+	TickHz         int `env:"MAP_TICK_HZ" envDefault:"30" help:"simulation ticks per second"`
+	SnapshotHz     int `env:"MAP_SNAPSHOT_HZ" envDefault:"15" help:"snapshots per second sent to each client"`
+
+	LogLevel string `env:"MAP_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+}
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)
+
+// Validate checks values that parse but make no sense, naming the variable.
+func (c *Config) Validate() error {
+	if !idPattern.MatchString(c.InstanceID) {
+		return fmt.Errorf("MAP_INSTANCE_ID=%q: must match %s", c.InstanceID, idPattern)
+	}
+	if !idPattern.MatchString(c.MapID) {
+		return fmt.Errorf("MAP_MAP_ID=%q: must match %s", c.MapID, idPattern)
+	}
+	if u, err := url.Parse(c.OrchURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("MAP_ORCH_URL=%q: must be an http(s) URL", c.OrchURL)
+	}
+	if len(c.Secret) < 16 {
+		return fmt.Errorf("MAP_INTERNAL_RPC_SECRET: required, at least 16 characters")
+	}
+	if net.ParseIP(c.ListenHost) == nil {
+		return fmt.Errorf("MAP_LISTEN_HOST=%q: must be an IP address", c.ListenHost)
+	}
+	for _, v := range []struct {
+		name          string
+		val, min, max int
+	}{
+		{"MAP_GAME_PORT", c.GamePort, 0, 65535},
+		{"MAP_CONTROL_PORT_BASE", c.ControlPort, 0, 65535},
+		{"MAP_HEARTBEAT_MS", c.HeartbeatMS, 100, 3600000},
+		{"MAP_SNAPSHOT_PUSH_MS", c.SnapshotPushMS, 100, 3600000},
+		{"MAP_TICK_HZ", c.TickHz, 1, 240},
+		{"MAP_SNAPSHOT_HZ", c.SnapshotHz, 1, 240},
+	} {
+		if v.val < v.min || v.val > v.max {
+			return fmt.Errorf("%s=%d: must be between %d and %d", v.name, v.val, v.min, v.max)
+		}
+	}
+	if c.SnapshotHz > c.TickHz {
+		return fmt.Errorf("MAP_SNAPSHOT_HZ=%d: must not exceed MAP_TICK_HZ=%d", c.SnapshotHz, c.TickHz)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("MAP_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// Heartbeat is MAP_HEARTBEAT_MS as a duration.
+func (c *Config) Heartbeat() time.Duration { return time.Duration(c.HeartbeatMS) * time.Millisecond }

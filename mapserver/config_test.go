@@ -1,0 +1,55 @@
+package mapserver_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/orchestrator/envconf"
+)
+
+const testSecret = "0123456789abcdef0123"
+
+func TestConfig_Defaults(t *testing.T) {
+	var c mapserver.Config
+	if err := envconf.Load(&c, []string{"MAP_INTERNAL_RPC_SECRET=" + testSecret}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	for _, tt := range []struct {
+		name      string
+		got, want int
+	}{
+		{"MAP_HEARTBEAT_MS", c.HeartbeatMS, 5000},
+		{"MAP_SNAPSHOT_PUSH_MS", c.SnapshotPushMS, 10000},
+		{"MAP_TICK_HZ", c.TickHz, 30},
+		{"MAP_SNAPSHOT_HZ", c.SnapshotHz, 15},
+		{"MAP_CONTROL_PORT_BASE", c.ControlPort, 9100},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s default=%d, want %d", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	for _, tt := range []struct{ env, want string }{
+		{"MAP_TICK_HZ=0", "MAP_TICK_HZ"},
+		{"MAP_SNAPSHOT_HZ=60", "MAP_SNAPSHOT_HZ"},
+		{"MAP_ORCH_URL=ftp://x", "MAP_ORCH_URL"},
+		{"MAP_INSTANCE_ID=../etc", "MAP_INSTANCE_ID"},
+		{"MAP_INTERNAL_RPC_SECRET=", "MAP_INTERNAL_RPC_SECRET"},
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			var c mapserver.Config
+			if err := envconf.Load(&c, []string{"MAP_INTERNAL_RPC_SECRET=" + testSecret, tt.env}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate()=%v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}

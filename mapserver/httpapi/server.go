@@ -1,0 +1,103 @@
+// Package httpapi serves a map server's two listeners: the game listener that players'
+// WebSockets reach through the orchestrator's proxy, and the control listener that
+// only the orchestrator calls, every request carrying the shared secret.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// Health is the answer of GET /health.
+type Health struct {
+	Status     string `json:"status"`
+	InstanceID string `json:"instanceId"`
+	MapID      string `json:"mapId"`
+	Version    string `json:"version"`
+}
+
+// Server owns a map server's listeners. Set the fields, call Open, and Close at shutdown.
+type Server struct {
+	GameAddr    string
+	ControlAddr string
+	Secret      string
+	Health      Health
+	Log         *slog.Logger
+
+	game, control *echo.Echo
+	gameLn        net.Listener
+	controlLn     net.Listener
+	servers       []*http.Server
+	group         errgroup.Group
+}
+
+// NewServer returns a Server whose control routes demand secret.
+func NewServer(secret string, health Health, log *slog.Logger) *Server {
+	s := &Server{Secret: secret, Health: health, Log: log, game: newEcho(log), control: newEcho(log)}
+	g := s.control.Group("", control.RequireSecret(secret))
+	g.GET(control.PathHealth, s.handleHealth)
+	return s
+}
+
+func newEcho(log *slog.Logger) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = control.ErrorHandler(log)
+	e.Use(middleware.Recover())
+	return e
+}
+
+func (s *Server) handleHealth(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.Health)
+}
+
+// Open binds both listeners synchronously and serves them in the background.
+func (s *Server) Open() (err error) {
+	if s.gameLn, err = net.Listen("tcp", s.GameAddr); err != nil {
+		return fmt.Errorf("listen game %s: %w", s.GameAddr, err)
+	}
+	if s.controlLn, err = net.Listen("tcp", s.ControlAddr); err != nil {
+		s.gameLn.Close()
+		return fmt.Errorf("listen control %s: %w", s.ControlAddr, err)
+	}
+	for _, l := range []struct {
+		ln net.Listener
+		h  http.Handler
+	}{{s.gameLn, s.game}, {s.controlLn, s.control}} {
+		srv := &http.Server{Handler: l.h, ReadHeaderTimeout: 10 * time.Second}
+		s.servers = append(s.servers, srv)
+		ln := l.ln
+		s.group.Go(func() error {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
+// Close stops both listeners, waiting up to ctx for requests in flight.
+func (s *Server) Close(ctx context.Context) error {
+	var errs []error
+	for _, srv := range s.servers {
+		errs = append(errs, srv.Shutdown(ctx))
+	}
+	errs = append(errs, s.group.Wait())
+	return errors.Join(errs...)
+}
+
+// GamePort and ControlPort are the bound ports (useful when configured as 0).
+func (s *Server) GamePort() int    { return s.gameLn.Addr().(*net.TCPAddr).Port }
+func (s *Server) ControlPort() int { return s.controlLn.Addr().(*net.TCPAddr).Port }

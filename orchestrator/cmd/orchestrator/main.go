@@ -1,0 +1,246 @@
+// Command orchestrator runs mapyard on one host: the public entry point for players,
+// the supervisor of every map container, and the only writer of the database.
+//
+// Usage:
+//
+//	orchestrator              run, configured by ORCH_* environment variables
+//	orchestrator healthcheck  exit 0 if the local orchestrator answers /healthz
+//	orchestrator -h           list every variable with its default
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/envconf"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/sqlite"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	var cfg orchestrator.Config
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintf(stdout, "mapyard orchestrator %s\n\nUsage: orchestrator [healthcheck]\n\nEnvironment:\n", orchestrator.Version)
+		envconf.Usage(stdout, &cfg)
+		return 0
+	}
+	if err := envconf.Load(&cfg, environ); err != nil {
+		fmt.Fprintf(stderr, "orchestrator: invalid configuration: %v\n", err)
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "orchestrator: invalid configuration: %v\n", err)
+		return 2
+	}
+	if len(args) > 0 {
+		switch args[0] {
+		case "healthcheck":
+			if err := healthcheck(cfg.PublicAddr); err != nil {
+				fmt.Fprintf(stderr, "unhealthy: %v\n", err)
+				return 1
+			}
+			return 0
+		default:
+			fmt.Fprintf(stderr, "orchestrator: unknown command %q (try -h)\n", args[0])
+			return 2
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	m := NewMain(cfg, newLogger(stderr, cfg.LogLevel), environ)
+	if err := m.Run(ctx); err != nil {
+		m.Log.Error("start failed", "err", err)
+		m.Close()
+		return 1
+	}
+	<-ctx.Done()
+	m.Log.Info("shutting down; map containers keep running")
+	if err := m.Close(); err != nil {
+		m.Log.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level)) // validated by Config.Validate
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// Main is the whole orchestrator process, reusable by end-to-end tests.
+type Main struct {
+	Config  orchestrator.Config
+	Log     *slog.Logger
+	Environ []string // MAP_* variables are passed on to map containers
+
+	DB         *sqlite.DB
+	Docker     *client.Client
+	Supervisor *docker.Supervisor
+	HTTP       *httpapi.Server
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewMain returns a Main for cfg.
+func NewMain(cfg orchestrator.Config, log *slog.Logger, environ []string) *Main {
+	return &Main{Config: cfg, Log: log, Environ: environ}
+}
+
+// Run opens the database, connects to Docker, starts both listeners and then, in the
+// background, makes sure the default map runs. It returns once the listeners serve.
+func (m *Main) Run(ctx context.Context) (err error) {
+	cfg := m.Config
+	dir := filepath.Dir(cfg.DBPath)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	secret := cfg.Secret
+	if secret == "" {
+		if secret, err = orchestrator.LoadOrCreateSecret(dir); err != nil {
+			return err
+		}
+	}
+	m.DB = sqlite.NewDB(cfg.DBPath)
+	if err := m.DB.Open(); err != nil {
+		return err
+	}
+
+	if m.Docker, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation()); err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := m.Docker.Ping(pingCtx); err != nil {
+		return fmt.Errorf("docker engine: %w", err)
+	}
+	gateway, err := docker.EnsureNetwork(ctx, m.Docker, cfg.MapNetwork)
+	if err != nil {
+		return err
+	}
+
+	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
+	spec := docker.MapSpec{
+		Image:     cfg.MapImage,
+		Network:   cfg.MapNetwork,
+		Gateway:   gateway,
+		MemoryMB:  cfg.MapMemoryMB,
+		NanoCPUs:  nanoCPUs,
+		PidsLimit: int64(cfg.MapPidsLimit),
+	}
+	m.Supervisor = docker.NewSupervisor(m.Docker, spec, cfg.DefaultInstanceID, m.Log)
+
+	m.HTTP = httpapi.NewServer(m.Supervisor, secret, m.Log)
+	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
+	m.HTTP.ControlExtraIPs = []string{gateway}
+	if err := m.HTTP.Open(); err != nil {
+		return err
+	}
+	m.Supervisor.Spec.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()), secret)
+	m.Log.Info("orchestrator listening", "version", orchestrator.Version,
+		"public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL(), "mapGateway", gateway, "db", cfg.DBPath)
+
+	bg, cancelBg := context.WithCancel(context.Background())
+	m.cancel, m.done = cancelBg, make(chan struct{})
+	go func() {
+		defer close(m.done)
+		m.ensureDefault(bg)
+	}()
+	return nil
+}
+
+// ensureDefault starts the default map, retrying while Docker refuses (for example
+// while its image is still being built), until it succeeds or ctx ends.
+func (m *Main) ensureDefault(ctx context.Context) {
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		err := m.Supervisor.Ensure(ctx, m.Config.DefaultInstanceID, m.Config.DefaultMapID)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		m.Log.Error("default map not started; retrying", "err", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+}
+
+// Close stops the listeners and closes the database. Map containers are left running on
+// purpose: players stay connected to them and the next orchestrator adopts them.
+func (m *Main) Close() error {
+	var errs []error
+	if m.cancel != nil {
+		m.cancel()
+		<-m.done
+	}
+	if m.HTTP != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs = append(errs, m.HTTP.Close(ctx))
+		cancel()
+	}
+	if m.DB != nil {
+		errs = append(errs, m.DB.Close())
+	}
+	if m.Docker != nil {
+		errs = append(errs, m.Docker.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// mapEnv is the environment of map containers: every MAP_* variable of the
+// orchestrator's own environment (so hosts tune maps in one place), then how to reach
+// the orchestrator, which always wins.
+func mapEnv(environ []string, orchURL, secret string) []string {
+	var env []string
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "MAP_") && !strings.HasPrefix(kv, "MAP_ORCH_URL=") && !strings.HasPrefix(kv, "MAP_INTERNAL_RPC_SECRET=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env,
+		"MAP_ORCH_URL="+orchURL,
+		"MAP_INTERNAL_RPC_SECRET="+secret,
+		fmt.Sprintf("MAP_GAME_PORT=%d", docker.MapGamePort),
+		fmt.Sprintf("MAP_CONTROL_PORT_BASE=%d", docker.MapControlPort),
+	)
+}
+
+// healthcheck asks the local public listener for /healthz; the image's HEALTHCHECK runs it.
+func healthcheck(publicAddr string) error {
+	_, port, err := net.SplitHostPort(publicAddr)
+	if err != nil {
+		return err
+	}
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get("http://" + net.JoinHostPort("127.0.0.1", port) + "/healthz")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/healthz answered %d", resp.StatusCode)
+	}
+	return nil
+}

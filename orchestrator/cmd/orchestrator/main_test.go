@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/sqlite"
+)
+
+// TestMain lets tests run the real orchestrator as a child process: the test binary
+// re-executed with MAPYARD_ORCH_CHILD=1 behaves exactly like the orchestrator binary.
+func TestMain(m *testing.M) {
+	if os.Getenv("MAPYARD_ORCH_CHILD") == "1" {
+		os.Exit(run(nil, os.Environ(), os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func TestRun_Help(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"-h"}, nil, &out, io.Discard); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	for _, v := range []string{
+		"ORCH_PUBLIC_ADDR", "ORCH_CONTROL_ADDR", "ORCH_DB_PATH", "ORCH_CHECKPOINT_MS",
+		"ORCH_TRANSFER_TOKEN_TTL_MS", "ORCH_JOIN_TICKET_TTL_MS", "ORCH_HEARTBEAT_TIMEOUT_MS",
+		"ORCH_MAP_RESTART_WINDOW_MS", "ORCH_MAP_RESTART_MAX_IN_WINDOW", "ORCH_MAP_QUARANTINE_MS",
+		"ORCH_INTERNAL_RPC_SECRET", "ORCH_MAP_IMAGE", "ORCH_WARM_POOL_SIZE", "ORCH_MAP_IDLE_STOP_MS",
+	} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("help does not list %s", v)
+		}
+	}
+	if !strings.Contains(out.String(), "300000") {
+		t.Error("help does not show defaults")
+	}
+}
+
+func TestRun_InvalidConfig(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(nil, []string{"ORCH_CHECKPOINT_MS=often"}, io.Discard, &stderr)
+	if code == 0 {
+		t.Fatal("exit code 0 for an invalid value")
+	}
+	if !strings.Contains(stderr.String(), "ORCH_CHECKPOINT_MS") {
+		t.Fatalf("message does not name the variable: %s", stderr.String())
+	}
+}
+
+// TestOrchestrator_DefaultMap runs the real orchestrator against the real Docker engine
+// and checks the walking skeleton end to end: the default map container is created
+// locked down, registers over the control RPC, the orchestrator becomes ready, the
+// control listener refuses requests without the secret, and SIGTERM stops the
+// orchestrator cleanly while the map keeps running.
+func TestOrchestrator_DefaultMap(t *testing.T) {
+	cli := dockertest.Client(t)
+	ctx := context.Background()
+	instance := "test-" + randomHex(t, 4)
+	name := orchestrator.ContainerName(instance)
+	t.Cleanup(func() { cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
+
+	secret := randomHex(t, 16)
+	dbPath := filepath.Join(t.TempDir(), "mapyard.db")
+	child := startOrchestrator(t, []string{
+		"ORCH_PUBLIC_ADDR=127.0.0.1:0",
+		"ORCH_CONTROL_ADDR=127.0.0.1:0",
+		"ORCH_DB_PATH=" + dbPath,
+		"ORCH_INTERNAL_RPC_SECRET=" + secret,
+		"ORCH_DEFAULT_INSTANCE_ID=" + instance,
+		"MAP_HEARTBEAT_MS=500",
+	})
+
+	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
+
+	info, err := cli.ContainerInspect(ctx, name)
+	if err != nil {
+		t.Fatalf("default map container %s: %v", name, err)
+	}
+	t.Run("Labels", func(t *testing.T) {
+		for k, want := range map[string]string{
+			orchestrator.LabelManaged: "true", orchestrator.LabelInstance: instance, orchestrator.LabelMap: "default",
+		} {
+			if got := info.Config.Labels[k]; got != want {
+				t.Errorf("label %s=%q, want %q", k, got, want)
+			}
+		}
+	})
+	t.Run("PortsOnLoopbackOnly", func(t *testing.T) {
+		if len(info.NetworkSettings.Ports) < 2 {
+			t.Fatalf("published ports: %v", info.NetworkSettings.Ports)
+		}
+		for port, bindings := range info.NetworkSettings.Ports {
+			if len(bindings) == 0 {
+				t.Errorf("%s not published", port)
+			}
+			for _, b := range bindings {
+				if b.HostIP != "127.0.0.1" {
+					t.Errorf("%s bound on %q, want 127.0.0.1 only", port, b.HostIP)
+				}
+			}
+		}
+	})
+	t.Run("LockedDown", func(t *testing.T) {
+		if u := info.Config.User; u == "" || u == "0" || strings.HasPrefix(u, "0:") || u == "root" {
+			t.Errorf("runs as user %q, want non-root", u)
+		}
+		if !info.HostConfig.ReadonlyRootfs {
+			t.Error("root file system is writable")
+		}
+		if got := strings.Join(info.HostConfig.CapDrop, ","); got != "ALL" {
+			t.Errorf("cap-drop %q, want ALL", got)
+		}
+		if got := info.HostConfig.RestartPolicy.Name; got != container.RestartPolicyDisabled {
+			t.Errorf("restart policy %q, want no", got)
+		}
+		if !strings.Contains(strings.Join(info.HostConfig.SecurityOpt, ","), "no-new-privileges") {
+			t.Errorf("security options %v lack no-new-privileges", info.HostConfig.SecurityOpt)
+		}
+	})
+	t.Run("ReadyThroughControlRPC", func(t *testing.T) {
+		var got struct{ Instances []orchestrator.Instance }
+		getJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
+		if len(got.Instances) != 1 || got.Instances[0].ID != instance || got.Instances[0].State != orchestrator.StateReady {
+			t.Fatalf("instances %+v, want %s ready", got.Instances, instance)
+		}
+		if got.Instances[0].ContainerID != info.ID {
+			t.Fatalf("instance container %s, want %s", got.Instances[0].ContainerID, info.ID)
+		}
+	})
+	t.Run("ErrUnauthorized", func(t *testing.T) {
+		var e control.ErrorResponse
+		getJSON(t, child.control+control.PathAdminMaps, "", http.StatusUnauthorized, &e)
+		if e.Error.Code != orchestrator.EUNAUTHORIZED {
+			t.Fatalf("code %q, want %q", e.Error.Code, orchestrator.EUNAUTHORIZED)
+		}
+		getJSON(t, child.control+control.PathAdminMaps, secret+"x", http.StatusUnauthorized, &e)
+		resp, err := http.Post(child.control+control.PathMapReady, "application/json",
+			strings.NewReader(`{"instanceId":"`+instance+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("map-ready without secret: status %d, want 401", resp.StatusCode)
+		}
+	})
+
+	t.Run("SIGTERMLeavesMapsRunning", func(t *testing.T) {
+		if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := child.wait(15 * time.Second); err != nil {
+			t.Fatalf("orchestrator did not exit cleanly on SIGTERM: %v", err)
+		}
+		after, err := cli.ContainerInspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !after.State.Running || after.ID != info.ID || after.RestartCount != 0 {
+			t.Fatalf("map container after orchestrator stop: running=%v id=%s restarts=%d", after.State.Running, after.ID, after.RestartCount)
+		}
+		db := sqlite.NewDB(dbPath)
+		if err := db.Open(); err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if mode, err := db.JournalMode(ctx); err != nil || mode != "wal" {
+			t.Fatalf("journal mode %q (%v), want wal", mode, err)
+		}
+	})
+}
+
+type childOrchestrator struct {
+	cmd             *exec.Cmd
+	public, control string
+	done            chan error
+}
+
+func (c *childOrchestrator) wait(d time.Duration) error {
+	select {
+	case err := <-c.done:
+		return err
+	case <-time.After(d):
+		c.cmd.Process.Kill()
+		return <-c.done
+	}
+}
+
+// startOrchestrator runs the orchestrator as a child process with env and returns once
+// it logged its listener URLs. Its log goes to the test log.
+func startOrchestrator(t *testing.T, env []string) *childOrchestrator {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), append(env, "MAPYARD_ORCH_CHILD=1")...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &childOrchestrator{cmd: cmd, done: make(chan error, 1)}
+	urls := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			t.Logf("orchestrator: %s", sc.Text())
+			var line struct{ Msg, Public, Control string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "orchestrator listening" {
+				urls <- [2]string{line.Public, line.Control}
+			}
+		}
+		c.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	})
+	select {
+	case u := <-urls:
+		c.public, c.control = u[0], u[1]
+	case err := <-c.done:
+		t.Fatalf("orchestrator exited before listening: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("orchestrator did not start listening")
+	}
+	return c
+}
+
+func waitStatus(t *testing.T, url string, want int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := 0
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if last = resp.StatusCode; last == want {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: status %d after %s, want %d", url, last, timeout, want)
+}
+
+func getJSON(t *testing.T, url, secret string, wantStatus int, out any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if secret != "" {
+		req.Header.Set(control.SecretHeader, secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != wantStatus {
+		t.Fatalf("GET %s: status %d, want %d", url, resp.StatusCode, wantStatus)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,121 @@
+package orchestrator
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"time"
+)
+
+// Version and Commit identify the build; `make build` stamps them with -ldflags.
+var (
+	Version = "dev"
+	Commit  = "none"
+)
+
+// Config is every tunable of the orchestrator, read from the environment (see
+// envconf.Load). Durations are whole milliseconds, as in the variable names.
+type Config struct {
+	PublicAddr  string `env:"ORCH_PUBLIC_ADDR" envDefault:":8080" help:"public listener: join API, map WebSocket proxy, browser page, health"`
+	ControlAddr string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC and admin listener (loopback; also bound on the map network gateway)"`
+	DBPath      string `env:"ORCH_DB_PATH" envDefault:"/data/mapyard.db" help:"SQLite database file; the generated secret is kept beside it"`
+	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"shared secret of the control RPC; generated on first start and kept in the data dir when empty"`
+
+	CheckpointMS          int `env:"ORCH_CHECKPOINT_MS" envDefault:"300000" help:"interval between snapshot checkpoints to the database"`
+	TransferTokenTTLMS    int `env:"ORCH_TRANSFER_TOKEN_TTL_MS" envDefault:"10000" help:"lifetime of a transfer token"`
+	JoinTicketTTLMS       int `env:"ORCH_JOIN_TICKET_TTL_MS" envDefault:"10000" help:"lifetime of a join ticket"`
+	HeartbeatTimeoutMS    int `env:"ORCH_HEARTBEAT_TIMEOUT_MS" envDefault:"15000" help:"a map without a heartbeat for this long is unhealthy"`
+	MapRestartWindowMS    int `env:"ORCH_MAP_RESTART_WINDOW_MS" envDefault:"60000" help:"window in which map restarts are counted"`
+	MapRestartMaxInWindow int `env:"ORCH_MAP_RESTART_MAX_IN_WINDOW" envDefault:"3" help:"restarts allowed per window before a map is quarantined"`
+	MapQuarantineMS       int `env:"ORCH_MAP_QUARANTINE_MS" envDefault:"60000" help:"how long a quarantined map is left alone"`
+	WarmPoolSize          int `env:"ORCH_WARM_POOL_SIZE" envDefault:"1" help:"blank map containers kept started and registered"`
+	MapIdleStopMS         int `env:"ORCH_MAP_IDLE_STOP_MS" envDefault:"600000" help:"non-default maps with no players are stopped after this long"`
+
+	MapImage          string `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of map containers"`
+	MapNetwork        string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
+	MapMemoryMB       int    `env:"ORCH_MAP_MEMORY_MB" envDefault:"512" help:"memory limit of each map container"`
+	MapCPUs           string `env:"ORCH_MAP_CPUS" envDefault:"1" help:"CPU limit of each map container, in cores (e.g. 0.5)"`
+	MapPidsLimit      int    `env:"ORCH_MAP_PIDS_LIMIT" envDefault:"256" help:"process/thread limit of each map container"`
+	MapStopGraceMS    int    `env:"ORCH_MAP_STOP_GRACE_MS" envDefault:"10000" help:"time a stopping map gets to flush before it is killed"`
+	DefaultMapID      string `env:"ORCH_DEFAULT_MAP_ID" envDefault:"default" help:"map that new characters join"`
+	DefaultInstanceID string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"default-1" help:"instance id of the default map (container mapyard-map-<id>)"`
+	LogLevel          string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+}
+
+// IDPattern is what map and instance ids look like. Ids become part of container names,
+// log lines and URLs, so they are kept to a safe alphabet.
+var IDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)
+
+// Validate checks values that parse but make no sense, naming the variable.
+func (c *Config) Validate() error {
+	for _, a := range []struct{ name, addr string }{
+		{"ORCH_PUBLIC_ADDR", c.PublicAddr}, {"ORCH_CONTROL_ADDR", c.ControlAddr},
+	} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("%s=%q: not host:port: %w", a.name, a.addr, err)
+		}
+	}
+	// The control listener must never face the outside: it drives every map.
+	if host, _, _ := net.SplitHostPort(c.ControlAddr); host != "localhost" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("ORCH_CONTROL_ADDR=%q: must be a loopback address (maps reach it through the map network gateway)", c.ControlAddr)
+		}
+	}
+	if c.DBPath == "" {
+		return fmt.Errorf("ORCH_DB_PATH: must not be empty")
+	}
+	if c.Secret != "" && len(c.Secret) < 16 {
+		return fmt.Errorf("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
+	}
+	for _, v := range []struct {
+		name     string
+		val, min int
+	}{
+		{"ORCH_CHECKPOINT_MS", c.CheckpointMS, 100},
+		{"ORCH_TRANSFER_TOKEN_TTL_MS", c.TransferTokenTTLMS, 100},
+		{"ORCH_JOIN_TICKET_TTL_MS", c.JoinTicketTTLMS, 100},
+		{"ORCH_HEARTBEAT_TIMEOUT_MS", c.HeartbeatTimeoutMS, 100},
+		{"ORCH_MAP_RESTART_WINDOW_MS", c.MapRestartWindowMS, 100},
+		{"ORCH_MAP_RESTART_MAX_IN_WINDOW", c.MapRestartMaxInWindow, 0},
+		{"ORCH_MAP_QUARANTINE_MS", c.MapQuarantineMS, 0},
+		{"ORCH_WARM_POOL_SIZE", c.WarmPoolSize, 0},
+		{"ORCH_MAP_IDLE_STOP_MS", c.MapIdleStopMS, 1000},
+		{"ORCH_MAP_MEMORY_MB", c.MapMemoryMB, 16},
+		{"ORCH_MAP_PIDS_LIMIT", c.MapPidsLimit, 16},
+		{"ORCH_MAP_STOP_GRACE_MS", c.MapStopGraceMS, 0},
+	} {
+		if v.val < v.min {
+			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)
+		}
+	}
+	if _, err := c.MapNanoCPUs(); err != nil {
+		return err
+	}
+	if !IDPattern.MatchString(c.DefaultMapID) {
+		return fmt.Errorf("ORCH_DEFAULT_MAP_ID=%q: must match %s", c.DefaultMapID, IDPattern)
+	}
+	if !IDPattern.MatchString(c.DefaultInstanceID) {
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, IDPattern)
+	}
+	if !IDPattern.MatchString(c.MapNetwork) {
+		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must match %s", c.MapNetwork, IDPattern)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("ORCH_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// MapNanoCPUs returns ORCH_MAP_CPUS in the Docker API's unit (1e-9 CPUs).
+func (c *Config) MapNanoCPUs() (int64, error) {
+	var cpus float64
+	if _, err := fmt.Sscanf(c.MapCPUs, "%g", &cpus); err != nil || cpus < 0.01 || cpus > 1024 {
+		return 0, fmt.Errorf("ORCH_MAP_CPUS=%q: must be a number of cores between 0.01 and 1024", c.MapCPUs)
+	}
+	return int64(cpus * 1e9), nil
+}
+
+// Ms converts a millisecond tunable to a time.Duration.
+func Ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -1,0 +1,68 @@
+package orchestrator_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/envconf"
+)
+
+func TestConfig_Defaults(t *testing.T) {
+	var c orchestrator.Config
+	if err := envconf.Load(&c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	for _, tt := range []struct {
+		name      string
+		got, want any
+	}{
+		{"ORCH_PUBLIC_ADDR", c.PublicAddr, ":8080"},
+		{"ORCH_CONTROL_ADDR", c.ControlAddr, "127.0.0.1:9000"},
+		{"ORCH_DB_PATH", c.DBPath, "/data/mapyard.db"},
+		{"ORCH_CHECKPOINT_MS", c.CheckpointMS, 300000},
+		{"ORCH_TRANSFER_TOKEN_TTL_MS", c.TransferTokenTTLMS, 10000},
+		{"ORCH_JOIN_TICKET_TTL_MS", c.JoinTicketTTLMS, 10000},
+		{"ORCH_HEARTBEAT_TIMEOUT_MS", c.HeartbeatTimeoutMS, 15000},
+		{"ORCH_MAP_RESTART_WINDOW_MS", c.MapRestartWindowMS, 60000},
+		{"ORCH_MAP_RESTART_MAX_IN_WINDOW", c.MapRestartMaxInWindow, 3},
+		{"ORCH_MAP_QUARANTINE_MS", c.MapQuarantineMS, 60000},
+		{"ORCH_INTERNAL_RPC_SECRET", c.Secret, ""},
+		{"ORCH_MAP_IMAGE", c.MapImage, "mapyard/map:latest"},
+		{"ORCH_WARM_POOL_SIZE", c.WarmPoolSize, 1},
+		{"ORCH_MAP_IDLE_STOP_MS", c.MapIdleStopMS, 600000},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s default=%v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	for _, tt := range []struct {
+		env  string
+		want string
+	}{
+		{"ORCH_PUBLIC_ADDR=8080", "ORCH_PUBLIC_ADDR"},
+		{"ORCH_CONTROL_ADDR=0.0.0.0:9000", "ORCH_CONTROL_ADDR"},
+		{"ORCH_MAP_RESTART_MAX_IN_WINDOW=-1", "ORCH_MAP_RESTART_MAX_IN_WINDOW"},
+		{"ORCH_MAP_CPUS=lots", "ORCH_MAP_CPUS"},
+		{"ORCH_DEFAULT_INSTANCE_ID=Default_1", "ORCH_DEFAULT_INSTANCE_ID"},
+		{"ORCH_INTERNAL_RPC_SECRET=short", "ORCH_INTERNAL_RPC_SECRET"},
+		{"ORCH_LOG_LEVEL=loud", "ORCH_LOG_LEVEL"},
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			var c orchestrator.Config
+			if err := envconf.Load(&c, []string{tt.env}); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate()=%v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}

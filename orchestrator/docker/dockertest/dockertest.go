@@ -1,0 +1,44 @@
+// Package dockertest gives tests a client of the real Docker engine. Tests that need
+// one skip when no engine answers, unless MAPYARD_REQUIRE_DOCKER=1 (as in CI), where
+// they fail instead: a CI run must never pass by skipping its Docker tests.
+package dockertest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+)
+
+// MapImage is the map image tests start; `make test` builds it before running tests.
+const MapImage = "mapyard/map:latest"
+
+// Client returns a client of the local Docker engine, closed when the test ends, after
+// checking that the engine answers and that the images tests need exist.
+func Client(tb testing.TB) *client.Client {
+	tb.Helper()
+	required := os.Getenv("MAPYARD_REQUIRE_DOCKER") == "1"
+	unavailable := func(format string, args ...any) {
+		tb.Helper()
+		if required {
+			tb.Fatalf(format, args...)
+		}
+		tb.Skipf(format+" (set MAPYARD_REQUIRE_DOCKER=1 to fail instead)", args...)
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		unavailable("docker client: %v", err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		unavailable("no Docker engine answers: %v", err)
+	}
+	if _, err := cli.ImageInspect(ctx, MapImage); err != nil {
+		unavailable("image %s is missing (run `make images`): %v", MapImage, err)
+	}
+	return cli
+}

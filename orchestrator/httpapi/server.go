@@ -1,0 +1,134 @@
+// Package httpapi serves the orchestrator's two HTTP listeners with echo: the public
+// listener (join API, map WebSocket proxy, browser page, health) and the control
+// listener (the control RPC for map servers and the admin API for ops), which binds
+// host-local addresses only and demands the shared secret on every route.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// Server owns both listeners. Set the fields, call Open, and Close at shutdown.
+type Server struct {
+	// PublicAddr and ControlAddr are host:port to listen on; port 0 picks a free port.
+	PublicAddr  string
+	ControlAddr string
+	// ControlExtraIPs are further addresses the control listener binds, on the same port
+	// as ControlAddr: the map network's gateway, so that map containers reach it.
+	ControlExtraIPs []string
+	Secret          string
+	Maps            orchestrator.Maps
+	Log             *slog.Logger
+
+	public, control *echo.Echo
+	servers         []*http.Server
+	publicLn        net.Listener
+	controlLn       net.Listener
+	group           errgroup.Group
+}
+
+// NewServer returns a Server for maps with the given secret.
+func NewServer(maps orchestrator.Maps, secret string, log *slog.Logger) *Server {
+	s := &Server{Maps: maps, Secret: secret, Log: log, public: newEcho(log), control: newEcho(log)}
+	s.public.GET("/healthz", s.handleHealthz)
+	s.public.GET("/readyz", s.handleReadyz)
+
+	g := s.control.Group("", control.RequireSecret(secret))
+	g.POST(control.PathMapReady, s.handleMapReady)
+	g.POST(control.PathMapHeartbeat, s.handleHeartbeat)
+	g.GET(control.PathAdminMaps, s.handleAdminMaps)
+	g.GET(control.PathAdminMaps+"/:id", s.handleAdminMap)
+	return s
+}
+
+func newEcho(log *slog.Logger) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = control.ErrorHandler(log)
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		DisableStackAll: true,
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			log.Error("panic in handler", "path", c.Path(), "err", err, "stack", string(stack))
+			return err
+		},
+	}))
+	return e
+}
+
+// Open binds every listener synchronously, so that their ports are known when it
+// returns, and serves them in the background.
+func (s *Server) Open() (err error) {
+	if s.publicLn, err = net.Listen("tcp", s.PublicAddr); err != nil {
+		return fmt.Errorf("listen public %s: %w", s.PublicAddr, err)
+	}
+	if s.controlLn, err = net.Listen("tcp", s.ControlAddr); err != nil {
+		s.publicLn.Close()
+		return fmt.Errorf("listen control %s: %w", s.ControlAddr, err)
+	}
+	s.serve(s.publicLn, s.public)
+	s.serve(s.controlLn, s.control)
+	port := strconv.Itoa(s.ControlPort())
+	for _, ip := range s.ControlExtraIPs {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, port))
+		if err != nil {
+			s.Close(context.Background())
+			return fmt.Errorf("listen control on %s: %w", ip, err)
+		}
+		s.serve(ln, s.control)
+	}
+	return nil
+}
+
+func (s *Server) serve(ln net.Listener, h http.Handler) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.servers = append(s.servers, srv)
+	s.group.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+}
+
+// Close stops accepting connections and waits, up to ctx, for requests in flight.
+func (s *Server) Close(ctx context.Context) error {
+	var errs []error
+	for _, srv := range s.servers {
+		errs = append(errs, srv.Shutdown(ctx))
+	}
+	errs = append(errs, s.group.Wait())
+	return errors.Join(errs...)
+}
+
+// PublicURL is the base URL of the public listener, with a loopback host when it binds
+// all interfaces.
+func (s *Server) PublicURL() string { return "http://" + loopbackHostPort(s.publicLn.Addr()) }
+
+// ControlURL is the base URL of the control listener on loopback.
+func (s *Server) ControlURL() string { return "http://" + loopbackHostPort(s.controlLn.Addr()) }
+
+// ControlPort is the port of the control listener.
+func (s *Server) ControlPort() int { return s.controlLn.Addr().(*net.TCPAddr).Port }
+
+func loopbackHostPort(a net.Addr) string {
+	ta := a.(*net.TCPAddr)
+	host := ta.IP.String()
+	if ta.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(ta.Port))
+}

@@ -1,0 +1,53 @@
+package orchestrator
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// SecretFileName is the file, beside the database, that keeps a generated secret so that
+// running maps and later orchestrators agree on it.
+const SecretFileName = "internal-rpc-secret"
+
+// LoadOrCreateSecret returns the secret kept in dir, creating a new random one (256 bits,
+// file mode 0600) the first time. A concurrent first start cannot produce two secrets:
+// the file is created exclusively and the loser reads the winner's.
+func LoadOrCreateSecret(dir string) (string, error) {
+	path := filepath.Join(dir, SecretFileName)
+	if buf, err := os.ReadFile(path); err == nil {
+		s := strings.TrimSpace(string(buf))
+		if len(s) < 16 {
+			return "", fmt.Errorf("secret file %q: too short", path)
+		}
+		return s, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read secret: %w", err)
+	}
+
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate secret: %w", err)
+	}
+	s := base64.RawURLEncoding.EncodeToString(b)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return LoadOrCreateSecret(dir)
+	} else if err != nil {
+		return "", fmt.Errorf("create secret: %w", err)
+	}
+	if _, err := f.WriteString(s + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("write secret: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", fmt.Errorf("sync secret: %w", err)
+	}
+	return s, f.Close()
+}
