@@ -36,9 +36,9 @@ const (
 )
 
 const (
-	prefix   = "mt1."
-	macLen   = 43 // base64url, unpadded, of 32 bytes
-	numFields = 9 // dot-separated claims between the prefix and the MAC
+	prefix    = "mt1."
+	macLen    = 43 // base64url, unpadded, of 32 bytes
+	numFields = 9  // dot-separated claims between the prefix and the MAC
 	// MaxLen bounds what Verify reads; anything longer is refused before any work.
 	MaxLen = 512
 )
