@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 )
 
@@ -270,13 +269,14 @@ func (c *MapConfig) validateRules() error {
 }
 
 // Parse decodes a MapConfig from JSON, migrates an older schemaVersion when a migration
-// exists, and validates it. Unknown fields and trailing data are errors, so a typo in a
+// exists, and validates it. Unknown fields and data after the object are errors, so a typo in a
 // data file is reported instead of silently ignored. Errors about values are
 // *ValidationError.
 func Parse(data []byte) (MapConfig, error) {
 	if len(data) > maxConfigJSONLength {
 		return MapConfig{}, invalid("", "map config is %d bytes, more than %d", len(data), maxConfigJSONLength)
 	}
+	// Unmarshal (unlike a Decoder) also rejects anything after the object.
 	var head struct {
 		SchemaVersion *int `json:"schemaVersion"`
 	}
@@ -299,9 +299,6 @@ func Parse(data []byte) (MapConfig, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return MapConfig{}, fmt.Errorf("decode map config: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return MapConfig{}, errors.New("decode map config: trailing data after the JSON object")
 	}
 	if err := c.Validate(); err != nil {
 		return MapConfig{}, err
