@@ -9,9 +9,9 @@ GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 GOROOT    := $(shell $(GO) env GOROOT)
 
 # Packages whose tests also run compiled to WebAssembly under node (code the browser runs).
-WASM_PKGS :=
+WASM_PKGS := ./mapserver/mapgen
 # Fuzz targets run briefly by `make test`, as package:FuzzName.
-FUZZ_TARGETS :=
+FUZZ_TARGETS := ./mapserver/mapgen:FuzzGenerate
 FUZZTIME  ?= 10s
 
 .PHONY: all build images up down test test-go test-wasm test-fuzz bench lint clean
@@ -22,6 +22,8 @@ build:
 	@mkdir -p $(BIN)
 	$(GOBUILD) -o $(BIN)/orchestrator ./orchestrator/cmd/orchestrator
 	$(GOBUILD) -o $(BIN)/mapserver ./mapserver/cmd/mapserver
+	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapgen.wasm ./mapserver/cmd/mapgen-wasm
+	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(BIN)/
 
 test: images test-go test-wasm test-fuzz
 
