@@ -200,7 +200,7 @@ func TestWorld_MarshalJSON(t *testing.T) {
 			Cols int    `json:"cols"`
 			Data string `json:"data"`
 		} `json:"terrain"`
-		Props   []struct{ ID uint64 } `json:"props"`
+		Props   [][7]int64 `json:"props"`
 		Portals []struct {
 			TargetMapID string `json:"targetMapId"`
 		} `json:"portals"`
@@ -218,7 +218,11 @@ func TestWorld_MarshalJSON(t *testing.T) {
 		t.Errorf("terrain.data has %d base64 characters, want %d", got, want)
 	}
 	if got, want := len(v.Props), len(w.Props); got != want {
-		t.Errorf("%d props in JSON, want %d", got, want)
+		t.Fatalf("%d props in JSON, want %d", got, want)
+	}
+	p := w.Props[len(w.Props)-1]
+	if got, want := v.Props[len(v.Props)-1], [7]int64{int64(p.ID), int64(p.Kind), int64(p.X), int64(p.Y), int64(p.Z), int64(p.Yaw), int64(p.Scale)}; got != want {
+		t.Errorf("last prop in JSON = %v, want %v", got, want)
 	}
 	if got, want := v.Portals[0].TargetMapID, "frontier"; got != want {
 		t.Errorf("portals[0].targetMapId = %q, want %q", got, want)

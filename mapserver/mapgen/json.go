@@ -39,25 +39,11 @@ type propKindJSON struct {
 	Shape PropShape `json:"shape"`
 }
 
-type propJSON struct {
-	ID    uint64 `json:"id"`
-	Kind  uint16 `json:"k"`
-	X     int32  `json:"x"`
-	Y     int32  `json:"y"`
-	Z     int32  `json:"z"`
-	Yaw   uint16 `json:"a"`
-	Scale uint16 `json:"s"`
-}
+// propJSON is a prop as the tuple [id, kind, x, y, z, yaw, scale].
+type propJSON [7]int64
 
-type colliderJSON struct {
-	ID    uint64    `json:"id"`
-	Owner uint64    `json:"o,omitempty"`
-	Shape PropShape `json:"sh"`
-	X     int32     `json:"x"`
-	Y     int32     `json:"y"`
-	HalfX int32     `json:"hx"`
-	HalfY int32     `json:"hy"`
-}
+// colliderJSON is a collider as the tuple [id, owner, shape, x, y, halfX, halfY].
+type colliderJSON [7]int64
 
 type spawnJSON struct {
 	ID uint64 `json:"id"`
@@ -78,10 +64,12 @@ type portalJSON struct {
 
 // MarshalJSON encodes the world for JavaScript. Terrain, biome and nav grids are
 // base64 strings under "data" (heights as little-endian uint16 centimetres, biomes one
-// byte per cell, nav the walkable bitset); props use the keys id, k (kind index), x, y,
-// z, a (yaw in 1/65536 turn) and s (scale permille); colliders id, o (owner prop id),
-// sh (1 circle, 2 box), x, y, hx, hy. All lengths are centimetres. The JSON view is
-// for rendering; the hash covers the canonical encoding, not this.
+// byte per cell, nav the walkable bitset). Props and colliders, the bulk of a world, are
+// arrays of number tuples rather than objects, which halves the size: a prop is
+// [id, kind, x, y, z, yaw, scale] (kind indexes propKinds, yaw in 1/65536 turn, scale
+// permille) and a collider [id, owner, shape, x, y, halfX, halfY] (owner 0 for walls,
+// shape 1 circle or 2 box). All lengths are centimetres and all ids are below 2^53.
+// The JSON view is for rendering; the hash covers the canonical encoding, not this.
 func (w *World) MarshalJSON() ([]byte, error) {
 	heights := make([]byte, 2*len(w.Terrain.Heights))
 	for i, h := range w.Terrain.Heights {
@@ -112,10 +100,10 @@ func (w *World) MarshalJSON() ([]byte, error) {
 		v.PropKinds[i] = propKindJSON(k)
 	}
 	for i, p := range w.Props {
-		v.Props[i] = propJSON(p)
+		v.Props[i] = propJSON{int64(p.ID), int64(p.Kind), int64(p.X), int64(p.Y), int64(p.Z), int64(p.Yaw), int64(p.Scale)}
 	}
 	for i, c := range w.Colliders {
-		v.Colliders[i] = colliderJSON(c)
+		v.Colliders[i] = colliderJSON{int64(c.ID), int64(c.Owner), int64(c.Shape), int64(c.X), int64(c.Y), int64(c.HalfX), int64(c.HalfY)}
 	}
 	for i, s := range w.Spawns {
 		v.Spawns[i] = spawnJSON(s)
