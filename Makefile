@@ -9,9 +9,9 @@ GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 GOROOT    := $(shell $(GO) env GOROOT)
 
 # Packages whose tests also run compiled to WebAssembly under node (code the browser runs).
-WASM_PKGS :=
+WASM_PKGS := ./mapserver/mapgen
 # Fuzz targets run briefly by `make test`, as package:FuzzName.
-FUZZ_TARGETS := ./orchestrator/ticket:FuzzVerify
+FUZZ_TARGETS := ./orchestrator/ticket:FuzzVerify ./mapserver/mapgen:FuzzGenerate
 FUZZTIME  ?= 10s
 
 COMPOSE   := $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \
@@ -27,6 +27,8 @@ build:
 	@mkdir -p $(BIN)
 	$(GOBUILD) -o $(BIN)/orchestrator ./orchestrator/cmd/orchestrator
 	$(GOBUILD) -o $(BIN)/mapserver ./mapserver/cmd/mapserver
+	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapgen.wasm ./mapserver/cmd/mapgen-wasm
+	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(BIN)/
 
 images: build
 	docker build -q -f Dockerfile.orchestrator --build-arg VERSION=$(VERSION) \

@@ -1,0 +1,109 @@
+package mapgen
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// templates holds the pre-authored configs of known maps, one <mapId>.json each.
+//
+//go:embed maps/*.json
+var templates embed.FS
+
+// TemplateIDs returns the ids of the maps with a pre-authored config, sorted.
+func TemplateIDs() []string {
+	entries, err := templates.ReadDir("maps")
+	if err != nil {
+		return nil // cannot happen: the directory is embedded
+	}
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, strings.TrimSuffix(e.Name(), ".json"))
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Template returns the pre-authored config of mapID, parsed and validated. Each call
+// returns a fresh copy the caller may change (for example its InstanceID or Seed). An
+// id without a template yields an error wrapping ErrUnknownMap.
+func Template(mapID string) (MapConfig, error) {
+	if err := ValidateID("mapId", mapID); err != nil {
+		return MapConfig{}, err
+	}
+	data, err := templates.ReadFile("maps/" + mapID + ".json")
+	if err != nil {
+		return MapConfig{}, fmt.Errorf("template %q: %w", mapID, ErrUnknownMap)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return MapConfig{}, fmt.Errorf("template %q: %w", mapID, err)
+	}
+	if c.MapID != mapID {
+		return MapConfig{}, fmt.Errorf("template %q: file declares mapId %q", mapID, c.MapID)
+	}
+	return c, nil
+}
+
+// Default returns the pre-authored config of the default map (DefaultMapID, instance
+// DefaultInstanceID). The embedded file is checked by the package's tests, so a failure
+// here is a build defect and panics.
+func Default() MapConfig {
+	c, err := Template(DefaultMapID)
+	if err != nil {
+		panic(fmt.Sprintf("mapgen: embedded default map config is broken: %v", err))
+	}
+	return c
+}
+
+// DerivedMapID returns the id of the map discovered from parentMapID with seed: "wild-"
+// and 12 hex digits of a SHA-256 over both. A portal with Discover carries this id as
+// its TargetMapID, and Derive gives the config the same id.
+func DerivedMapID(parentMapID string, seed uint64) string {
+	sum := sha256.Sum256([]byte("mapyard/derive\x00" + parentMapID + "\x00" + strconv.FormatUint(seed, 10)))
+	return "wild-" + hex.EncodeToString(sum[:6])
+}
+
+// Derive builds the config of a newly discovered map from its parent's config and a
+// seed (usually a Portal.TargetSeed of the parent's world). The same inputs always give
+// the same config: it keeps the parent's bounds, prop sets and collider rules, varies
+// terrain and biome parameters within valid ranges, and has one portal back to the
+// parent and one to a further discovered map. Its instance id is "<mapId>-1".
+func Derive(parent MapConfig, seed uint64) (MapConfig, error) {
+	if err := parent.Validate(); err != nil {
+		return MapConfig{}, fmt.Errorf("derive from %q: parent: %w", parent.MapID, err)
+	}
+	if seed > MaxSeed {
+		return MapConfig{}, invalid("seed", "must be at most %d so JavaScript numbers hold it exactly (got %d)", uint64(MaxSeed), seed)
+	}
+	c := parent.Clone()
+	c.MapID = DerivedMapID(parent.MapID, seed)
+	c.InstanceID = c.MapID + "-1"
+	c.Seed = seed
+
+	r := newRNG(seed, streamDerive)
+	vary := func(v, lo, hi, permilleSpread int) int {
+		v = v * (1000 + r.between(-permilleSpread, permilleSpread)) / 1000
+		return min(max(v, lo), hi)
+	}
+	t := &c.Terrain
+	t.MaxHeight = vary(t.MaxHeight, 0, maxTerrainHeight, 300)
+	t.FeatureSize = vary(t.FeatureSize, 10, maxFeatureSize, 300)
+	t.Persistence = vary(t.Persistence, 0, 1000, 200)
+	t.WaterLevel = min(max(t.WaterLevel+r.between(-150, 150), 0), 1000)
+	b := &c.Biome
+	b.MoistureBias = min(max(b.MoistureBias+r.between(-250, 250), -1000), 1000)
+	c.GenerationRules.Portals = []PortalRule{
+		{TargetMapID: parent.MapID, Count: 1},
+		{Discover: true, Count: 1},
+	}
+	if err := c.Validate(); err != nil {
+		return MapConfig{}, fmt.Errorf("derive from %q: %w", parent.MapID, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,120 @@
+package mapgen_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+)
+
+func TestTemplates(t *testing.T) {
+	if got, want := mapgen.TemplateIDs(), []string{"default", "frontier"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("TemplateIDs() = %q, want %q", got, want)
+	}
+	t.Run("DefaultIsDefaultMap", func(t *testing.T) {
+		c := mapgen.Default()
+		if got, want := c.MapID, mapgen.DefaultMapID; got != want {
+			t.Errorf("MapID = %q, want %q", got, want)
+		}
+		if got, want := c.InstanceID, mapgen.DefaultInstanceID; got != want {
+			t.Errorf("InstanceID = %q, want %q", got, want)
+		}
+		if got, want := c.Bounds, (mapgen.Bounds{Width: 2000, Height: 2000}); got != want {
+			t.Errorf("Bounds = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("PortalsLinkDefaultAndFrontier", func(t *testing.T) {
+		for _, link := range [][2]string{{"default", "frontier"}, {"frontier", "default"}} {
+			w := mustGenerate(t, mustTemplate(t, link[0]))
+			found := false
+			for _, p := range w.Portals {
+				found = found || p.TargetMapID == link[1]
+			}
+			if !found {
+				t.Errorf("map %q has no portal to %q: %+v", link[0], link[1], w.Portals)
+			}
+		}
+	})
+	t.Run("CopiesAreIndependent", func(t *testing.T) {
+		a := mapgen.Default()
+		a.PropSetIDs[0] = "changed"
+		if got := mapgen.Default().PropSetIDs[0]; got == "changed" {
+			t.Fatal("changing one template copy changed the next")
+		}
+	})
+	t.Run("ErrUnknownMap", func(t *testing.T) {
+		if _, err := mapgen.Template("atlantis"); !errors.Is(err, mapgen.ErrUnknownMap) {
+			t.Fatalf("Template(atlantis) = %v, want ErrUnknownMap", err)
+		}
+	})
+	t.Run("ErrInvalidID", func(t *testing.T) {
+		var ve *mapgen.ValidationError
+		if _, err := mapgen.Template("../maps/default"); !errors.As(err, &ve) {
+			t.Fatalf("Template(path) = %v, want a *ValidationError", err)
+		}
+	})
+}
+
+func TestDerive(t *testing.T) {
+	frontier := mustTemplate(t, "frontier")
+	w := mustGenerate(t, frontier)
+	var discover *mapgen.Portal
+	for i := range w.Portals {
+		if w.Portals[i].TargetSeed != 0 {
+			discover = &w.Portals[i]
+		}
+	}
+	if discover == nil {
+		t.Fatal("frontier has no portal to a discovered map")
+	}
+
+	child, err := mapgen.Derive(frontier, discover.TargetSeed)
+	if err != nil {
+		t.Fatalf("Derive: %v", err)
+	}
+	t.Run("IDMatchesPortal", func(t *testing.T) {
+		if got, want := child.MapID, discover.TargetMapID; got != want {
+			t.Fatalf("derived MapID = %q, portal says %q", got, want)
+		}
+		if got, want := child.InstanceID, child.MapID+"-1"; got != want {
+			t.Fatalf("InstanceID = %q, want %q", got, want)
+		}
+	})
+	t.Run("Deterministic", func(t *testing.T) {
+		again, err := mapgen.Derive(frontier, discover.TargetSeed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(again, child) {
+			t.Fatalf("Derive differs between calls:\n%+v\n%+v", again, child)
+		}
+	})
+	t.Run("PortalBackToParent", func(t *testing.T) {
+		cw := mustGenerate(t, child)
+		if got, want := cw.Portals[0].TargetMapID, "frontier"; got != want {
+			t.Fatalf("first portal leads to %q, want %q", got, want)
+		}
+	})
+	t.Run("DifferentSeedDifferentMap", func(t *testing.T) {
+		other, err := mapgen.Derive(frontier, discover.TargetSeed+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other.MapID == child.MapID {
+			t.Fatalf("two seeds gave the same map id %q", other.MapID)
+		}
+	})
+	t.Run("ErrSeedTooLarge", func(t *testing.T) {
+		if _, err := mapgen.Derive(frontier, mapgen.MaxSeed+1); err == nil {
+			t.Fatal("Derive accepted a seed beyond MaxSeed")
+		}
+	})
+	t.Run("ErrInvalidParent", func(t *testing.T) {
+		bad := frontier.Clone()
+		bad.Bounds.Width = 0
+		if _, err := mapgen.Derive(bad, 1); err == nil {
+			t.Fatal("Derive accepted an invalid parent")
+		}
+	})
+}
