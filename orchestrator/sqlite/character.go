@@ -119,10 +119,10 @@ func characterStateArgs(charID, mapID, instanceID string, x, y float64, attrs js
 // putCharacterState applies a transfer_boundary event: the character must exist, and an
 // older revision than the stored one leaves the state alone (the event is still recorded).
 func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *orchestrator.CharacterState, nowMs int64) error {
-	if err := requireCharacter(ctx, tx, orchestrator.ItemOwner{CharacterID: s.CharacterID}); err != nil {
+	if err := db.requireCharacter(ctx, tx, orchestrator.ItemOwner{CharacterID: s.CharacterID}); err != nil {
 		return err
 	}
-	_, err := tx.StmtContext(ctx, db.stmts.upsertCharacterState).ExecContext(ctx,
+	_, err := db.stmt(ctx, tx, upsertCharacterStateSQL).ExecContext(ctx,
 		characterStateArgs(s.CharacterID, s.MapID, s.InstanceID, s.X, s.Y, s.Attributes, s.Revision, nowMs)...)
 	return err
 }

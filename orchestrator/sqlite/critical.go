@@ -165,7 +165,7 @@ func decodeStrict(b []byte, v any) error {
 func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, req *criticalReq, nowMs int64) (orchestrator.CriticalAck, error) {
 	ev := req.ev
 	ack := orchestrator.CriticalAck{EventID: ev.EventID, CommittedAtMs: nowMs}
-	err := tx.StmtContext(ctx, db.stmts.insertEvent).QueryRowContext(ctx,
+	err := db.stmt(ctx, tx, sqlInsertEvent).QueryRowContext(ctx,
 		ev.EventID, ev.InstanceID, ev.Kind, ev.MapTick, []byte(ev.Payload), nowMs).Scan(&ack.Seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return db.duplicateCritical(ctx, tx, ev)
@@ -175,14 +175,14 @@ func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, req *criticalReq, n
 
 	switch p := req.payload.(type) {
 	case *itemGrant:
-		err = grantItem(ctx, tx, p, nowMs)
+		err = db.grantItem(ctx, tx, p, nowMs)
 	case *itemMove:
-		err = moveItem(ctx, tx, p, nowMs)
+		err = db.moveItem(ctx, tx, p, nowMs)
 	case *itemSpend:
-		err = spendItem(ctx, tx, p, nowMs)
+		err = db.spendItem(ctx, tx, p, nowMs)
 	case *trade:
 		for i := range p.Moves {
-			if err = moveItem(ctx, tx, &p.Moves[i], nowMs); err != nil {
+			if err = db.moveItem(ctx, tx, &p.Moves[i], nowMs); err != nil {
 				break
 			}
 		}
@@ -198,7 +198,7 @@ func (db *DB) duplicateCritical(ctx context.Context, tx *sql.Tx, ev orchestrator
 	var first orchestrator.CriticalEvent
 	ack := orchestrator.CriticalAck{EventID: ev.EventID, Duplicate: true}
 	var payload []byte
-	if err := tx.StmtContext(ctx, db.stmts.selectEvent).QueryRowContext(ctx, ev.EventID).Scan(
+	if err := db.stmt(ctx, tx, sqlSelectEvent).QueryRowContext(ctx, ev.EventID).Scan(
 		&ack.Seq, &first.InstanceID, &first.Kind, &first.MapTick, &payload, &ack.CommittedAtMs); err != nil {
 		return orchestrator.CriticalAck{}, fmt.Errorf("read event: %w", err)
 	}
@@ -215,69 +215,67 @@ func ownerArgs(o orchestrator.ItemOwner) (character, container sql.NullString) {
 }
 
 // requireCharacter returns ENOTFOUND unless the owner is a container or a known character.
-func requireCharacter(ctx context.Context, tx *sql.Tx, o orchestrator.ItemOwner) error {
+func (db *DB) requireCharacter(ctx context.Context, tx *sql.Tx, o orchestrator.ItemOwner) error {
 	if o.CharacterID == "" {
 		return nil
 	}
 	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM characters WHERE character_id = ?`, o.CharacterID).Scan(&one)
+	err := db.stmt(ctx, tx, sqlCharExists).QueryRowContext(ctx, o.CharacterID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return orchestrator.Errorf(orchestrator.ENOTFOUND, "character %q not found", o.CharacterID)
 	}
 	return err
 }
 
-// readItem returns an item's kind, owner and quantity, or ENOTFOUND.
-func readItem(ctx context.Context, tx *sql.Tx, itemID string) (kind string, owner orchestrator.ItemOwner, qty int64, err error) {
+// readItem returns an item's owner and quantity, or ENOTFOUND.
+func (db *DB) readItem(ctx context.Context, tx *sql.Tx, itemID string) (owner orchestrator.ItemOwner, qty int64, err error) {
+	var kind string
 	var ch, co sql.NullString
-	err = tx.QueryRowContext(ctx, `SELECT item_kind, owner_character_id, owner_container_id, quantity FROM inventory_items WHERE item_id = ?`, itemID).
-		Scan(&kind, &ch, &co, &qty)
+	err = db.stmt(ctx, tx, sqlReadItem).QueryRowContext(ctx, itemID).Scan(&kind, &ch, &co, &qty)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", owner, 0, orchestrator.Errorf(orchestrator.ENOTFOUND, "item %q not found", itemID)
+		return owner, 0, orchestrator.Errorf(orchestrator.ENOTFOUND, "item %q not found", itemID)
 	} else if err != nil {
-		return "", owner, 0, fmt.Errorf("read item %q: %w", itemID, err)
+		return owner, 0, fmt.Errorf("read item %q: %w", itemID, err)
 	}
-	return kind, orchestrator.ItemOwner{CharacterID: ch.String, ContainerID: co.String}, qty, nil
+	return orchestrator.ItemOwner{CharacterID: ch.String, ContainerID: co.String}, qty, nil
 }
 
-func grantItem(ctx context.Context, tx *sql.Tx, p *itemGrant, nowMs int64) error {
-	if err := requireCharacter(ctx, tx, p.To); err != nil {
+// grantItem creates the item, or adds to it if it exists with the same kind and owner.
+func (db *DB) grantItem(ctx context.Context, tx *sql.Tx, p *itemGrant, nowMs int64) error {
+	if err := db.requireCharacter(ctx, tx, p.To); err != nil {
 		return err
 	}
-	kind, owner, _, err := readItem(ctx, tx, p.ItemID)
-	switch orchestrator.ErrorCode(err) {
-	case orchestrator.ENOTFOUND:
-		ch, co := ownerArgs(p.To)
-		_, err = tx.ExecContext(ctx, `INSERT INTO inventory_items (item_id, item_kind, owner_character_id, owner_container_id, quantity, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?)`,
-			p.ItemID, p.ItemKind, ch, co, p.Quantity, nowMs)
-		return err
-	case "":
-		if kind != p.ItemKind || owner != p.To {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q exists with another kind or owner", p.ItemID)
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE inventory_items SET quantity = quantity + ?, updated_at_ms = ? WHERE item_id = ?`, p.Quantity, nowMs, p.ItemID)
-		return err
-	default:
-		return err
+	ch, co := ownerArgs(p.To)
+	res, err := db.stmt(ctx, tx, sqlGrantItem).ExecContext(ctx, p.ItemID, p.ItemKind, ch, co, p.Quantity, nowMs)
+	if err != nil {
+		return fmt.Errorf("grant item %q: %w", p.ItemID, err)
 	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("grant item %q: %w", p.ItemID, err)
+	} else if n == 0 {
+		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q exists with another kind or owner", p.ItemID)
+	}
+	return nil
 }
 
-func moveItem(ctx context.Context, tx *sql.Tx, p *itemMove, nowMs int64) error {
-	_, owner, _, err := readItem(ctx, tx, p.ItemID)
+// moveItem gives a whole item to p.To if p.From holds it.
+func (db *DB) moveItem(ctx context.Context, tx *sql.Tx, p *itemMove, nowMs int64) error {
+	owner, _, err := db.readItem(ctx, tx, p.ItemID)
 	if err != nil {
 		return err
 	} else if owner != p.From {
 		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q is not held by the stated owner", p.ItemID)
-	} else if err := requireCharacter(ctx, tx, p.To); err != nil {
+	} else if err := db.requireCharacter(ctx, tx, p.To); err != nil {
 		return err
 	}
 	ch, co := ownerArgs(p.To)
-	_, err = tx.ExecContext(ctx, `UPDATE inventory_items SET owner_character_id = ?, owner_container_id = ?, updated_at_ms = ? WHERE item_id = ?`, ch, co, nowMs, p.ItemID)
+	_, err = db.stmt(ctx, tx, sqlMoveItem).ExecContext(ctx, ch, co, nowMs, p.ItemID)
 	return err
 }
 
-func spendItem(ctx context.Context, tx *sql.Tx, p *itemSpend, nowMs int64) error {
-	_, owner, qty, err := readItem(ctx, tx, p.ItemID)
+// spendItem consumes quantity of an item p.From holds, deleting it at zero.
+func (db *DB) spendItem(ctx context.Context, tx *sql.Tx, p *itemSpend, nowMs int64) error {
+	owner, qty, err := db.readItem(ctx, tx, p.ItemID)
 	if err != nil {
 		return err
 	} else if owner != p.From {
@@ -286,9 +284,9 @@ func spendItem(ctx context.Context, tx *sql.Tx, p *itemSpend, nowMs int64) error
 		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q has %d, cannot spend %d", p.ItemID, qty, p.Quantity)
 	}
 	if qty == p.Quantity {
-		_, err = tx.ExecContext(ctx, `DELETE FROM inventory_items WHERE item_id = ?`, p.ItemID)
+		_, err = db.stmt(ctx, tx, sqlDeleteItem).ExecContext(ctx, p.ItemID)
 	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE inventory_items SET quantity = quantity - ?, updated_at_ms = ? WHERE item_id = ?`, p.Quantity, nowMs, p.ItemID)
+		_, err = db.stmt(ctx, tx, sqlSpendItem).ExecContext(ctx, p.Quantity, nowMs, p.ItemID)
 	}
 	return err
 }

@@ -135,6 +135,7 @@ func (db *DB) Open() (err error) {
 		db.write.Close()
 		return fmt.Errorf("migrate %q: %w", db.Path, err)
 	}
+	db.stmts = writeStmts{}
 	if err := db.stmts.prepare(ctx, db.write); err != nil {
 		db.write.Close()
 		return fmt.Errorf("prepare %q: %w", db.Path, err)
@@ -181,7 +182,9 @@ func (db *DB) Close() error {
 	if db.read != nil {
 		errs = append(errs, db.read.Close())
 	}
-	errs = append(errs, db.stmts.close())
+	if db.stmts != nil {
+		errs = append(errs, db.stmts.close())
+	}
 	if db.write != nil {
 		errs = append(errs, db.write.Close())
 	}

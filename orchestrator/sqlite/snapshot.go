@@ -166,8 +166,8 @@ func (db *DB) Checkpoint(ctx context.Context) (orchestrator.CheckpointResult, er
 			now.UnixMilli(), len(pending)).Scan(&res.ID); err != nil {
 			return fmt.Errorf("insert checkpoint: %w", err)
 		}
-		upsert := tx.StmtContext(ctx, db.stmts.upsertPartition)
-		charState := tx.StmtContext(ctx, db.stmts.upsertCharacterState)
+		upsert := db.stmt(ctx, tx, upsertPartitionSQL)
+		charState := db.stmt(ctx, tx, upsertCharacterStateSQL)
 		for _, e := range pending {
 			s, env := &e.snap, &e.snap.Envelope
 			if _, err := upsert.ExecContext(ctx, s.InstanceID, s.Partition, s.Revision, env.SchemaVersion, env.SimCoreVersion,

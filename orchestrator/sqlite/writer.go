@@ -24,46 +24,55 @@ type writeRes struct {
 	err error
 }
 
-// writeStmts are the hot write statements, prepared once on the single write
-// connection so group commits do not recompile SQL for every event.
-type writeStmts struct {
-	savepoint, release, rollbackTo *sql.Stmt
-	insertEvent, selectEvent       *sql.Stmt
-	upsertPartition                *sql.Stmt
-	upsertCharacterState           *sql.Stmt
-}
+// writeStmts are the write statements, prepared once on the single write connection at
+// Open so group commits do not recompile SQL for every event. They cannot be prepared
+// lazily: the only connection is busy inside the transaction that would need them.
+type writeStmts map[string]*sql.Stmt
 
-func (s *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
-	for _, p := range []struct {
-		dst   **sql.Stmt
-		query string
-	}{
-		{&s.savepoint, `SAVEPOINT ev`},
-		{&s.release, `RELEASE ev`},
-		{&s.rollbackTo, `ROLLBACK TO ev`},
-		{&s.insertEvent, `INSERT INTO critical_events (event_id, instance_id, kind, map_tick, payload, committed_at_ms)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING RETURNING seq`},
-		{&s.selectEvent, `SELECT seq, instance_id, kind, map_tick, payload, committed_at_ms FROM critical_events WHERE event_id = ?`},
-		{&s.upsertPartition, upsertPartitionSQL},
-		{&s.upsertCharacterState, upsertCharacterStateSQL},
-	} {
-		stmt, err := db.PrepareContext(ctx, p.query)
+// Queries prepared by writeStmts.
+const (
+	sqlSavepoint   = `SAVEPOINT ev`
+	sqlRelease     = `RELEASE ev`
+	sqlRollbackTo  = `ROLLBACK TO ev`
+	sqlInsertEvent = `INSERT INTO critical_events (event_id, instance_id, kind, map_tick, payload, committed_at_ms)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING RETURNING seq`
+	sqlSelectEvent = `SELECT seq, instance_id, kind, map_tick, payload, committed_at_ms FROM critical_events WHERE event_id = ?`
+	sqlCharExists  = `SELECT 1 FROM characters WHERE character_id = ?`
+	sqlReadItem    = `SELECT item_kind, owner_character_id, owner_container_id, quantity FROM inventory_items WHERE item_id = ?`
+	sqlGrantItem   = `INSERT INTO inventory_items (item_id, item_kind, owner_character_id, owner_container_id, quantity, updated_at_ms)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+		ON CONFLICT (item_id) DO UPDATE SET quantity = quantity + excluded.quantity, updated_at_ms = excluded.updated_at_ms
+		WHERE item_kind = excluded.item_kind AND owner_character_id IS excluded.owner_character_id
+			AND owner_container_id IS excluded.owner_container_id`
+	sqlMoveItem   = `UPDATE inventory_items SET owner_character_id = ?, owner_container_id = ?, updated_at_ms = ? WHERE item_id = ?`
+	sqlSpendItem  = `UPDATE inventory_items SET quantity = quantity - ?, updated_at_ms = ? WHERE item_id = ?`
+	sqlDeleteItem = `DELETE FROM inventory_items WHERE item_id = ?`
+)
+
+func (s writeStmts) prepare(ctx context.Context, db *sql.DB) error {
+	for _, q := range []string{sqlSavepoint, sqlRelease, sqlRollbackTo, sqlInsertEvent, sqlSelectEvent, sqlCharExists,
+		sqlReadItem, sqlGrantItem, sqlMoveItem, sqlSpendItem, sqlDeleteItem, upsertPartitionSQL, upsertCharacterStateSQL} {
+		stmt, err := db.PrepareContext(ctx, q)
 		if err != nil {
-			return fmt.Errorf("prepare %q: %w", p.query, err)
+			return fmt.Errorf("prepare %q: %w", q, err)
 		}
-		*p.dst = stmt
+		s[q] = stmt
 	}
 	return nil
 }
 
-func (s *writeStmts) close() error {
+func (s writeStmts) close() error {
 	var errs []error
-	for _, stmt := range []*sql.Stmt{s.savepoint, s.release, s.rollbackTo, s.insertEvent, s.selectEvent, s.upsertPartition, s.upsertCharacterState} {
-		if stmt != nil {
-			errs = append(errs, stmt.Close())
-		}
+	for q, stmt := range s {
+		errs = append(errs, stmt.Close())
+		delete(s, q)
 	}
 	return errors.Join(errs...)
+}
+
+// stmt returns the prepared statement for query bound to tx.
+func (db *DB) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+	return tx.StmtContext(ctx, db.stmts[query])
 }
 
 // errClosed answers requests made after Close.
@@ -176,7 +185,7 @@ func (db *DB) commitCriticalBatch(ctx context.Context, batch []*writeReq) {
 	defer tx.Rollback()
 
 	nowMs := db.Now().UnixMilli()
-	savepoint, release, rollbackTo := tx.StmtContext(ctx, db.stmts.savepoint), tx.StmtContext(ctx, db.stmts.release), tx.StmtContext(ctx, db.stmts.rollbackTo)
+	savepoint, release, rollbackTo := db.stmt(ctx, tx, sqlSavepoint), db.stmt(ctx, tx, sqlRelease), db.stmt(ctx, tx, sqlRollbackTo)
 	for i, r := range batch {
 		if _, err := savepoint.ExecContext(ctx); err != nil {
 			res[i].err = fmt.Errorf("savepoint: %w", err)
