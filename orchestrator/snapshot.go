@@ -66,19 +66,29 @@ func PayloadHash(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Validate checks the envelope without changing it: the payload must be a JSON object no
-// larger than maxBytes (MaxSnapshotPayloadBytes when maxBytes <= 0) whose SHA-256 matches
-// PayloadHash, and the schema version must be the current one. It returns an *Error with
-// code ETOOLARGE, EINVALIDENVELOPE, EHASHMISMATCH or ESCHEMAVERSION.
+// Validate checks the envelope without changing it: ValidatePayload, and the schema
+// version must be SnapshotSchemaVersion. Stores that can migrate older versions call
+// ValidatePayload and check the version themselves.
 func (e *SnapshotEnvelope) Validate(maxBytes int) error {
+	if err := e.ValidatePayload(maxBytes); err != nil {
+		return err
+	}
+	if e.SchemaVersion != SnapshotSchemaVersion {
+		return Errorf(ESCHEMAVERSION, "snapshot schema version %d is not supported (want %d)", e.SchemaVersion, SnapshotSchemaVersion)
+	}
+	return nil
+}
+
+// ValidatePayload checks everything but the schema version: the payload must be a JSON
+// object no larger than maxBytes (MaxSnapshotPayloadBytes when maxBytes <= 0) whose
+// SHA-256 matches PayloadHash, and simCoreVersion must be set. It returns an *Error with
+// code ETOOLARGE, EINVALIDENVELOPE or EHASHMISMATCH.
+func (e *SnapshotEnvelope) ValidatePayload(maxBytes int) error {
 	if maxBytes <= 0 {
 		maxBytes = MaxSnapshotPayloadBytes
 	}
 	if len(e.Payload) > maxBytes {
 		return Errorf(ETOOLARGE, "snapshot payload is %d bytes, limit is %d", len(e.Payload), maxBytes)
-	}
-	if e.SchemaVersion != SnapshotSchemaVersion {
-		return Errorf(ESCHEMAVERSION, "snapshot schema version %d is not supported (want %d)", e.SchemaVersion, SnapshotSchemaVersion)
 	}
 	if e.SimCoreVersion == "" {
 		return Errorf(EINVALIDENVELOPE, "snapshot simCoreVersion required")
@@ -93,6 +103,36 @@ func (e *SnapshotEnvelope) Validate(maxBytes int) error {
 		return Errorf(EINVALIDENVELOPE, "snapshot payload must be a JSON object")
 	}
 	return nil
+}
+
+// SnapshotMigration upgrades a payload from one schema version to the next. It returns
+// a new payload and never modifies its argument.
+type SnapshotMigration func(payload json.RawMessage) (json.RawMessage, error)
+
+// MigrateSnapshot upgrades e to schema version want by applying migrations[v] (v to v+1)
+// in order. The result carries the new version and a recomputed hash, so the upgrade is
+// visible in the stored metadata rather than a silent rewrite. A version newer than want,
+// or one with no complete chain of migrations, fails with ESCHEMAVERSION; a migration
+// that fails or yields something other than a JSON object fails with EINVALIDENVELOPE.
+func MigrateSnapshot(e SnapshotEnvelope, want int, migrations map[int]SnapshotMigration) (SnapshotEnvelope, error) {
+	if e.SchemaVersion > want {
+		return e, Errorf(ESCHEMAVERSION, "snapshot schema version %d is newer than supported version %d", e.SchemaVersion, want)
+	}
+	for e.SchemaVersion < want {
+		m := migrations[e.SchemaVersion]
+		if m == nil {
+			return e, Errorf(ESCHEMAVERSION, "snapshot schema version %d has no migration to version %d", e.SchemaVersion, want)
+		}
+		payload, err := m(e.Payload)
+		if err != nil {
+			return e, Errorf(EINVALIDENVELOPE, "migrate snapshot from schema version %d: %v", e.SchemaVersion, err)
+		} else if !isJSONObject(payload) {
+			return e, Errorf(EINVALIDENVELOPE, "migration from schema version %d did not produce a JSON object", e.SchemaVersion)
+		}
+		e.SchemaVersion++
+		e.Payload, e.PayloadHash = payload, PayloadHash(payload)
+	}
+	return e, nil
 }
 
 // isJSONObject reports whether b is one valid JSON object.

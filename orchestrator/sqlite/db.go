@@ -53,6 +53,15 @@ type DB struct {
 	// MaxPayloadBytes caps one snapshot payload (orchestrator.MaxSnapshotPayloadBytes).
 	MaxPayloadBytes int
 
+	// SchemaVersion is the snapshot schema version the store keeps payloads in
+	// (orchestrator.SnapshotSchemaVersion). Pushed and stored snapshots of older versions
+	// are upgraded through SnapshotMigrations; any other version is refused with
+	// ESCHEMAVERSION, and Open fails rather than load a stored one it cannot upgrade.
+	SchemaVersion int
+
+	// SnapshotMigrations upgrades payloads from version k to k+1, keyed by k.
+	SnapshotMigrations map[int]orchestrator.SnapshotMigration
+
 	write *sql.DB // exactly one connection, used only by the writer goroutine
 	read  *sql.DB // read pool; WAL lets readers run beside the writer
 	stmts writeStmts
@@ -81,6 +90,7 @@ func NewDB(path string) *DB {
 		CheckpointInterval: DefaultCheckpointInterval,
 		MaxCriticalBatch:   DefaultMaxCriticalBatch,
 		MaxPayloadBytes:    orchestrator.MaxSnapshotPayloadBytes,
+		SchemaVersion:      orchestrator.SnapshotSchemaVersion,
 	}
 }
 
@@ -121,6 +131,9 @@ func (db *DB) Open() (err error) {
 	}
 	if db.MaxPayloadBytes <= 0 {
 		db.MaxPayloadBytes = orchestrator.MaxSnapshotPayloadBytes
+	}
+	if db.SchemaVersion <= 0 {
+		db.SchemaVersion = orchestrator.SnapshotSchemaVersion
 	}
 	ctx := context.Background()
 

@@ -65,12 +65,15 @@ func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, rev
 	case revision <= 0:
 		return false, orchestrator.Errorf(orchestrator.EBADREQUEST, "snapshot: revision must be positive")
 	}
-	if err := env.Validate(db.MaxPayloadBytes); err != nil {
+	if err := env.ValidatePayload(db.MaxPayloadBytes); err != nil {
+		return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
+	}
+	env, err := orchestrator.MigrateSnapshot(env, db.SchemaVersion, db.SnapshotMigrations)
+	if err != nil {
 		return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 	}
 	var char *orchestrator.CharacterStatePayload
 	if charID, ok := strings.CutPrefix(partition, orchestrator.CharacterPartitionPrefix); ok {
-		var err error
 		if char, err = decodeCharacterPartition(charID, env.Payload); err != nil {
 			return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 		}
@@ -200,7 +203,7 @@ func (db *DB) Checkpoint(ctx context.Context) (orchestrator.CheckpointResult, er
 }
 
 // upsertPartitionSQL writes one partition unless the database already holds a newer
-// revision of it.
+// revision of it; the same revision is rewritten only to store a schema upgrade.
 const upsertPartitionSQL = `INSERT INTO instance_partitions (instance_id, partition, revision, schema_version,
 	sim_core_version, payload_hash, map_tick, server_time_ms, payload, checkpoint_id)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -209,7 +212,8 @@ const upsertPartitionSQL = `INSERT INTO instance_partitions (instance_id, partit
 		payload_hash = excluded.payload_hash, map_tick = excluded.map_tick,
 		server_time_ms = excluded.server_time_ms, payload = excluded.payload,
 		checkpoint_id = excluded.checkpoint_id
-	WHERE excluded.revision > instance_partitions.revision`
+	WHERE excluded.revision > instance_partitions.revision
+		OR (excluded.revision = instance_partitions.revision AND excluded.schema_version > instance_partitions.schema_version)`
 
 // rehydrate loads every checkpointed partition into the cache and records what the last
 // checkpoint and the critical events after it were.
@@ -234,6 +238,17 @@ func (db *DB) rehydrate(ctx context.Context) error {
 		}
 		env.Payload = payload
 		e := &snapEntry{snap: s}
+		if env.SchemaVersion != db.SchemaVersion {
+			// Upgrade explicitly and mark dirty so the next checkpoint stores the new
+			// version; a version that cannot be upgraded stops Open instead of being
+			// served under a schema it was not written for.
+			up, err := orchestrator.MigrateSnapshot(*env, db.SchemaVersion, db.SnapshotMigrations)
+			if err != nil {
+				return fmt.Errorf("stored snapshot %s/%s: %w", s.InstanceID, s.Partition, err)
+			}
+			e.snap.Envelope, e.dirty = up, true
+			payload = up.Payload
+		}
 		if charID, ok := strings.CutPrefix(s.Partition, orchestrator.CharacterPartitionPrefix); ok {
 			// Checked on ingest; a row that no longer decodes is kept but not projected.
 			e.char, _ = decodeCharacterPartition(charID, payload)

@@ -237,3 +237,93 @@ func TestDB_Checkpoint(t *testing.T) {
 		}
 	})
 }
+
+// renameHP is a schema 1 -> 2 migration used by the tests: it renames "hp" to "health".
+func renameHP(payload json.RawMessage) (json.RawMessage, error) {
+	var m map[string]any
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return nil, err
+	}
+	m["health"] = m["hp"]
+	delete(m, "hp")
+	return json.Marshal(m)
+}
+
+func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
+	ctx := context.Background()
+	v2 := func(db *sqlite.DB) {
+		db.SchemaVersion = 2
+		db.SnapshotMigrations = map[int]orchestrator.SnapshotMigration{1: renameHP}
+	}
+	t.Run("OlderVersionMigrated", func(t *testing.T) {
+		db := MustOpenDB(t, v2)
+		MustPut(t, db, "i1", "world", 1, `{"hp":3}`, true) // Envelope stamps version 1
+		s, err := db.Snapshot(ctx, "i1", "world")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := s.Envelope
+		if env.SchemaVersion != 2 || string(env.Payload) != `{"health":3}` || env.PayloadHash != orchestrator.PayloadHash(env.Payload) {
+			t.Fatalf("envelope=%+v payload=%s, want version 2 {\"health\":3} with its hash", env, env.Payload)
+		}
+	})
+	t.Run("ErrSchemaVersionNoMigration", func(t *testing.T) {
+		db := MustOpenDB(t, func(db *sqlite.DB) { db.SchemaVersion = 2 })
+		_, err := db.PutSnapshot(ctx, "i1", "world", 1, Envelope(`{"hp":3}`))
+		WantCode(t, err, orchestrator.ESCHEMAVERSION)
+	})
+	t.Run("ErrSchemaVersionNewer", func(t *testing.T) {
+		db := MustOpenDB(t, v2)
+		env := Envelope(`{"hp":3}`)
+		env.SchemaVersion = 3
+		_, err := db.PutSnapshot(ctx, "i1", "world", 1, env)
+		WantCode(t, err, orchestrator.ESCHEMAVERSION)
+	})
+	t.Run("ErrMigrationFails", func(t *testing.T) {
+		db := MustOpenDB(t, func(db *sqlite.DB) {
+			db.SchemaVersion = 2
+			db.SnapshotMigrations = map[int]orchestrator.SnapshotMigration{1: func(json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage(`[1]`), nil
+			}}
+		})
+		_, err := db.PutSnapshot(ctx, "i1", "world", 1, Envelope(`{"hp":3}`))
+		WantCode(t, err, orchestrator.EINVALIDENVELOPE)
+		if _, err := db.Snapshot(ctx, "i1", "world"); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+			t.Fatalf("failed migration reached the cache: %v", err)
+		}
+	})
+	t.Run("StoredOlderVersionMigratedOnOpen", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "mapyard.db")
+		db := sqlite.NewDB(path)
+		if err := db.Open(); err != nil {
+			t.Fatal(err)
+		}
+		MustPut(t, db, "i1", "world", 4, `{"hp":3}`, true)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		refused := sqlite.NewDB(path)
+		refused.SchemaVersion = 2
+		if err := refused.Open(); orchestrator.ErrorCode(err) != orchestrator.ESCHEMAVERSION {
+			refused.Close()
+			t.Fatalf("open without migration: err=%v, want schema_version", err)
+		}
+
+		db = MustOpenDBAt(t, path, v2)
+		s, err := db.Snapshot(ctx, "i1", "world")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Revision != 4 || s.Envelope.SchemaVersion != 2 || string(s.Envelope.Payload) != `{"health":3}` {
+			t.Fatalf("snapshot=%+v payload=%s", s, s.Envelope.Payload)
+		}
+		if res, err := db.Checkpoint(ctx); err != nil || res.Rows != 1 {
+			t.Fatalf("checkpoint=%+v, %v; want the migrated row rewritten", res, err)
+		}
+		raw := MustRawDB(t, path)
+		if got := MustCount(t, raw, `SELECT COUNT(*) FROM instance_partitions WHERE schema_version = 2`); got != 1 {
+			t.Fatalf("rows at version 2=%d, want 1", got)
+		}
+	})
+}
