@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sync"
 	"time"
@@ -62,6 +63,10 @@ type DB struct {
 	// SnapshotMigrations upgrades payloads from version k to k+1, keyed by k.
 	SnapshotMigrations map[int]orchestrator.SnapshotMigration
 
+	// Logger receives failures of background checkpoints, which have no caller to
+	// return them to (the cache keeps the rows and the next checkpoint retries).
+	Logger *slog.Logger
+
 	write *sql.DB // exactly one connection, used only by the writer goroutine
 	read  *sql.DB // read pool; WAL lets readers run beside the writer
 	stmts writeStmts
@@ -77,8 +82,9 @@ type DB struct {
 	ckptMu sync.Mutex // one checkpoint at a time
 	cache  snapshotCache
 
-	recovery Recovery
-	closed   bool
+	recovery  Recovery
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewDB returns a DB for the file at path with default settings. It does not touch the
@@ -91,6 +97,7 @@ func NewDB(path string) *DB {
 		MaxCriticalBatch:   DefaultMaxCriticalBatch,
 		MaxPayloadBytes:    orchestrator.MaxSnapshotPayloadBytes,
 		SchemaVersion:      orchestrator.SnapshotSchemaVersion,
+		Logger:             slog.Default(),
 	}
 }
 
@@ -132,6 +139,9 @@ func (db *DB) Open() (err error) {
 	if db.MaxPayloadBytes <= 0 {
 		db.MaxPayloadBytes = orchestrator.MaxSnapshotPayloadBytes
 	}
+	if db.Logger == nil {
+		db.Logger = slog.Default()
+	}
 	if db.SchemaVersion <= 0 {
 		db.SchemaVersion = orchestrator.SnapshotSchemaVersion
 	}
@@ -158,6 +168,7 @@ func (db *DB) Open() (err error) {
 		return fmt.Errorf("open read pool %q: %w", db.Path, err)
 	}
 	db.read.SetMaxOpenConns(DefaultReadConns)
+	db.read.SetMaxIdleConns(DefaultReadConns)
 	if err := db.rehydrate(ctx); err != nil {
 		db.read.Close()
 		db.write.Close()
@@ -176,16 +187,22 @@ func (db *DB) Open() (err error) {
 }
 
 // Close stops the checkpoint timer, writes a final checkpoint of every cached snapshot,
-// stops the writer and closes both connection pools. Calls after the first do nothing.
+// stops the writer and closes both connection pools. Snapshots pushed once Close has
+// begun are refused with EUNAVAILABLE rather than accepted and lost. Calls after the
+// first return the first call's result.
 func (db *DB) Close() error {
-	if db.closed {
-		return nil
-	}
-	db.closed = true
+	db.closeOnce.Do(func() { db.closeErr = db.close() })
+	return db.closeErr
+}
+
+func (db *DB) close() error {
 	var errs []error
 	if db.cancel != nil {
 		db.cancel(errors.New("sqlite: db closed"))
 		errs = append(errs, db.g.Wait())
+		db.cache.mu.Lock()
+		db.cache.closed = true
+		db.cache.mu.Unlock()
 		if _, err := db.Checkpoint(context.Background()); err != nil {
 			errs = append(errs, fmt.Errorf("final checkpoint: %w", err))
 		}
@@ -233,8 +250,12 @@ func (db *DB) runCheckpointTimer() error {
 		case <-db.ctx.Done():
 			return nil
 		case <-t.C:
-			_, _ = db.Checkpoint(db.ctx)
-			_, _ = db.PruneNonces(db.ctx)
+			if _, err := db.Checkpoint(db.ctx); err != nil && db.ctx.Err() == nil {
+				db.Logger.Error("checkpoint failed; cached snapshots kept for the next one", "path", db.Path, "err", err)
+			}
+			if _, err := db.PruneNonces(db.ctx); err != nil && db.ctx.Err() == nil {
+				db.Logger.Error("prune nonces failed", "path", db.Path, "err", err)
+			}
 		}
 	}
 }

@@ -31,6 +31,7 @@ type snapshotCache struct {
 	mu      sync.Mutex
 	entries map[snapKey]*snapEntry
 	byChar  map[string]snapKey // character id -> its newest character partition
+	closed  bool               // set by Close before its final checkpoint
 }
 
 // Recovery describes what Open rebuilt from the database after a restart or a crash.
@@ -84,6 +85,9 @@ func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, rev
 	c := &db.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return false, errClosed
+	}
 	if e := c.entries[key]; e != nil && e.snap.Revision >= revision {
 		return false, nil // a retry or a reordered older push: already have as new or newer
 	}
@@ -140,9 +144,16 @@ func (db *DB) Snapshot(ctx context.Context, instanceID, partition string) (*orch
 	return &s, nil // payloads are never mutated in place, so sharing the bytes is safe
 }
 
+// checkpointChunk is how many partitions one checkpoint transaction writes. A large
+// checkpoint is split so that critical events, which share the single writer, wait for
+// one chunk at most (a few milliseconds) instead of the whole flush.
+const checkpointChunk = 1000
+
 // Checkpoint writes every snapshot accepted since the last checkpoint, and the character
-// state they carry, in one transaction recorded in the checkpoints table (and, by
-// trigger, the audit log). With nothing pending it writes nothing and returns ID 0.
+// state they carry, in batched transactions of checkpointChunk partitions; the last one
+// records the checkpoint in the checkpoints table (and, by trigger, the audit log), so a
+// recorded checkpoint is always complete. With nothing pending it writes nothing and
+// returns ID 0.
 func (db *DB) Checkpoint(ctx context.Context) (orchestrator.CheckpointResult, error) {
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
@@ -163,43 +174,64 @@ func (db *DB) Checkpoint(ctx context.Context) (orchestrator.CheckpointResult, er
 
 	now := db.Now()
 	res := orchestrator.CheckpointResult{Rows: len(pending), At: now}
-	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, `INSERT INTO checkpoints (at_ms, row_count, last_event_seq)
-			VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) FROM critical_events)) RETURNING checkpoint_id`,
-			now.UnixMilli(), len(pending)).Scan(&res.ID); err != nil {
-			return fmt.Errorf("insert checkpoint: %w", err)
-		}
-		upsert := db.stmt(ctx, tx, upsertPartitionSQL)
-		charState := db.stmt(ctx, tx, upsertCharacterStateSQL)
-		for _, e := range pending {
-			s, env := &e.snap, &e.snap.Envelope
-			if _, err := upsert.ExecContext(ctx, s.InstanceID, s.Partition, s.Revision, env.SchemaVersion, env.SimCoreVersion,
-				env.PayloadHash, env.MapTick, env.ServerTimeMs, []byte(env.Payload), res.ID); err != nil {
-				return fmt.Errorf("write partition %s/%s: %w", s.InstanceID, s.Partition, err)
+	for start := 0; start < len(pending); start += checkpointChunk {
+		chunk := pending[start:min(start+checkpointChunk, len(pending))]
+		last := start+checkpointChunk >= len(pending)
+		err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			// Checkpoints run one at a time and are never deleted, so the next id is
+			// known before the final chunk inserts it.
+			var id int64
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(checkpoint_id), 0) + 1 FROM checkpoints`).Scan(&id); err != nil {
+				return fmt.Errorf("next checkpoint id: %w", err)
 			}
-			if e.char != nil {
-				charID := strings.TrimPrefix(s.Partition, orchestrator.CharacterPartitionPrefix)
-				if _, err := charState.ExecContext(ctx, characterStateArgs(charID, e.char.MapID, e.char.InstanceID,
-					e.char.X, e.char.Y, e.char.Attributes, s.Revision, now.UnixMilli())...); err != nil {
-					return fmt.Errorf("write character state %q: %w", charID, err)
-				}
+			if err := db.writePartitions(ctx, tx, chunk, id, now); err != nil {
+				return err
+			}
+			if !last {
+				return nil
+			}
+			if err := tx.QueryRowContext(ctx, `INSERT INTO checkpoints (checkpoint_id, at_ms, row_count, last_event_seq)
+				VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM critical_events)) RETURNING checkpoint_id`,
+				id, now.UnixMilli(), len(pending)).Scan(&res.ID); err != nil {
+				return fmt.Errorf("insert checkpoint: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return orchestrator.CheckpointResult{}, fmt.Errorf("checkpoint: %w", err)
+		}
+		c.mu.Lock()
+		for _, e := range chunk {
+			// Clear only what was written: a newer revision that arrived meanwhile stays dirty.
+			if cur := c.entries[snapKey{e.snap.InstanceID, e.snap.Partition}]; cur != nil && cur.snap.Revision == e.snap.Revision &&
+				cur.snap.Envelope.SchemaVersion == e.snap.Envelope.SchemaVersion {
+				cur.dirty = false
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return orchestrator.CheckpointResult{}, fmt.Errorf("checkpoint: %w", err)
+		c.mu.Unlock()
 	}
-
-	c.mu.Lock()
-	for _, e := range pending {
-		// Clear only what was written: a newer revision that arrived meanwhile stays dirty.
-		if cur := c.entries[snapKey{e.snap.InstanceID, e.snap.Partition}]; cur != nil && cur.snap.Revision == e.snap.Revision {
-			cur.dirty = false
-		}
-	}
-	c.mu.Unlock()
 	return res, nil
+}
+
+// writePartitions upserts entries and projects character partitions into character_state.
+func (db *DB) writePartitions(ctx context.Context, tx *sql.Tx, entries []*snapEntry, checkpointID int64, now time.Time) error {
+	upsert := db.stmt(ctx, tx, upsertPartitionSQL)
+	charState := db.stmt(ctx, tx, upsertCharacterStateSQL)
+	for _, e := range entries {
+		s, env := &e.snap, &e.snap.Envelope
+		if _, err := upsert.ExecContext(ctx, s.InstanceID, s.Partition, s.Revision, env.SchemaVersion, env.SimCoreVersion,
+			env.PayloadHash, env.MapTick, env.ServerTimeMs, []byte(env.Payload), checkpointID); err != nil {
+			return fmt.Errorf("write partition %s/%s: %w", s.InstanceID, s.Partition, err)
+		}
+		if e.char != nil {
+			charID := strings.TrimPrefix(s.Partition, orchestrator.CharacterPartitionPrefix)
+			if _, err := charState.ExecContext(ctx, characterStateArgs(charID, e.char.MapID, e.char.InstanceID,
+				e.char.X, e.char.Y, e.char.Attributes, s.Revision, now.UnixMilli())...); err != nil {
+				return fmt.Errorf("write character state %q: %w", charID, err)
+			}
+		}
+	}
+	return nil
 }
 
 // upsertPartitionSQL writes one partition unless the database already holds a newer

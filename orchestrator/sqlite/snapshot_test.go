@@ -208,6 +208,17 @@ func TestDB_Checkpoint(t *testing.T) {
 		db := MustOpenDBAt(t, path)
 		WantRevision(t, db, "i1", "world", 1, `{"n":1}`)
 	})
+	t.Run("ErrPutAfterClose", func(t *testing.T) {
+		db := sqlite.NewDB(filepath.Join(t.TempDir(), "mapyard.db"))
+		if err := db.Open(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := db.PutSnapshot(ctx, "i1", "world", 1, Envelope(`{}`))
+		WantCode(t, err, orchestrator.EUNAVAILABLE)
+	})
 	t.Run("Timer", func(t *testing.T) {
 		db := MustOpenDB(t, func(db *sqlite.DB) { db.CheckpointInterval = 10 * time.Millisecond })
 		MustPut(t, db, "i1", "world", 1, `{"n":1}`, true)
@@ -220,20 +231,27 @@ func TestDB_Checkpoint(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
-	t.Run("ManyPartitionsOneTransaction", func(t *testing.T) {
+	t.Run("ManyPartitionsOneCheckpoint", func(t *testing.T) {
+		// More partitions than one checkpoint transaction writes: still one checkpoint.
 		db := MustOpenDB(t)
-		for i := 0; i < 500; i++ {
+		for i := 0; i < 2500; i++ {
 			MustPut(t, db, fmt.Sprintf("i%d", i%5), fmt.Sprintf("p%d", i), 1, `{}`, true)
 		}
 		res, err := db.Checkpoint(ctx)
 		if err != nil {
 			t.Fatal(err)
-		} else if res.Rows != 500 {
-			t.Fatalf("rows=%d, want 500", res.Rows)
+		} else if res.Rows != 2500 || res.ID != 1 {
+			t.Fatalf("checkpoint=%+v, want #1 with 2500 rows", res)
 		}
 		raw := MustRawDB(t, db.Path)
-		if got := MustCount(t, raw, `SELECT COUNT(*) FROM instance_partitions WHERE checkpoint_id = ?`, res.ID); got != 500 {
-			t.Fatalf("rows in checkpoint=%d, want 500", got)
+		if got := MustCount(t, raw, `SELECT COUNT(*) FROM instance_partitions WHERE checkpoint_id = ?`, res.ID); got != 2500 {
+			t.Fatalf("rows in checkpoint=%d, want 2500", got)
+		}
+		if got := MustCount(t, raw, `SELECT COUNT(*) FROM checkpoints`); got != 1 {
+			t.Fatalf("checkpoints=%d, want 1", got)
+		}
+		if res, err := db.Checkpoint(ctx); err != nil || res.ID != 0 {
+			t.Fatalf("second checkpoint=%+v, %v; want nothing pending", res, err)
 		}
 	})
 }
