@@ -84,14 +84,22 @@ func TestDB_CommitCritical(t *testing.T) {
 	})
 	t.Run("DuplicateReturnsFirstAck", func(t *testing.T) {
 		db := MustOpenDB(t)
+		MustPut(t, db, "i1", "world", 1, `{}`, true)
+		if _, err := db.Checkpoint(ctx); err != nil { // an audit row, so audit ids and seqs differ
+			t.Fatal(err)
+		}
+		MustCommit(t, db, Event("e0", "quest_flag", `{}`))
 		first := MustCommit(t, db, Event("e1", "quest_flag", `{"a":1}`))
 		again := MustCommit(t, db, Event("e1", "quest_flag", `{ "a": 1 }`))
 		if !again.Duplicate || again.Seq != first.Seq || again.CommittedAtMs != first.CommittedAtMs {
 			t.Fatalf("retry ack=%+v, first=%+v", again, first)
 		}
 		raw := MustRawDB(t, db.Path)
-		if got := MustCount(t, raw, `SELECT COUNT(*) FROM critical_events`); got != 1 {
-			t.Fatalf("events=%d, want 1", got)
+		if got := MustCount(t, raw, `SELECT COUNT(*) FROM critical_events`); got != 2 {
+			t.Fatalf("events=%d, want 2", got)
+		}
+		if got := MustCount(t, raw, `SELECT seq FROM critical_events WHERE event_id = 'e1'`); int64(got) != first.Seq {
+			t.Fatalf("ack seq=%d, stored seq=%d", first.Seq, got)
 		}
 	})
 	t.Run("DuplicateGrantAppliedOnce", func(t *testing.T) {

@@ -35,7 +35,7 @@ const (
 	sqlRelease     = `RELEASE ev`
 	sqlRollbackTo  = `ROLLBACK TO ev`
 	sqlInsertEvent = `INSERT INTO critical_events (event_id, instance_id, kind, map_tick, payload, committed_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING RETURNING seq`
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`
 	sqlSelectEvent = `SELECT seq, instance_id, kind, map_tick, payload, committed_at_ms FROM critical_events WHERE event_id = ?`
 	sqlCharExists  = `SELECT 1 FROM characters WHERE character_id = ?`
 	sqlReadItem    = `SELECT item_kind, owner_character_id, owner_container_id, quantity FROM inventory_items WHERE item_id = ?`
