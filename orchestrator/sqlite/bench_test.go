@@ -68,6 +68,9 @@ func benchCommitCritical(b *testing.B, db *sqlite.DB, submitters int) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(lat[len(lat)*50/100].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+	if st := db.Stats(); st.CriticalCommits > 0 {
+		b.ReportMetric(float64(st.CriticalEvents)/float64(st.CriticalCommits), "events/commit")
+	}
 }
 
 // BenchmarkPutSnapshot measures in-memory snapshot ingest (validation and hash included)

@@ -160,6 +160,43 @@ func TestDB_CommitCritical(t *testing.T) {
 	})
 }
 
+func TestDB_CommitCritical_GroupCommit(t *testing.T) {
+	// 64 submitters keep events waiting while each commit's fsync runs, so group commit
+	// must carry several events per transaction; the one-per-event baseline must not.
+	run := func(t *testing.T, maxBatch int) sqlite.Stats {
+		db := MustOpenDB(t, func(db *sqlite.DB) { db.MaxCriticalBatch = maxBatch })
+		var wg sync.WaitGroup
+		for g := 0; g < 64; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; n < 10; n++ {
+					if _, err := db.CommitCritical(context.Background(), Event(fmt.Sprintf("g%d-%d", g, n), "quest_flag", `{}`)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		st := db.Stats()
+		if st.CriticalEvents != 640 {
+			t.Fatalf("events=%d, want 640", st.CriticalEvents)
+		}
+		return st
+	}
+	t.Run("Grouped", func(t *testing.T) {
+		if st := run(t, sqlite.DefaultMaxCriticalBatch); st.CriticalCommits >= st.CriticalEvents || st.LargestGroup < 2 {
+			t.Fatalf("stats=%+v: events were not grouped", st)
+		}
+	})
+	t.Run("OnePerEventBaseline", func(t *testing.T) {
+		if st := run(t, 1); st.CriticalCommits != st.CriticalEvents || st.LargestGroup != 1 {
+			t.Fatalf("stats=%+v: baseline grouped events", st)
+		}
+	})
+}
+
 func TestDB_CommitCritical_Items(t *testing.T) {
 	ctx := context.Background()
 	setup := func(t *testing.T) *sqlite.DB {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -83,6 +84,7 @@ type DB struct {
 	cache  snapshotCache
 
 	recovery  Recovery
+	stats     stats
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -237,6 +239,34 @@ func (db *DB) IntegrityCheck(ctx context.Context) error {
 		return fmt.Errorf("integrity check: %s", res)
 	}
 	return nil
+}
+
+// Stats counts the writer's work since Open, for metrics and for tests that check
+// group commit really groups.
+type Stats struct {
+	// CriticalCommits is how many critical-event transactions committed.
+	CriticalCommits int64
+	// CriticalEvents is how many events those transactions carried (retries included).
+	CriticalEvents int64
+	// LargestGroup is the most events one transaction carried.
+	LargestGroup int64
+	// Checkpoints is how many checkpoints completed.
+	Checkpoints int64
+}
+
+// stats holds Stats as atomics, written by the writer and read by anyone.
+type stats struct {
+	criticalCommits, criticalEvents, largestGroup, checkpoints atomic.Int64
+}
+
+// Stats returns the writer's counters.
+func (db *DB) Stats() Stats {
+	return Stats{
+		CriticalCommits: db.stats.criticalCommits.Load(),
+		CriticalEvents:  db.stats.criticalEvents.Load(),
+		LargestGroup:    db.stats.largestGroup.Load(),
+		Checkpoints:     db.stats.checkpoints.Load(),
+	}
 }
 
 // runCheckpointTimer flushes the snapshot cache every CheckpointInterval and prunes

@@ -210,6 +210,7 @@ func (db *DB) Checkpoint(ctx context.Context) (orchestrator.CheckpointResult, er
 		}
 		c.mu.Unlock()
 	}
+	db.stats.checkpoints.Add(1)
 	return res, nil
 }
 

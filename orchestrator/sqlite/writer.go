@@ -207,6 +207,13 @@ func (db *DB) commitCriticalBatch(ctx context.Context, batch []*writeReq) {
 				res[i] = writeRes{err: fmt.Errorf("commit critical batch: %w", err)}
 			}
 		}
+	} else {
+		n := int64(len(batch))
+		db.stats.criticalCommits.Add(1)
+		db.stats.criticalEvents.Add(n)
+		if n > db.stats.largestGroup.Load() {
+			db.stats.largestGroup.Store(n) // only the writer stores it
+		}
 	}
 	answer()
 }
