@@ -208,6 +208,18 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 		MustCommit(t, db, Event("g3", orchestrator.EventItemGrant, `{"itemId":"gem","itemKind":"gem","quantity":1,"to":{"characterId":"bob"}}`))
 		return db
 	}
+	t.Run("GrantAddsToStack", func(t *testing.T) {
+		db := setup(t)
+		MustCommit(t, db, Event("g4", orchestrator.EventItemGrant, `{"itemId":"gold-a","itemKind":"coin","quantity":5,"to":{"characterId":"alice"}}`))
+		WantItems(t, db, alice, map[string]int64{"gold-a": 55, "sword": 1})
+	})
+	t.Run("ErrConflictGrantOtherOwner", func(t *testing.T) {
+		db := setup(t)
+		_, err := db.CommitCritical(ctx, Event("g4", orchestrator.EventItemGrant, `{"itemId":"gold-a","itemKind":"coin","quantity":5,"to":{"characterId":"bob"}}`))
+		WantCode(t, err, orchestrator.ECONFLICT)
+		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "sword": 1})
+		WantItems(t, db, bob, map[string]int64{"gem": 1})
+	})
 	t.Run("TransferMovesOwnership", func(t *testing.T) {
 		db := setup(t)
 		MustCommit(t, db, Event("t1", orchestrator.EventItemTransfer, `{"itemId":"sword","from":{"characterId":"alice"},"to":{"characterId":"bob"}}`))
