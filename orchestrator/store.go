@@ -77,7 +77,8 @@ type NonceStore interface {
 
 // Store is everything the orchestrator persists. SQLite implements it today
 // (orchestrator/sqlite); a server database can replace it without touching callers,
-// which should depend on the narrowest of the interfaces above.
+// which should depend on the narrowest of the interfaces above. Every method of a closed
+// or closing store returns EUNAVAILABLE (reads of the in-memory snapshot view excepted).
 type Store interface {
 	SnapshotStore
 	CriticalEventStore
