@@ -77,8 +77,9 @@ type NonceStore interface {
 
 // Store is everything the orchestrator persists. SQLite implements it today
 // (orchestrator/sqlite); a server database can replace it without touching callers,
-// which should depend on the narrowest of the interfaces above. Every method of a closed
-// or closing store returns EUNAVAILABLE (reads of the in-memory snapshot view excepted).
+// which should depend on the narrowest of the interfaces above. Once a store is closing,
+// PutSnapshot and every method that writes return EUNAVAILABLE; nothing is accepted that
+// the final checkpoint would miss.
 type Store interface {
 	SnapshotStore
 	CriticalEventStore
