@@ -1,28 +1,42 @@
 // Package sqlite is the orchestrator's persistence over modernc.org/sqlite (pure Go, so
 // every binary stays CGO_ENABLED=0). The orchestrator is the only process that writes the
-// database; inside it, one write connection is owned by one writer goroutine and reads go
-// through a separate pool.
+// database; inside it, one write connection is owned by one writer goroutine that callers
+// reach through a channel, and reads go through a separate pool.
 package sqlite
 
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
+	"log/slog"
 	"net/url"
-	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/mapyard/mapyard/orchestrator"
 )
 
-//go:embed migrations/*.sql
-var migrationFS embed.FS
+// DefaultCheckpointInterval is how often snapshots cached in memory are flushed when
+// DB.CheckpointInterval is left at zero (ORCH_CHECKPOINT_MS's default).
+const DefaultCheckpointInterval = 5 * time.Minute
 
-// DB is the orchestrator's SQLite database. Create it with NewDB, then Open it; Close it
-// once at shutdown.
+// DefaultMaxCriticalBatch caps how many waiting critical events one group commit takes,
+// which bounds the transaction a single fsync covers.
+const DefaultMaxCriticalBatch = 1024
+
+// DefaultReadConns is the size of the read pool.
+const DefaultReadConns = 4
+
+// Compile-time proof that DB is a complete orchestrator store.
+var _ orchestrator.Store = (*DB)(nil)
+
+// DB is the orchestrator's SQLite database. Create it with NewDB, adjust its exported
+// fields, then Open it; Close it once at shutdown, which also writes a final checkpoint.
 type DB struct {
 	// Path of the database file. Its directory must exist.
 	Path string
@@ -30,58 +44,178 @@ type DB struct {
 	// Now returns the current time; tests replace it to control TTLs and checkpoints.
 	Now func() time.Time
 
-	write *sql.DB // exactly one connection: SQLite has one writer at a time anyway
+	// CheckpointInterval is how often cached snapshots are flushed (ORCH_CHECKPOINT_MS).
+	// A negative value disables the timer: only Checkpoint and Close flush.
+	CheckpointInterval time.Duration
+
+	// MaxCriticalBatch caps the events of one group commit. 1 commits every critical
+	// event in its own transaction, which benchmarks use as the baseline.
+	MaxCriticalBatch int
+
+	// MaxPayloadBytes caps one snapshot payload (orchestrator.MaxSnapshotPayloadBytes).
+	MaxPayloadBytes int
+
+	// SchemaVersion is the snapshot schema version the store keeps payloads in
+	// (orchestrator.SnapshotSchemaVersion). Pushed and stored snapshots of older versions
+	// are upgraded through SnapshotMigrations; any other version is refused with
+	// ESCHEMAVERSION, and Open fails rather than load a stored one it cannot upgrade.
+	SchemaVersion int
+
+	// SnapshotMigrations upgrades payloads from version k to k+1, keyed by k.
+	SnapshotMigrations map[int]orchestrator.SnapshotMigration
+
+	// Logger receives failures of background checkpoints, which have no caller to
+	// return them to (the cache keeps the rows and the next checkpoint retries).
+	Logger *slog.Logger
+
+	write *sql.DB // exactly one connection, used only by the writer goroutine
 	read  *sql.DB // read pool; WAL lets readers run beside the writer
+	stmts writeStmts
+
+	reqs       chan *writeReq // to the writer goroutine
+	writerStop chan struct{}  // closed by Close to stop the writer
+	writerDone chan struct{}  // closed when the writer has exited
+
+	ctx    context.Context // cancelled by Close; stops the checkpoint timer
+	cancel context.CancelCauseFunc
+	g      errgroup.Group
+
+	ckptMu sync.Mutex // one checkpoint at a time
+	cache  snapshotCache
+
+	recovery  Recovery
+	stats     stats
+	closeOnce sync.Once
+	closeErr  error
 }
 
-// NewDB returns a DB for the file at path. It does not touch the file until Open.
+// NewDB returns a DB for the file at path with default settings. It does not touch the
+// file until Open.
 func NewDB(path string) *DB {
-	return &DB{Path: path, Now: time.Now}
+	return &DB{
+		Path:               path,
+		Now:                time.Now,
+		CheckpointInterval: DefaultCheckpointInterval,
+		MaxCriticalBatch:   DefaultMaxCriticalBatch,
+		MaxPayloadBytes:    orchestrator.MaxSnapshotPayloadBytes,
+		SchemaVersion:      orchestrator.SnapshotSchemaVersion,
+		Logger:             slog.Default(),
+	}
 }
 
 // DSN returns the modernc.org/sqlite data source name for path with mapyard's pragmas:
-// WAL, a busy timeout, foreign keys and IMMEDIATE write transactions, so a writer takes
-// the lock when it begins instead of failing on upgrade.
+// WAL, a busy timeout and foreign keys. The write form adds synchronous=FULL, so every
+// commit is fsync'd before it returns (what makes a critical-event ack durable; group
+// commit pays one fsync per batch), and IMMEDIATE transactions, so the writer takes the
+// lock when it begins instead of failing on upgrade. The read-only form is query_only.
 func DSN(path string, readOnly bool) string {
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_txlock", "immediate")
 	if readOnly {
-		q.Add("mode", "ro")
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_txlock", "immediate")
 	}
 	return "file:" + path + "?" + q.Encode()
 }
 
-// Open opens the database file, creating it if needed, and applies pending migrations.
+// Open opens the database file, creating it if needed, applies pending migrations,
+// rehydrates the snapshot cache from the last checkpoint and starts the writer and the
+// checkpoint timer.
 func (db *DB) Open() (err error) {
 	if db.Path == "" {
 		return errors.New("sqlite: path required")
 	}
+	if db.Now == nil {
+		db.Now = time.Now
+	}
+	if db.CheckpointInterval == 0 {
+		db.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if db.MaxCriticalBatch <= 0 {
+		db.MaxCriticalBatch = DefaultMaxCriticalBatch
+	}
+	if db.MaxPayloadBytes <= 0 {
+		db.MaxPayloadBytes = orchestrator.MaxSnapshotPayloadBytes
+	}
+	if db.Logger == nil {
+		db.Logger = slog.Default()
+	}
+	if db.SchemaVersion <= 0 {
+		db.SchemaVersion = orchestrator.SnapshotSchemaVersion
+	}
+	ctx := context.Background()
+
 	if db.write, err = sql.Open("sqlite", DSN(db.Path, false)); err != nil {
 		return fmt.Errorf("open %q: %w", db.Path, err)
 	}
 	db.write.SetMaxOpenConns(1)
+	db.write.SetMaxIdleConns(1)
 	db.write.SetConnMaxIdleTime(0)
-	if err := db.migrate(context.Background()); err != nil {
+	db.write.SetConnMaxLifetime(0)
+	if err := db.migrate(ctx); err != nil {
 		db.write.Close()
 		return fmt.Errorf("migrate %q: %w", db.Path, err)
 	}
-	if db.read, err = sql.Open("sqlite", DSN(db.Path, false)); err != nil {
+	db.stmts = writeStmts{}
+	if err := db.stmts.prepare(ctx, db.write); err != nil {
+		db.write.Close()
+		return fmt.Errorf("prepare %q: %w", db.Path, err)
+	}
+	if db.read, err = sql.Open("sqlite", DSN(db.Path, true)); err != nil {
 		db.write.Close()
 		return fmt.Errorf("open read pool %q: %w", db.Path, err)
 	}
-	db.read.SetMaxOpenConns(4)
+	db.read.SetMaxOpenConns(DefaultReadConns)
+	db.read.SetMaxIdleConns(DefaultReadConns)
+	if err := db.rehydrate(ctx); err != nil {
+		db.read.Close()
+		db.write.Close()
+		return fmt.Errorf("rehydrate %q: %w", db.Path, err)
+	}
+
+	db.reqs = make(chan *writeReq)
+	db.writerStop = make(chan struct{})
+	db.writerDone = make(chan struct{})
+	db.ctx, db.cancel = context.WithCancelCause(context.Background())
+	go db.runWriter()
+	if db.CheckpointInterval > 0 {
+		db.g.Go(db.runCheckpointTimer)
+	}
 	return nil
 }
 
-// Close closes both connection pools.
+// Close stops the checkpoint timer, writes a final checkpoint of every cached snapshot,
+// stops the writer and closes both connection pools. Snapshots pushed once Close has
+// begun are refused with EUNAVAILABLE rather than accepted and lost. Calls after the
+// first return the first call's result.
 func (db *DB) Close() error {
+	db.closeOnce.Do(func() { db.closeErr = db.close() })
+	return db.closeErr
+}
+
+func (db *DB) close() error {
 	var errs []error
+	if db.cancel != nil {
+		db.cancel(errors.New("sqlite: db closed"))
+		errs = append(errs, db.g.Wait())
+		db.cache.mu.Lock()
+		db.cache.closed = true
+		db.cache.mu.Unlock()
+		if _, err := db.Checkpoint(context.Background()); err != nil {
+			errs = append(errs, fmt.Errorf("final checkpoint: %w", err))
+		}
+		close(db.writerStop)
+		<-db.writerDone
+	}
 	if db.read != nil {
 		errs = append(errs, db.read.Close())
+	}
+	if db.stmts != nil {
+		errs = append(errs, db.stmts.close())
 	}
 	if db.write != nil {
 		errs = append(errs, db.write.Close())
@@ -95,47 +229,63 @@ func (db *DB) JournalMode(ctx context.Context) (mode string, err error) {
 	return mode, err
 }
 
-// migrate applies every embedded migration not yet recorded, in file-name order, each in
-// its own transaction together with its record, so a crash never leaves one half applied.
-func (db *DB) migrate(ctx context.Context) error {
-	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("create migrations table: %w", err)
-	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := db.migrateFile(ctx, name); err != nil {
-			return fmt.Errorf("migration %s: %w", name, err)
-		}
+// IntegrityCheck runs SQLite's full integrity check and returns an error describing the
+// first problem unless the database is "ok". Operators and crash tests use it.
+func (db *DB) IntegrityCheck(ctx context.Context) error {
+	var res string
+	if err := db.read.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
+		return fmt.Errorf("integrity check: %w", err)
+	} else if res != "ok" {
+		return fmt.Errorf("integrity check: %s", res)
 	}
 	return nil
 }
 
-func (db *DB) migrateFile(ctx context.Context, name string) error {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
+// Stats counts the writer's work since Open, for metrics and for tests that check
+// group commit really groups.
+type Stats struct {
+	// CriticalCommits is how many critical-event transactions committed.
+	CriticalCommits int64
+	// CriticalEvents is how many events those transactions carried (retries included).
+	CriticalEvents int64
+	// LargestGroup is the most events one transaction carried.
+	LargestGroup int64
+	// Checkpoints is how many checkpoints completed.
+	Checkpoints int64
+}
 
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil {
-		return err
-	} else if n != 0 {
-		return nil // already applied
+// stats holds Stats as atomics, written by the writer and read by anyone.
+type stats struct {
+	criticalCommits, criticalEvents, largestGroup, checkpoints atomic.Int64
+}
+
+// Stats returns the writer's counters.
+func (db *DB) Stats() Stats {
+	return Stats{
+		CriticalCommits: db.stats.criticalCommits.Load(),
+		CriticalEvents:  db.stats.criticalEvents.Load(),
+		LargestGroup:    db.stats.largestGroup.Load(),
+		Checkpoints:     db.stats.checkpoints.Load(),
 	}
-	buf, err := fs.ReadFile(migrationFS, name)
-	if err != nil {
-		return err
+}
+
+// runCheckpointTimer flushes the snapshot cache every CheckpointInterval and prunes
+// expired nonces until Close. A failed checkpoint is retried at the next tick: the cache
+// still holds everything it did not write.
+func (db *DB) runCheckpointTimer() error {
+	t := time.NewTicker(db.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.ctx.Done():
+			return nil
+		case <-t.C:
+			if _, err := db.Checkpoint(db.ctx); err != nil && db.ctx.Err() == nil {
+				db.Logger.Error("checkpoint failed; cached snapshots kept for the next one", "path", db.Path, "err", err)
+			}
+			if _, err := db.PruneNonces(db.ctx); err != nil && db.ctx.Err() == nil {
+				db.Logger.Error("prune nonces failed", "path", db.Path, "err", err)
+			}
+		}
 	}
-	if _, err := tx.ExecContext(ctx, string(buf)); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (name, applied_at_ms) VALUES (?, ?)`, name, db.Now().UnixMilli()); err != nil {
-		return err
-	}
-	return tx.Commit()
 }

@@ -2,16 +2,30 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
-// MustOpenDB opens a new database in a temporary directory and closes it when the test ends.
-func MustOpenDB(tb testing.TB) *sqlite.DB {
+// MustOpenDB opens a new database in a temporary directory and closes it when the test
+// ends. opts adjust the DB before Open.
+func MustOpenDB(tb testing.TB, opts ...func(*sqlite.DB)) *sqlite.DB {
 	tb.Helper()
-	db := sqlite.NewDB(filepath.Join(tb.TempDir(), "mapyard.db"))
+	return MustOpenDBAt(tb, filepath.Join(tb.TempDir(), "mapyard.db"), opts...)
+}
+
+// MustOpenDBAt opens the database at path and closes it when the test ends.
+func MustOpenDBAt(tb testing.TB, path string, opts ...func(*sqlite.DB)) *sqlite.DB {
+	tb.Helper()
+	db := sqlite.NewDB(path)
+	for _, o := range opts {
+		o(db)
+	}
 	if err := db.Open(); err != nil {
 		tb.Fatal(err)
 	}
@@ -21,6 +35,36 @@ func MustOpenDB(tb testing.TB) *sqlite.DB {
 		}
 	})
 	return db
+}
+
+// MustRawDB opens the database file read-only with database/sql, for checks the store's
+// API does not offer (row counts, the audit log).
+func MustRawDB(tb testing.TB, path string) *sql.DB {
+	tb.Helper()
+	raw, err := sql.Open("sqlite", sqlite.DSN(path, true))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { raw.Close() })
+	return raw
+}
+
+// MustCount returns the result of a COUNT(*) query.
+func MustCount(tb testing.TB, raw *sql.DB, query string, args ...any) int {
+	tb.Helper()
+	var n int
+	if err := raw.QueryRow(query, args...).Scan(&n); err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// WantCode fails the test unless err carries the application error code want.
+func WantCode(tb testing.TB, err error, want string) {
+	tb.Helper()
+	if got := orchestrator.ErrorCode(err); got != want {
+		tb.Fatalf("error code=%q (%v), want %q", got, err, want)
+	}
 }
 
 func TestDB_Open(t *testing.T) {
@@ -43,10 +87,69 @@ func TestDB_Open(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		raw := MustRawDB(t, path)
+		if got, want := MustCount(t, raw, `SELECT COUNT(*) FROM migrations`), 4; got != want {
+			t.Fatalf("migrations=%d, want %d", got, want)
+		}
+	})
+	t.Run("StructuredTables", func(t *testing.T) {
+		db := MustOpenDB(t)
+		raw := MustRawDB(t, db.Path)
+		for _, table := range []string{"map_instances", "characters", "character_state", "inventory_items",
+			"instance_partitions", "critical_events", "checkpoints", "transfers", "used_nonces", "audit_log"} {
+			if MustCount(t, raw, `SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`, table) != 1 {
+				t.Errorf("table %s missing", table)
+			}
+		}
+	})
+	t.Run("IntegrityOK", func(t *testing.T) {
+		if err := MustOpenDB(t).IntegrityCheck(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	})
 	t.Run("ErrPathRequired", func(t *testing.T) {
 		if err := sqlite.NewDB("").Open(); err == nil {
 			t.Fatal("expected error")
 		}
 	})
+	t.Run("ErrClosed", func(t *testing.T) {
+		db := sqlite.NewDB(filepath.Join(t.TempDir(), "mapyard.db"))
+		if err := db.Open(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		err := db.UseNonce(context.Background(), "n", time.Now())
+		WantCode(t, err, orchestrator.EUNAVAILABLE)
+		if err := db.Close(); err != nil {
+			t.Fatalf("second close: %v", err)
+		}
+	})
+}
+
+func TestDB_AuditLogAppendOnly(t *testing.T) {
+	db := MustOpenDB(t)
+	ctx := context.Background()
+	if _, err := db.CommitCritical(ctx, orchestrator.CriticalEvent{EventID: "e1", InstanceID: "i1", Kind: "quest_flag", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rw, err := sql.Open("sqlite", sqlite.DSN(db.Path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	if got, want := MustCount(t, rw, `SELECT COUNT(*) FROM audit_log WHERE kind = 'critical_event' AND ref = 'e1'`), 1; got != want {
+		t.Fatalf("audit rows=%d, want %d", got, want)
+	}
+	for _, q := range []string{`UPDATE audit_log SET detail = 'x'`, `DELETE FROM audit_log`, `DELETE FROM critical_events`} {
+		if _, err := rw.Exec(q); err == nil {
+			t.Errorf("%s: expected error", q)
+		} else if errors.Is(err, sql.ErrConnDone) {
+			t.Fatal(err)
+		}
+	}
 }

@@ -1,0 +1,50 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// UseNonce durably marks a token nonce used until expiresAt, so the token is redeemed at
+// most once even across restarts. It returns ETICKETUSED if the nonce was already used.
+// Callers check the token's expiry themselves: a nonce is forgotten once it has expired.
+func (db *DB) UseNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
+	if !validID(nonce) {
+		return orchestrator.Errorf(orchestrator.EBADREQUEST, "nonce must be 1 to %d characters", maxIDLen)
+	}
+	nowMs := db.Now().UnixMilli()
+	return db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO used_nonces (nonce, used_at_ms, expires_at_ms) VALUES (?, ?, ?)
+			ON CONFLICT (nonce) DO NOTHING`, nonce, nowMs, expiresAt.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("use nonce: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("use nonce: %w", err)
+		} else if n == 0 {
+			return orchestrator.Errorf(orchestrator.ETICKETUSED, "ticket already used")
+		}
+		return nil
+	})
+}
+
+// PruneNonces forgets nonces whose tokens have expired and reports how many. The
+// checkpoint timer calls it; a token past its expiry is refused before its nonce is
+// looked at, so forgetting the nonce reopens nothing.
+func (db *DB) PruneNonces(ctx context.Context) (int64, error) {
+	var n int64
+	nowMs := db.Now().UnixMilli()
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM used_nonces WHERE expires_at_ms < ?`, nowMs)
+		if err != nil {
+			return fmt.Errorf("prune nonces: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}

@@ -1,0 +1,219 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// writeReq is one request to the writer goroutine: either a critical event, which the
+// writer group-commits with every other event waiting, or a function run in a
+// transaction of its own.
+type writeReq struct {
+	ev   *criticalReq
+	fn   func(ctx context.Context, tx *sql.Tx) error
+	done chan writeRes // buffered: the writer never blocks on an answer
+}
+
+// writeRes answers a writeReq.
+type writeRes struct {
+	ack orchestrator.CriticalAck
+	err error
+}
+
+// writeStmts are the write statements, prepared once on the single write connection at
+// Open so group commits do not recompile SQL for every event. They cannot be prepared
+// lazily: the only connection is busy inside the transaction that would need them.
+type writeStmts map[string]*sql.Stmt
+
+// Queries prepared by writeStmts.
+const (
+	sqlSavepoint   = `SAVEPOINT ev`
+	sqlRelease     = `RELEASE ev`
+	sqlRollbackTo  = `ROLLBACK TO ev`
+	sqlInsertEvent = `INSERT INTO critical_events (event_id, instance_id, kind, map_tick, payload, committed_at_ms)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`
+	sqlSelectEvent = `SELECT seq, instance_id, kind, map_tick, payload, committed_at_ms FROM critical_events WHERE event_id = ?`
+	sqlCharExists  = `SELECT 1 FROM characters WHERE character_id = ?`
+	sqlReadItem    = `SELECT item_kind, owner_character_id, owner_container_id, quantity FROM inventory_items WHERE item_id = ?`
+	sqlGrantItem   = `INSERT INTO inventory_items (item_id, item_kind, owner_character_id, owner_container_id, quantity, updated_at_ms)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+		ON CONFLICT (item_id) DO UPDATE SET quantity = quantity + excluded.quantity, updated_at_ms = excluded.updated_at_ms
+		WHERE item_kind = excluded.item_kind AND owner_character_id IS excluded.owner_character_id
+			AND owner_container_id IS excluded.owner_container_id`
+	sqlMoveItem   = `UPDATE inventory_items SET owner_character_id = ?, owner_container_id = ?, updated_at_ms = ? WHERE item_id = ?`
+	sqlSpendItem  = `UPDATE inventory_items SET quantity = quantity - ?, updated_at_ms = ? WHERE item_id = ?`
+	sqlDeleteItem = `DELETE FROM inventory_items WHERE item_id = ?`
+)
+
+func (s writeStmts) prepare(ctx context.Context, db *sql.DB) error {
+	for _, q := range []string{sqlSavepoint, sqlRelease, sqlRollbackTo, sqlInsertEvent, sqlSelectEvent, sqlCharExists,
+		sqlReadItem, sqlGrantItem, sqlMoveItem, sqlSpendItem, sqlDeleteItem, upsertPartitionSQL, upsertCharacterStateSQL} {
+		stmt, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		s[q] = stmt
+	}
+	return nil
+}
+
+func (s writeStmts) close() error {
+	var errs []error
+	for q, stmt := range s {
+		errs = append(errs, stmt.Close())
+		delete(s, q)
+	}
+	return errors.Join(errs...)
+}
+
+// stmt returns the prepared statement for query bound to tx.
+func (db *DB) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+	return tx.StmtContext(ctx, db.stmts[query])
+}
+
+// errClosed answers requests made after Close.
+var errClosed = &orchestrator.Error{Code: orchestrator.EUNAVAILABLE, Message: "store is closed"}
+
+// submit hands r to the writer goroutine and waits for its answer. If ctx ends after the
+// writer took r, the outcome is unknown to the caller (the writer still finishes it);
+// critical events are idempotent, so the caller retries with the same event id.
+func (db *DB) submit(ctx context.Context, r *writeReq) writeRes {
+	if db.reqs == nil {
+		return writeRes{err: errClosed}
+	}
+	r.done = make(chan writeRes, 1)
+	select {
+	case db.reqs <- r:
+	case <-db.writerDone:
+		return writeRes{err: errClosed}
+	case <-ctx.Done():
+		return writeRes{err: ctx.Err()}
+	}
+	select {
+	case res := <-r.done:
+		return res
+	case <-ctx.Done():
+		return writeRes{err: ctx.Err()}
+	}
+}
+
+// exec runs fn in a write transaction of its own on the writer goroutine.
+func (db *DB) exec(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return db.submit(ctx, &writeReq{fn: fn}).err
+}
+
+// runWriter is the writer goroutine, the only user of the write connection. When a
+// critical event arrives it takes every other critical event already waiting (up to
+// MaxCriticalBatch) and commits them in one transaction, so one fsync acknowledges the
+// whole group; events that arrive meanwhile wait for the next group.
+func (db *DB) runWriter() {
+	defer close(db.writerDone)
+	ctx := context.Background() // requests outlive their callers' contexts once taken
+	for {
+		var r *writeReq
+		select {
+		case <-db.writerStop:
+			return
+		case r = <-db.reqs:
+		}
+		if r.fn != nil {
+			r.done <- writeRes{err: db.runTx(ctx, r.fn)}
+			continue
+		}
+
+		batch := []*writeReq{r}
+		var next *writeReq // a non-event request met while gathering
+	gather:
+		for len(batch) < db.MaxCriticalBatch {
+			select {
+			case r2 := <-db.reqs:
+				if r2.fn != nil {
+					next = r2
+					break gather
+				}
+				batch = append(batch, r2)
+			default:
+				break gather
+			}
+		}
+		db.commitCriticalBatch(ctx, batch)
+		if next != nil {
+			next.done <- writeRes{err: db.runTx(ctx, next.fn)}
+		}
+	}
+}
+
+// runTx runs fn in one write transaction and commits it unless fn fails.
+func (db *DB) runTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// commitCriticalBatch applies every event of batch in one transaction, each inside its
+// own savepoint so that an event that cannot apply is rolled back alone and answered
+// with its error, while the rest of the group commits. Callers are answered only after
+// the commit (synchronous=FULL) has returned.
+func (db *DB) commitCriticalBatch(ctx context.Context, batch []*writeReq) {
+	res := make([]writeRes, len(batch))
+	answer := func() {
+		for i, r := range batch {
+			r.done <- res[i]
+		}
+	}
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		for i := range res {
+			res[i].err = fmt.Errorf("begin critical batch: %w", err)
+		}
+		answer()
+		return
+	}
+	defer tx.Rollback()
+
+	nowMs := db.Now().UnixMilli()
+	savepoint, release, rollbackTo := db.stmt(ctx, tx, sqlSavepoint), db.stmt(ctx, tx, sqlRelease), db.stmt(ctx, tx, sqlRollbackTo)
+	for i, r := range batch {
+		if _, err := savepoint.ExecContext(ctx); err != nil {
+			res[i].err = fmt.Errorf("savepoint: %w", err)
+			continue
+		}
+		res[i].ack, res[i].err = db.applyCritical(ctx, tx, r.ev, nowMs)
+		if res[i].err != nil {
+			if _, err := rollbackTo.ExecContext(ctx); err != nil {
+				res[i].err = errors.Join(res[i].err, fmt.Errorf("rollback event %q: %w", r.ev.ev.EventID, err))
+			}
+		}
+		if _, err := release.ExecContext(ctx); err != nil {
+			res[i].err = errors.Join(res[i].err, fmt.Errorf("release event %q: %w", r.ev.ev.EventID, err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		for i := range res {
+			if res[i].err == nil {
+				res[i] = writeRes{err: fmt.Errorf("commit critical batch: %w", err)}
+			}
+		}
+	} else {
+		n := int64(len(batch))
+		db.stats.criticalCommits.Add(1)
+		db.stats.criticalEvents.Add(n)
+		if n > db.stats.largestGroup.Load() {
+			db.stats.largestGroup.Store(n) // only the writer stores it
+		}
+	}
+	answer()
+}
