@@ -11,7 +11,7 @@ GOROOT    := $(shell $(GO) env GOROOT)
 # Packages whose tests also run compiled to WebAssembly under node (code the browser runs).
 WASM_PKGS := ./mapserver/mapgen
 # Fuzz targets run briefly by `make test`, as package:FuzzName.
-FUZZ_TARGETS := ./orchestrator/ticket:FuzzVerify ./mapserver/mapgen:FuzzGenerate
+FUZZ_TARGETS := ./orchestrator/ticket:FuzzVerify ./orchestrator/control:FuzzUnmarshal ./mapserver/mapgen:FuzzGenerate
 FUZZTIME  ?= 10s
 
 COMPOSE   := $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \

@@ -24,12 +24,38 @@ const SecretHeader = "X-Mapyard-Secret"
 
 // Orchestrator-side routes (served on the control listener).
 const (
-	PathMapReady       = "/orch/map-ready"
-	PathMapHeartbeat   = "/orch/map-heartbeat"
-	PathAdminMaps      = "/admin/maps"
-	PathHealth         = "/health"
-	DefaultMaxBodySize = 1 << 20
+	PathMapReady        = "/orch/map-ready"
+	PathMapHeartbeat    = "/orch/map-heartbeat"
+	PathRedeem          = "/orch/redeem"
+	PathRequestTransfer = "/orch/request-transfer"
+	PathTransferResult  = "/orch/transfer-result"
+	PathPersistSnapshot = "/orch/persist-snapshot"
+	PathPersistCritical = "/orch/persist-critical-event"
+	PathAdminMaps       = "/admin/maps"
+	DefaultMaxBodySize  = 1 << 20
 )
+
+// Map-side routes (served on each map's control listener) and the public join route.
+const (
+	PathHealth = "/health"
+	PathJoin   = "/api/v1/join"
+)
+
+// PersistSnapshot is the body of POST /orch/persist-snapshot. Epoch is the lease epoch
+// the map holds for the character of a "character:<id>" partition (ignored otherwise).
+type PersistSnapshot struct {
+	InstanceID string                        `json:"instanceId"`
+	Partition  string                        `json:"partition"`
+	Revision   int64                         `json:"revision"`
+	Epoch      int64                         `json:"epoch,omitempty"`
+	Envelope   orchestrator.SnapshotEnvelope `json:"envelope"`
+}
+
+// PersistSnapshotAnswer says whether the revision was newer than the one held; an older
+// or equal one is ignored, which makes retries harmless.
+type PersistSnapshotAnswer struct {
+	Accepted bool `json:"accepted"`
+}
 
 // Heartbeat is what a map server sends every MAP_HEARTBEAT_MS.
 type Heartbeat struct {

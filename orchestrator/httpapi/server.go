@@ -32,6 +32,8 @@ type Server struct {
 	ControlExtraIPs []string
 	Secret          string
 	Maps            orchestrator.Maps
+	Admission       Admission
+	Store           Persistence
 	Log             *slog.Logger
 
 	public, control *echo.Echo
@@ -41,15 +43,22 @@ type Server struct {
 	group           errgroup.Group
 }
 
-// NewServer returns a Server for maps with the given secret.
-func NewServer(maps orchestrator.Maps, secret string, log *slog.Logger) *Server {
-	s := &Server{Maps: maps, Secret: secret, Log: log, public: newEcho(log), control: newEcho(log)}
+// NewServer returns a Server over its dependencies, guarding the control listener with
+// secret.
+func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret string, log *slog.Logger) *Server {
+	s := &Server{Maps: maps, Admission: adm, Store: store, Secret: secret, Log: log, public: newEcho(log), control: newEcho(log)}
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
+	s.public.POST(control.PathJoin, s.handleJoin)
 
 	g := s.control.Group("", control.RequireSecret(secret))
 	g.POST(control.PathMapReady, s.handleMapReady)
 	g.POST(control.PathMapHeartbeat, s.handleHeartbeat)
+	g.POST(control.PathRedeem, s.handleRedeem)
+	g.POST(control.PathRequestTransfer, s.handleRequestTransfer)
+	g.POST(control.PathTransferResult, s.handleTransferResult)
+	g.POST(control.PathPersistSnapshot, s.handlePersistSnapshot)
+	g.POST(control.PathPersistCritical, s.handlePersistCritical)
 	g.GET(control.PathAdminMaps, s.handleAdminMaps)
 	g.GET(control.PathAdminMaps+"/:id", s.handleAdminMap)
 	return s

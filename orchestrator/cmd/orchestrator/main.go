@@ -26,6 +26,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/envconf"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
@@ -97,6 +98,7 @@ type Main struct {
 	DB         *sqlite.DB
 	Docker     *client.Client
 	Supervisor *docker.Supervisor
+	Admission  *admission.Service
 	HTTP       *httpapi.Server
 
 	cancel context.CancelFunc
@@ -123,6 +125,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}
 	m.DB = sqlite.NewDB(cfg.DBPath)
+	m.DB.CheckpointInterval = orchestrator.Ms(cfg.CheckpointMS)
+	m.DB.Logger = m.Log
 	if err := m.DB.Open(); err != nil {
 		return err
 	}
@@ -150,8 +154,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		PidsLimit: int64(cfg.MapPidsLimit),
 	}
 	m.Supervisor = docker.NewSupervisor(m.Docker, spec, cfg.DefaultInstanceID, m.Log)
+	m.Admission = admission.NewService(secret, m.DB, lazyMaps{m.Supervisor}, cfg.DefaultInstanceID, m.Log)
+	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
+	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
 
-	m.HTTP = httpapi.NewServer(m.Supervisor, secret, m.Log)
+	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, secret, m.Log)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
 	if err := m.HTTP.Open(); err != nil {
@@ -165,9 +172,27 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.cancel, m.done = cancelBg, make(chan struct{})
 	go func() {
 		defer close(m.done)
+		go m.sweepTransfers(bg)
 		m.ensureDefault(bg)
 	}()
 	return nil
+}
+
+// sweepTransfers aborts expired transfers every second, so a player whose destination
+// never redeemed the token is freed to re-join.
+func (m *Main) sweepTransfers(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := m.Admission.Sweep(ctx, orchestrator.Ms(m.Config.TransferTokenTTLMS)); err != nil && ctx.Err() == nil {
+			m.Log.Error("sweep transfers", "err", err)
+		}
+	}
 }
 
 // ensureDefault starts the default map, retrying while Docker refuses (for example

@@ -1,0 +1,237 @@
+// Package admission decides who enters which map: it resolves identities into
+// characters, mints join tickets and transfer tokens, redeems them exactly once, runs the
+// transfer state machine, and keeps the authority lease that makes one character
+// authoritative in at most one map instance at a time.
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/ticket"
+)
+
+// Maps is what admission needs from the supervisor.
+type Maps interface {
+	// Acquire returns a ready instance, starting it if it is not running and waiting a
+	// bounded time for it. Error codes: EMAPQUARANTINED, EMAPUNAVAILABLE, ENOTFOUND.
+	Acquire(ctx context.Context, instanceID string) (orchestrator.Instance, error)
+
+	// Instance returns an instance's current state without starting it.
+	Instance(id string) (orchestrator.Instance, error)
+}
+
+// Store is the persistence admission uses.
+type Store interface {
+	orchestrator.CharacterStore
+	orchestrator.NonceStore
+	orchestrator.CriticalEventStore
+	orchestrator.TransferStore
+}
+
+// Defaults.
+const (
+	DefaultTTL          = 10 * time.Second
+	DefaultName         = "wanderer"
+	MaxNameLen          = 32
+	disposablePrefix    = "~" // Subject of a disposable session; never a base64url key hash
+	guestIDPrefix       = "guest-"
+	transferEventPrefix = "transfer-"
+)
+
+// Service is the admission service. Set the exported fields (NewService does), then use
+// it from any goroutine.
+type Service struct {
+	Signer *ticket.Signer
+	Keys   *ticket.KeyHasher
+	Store  Store
+	Maps   Maps
+	Log    *slog.Logger
+	Now    func() time.Time
+
+	JoinTTL, TransferTTL time.Duration
+	DefaultInstanceID    string
+
+	locks [64]sync.Mutex // per-character critical sections, striped
+	seed  maphash.Seed
+
+	used sync.Map // nonce → expiry: replays this process saw are refused without a write
+
+	mu        sync.Mutex
+	guests    map[string]orchestrator.Lease           // leases of disposable characters: never persisted
+	handovers map[string]*orchestrator.CharacterState // final states of disposable characters in transit
+}
+
+// NewService returns a Service signing with secret.
+func NewService(secret string, store Store, maps Maps, defaultInstanceID string, log *slog.Logger) *Service {
+	return &Service{
+		Signer: ticket.NewSigner(secret), Keys: ticket.NewKeyHasher(secret),
+		Store: store, Maps: maps, Log: log, Now: time.Now,
+		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
+		seed: maphash.MakeSeed(), guests: make(map[string]orchestrator.Lease),
+		handovers: make(map[string]*orchestrator.CharacterState),
+	}
+}
+
+// lock serializes everything that reads and then changes one character's lease.
+func (s *Service) lock(characterID string) func() {
+	m := &s.locks[maphash.String(s.seed, characterID)%uint64(len(s.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// IsDisposable reports whether a character id names a disposable session character.
+func IsDisposable(characterID string) bool { return strings.HasPrefix(characterID, guestIDPrefix) }
+
+// Join resolves the identity of r into a character and returns a join ticket for the
+// map it should enter: the instance it was last saved in if that map is ready, else the
+// default map. Error codes: EBADREQUEST (bad authKey or name), EMAPQUARANTINED,
+// EMAPUNAVAILABLE (the default map cannot take players).
+func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
+	name, err := cleanName(r.Name)
+	if err != nil {
+		return nil, err
+	}
+	var characterID, subject, target string
+	if r.AuthKey == "" {
+		characterID, subject = guestIDPrefix+ticket.NewID(9), disposablePrefix+ticket.NewID(12)
+	} else {
+		keyHash, err := s.Keys.Hash(r.AuthKey)
+		if err != nil {
+			return nil, err
+		}
+		ch, err := s.character(ctx, keyHash, name)
+		if err != nil {
+			return nil, err
+		}
+		characterID, subject = ch.ID, keyHash
+		if st, err := s.Store.CharacterState(ctx, ch.ID); err == nil {
+			target = st.InstanceID
+		} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+			return nil, fmt.Errorf("join: character state: %w", err)
+		}
+	}
+
+	inst, err := s.joinTarget(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	c := ticket.Claims{
+		Kind: ticket.KindJoin, ID: ticket.NewID(12), Subject: subject, CharacterID: characterID,
+		From: "-", To: inst.ID, IssuedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(s.JoinTTL).UnixMilli(),
+		Nonce: ticket.NewID(16),
+	}
+	tok, err := s.Signer.Mint(c)
+	if err != nil {
+		return nil, fmt.Errorf("join: mint: %w", err)
+	}
+	s.Log.Info("join ticket issued", "joinId", c.ID, "character", characterID, "instance", inst.ID, "disposable", r.AuthKey == "")
+	return &orchestrator.JoinResponse{
+		Ticket: tok, CharacterID: characterID, Disposable: r.AuthKey == "",
+		MapID: inst.MapID, InstanceID: inst.ID, WS: orchestrator.WSPath(inst.ID), ExpiresAtMs: c.ExpiresAtMs,
+	}, nil
+}
+
+// joinTarget is the character's last instance if it is ready, else the default map
+// (seed 000's failure policy).
+func (s *Service) joinTarget(ctx context.Context, last string) (orchestrator.Instance, error) {
+	if last != "" && last != s.DefaultInstanceID {
+		if inst, err := s.Maps.Instance(last); err == nil && inst.State == orchestrator.StateReady {
+			return inst, nil
+		}
+	}
+	return s.Maps.Acquire(ctx, s.DefaultInstanceID)
+}
+
+// character finds the character of keyHash or creates it. Two first joins racing with
+// one key create one character: the loser of the insert reads the winner's.
+func (s *Service) character(ctx context.Context, keyHash, name string) (*orchestrator.Character, error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		ch, err := s.Store.FindCharacterByKeyHash(ctx, keyHash)
+		if err == nil {
+			return ch, nil
+		} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+			return nil, fmt.Errorf("find character: %w", err)
+		}
+		ch = &orchestrator.Character{KeyHash: keyHash, Name: name}
+		if err := s.Store.CreateCharacter(ctx, ch); err == nil {
+			s.Log.Info("character created", "character", ch.ID)
+			return ch, nil
+		} else if orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+			return nil, fmt.Errorf("create character: %w", err)
+		}
+	}
+	return nil, errors.New("create character: lost the race twice")
+}
+
+func cleanName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return DefaultName, nil
+	}
+	if len(name) > MaxNameLen {
+		return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "name must be at most %d bytes", MaxNameLen)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
+			return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "name must be printable text")
+		}
+	}
+	return name, nil
+}
+
+// lease returns a character's lease: from memory for disposable characters, from the
+// store for saved ones.
+func (s *Service) lease(ctx context.Context, characterID string) (orchestrator.Lease, error) {
+	if IsDisposable(characterID) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.guests[characterID], nil
+	}
+	return s.Store.Lease(ctx, characterID)
+}
+
+// setLease replaces a lease held by the caller's character lock.
+func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch int64) error {
+	if IsDisposable(l.CharacterID) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.guests[l.CharacterID].Epoch != prevEpoch {
+			return orchestrator.Errorf(orchestrator.ECONFLICT, "lease of %q changed", l.CharacterID)
+		}
+		if l.InstanceID == "" && l.TransferID == "" {
+			delete(s.guests, l.CharacterID)
+			return nil
+		}
+		s.guests[l.CharacterID] = l
+		return nil
+	}
+	return s.Store.SetLease(ctx, l, prevEpoch)
+}
+
+// Authorize checks that instanceID holds characterID's lease at epoch: the gate every
+// per-character write from a map passes, so a map that lost a character (to a transfer
+// or a second login) can no longer change it. Error code: ECONFLICT.
+func (s *Service) Authorize(ctx context.Context, characterID, instanceID string, epoch int64) error {
+	l, err := s.lease(ctx, characterID)
+	if err != nil {
+		return err
+	}
+	if l.InstanceID != instanceID || l.Epoch != epoch || instanceID == "" {
+		return orchestrator.Errorf(orchestrator.ECONFLICT, "character %q is not authoritative in %q at epoch %d", characterID, instanceID, epoch)
+	}
+	return nil
+}
+
+// Lease returns a character's current lease.
+func (s *Service) Lease(ctx context.Context, characterID string) (orchestrator.Lease, error) {
+	return s.lease(ctx, characterID)
+}

@@ -1,0 +1,158 @@
+package admission_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/sqlite"
+)
+
+const (
+	secret  = "test-host-secret-0123456789"
+	authKey = "Zq3v9LrT0pXw2YbN5cHs8KdA" // 24 URL-safe characters
+)
+
+// fakeMaps is a hand-written fake supervisor: instances have a settable state, and
+// Acquire answers from it the way the real one does.
+type fakeMaps struct {
+	mu     sync.Mutex
+	states map[string]orchestrator.InstanceState
+}
+
+func newFakeMaps(ids ...string) *fakeMaps {
+	m := &fakeMaps{states: map[string]orchestrator.InstanceState{}}
+	for _, id := range ids {
+		m.states[id] = orchestrator.StateReady
+	}
+	return m
+}
+
+func (m *fakeMaps) set(id string, st orchestrator.InstanceState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.states[id] = st
+}
+
+func (m *fakeMaps) Instance(id string) (orchestrator.Instance, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.states[id]
+	if !ok {
+		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no instance %q", id)
+	}
+	return orchestrator.Instance{ID: id, MapID: id[:len(id)-2], State: st}, nil
+}
+
+func (m *fakeMaps) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
+	inst, err := m.Instance(id)
+	if err != nil {
+		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "no instance %q", id)
+	}
+	switch inst.State {
+	case orchestrator.StateReady:
+		return inst, nil
+	case orchestrator.StateQuarantined:
+		return inst, orchestrator.Errorf(orchestrator.EMAPQUARANTINED, "%q is quarantined", id)
+	default:
+		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "%q is %s", id, inst.State)
+	}
+}
+
+// clock is a settable clock for TTL tests.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type env struct {
+	svc   *admission.Service
+	db    *sqlite.DB
+	maps  *fakeMaps
+	clock *clock
+	logs  *bytes.Buffer
+	path  string
+}
+
+// newEnv opens a real SQLite store in a temporary directory and a Service over it, with
+// maps default-1, frontier-1 and cave-1 ready.
+func newEnv(tb testing.TB) *env {
+	tb.Helper()
+	e := &env{maps: newFakeMaps("default-1", "frontier-1", "cave-1"), clock: &clock{t: time.UnixMilli(1_800_000_000_000)}, logs: &bytes.Buffer{}}
+	e.path = filepath.Join(tb.TempDir(), "mapyard.db")
+	e.open(tb)
+	return e
+}
+
+func (e *env) open(tb testing.TB) {
+	tb.Helper()
+	e.db = sqlite.NewDB(e.path)
+	e.db.Now = e.clock.Now
+	if err := e.db.Open(); err != nil {
+		tb.Fatal(err)
+	}
+	db := e.db
+	tb.Cleanup(func() { db.Close() })
+	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.svc = admission.NewService(secret, e.db, e.maps, "default-1", log)
+	e.svc.Now = e.clock.Now
+}
+
+// restart closes the store and opens a new store and Service on the same file, as an
+// orchestrator restart does.
+func (e *env) restart(tb testing.TB) {
+	tb.Helper()
+	if err := e.db.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	e.open(tb)
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (e *env) join(tb testing.TB, key string) *orchestrator.JoinResponse {
+	tb.Helper()
+	res, err := e.svc.Join(context.Background(), orchestrator.JoinRequest{AuthKey: key})
+	if err != nil {
+		tb.Fatalf("join: %v", err)
+	}
+	return res
+}
+
+func (e *env) redeem(tb testing.TB, instance, tok string) *orchestrator.RedeemResult {
+	tb.Helper()
+	res, err := e.svc.Redeem(context.Background(), orchestrator.RedeemRequest{InstanceID: instance, Token: tok})
+	if err != nil {
+		tb.Fatalf("redeem at %s: %v", instance, err)
+	}
+	return res
+}
+
+func wantCode(tb testing.TB, err error, code string) {
+	tb.Helper()
+	if got := orchestrator.ErrorCode(err); got != code {
+		tb.Fatalf("code %q (%v), want %q", got, err, code)
+	}
+}

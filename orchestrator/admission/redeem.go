@@ -1,0 +1,133 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/ticket"
+)
+
+// Redeem admits the holder of a join ticket or transfer token into the map that
+// presents it. It verifies the signature and expiry, that the token names this map, that
+// the map may take players, then durably marks the nonce used, so a token works once
+// even across orchestrator restarts, and moves the character's lease to the map with a
+// new epoch. A second login takes a character over from the map that held it; that map
+// learns it on its next write (Authorize fails).
+//
+// Error codes: EBADREQUEST, ETICKETINVALID, ETICKETEXPIRED, ETICKETUSED, EWRONGMAP,
+// EMAPQUARANTINED, EMAPUNAVAILABLE.
+func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
+	if !orchestrator.IDPattern.MatchString(r.InstanceID) {
+		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId must be a valid id")
+	}
+	c, err := s.Signer.Verify(r.Token, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	if c.To != r.InstanceID {
+		return nil, orchestrator.Errorf(orchestrator.EWRONGMAP, "ticket is for map instance %q, not %q", c.To, r.InstanceID)
+	}
+	if inst, err := s.Maps.Instance(r.InstanceID); err != nil {
+		return nil, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q is not known", r.InstanceID)
+	} else if inst.State == orchestrator.StateQuarantined {
+		return nil, orchestrator.Errorf(orchestrator.EMAPQUARANTINED, "map instance %q is quarantined", r.InstanceID)
+	}
+
+	unlock := s.lock(c.CharacterID)
+	defer unlock()
+
+	var tr *orchestrator.Transfer
+	if c.Kind == ticket.KindTransfer {
+		if tr, err = s.Store.Transfer(ctx, c.ID); err != nil {
+			if orchestrator.ErrorCode(err) == orchestrator.ENOTFOUND {
+				return nil, orchestrator.Errorf(orchestrator.ETICKETINVALID, "transfer %q is not known", c.ID)
+			}
+			return nil, err
+		}
+		switch tr.State {
+		case orchestrator.TransferTokenIssued:
+		case orchestrator.TransferAborted:
+			return nil, orchestrator.Errorf(orchestrator.ETICKETEXPIRED, "transfer was aborted: %s", tr.Reason)
+		default:
+			return nil, orchestrator.Errorf(orchestrator.ETICKETUSED, "transfer token already used")
+		}
+	}
+	if err := s.useNonce(ctx, c.Nonce, time.UnixMilli(c.ExpiresAtMs)); err != nil {
+		return nil, err
+	}
+
+	prev, err := s.lease(ctx, c.CharacterID)
+	if err != nil {
+		return nil, err
+	}
+	if tr == nil && prev.TransferID != "" {
+		// A join while a transfer is in flight (say, the player reloaded the page):
+		// the join wins and the transfer's token stops working.
+		if _, err := s.Store.AdvanceTransfer(ctx, prev.TransferID, pendingStates, orchestrator.TransferAborted, "superseded by a join"); err != nil && orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+			return nil, err
+		}
+	}
+	next := orchestrator.Lease{CharacterID: c.CharacterID, Subject: c.Subject, InstanceID: r.InstanceID, Epoch: prev.Epoch + 1}
+	if err := s.setLease(ctx, next, prev.Epoch); err != nil {
+		return nil, fmt.Errorf("redeem: lease: %w", err)
+	}
+
+	res := &orchestrator.RedeemResult{
+		Kind: "join", CharacterID: c.CharacterID, Disposable: IsDisposable(c.CharacterID), Epoch: next.Epoch,
+	}
+	if tr != nil {
+		res.Kind, res.TransferID, res.FromID = "transfer", tr.ID, tr.FromInstanceID
+		if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferTokenIssued}, orchestrator.TransferDestinationAccepted, ""); err != nil {
+			return nil, fmt.Errorf("redeem: transfer: %w", err)
+		}
+	}
+	if res.State, err = s.state(ctx, c.CharacterID, c.ID); err != nil {
+		return nil, err
+	}
+	s.Log.Info("ticket redeemed", "kind", res.Kind, "id", c.ID, "character", c.CharacterID, "instance", r.InstanceID, "epoch", next.Epoch)
+	return res, nil
+}
+
+// useNonce marks a nonce used. The store is the authority (it survives restarts); the
+// in-memory set answers replays seen by this process without a durable write, which
+// keeps a flood of replays from costing an fsync each.
+func (s *Service) useNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
+	if _, seen := s.used.LoadOrStore(nonce, expiresAt); seen {
+		return orchestrator.Errorf(orchestrator.ETICKETUSED, "ticket already used")
+	}
+	err := s.Store.UseNonce(ctx, nonce, expiresAt)
+	if err != nil && orchestrator.ErrorCode(err) != orchestrator.ETICKETUSED {
+		s.used.Delete(nonce) // not used after all: the write failed
+	}
+	return err
+}
+
+// forgetExpiredNonces drops nonces of expired tokens from memory: an expired token is
+// refused before its nonce is looked at.
+func (s *Service) forgetExpiredNonces(now time.Time) {
+	s.used.Range(func(k, v any) bool {
+		if !now.Before(v.(time.Time)) {
+			s.used.Delete(k)
+		}
+		return true
+	})
+}
+
+// state is the character's last saved state (nil if never saved). Disposable characters
+// carry theirs in memory from the source map to the destination.
+func (s *Service) state(ctx context.Context, characterID, transferID string) (*orchestrator.CharacterState, error) {
+	if IsDisposable(characterID) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		st := s.handovers[transferID]
+		delete(s.handovers, transferID)
+		return st, nil
+	}
+	st, err := s.Store.CharacterState(ctx, characterID)
+	if orchestrator.ErrorCode(err) == orchestrator.ENOTFOUND {
+		return nil, nil
+	}
+	return st, err
+}

@@ -1,0 +1,137 @@
+package admission_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+func TestRedeem(t *testing.T) {
+	ctx := context.Background()
+	t.Run("ErrTicketUsed", func(t *testing.T) {
+		e := newEnv(t)
+		j := e.join(t, authKey)
+		if r := e.redeem(t, "default-1", j.Ticket); r.CharacterID != j.CharacterID || r.Epoch != 1 || r.Kind != "join" {
+			t.Fatalf("redeem %+v", r)
+		}
+		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+		wantCode(t, err, orchestrator.ETICKETUSED)
+	})
+	t.Run("ErrTicketExpired", func(t *testing.T) {
+		e := newEnv(t)
+		j := e.join(t, "")
+		e.clock.Add(10 * time.Second)
+		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+		wantCode(t, err, orchestrator.ETICKETEXPIRED)
+	})
+	t.Run("ErrTicketInvalid", func(t *testing.T) {
+		e := newEnv(t)
+		j := e.join(t, "")
+		for _, tok := range []string{j.Ticket[:len(j.Ticket)-2], j.Ticket + "A", "", "not-a-ticket"} {
+			_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: tok})
+			wantCode(t, err, orchestrator.ETICKETINVALID)
+		}
+	})
+	t.Run("ErrWrongMap", func(t *testing.T) {
+		e := newEnv(t)
+		j := e.join(t, "")
+		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "frontier-1", Token: j.Ticket})
+		wantCode(t, err, orchestrator.EWRONGMAP)
+		// The refused attempt did not use the ticket up.
+		e.redeem(t, "default-1", j.Ticket)
+	})
+	t.Run("ErrMapQuarantined", func(t *testing.T) {
+		e := newEnv(t)
+		j := e.join(t, "")
+		e.maps.set("default-1", orchestrator.StateQuarantined)
+		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+		wantCode(t, err, orchestrator.EMAPQUARANTINED)
+	})
+	t.Run("RestartBetweenIssueAndRedeem", func(t *testing.T) {
+		e := newEnv(t)
+		a, b := e.join(t, authKey), e.join(t, "")
+		e.redeem(t, "default-1", a.Ticket)
+		e.restart(t)
+		// Used before the restart: still used.
+		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: a.Ticket})
+		wantCode(t, err, orchestrator.ETICKETUSED)
+		// Issued before the restart, redeemed after: once.
+		e.redeem(t, "default-1", b.Ticket)
+		e.restart(t)
+		_, err = e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: b.Ticket})
+		wantCode(t, err, orchestrator.ETICKETUSED)
+	})
+	t.Run("SecondLoginTakesOver", func(t *testing.T) {
+		e := newEnv(t)
+		first := e.redeem(t, "default-1", e.join(t, authKey).Ticket)
+		second := e.redeem(t, "default-1", e.join(t, authKey).Ticket)
+		if second.Epoch <= first.Epoch {
+			t.Fatalf("epochs %d then %d, want growth", first.Epoch, second.Epoch)
+		}
+		wantCode(t, e.svc.Authorize(ctx, first.CharacterID, "default-1", first.Epoch), orchestrator.ECONFLICT)
+		if err := e.svc.Authorize(ctx, second.CharacterID, "default-1", second.Epoch); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestRedeem_Concurrent races 100 goroutines on one ticket, 1,000 times: exactly one
+// must win every time, and every loser must be told ticket_used.
+func TestRedeem_Concurrent(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rounds := 1000
+	if testing.Short() {
+		rounds = 100
+	}
+	for round := 0; round < rounds; round++ {
+		key := ""
+		if round%2 == 0 {
+			key = authKey // half saved characters (store-backed leases), half disposable
+		}
+		tok := e.join(t, key).Ticket
+		var wins, used atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := 0; g < 100; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: tok})
+				switch orchestrator.ErrorCode(err) {
+				case "":
+					wins.Add(1)
+				case orchestrator.ETICKETUSED:
+					used.Add(1)
+				default:
+					t.Errorf("round %d: unexpected error %v", round, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if wins.Load() != 1 || used.Load() != 99 {
+			t.Fatalf("round %d: %d successes and %d ticket_used, want 1 and 99", round, wins.Load(), used.Load())
+		}
+	}
+}
+
+// BenchmarkRedeem measures join-ticket redeems per second against the real store (each
+// one durably records its nonce and the new lease).
+func BenchmarkRedeem(b *testing.B) {
+	e := newEnv(b)
+	toks := make([]string, b.N)
+	for i := range toks {
+		toks[i] = e.join(b, "").Ticket
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e.redeem(b, "default-1", toks[i])
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "redeems/s")
+}

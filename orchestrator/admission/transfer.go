@@ -1,0 +1,256 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/ticket"
+)
+
+// pendingStates are the states a transfer can be aborted from.
+var pendingStates = []orchestrator.TransferState{
+	orchestrator.TransferRequested, orchestrator.TransferTokenIssued,
+	orchestrator.TransferDestinationAccepted, orchestrator.TransferSourceReleased,
+}
+
+// InstanceOfMap is the instance that serves a map when a portal names only the map:
+// mapyard runs one instance per map, "<mapId>-1".
+func InstanceOfMap(mapID string) string { return mapID + "-1" }
+
+// RequestTransfer moves a character out of its source map. In order, each step durable
+// before the next: the transfer is recorded (requested); the character's final state is
+// committed as a critical event; the source's lease ends (the character is in transit,
+// authoritative nowhere); the token is minted (token_issued). A retry with the same
+// TransferID returns the same token. The destination is started if needed; if it cannot
+// take players the request fails and the character stays where it is.
+//
+// Error codes: EBADREQUEST, ECONFLICT (the source does not hold the character at that
+// epoch, or the id was used for another transfer), EMAPQUARANTINED, EMAPUNAVAILABLE.
+func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
+	if r.ToInstanceID == "" && r.ToMapID != "" {
+		r.ToInstanceID = InstanceOfMap(r.ToMapID)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"transferId", r.TransferID}, {"characterId", r.CharacterID},
+		{"fromInstanceId", r.FromInstanceID}, {"toInstanceId", r.ToInstanceID},
+	} {
+		if !validID(f.v) {
+			return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "%s must be 1 to 64 characters of A-Z a-z 0-9 - _", f.name)
+		}
+	}
+	if r.FromInstanceID == r.ToInstanceID {
+		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "a transfer must change map instance")
+	}
+
+	unlock := s.lock(r.CharacterID)
+	defer unlock()
+
+	if tr, err := s.Store.Transfer(ctx, r.TransferID); err == nil {
+		return s.retry(tr, r)
+	} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		return nil, err
+	}
+
+	lease, err := s.lease(ctx, r.CharacterID)
+	if err != nil {
+		return nil, err
+	}
+	if lease.InstanceID != r.FromInstanceID || lease.Epoch != r.Epoch {
+		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "character %q is not authoritative in %q at epoch %d", r.CharacterID, r.FromInstanceID, r.Epoch)
+	}
+	if _, err := s.Maps.Acquire(ctx, r.ToInstanceID); err != nil {
+		return nil, err
+	}
+
+	now := s.Now()
+	tr := &orchestrator.Transfer{
+		ID: r.TransferID, CharacterID: r.CharacterID, Subject: lease.Subject,
+		FromInstanceID: r.FromInstanceID, ToInstanceID: r.ToInstanceID, State: orchestrator.TransferRequested,
+		Nonce: ticket.NewID(16), IssuedAt: now, ExpiresAt: now.Add(s.TransferTTL),
+	}
+	if err := s.Store.CreateTransfer(ctx, tr); err != nil {
+		return nil, fmt.Errorf("request transfer: %w", err)
+	}
+	if err := s.handOver(ctx, tr, r.State, lease.Epoch); err != nil {
+		s.abort(ctx, tr.ID, "saving final state failed")
+		return nil, err
+	}
+	transit := orchestrator.Lease{CharacterID: r.CharacterID, Subject: lease.Subject, Epoch: lease.Epoch + 1, TransferID: tr.ID}
+	if err := s.setLease(ctx, transit, lease.Epoch); err != nil {
+		s.abort(ctx, tr.ID, "lease changed")
+		return nil, fmt.Errorf("request transfer: lease: %w", err)
+	}
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferRequested}, orchestrator.TransferTokenIssued, ""); err != nil {
+		return nil, fmt.Errorf("request transfer: %w", err)
+	}
+	s.Log.Info("transfer token issued", "transfer", tr.ID, "character", tr.CharacterID, "from", tr.FromInstanceID, "to", tr.ToInstanceID)
+	return s.answer(tr)
+}
+
+// retry answers a repeated request: the same token while it is valid.
+func (s *Service) retry(tr *orchestrator.Transfer, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
+	if tr.CharacterID != r.CharacterID || tr.FromInstanceID != r.FromInstanceID || tr.ToInstanceID != r.ToInstanceID {
+		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "transfer id %q was used for another transfer", tr.ID)
+	}
+	switch tr.State {
+	case orchestrator.TransferTokenIssued:
+		return s.answer(tr)
+	case orchestrator.TransferAborted:
+		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q was aborted: %s", tr.ID, tr.Reason)
+	default:
+		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q is %s", tr.ID, tr.State)
+	}
+}
+
+func (s *Service) answer(tr *orchestrator.Transfer) (*orchestrator.TransferAnswer, error) {
+	tok, err := s.Signer.Mint(ticket.Claims{
+		Kind: ticket.KindTransfer, ID: tr.ID, Subject: tr.Subject, CharacterID: tr.CharacterID,
+		From: tr.FromInstanceID, To: tr.ToInstanceID, IssuedAtMs: tr.IssuedAt.UnixMilli(),
+		ExpiresAtMs: tr.ExpiresAt.UnixMilli(), Nonce: tr.Nonce,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &orchestrator.TransferAnswer{
+		TransferID: tr.ID, Token: tok, ToInstanceID: tr.ToInstanceID,
+		WS: orchestrator.WSPath(tr.ToInstanceID), ExpiresAtMs: tr.ExpiresAt.UnixMilli(),
+	}, nil
+}
+
+// handOver makes the character's final state in the source durable: a transfer_boundary
+// critical event for saved characters, memory for disposable ones.
+func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st orchestrator.CharacterState, epoch int64) error {
+	st.CharacterID, st.InstanceID = tr.CharacterID, tr.FromInstanceID
+	if IsDisposable(tr.CharacterID) {
+		s.mu.Lock()
+		s.handovers[tr.ID] = &st
+		s.mu.Unlock()
+		return nil
+	}
+	if st.Revision <= 0 {
+		st.Revision = epoch
+	}
+	payload, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("hand over: %w", err)
+	}
+	_, err = s.Store.CommitCritical(ctx, orchestrator.CriticalEvent{
+		EventID: transferEventPrefix + tr.ID, InstanceID: tr.FromInstanceID,
+		Kind: orchestrator.EventTransferBoundary, Payload: payload,
+	})
+	return err
+}
+
+// TransferResult records the destination's report. Success completes the transfer;
+// failure aborts it and frees the character, whose player re-joins: Join then sends it
+// back to the source map if that is healthy, else to the default map.
+//
+// Error codes: EBADREQUEST, ENOTFOUND, ECONFLICT (not the destination, or the transfer
+// is not at that step).
+func (s *Service) TransferResult(ctx context.Context, r orchestrator.TransferResult) error {
+	tr, err := s.Store.Transfer(ctx, r.TransferID)
+	if err != nil {
+		return err
+	}
+	if tr.ToInstanceID != r.InstanceID {
+		return orchestrator.Errorf(orchestrator.ECONFLICT, "only the destination reports a transfer's result")
+	}
+	unlock := s.lock(tr.CharacterID)
+	defer unlock()
+	if !r.Success {
+		return s.abortAndFree(ctx, tr, "destination failed: "+r.Reason)
+	}
+	if tr.State == orchestrator.TransferCompleted {
+		return nil // a retried report
+	}
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferDestinationAccepted}, orchestrator.TransferSourceReleased, ""); err != nil {
+		return err
+	}
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferSourceReleased}, orchestrator.TransferCompleted, ""); err != nil {
+		return err
+	}
+	s.Log.Info("transfer completed", "transfer", tr.ID, "character", tr.CharacterID, "to", tr.ToInstanceID)
+	return nil
+}
+
+// abortAndFree aborts a transfer and, if the character's lease is still the transfer's
+// or the failed destination's, frees it so the player's next join can take it.
+func (s *Service) abortAndFree(ctx context.Context, tr *orchestrator.Transfer, reason string) error {
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, pendingStates, orchestrator.TransferAborted, reason); err != nil {
+		return err
+	}
+	l, err := s.lease(ctx, tr.CharacterID)
+	if err != nil {
+		return err
+	}
+	if l.TransferID == tr.ID || l.InstanceID == tr.ToInstanceID {
+		free := orchestrator.Lease{CharacterID: tr.CharacterID, Subject: l.Subject, Epoch: l.Epoch + 1}
+		if err := s.setLease(ctx, free, l.Epoch); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	delete(s.handovers, tr.ID)
+	s.mu.Unlock()
+	s.Log.Info("transfer aborted", "transfer", tr.ID, "character", tr.CharacterID, "reason", reason)
+	return nil
+}
+
+// abort marks a transfer aborted after a failure in RequestTransfer, logging (not
+// returning) a failure to do so: the request already fails with the original error.
+func (s *Service) abort(ctx context.Context, id, reason string) {
+	if _, err := s.Store.AdvanceTransfer(ctx, id, pendingStates, orchestrator.TransferAborted, reason); err != nil {
+		s.Log.Error("abort transfer", "transfer", id, "err", err)
+	}
+}
+
+// Sweep aborts transfers whose token expired before the destination redeemed it, and
+// transfers accepted but never reported within grace after expiry. It runs on a timer
+// and after a restart, so no transfer stays pending forever.
+func (s *Service) Sweep(ctx context.Context, grace time.Duration) (aborted int, err error) {
+	now := s.Now()
+	s.forgetExpiredNonces(now)
+	pending, err := s.Store.PendingTransfers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, tr := range pending {
+		deadline := tr.ExpiresAt
+		if tr.State != orchestrator.TransferRequested && tr.State != orchestrator.TransferTokenIssued {
+			deadline = deadline.Add(grace)
+		}
+		if now.Before(deadline) {
+			continue
+		}
+		unlock := s.lock(tr.CharacterID)
+		if tr.State == orchestrator.TransferDestinationAccepted || tr.State == orchestrator.TransferSourceReleased {
+			// The destination admitted the player but never reported: it holds the
+			// lease, so the transfer happened; record it as completed.
+			_, err = s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{tr.State}, orchestrator.TransferCompleted, "no report from destination")
+		} else {
+			err = s.abortAndFree(ctx, tr, "token expired")
+			aborted++
+		}
+		unlock()
+		if err != nil && orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+			return aborted, err
+		}
+	}
+	return aborted, nil
+}
+
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,150 @@
+package admission_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// enter joins with key and redeems at the default map.
+func enter(t *testing.T, e *env, key string) *orchestrator.RedeemResult {
+	t.Helper()
+	return e.redeem(t, "default-1", e.join(t, key).Ticket)
+}
+
+func transferReq(id string, r *orchestrator.RedeemResult, from, toMap string, x float64) orchestrator.TransferRequest {
+	return orchestrator.TransferRequest{
+		TransferID: id, CharacterID: r.CharacterID, FromInstanceID: from, ToMapID: toMap, Epoch: r.Epoch,
+		State: orchestrator.CharacterState{MapID: from[:len(from)-2], X: x, Y: 2, Attributes: json.RawMessage(`{"hp":7}`), Revision: r.Epoch*10 + 1},
+	}
+}
+
+func TestTransfer(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	r := enter(t, e, authKey)
+	req := transferReq("tr-1", r, "default-1", "frontier", 12.5)
+
+	a, err := e.svc.RequestTransfer(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ToInstanceID != "frontier-1" || a.WS != "/maps/frontier-1/ws" {
+		t.Fatalf("answer %+v", a)
+	}
+	t.Run("RetryGivesSameToken", func(t *testing.T) {
+		again, err := e.svc.RequestTransfer(ctx, req)
+		if err != nil || again.Token != a.Token {
+			t.Fatalf("retry: %v, same token %v", err, again != nil && again.Token == a.Token)
+		}
+	})
+	t.Run("SourceLostAuthority", func(t *testing.T) {
+		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch), orchestrator.ECONFLICT)
+	})
+	t.Run("ErrWrongMap", func(t *testing.T) {
+		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: a.Token})
+		wantCode(t, err, orchestrator.EWRONGMAP)
+	})
+	var in *orchestrator.RedeemResult
+	t.Run("DestinationGetsState", func(t *testing.T) {
+		in = e.redeem(t, "frontier-1", a.Token)
+		if in.Kind != "transfer" || in.TransferID != "tr-1" || in.FromID != "default-1" || in.State == nil || in.State.X != 12.5 {
+			t.Fatalf("redeem %+v (state %+v)", in, in.State)
+		}
+		if string(in.State.Attributes) != `{"hp":7}` {
+			t.Fatalf("attributes %s", in.State.Attributes)
+		}
+	})
+	t.Run("ErrTicketUsed", func(t *testing.T) {
+		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "frontier-1", Token: a.Token})
+		wantCode(t, err, orchestrator.ETICKETUSED)
+	})
+	t.Run("Completed", func(t *testing.T) {
+		if err := e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := e.db.Transfer(ctx, "tr-1")
+		if err != nil || tr.State != orchestrator.TransferCompleted {
+			t.Fatalf("transfer %+v %v, want completed", tr, err)
+		}
+		if err := e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("ErrConflictStaleEpoch", func(t *testing.T) {
+		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-2", r, "default-1", "cave", 1))
+		wantCode(t, err, orchestrator.ECONFLICT)
+	})
+}
+
+func TestTransfer_Failures(t *testing.T) {
+	ctx := context.Background()
+	t.Run("DestinationQuarantined", func(t *testing.T) {
+		e := newEnv(t)
+		r := enter(t, e, authKey)
+		e.maps.set("frontier-1", orchestrator.StateQuarantined)
+		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-q", r, "default-1", "frontier", 1))
+		wantCode(t, err, orchestrator.EMAPQUARANTINED)
+		if err := e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch); err != nil {
+			t.Fatalf("the character must stay in its source map: %v", err)
+		}
+	})
+	t.Run("ExpiredGoesBackToSource", func(t *testing.T) {
+		e := newEnv(t)
+		r := enter(t, e, authKey)
+		a, err := e.svc.RequestTransfer(ctx, transferReq("tr-x", r, "default-1", "frontier", 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := e.redeem(t, "frontier-1", a.Token)
+		if err := e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: "tr-x", InstanceID: "frontier-1", Success: true}); err != nil {
+			t.Fatal(err)
+		}
+		// Now in frontier-1; a transfer to cave-1 is never redeemed.
+		if _, err := e.svc.RequestTransfer(ctx, transferReq("tr-y", in, "frontier-1", "cave", 4)); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Add(11 * time.Second)
+		if n, err := e.svc.Sweep(ctx, time.Second); err != nil || n != 1 {
+			t.Fatalf("sweep aborted %d (%v), want 1", n, err)
+		}
+		if tr, _ := e.db.Transfer(ctx, "tr-y"); tr.State != orchestrator.TransferAborted {
+			t.Fatalf("transfer %s, want aborted", tr.State)
+		}
+		if j := e.join(t, authKey); j.InstanceID != "frontier-1" {
+			t.Fatalf("re-join goes to %s, want the healthy source frontier-1", j.InstanceID)
+		}
+		e.maps.set("frontier-1", orchestrator.StateUnhealthy)
+		if j := e.join(t, authKey); j.InstanceID != "default-1" {
+			t.Fatalf("re-join goes to %s, want the default map when the source is down", j.InstanceID)
+		}
+	})
+	t.Run("DestinationFailed", func(t *testing.T) {
+		e := newEnv(t)
+		r := enter(t, e, "")
+		a, err := e.svc.RequestTransfer(ctx, transferReq("tr-f", r, "default-1", "frontier", 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := e.redeem(t, "frontier-1", a.Token)
+		if in.State == nil || in.State.X != 5 {
+			t.Fatalf("a disposable character's state must travel too: %+v", in.State)
+		}
+		if err := e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: "tr-f", InstanceID: "frontier-1", Reason: "spawn failed"}); err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch), orchestrator.ECONFLICT)
+	})
+	t.Run("ErrBadRequest", func(t *testing.T) {
+		e := newEnv(t)
+		r := enter(t, e, "")
+		req := transferReq("tr bad", r, "default-1", "frontier", 1)
+		_, err := e.svc.RequestTransfer(ctx, req)
+		wantCode(t, err, orchestrator.EBADREQUEST)
+		_, err = e.svc.RequestTransfer(ctx, transferReq("tr-self", r, "default-1", "default", 1))
+		wantCode(t, err, orchestrator.EBADREQUEST)
+	})
+}

@@ -1,0 +1,173 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+var _ orchestrator.TransferStore = (*DB)(nil)
+
+const transferColumns = `transfer_id, character_id, subject, from_instance_id, to_instance_id, state, reason,
+	nonce, issued_at_ms, expires_at_ms, created_at_ms, updated_at_ms`
+
+// CreateTransfer saves a new transfer. See orchestrator.TransferStore.
+func (db *DB) CreateTransfer(ctx context.Context, t *orchestrator.Transfer) error {
+	if !validID(t.ID) || !validID(t.CharacterID) || !validID(t.FromInstanceID) || !validID(t.ToInstanceID) {
+		return orchestrator.Errorf(orchestrator.EBADREQUEST, "transfer: ids must be 1 to %d characters", maxIDLen)
+	}
+	now := db.Now()
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO transfers (`+transferColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (transfer_id) DO NOTHING`,
+			t.ID, t.CharacterID, t.Subject, t.FromInstanceID, t.ToInstanceID, string(t.State), t.Reason,
+			t.Nonce, t.IssuedAt.UnixMilli(), t.ExpiresAt.UnixMilli(), now.UnixMilli(), now.UnixMilli())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q already exists", t.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create transfer: %w", err)
+	}
+	t.CreatedAt, t.UpdatedAt = fromMs(now.UnixMilli()), fromMs(now.UnixMilli())
+	return nil
+}
+
+// Transfer returns a transfer by id, or ENOTFOUND.
+func (db *DB) Transfer(ctx context.Context, id string) (*orchestrator.Transfer, error) {
+	t, err := scanTransfer(db.read.QueryRowContext(ctx, `SELECT `+transferColumns+` FROM transfers WHERE transfer_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no transfer %q", id)
+	} else if err != nil {
+		return nil, fmt.Errorf("read transfer %q: %w", id, err)
+	}
+	return t, nil
+}
+
+// AdvanceTransfer moves a transfer between states as a compare-and-set, so that of two
+// racing callers exactly one advances it. See orchestrator.TransferStore.
+func (db *DB) AdvanceTransfer(ctx context.Context, id string, from []orchestrator.TransferState, to orchestrator.TransferState, reason string) (*orchestrator.Transfer, error) {
+	if len(from) == 0 {
+		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "advance transfer: no from state")
+	}
+	args := []any{string(to), reason, db.Now().UnixMilli(), id}
+	marks := make([]string, len(from))
+	for i, s := range from {
+		marks[i] = "?"
+		args = append(args, string(s))
+	}
+	var t *orchestrator.Transfer
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE transfers SET state = ?, reason = ?, updated_at_ms = ?
+			WHERE transfer_id = ? AND state IN (`+strings.Join(marks, ",")+`)`, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		t, err = scanTransfer(tx.QueryRowContext(ctx, `SELECT `+transferColumns+` FROM transfers WHERE transfer_id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return orchestrator.Errorf(orchestrator.ENOTFOUND, "no transfer %q", id)
+		} else if err != nil {
+			return err
+		}
+		if n == 0 {
+			return orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q is %s, not %v", id, t.State, from)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("advance transfer to %s: %w", to, err)
+	}
+	return t, nil
+}
+
+// PendingTransfers returns transfers neither completed nor aborted, oldest first.
+func (db *DB) PendingTransfers(ctx context.Context) ([]*orchestrator.Transfer, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+transferColumns+` FROM transfers
+		WHERE state NOT IN ('completed', 'aborted') ORDER BY created_at_ms, transfer_id`)
+	if err != nil {
+		return nil, fmt.Errorf("pending transfers: %w", err)
+	}
+	defer rows.Close()
+	var out []*orchestrator.Transfer
+	for rows.Next() {
+		t, err := scanTransfer(rows)
+		if err != nil {
+			return nil, fmt.Errorf("pending transfers: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTransfer(row scanner) (*orchestrator.Transfer, error) {
+	var t orchestrator.Transfer
+	var state string
+	var issued, expires, created, updated int64
+	if err := row.Scan(&t.ID, &t.CharacterID, &t.Subject, &t.FromInstanceID, &t.ToInstanceID, &state, &t.Reason,
+		&t.Nonce, &issued, &expires, &created, &updated); err != nil {
+		return nil, err
+	}
+	t.State = orchestrator.TransferState(state)
+	t.IssuedAt, t.ExpiresAt, t.CreatedAt, t.UpdatedAt = fromMs(issued), fromMs(expires), fromMs(created), fromMs(updated)
+	return &t, nil
+}
+
+// Lease returns a character's authority lease; a zero Lease if it never had one.
+func (db *DB) Lease(ctx context.Context, characterID string) (orchestrator.Lease, error) {
+	l := orchestrator.Lease{CharacterID: characterID}
+	err := db.read.QueryRowContext(ctx, `SELECT subject, instance_id, epoch, transfer_id FROM authority_leases WHERE character_id = ?`, characterID).
+		Scan(&l.Subject, &l.InstanceID, &l.Epoch, &l.TransferID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return orchestrator.Lease{CharacterID: characterID}, nil
+	} else if err != nil {
+		return l, fmt.Errorf("read lease %q: %w", characterID, err)
+	}
+	return l, nil
+}
+
+// SetLease replaces a lease if its epoch is still prevEpoch (0: no lease yet), and
+// returns ECONFLICT otherwise: the compare-and-set that keeps a character authoritative
+// in at most one map even if two writers race.
+func (db *DB) SetLease(ctx context.Context, l orchestrator.Lease, prevEpoch int64) error {
+	if !validID(l.CharacterID) || l.Epoch <= prevEpoch {
+		return orchestrator.Errorf(orchestrator.EBADREQUEST, "lease: character id required and epoch must grow")
+	}
+	nowMs := db.Now().UnixMilli()
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO authority_leases (character_id, subject, instance_id, epoch, transfer_id, updated_at_ms)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (character_id) DO UPDATE SET subject = excluded.subject, instance_id = excluded.instance_id,
+				epoch = excluded.epoch, transfer_id = excluded.transfer_id, updated_at_ms = excluded.updated_at_ms
+			WHERE authority_leases.epoch = ?`,
+			l.CharacterID, l.Subject, l.InstanceID, l.Epoch, l.TransferID, nowMs, prevEpoch)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return orchestrator.Errorf(orchestrator.ECONFLICT, "lease of %q changed since epoch %d", l.CharacterID, prevEpoch)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set lease: %w", err)
+	}
+	return nil
+}
