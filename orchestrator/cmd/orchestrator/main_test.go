@@ -163,6 +163,31 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 	})
 
+	t.Run("JoinAndRedeemOverHTTP", func(t *testing.T) {
+		var j orchestrator.JoinResponse
+		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","name":"ada"}`, http.StatusOK, &j)
+		if j.InstanceID != instance || j.WS != orchestrator.WSPath(instance) || j.Ticket == "" || j.Disposable {
+			t.Fatalf("join answer %+v", j)
+		}
+		body := `{"instanceId":"` + instance + `","token":"` + j.Ticket + `"}`
+		var r orchestrator.RedeemResult
+		postJSON(t, child.control+control.PathRedeem, secret, body, http.StatusOK, &r)
+		if r.CharacterID != j.CharacterID || r.Epoch != 1 {
+			t.Fatalf("redeem answer %+v", r)
+		}
+		var e control.ErrorResponse
+		postJSON(t, child.control+control.PathRedeem, secret, body, http.StatusConflict, &e)
+		if e.Error.Code != orchestrator.ETICKETUSED {
+			t.Fatalf("replay: code %q, want ticket_used", e.Error.Code)
+		}
+		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"short"}`, http.StatusBadRequest, &e)
+		if e.Error.Code != orchestrator.EBADREQUEST || strings.Contains(e.Error.Message, "short") {
+			t.Fatalf("bad key: %+v", e.Error)
+		}
+		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","extra":1}`, http.StatusBadRequest, &e)
+		postJSON(t, child.control+control.PathRedeem, "", body, http.StatusUnauthorized, &e)
+	})
+
 	t.Run("SIGTERMLeavesMapsRunning", func(t *testing.T) {
 		if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -278,6 +303,27 @@ func getJSON(t *testing.T, url, secret string, wantStatus int, out any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+func postJSON(t *testing.T, url, secret, body string, wantStatus int, out any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set(control.SecretHeader, secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != wantStatus {
+		t.Fatalf("POST %s: status %d (%s), want %d", url, resp.StatusCode, buf, wantStatus)
+	}
+	if err := json.Unmarshal(buf, out); err != nil {
+		t.Fatalf("POST %s: %v (%s)", url, err, buf)
 	}
 }
 
