@@ -88,7 +88,11 @@ func TestDB_Open(t *testing.T) {
 			}
 		}
 		raw := MustRawDB(t, path)
-		if got, want := MustCount(t, raw, `SELECT COUNT(*) FROM migrations`), 4; got != want {
+		files, err := filepath.Glob(filepath.Join("migrations", "*.sql"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("migration files: %v", err)
+		}
+		if got, want := MustCount(t, raw, `SELECT COUNT(*) FROM migrations`), len(files); got != want {
 			t.Fatalf("migrations=%d, want %d", got, want)
 		}
 	})
@@ -96,7 +100,7 @@ func TestDB_Open(t *testing.T) {
 		db := MustOpenDB(t)
 		raw := MustRawDB(t, db.Path)
 		for _, table := range []string{"map_instances", "characters", "character_state", "inventory_items",
-			"instance_partitions", "critical_events", "checkpoints", "transfers", "used_nonces", "audit_log"} {
+			"instance_partitions", "critical_events", "checkpoints", "transfers", "used_nonces", "audit_log", "authority_leases"} {
 			if MustCount(t, raw, `SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`, table) != 1 {
 				t.Errorf("table %s missing", table)
 			}
