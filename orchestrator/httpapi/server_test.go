@@ -1,0 +1,142 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/sqlite"
+)
+
+const secret = "test-secret-0123456789abcdef"
+
+// readyMaps is a hand-written fake supervisor with every listed instance ready.
+type readyMaps map[string]bool
+
+func (m readyMaps) Instances() []orchestrator.Instance { return nil }
+func (m readyMaps) Instance(id string) (orchestrator.Instance, error) {
+	if !m[id] {
+		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no %q", id)
+	}
+	return orchestrator.Instance{ID: id, MapID: strings.TrimSuffix(id, "-1"), State: orchestrator.StateReady}, nil
+}
+func (m readyMaps) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
+	inst, err := m.Instance(id)
+	if err != nil {
+		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "no %q", id)
+	}
+	return inst, nil
+}
+func (m readyMaps) MapReady(ctx context.Context, r orchestrator.MapReady) error { return nil }
+func (m readyMaps) Registered(id string) bool                                  { return m[id] }
+func (m readyMaps) Ready() bool                                                { return true }
+
+// MustOpenServer serves a real admission service over a real SQLite store.
+func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
+	tb.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := sqlite.NewDB(filepath.Join(tb.TempDir(), "mapyard.db"))
+	if err := db.Open(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	maps := readyMaps{"default-1": true, "frontier-1": true}
+	adm := admission.NewService(secret, db, maps, "default-1", log)
+	s := httpapi.NewServer(maps, adm, db, secret, log)
+	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
+	if err := s.Open(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close(context.Background()) })
+	return s, db
+}
+
+func post(tb testing.TB, url string, in any, wantStatus int, out any) {
+	tb.Helper()
+	body, _ := json.Marshal(in)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set(control.SecretHeader, secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != wantStatus {
+		tb.Fatalf("POST %s: %d %s, want %d", url, resp.StatusCode, buf, wantStatus)
+	}
+	if out != nil {
+		if err := json.Unmarshal(buf, out); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// TestPersistSnapshot_Lease checks that a character partition is accepted only from the
+// map holding the character's lease at the quoted epoch.
+func TestPersistSnapshot_Lease(t *testing.T) {
+	s, db := MustOpenServer(t)
+	var j orchestrator.JoinResponse
+	post(t, s.PublicURL()+control.PathJoin, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	var r orchestrator.RedeemResult
+	post(t, s.ControlURL()+control.PathRedeem, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+
+	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
+	snap := control.PersistSnapshot{
+		InstanceID: "default-1", Partition: orchestrator.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
+		Envelope: orchestrator.NewSnapshotEnvelope("sim-1", 10, 0, payload),
+	}
+	var a control.PersistSnapshotAnswer
+	post(t, s.ControlURL()+control.PathPersistSnapshot, snap, http.StatusOK, &a)
+	if !a.Accepted {
+		t.Fatal("snapshot from the lease holder not accepted")
+	}
+	t.Run("ErrConflictStaleEpoch", func(t *testing.T) {
+		stale := snap
+		stale.Revision, stale.Epoch = 2, r.Epoch-1
+		var e control.ErrorResponse
+		post(t, s.ControlURL()+control.PathPersistSnapshot, stale, http.StatusConflict, &e)
+		if e.Error.Code != orchestrator.ECONFLICT {
+			t.Fatalf("code %q", e.Error.Code)
+		}
+	})
+	t.Run("ErrConflictOtherMap", func(t *testing.T) {
+		other := snap
+		other.InstanceID, other.Revision = "frontier-1", 3
+		post(t, s.ControlURL()+control.PathPersistSnapshot, other, http.StatusConflict, nil)
+	})
+	t.Run("ErrHashMismatch", func(t *testing.T) {
+		bad := snap
+		bad.Revision = 4
+		bad.Envelope.PayloadHash = strings.Repeat("0", 64)
+		var e control.ErrorResponse
+		post(t, s.ControlURL()+control.PathPersistSnapshot, bad, http.StatusBadRequest, &e)
+		if e.Error.Code != orchestrator.EHASHMISMATCH {
+			t.Fatalf("code %q", e.Error.Code)
+		}
+	})
+	if got, err := db.Snapshot(context.Background(), "default-1", snap.Partition); err != nil || got.Revision != 1 {
+		t.Fatalf("stored snapshot %+v %v, want revision 1 only", got, err)
+	}
+}
+
+func TestPersistCritical(t *testing.T) {
+	s, _ := MustOpenServer(t)
+	ev := orchestrator.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}
+	var a, b orchestrator.CriticalAck
+	post(t, s.ControlURL()+control.PathPersistCritical, ev, http.StatusOK, &a)
+	post(t, s.ControlURL()+control.PathPersistCritical, ev, http.StatusOK, &b)
+	if a.Seq == 0 || b.Seq != a.Seq || !b.Duplicate {
+		t.Fatalf("acks %+v then %+v: a retry must get the first ack", a, b)
+	}
+}
