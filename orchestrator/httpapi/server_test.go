@@ -38,8 +38,8 @@ func (m readyMaps) Acquire(ctx context.Context, id string) (orchestrator.Instanc
 	return inst, nil
 }
 func (m readyMaps) MapReady(ctx context.Context, r orchestrator.MapReady) error { return nil }
-func (m readyMaps) Registered(id string) bool                                  { return m[id] }
-func (m readyMaps) Ready() bool                                                { return true }
+func (m readyMaps) Registered(id string) bool                                   { return m[id] }
+func (m readyMaps) Ready() bool                                                 { return true }
 
 // MustOpenServer serves a real admission service over a real SQLite store.
 func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
