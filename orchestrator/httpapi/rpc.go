@@ -34,83 +34,42 @@ const (
 	maxCriticalBody = orchestrator.MaxCriticalPayloadBytes + 16<<10
 )
 
-func (s *Server) handleJoin(c echo.Context) error {
-	var r orchestrator.JoinRequest
-	if err := control.DecodeJSON(c, &r, maxJoinBody); err != nil {
-		return err
+// rpc adapts a method that takes one JSON request and returns one JSON answer into an
+// echo handler: strict decoding within limit, the call with the request's context, and
+// errors left to the shared error handler.
+func rpc[Req, Res any](limit int64, fn func(context.Context, Req) (Res, error)) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var r Req
+		if err := control.DecodeJSON(c, &r, limit); err != nil {
+			return err
+		}
+		res, err := fn(c.Request().Context(), r)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, res)
 	}
-	res, err := s.Admission.Join(c.Request().Context(), r)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, res)
 }
 
-func (s *Server) handleRedeem(c echo.Context) error {
-	var r orchestrator.RedeemRequest
-	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
-		return err
+// ok turns a method that answers only with an error into one with an {"ok": true} answer.
+func ok[Req any](fn func(context.Context, Req) error) func(context.Context, Req) (map[string]bool, error) {
+	return func(ctx context.Context, r Req) (map[string]bool, error) {
+		if err := fn(ctx, r); err != nil {
+			return nil, err
+		}
+		return map[string]bool{"ok": true}, nil
 	}
-	res, err := s.Admission.Redeem(c.Request().Context(), r)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, res)
 }
 
-func (s *Server) handleRequestTransfer(c echo.Context) error {
-	var r orchestrator.TransferRequest
-	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
-		return err
-	}
-	res, err := s.Admission.RequestTransfer(c.Request().Context(), r)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, res)
-}
-
-func (s *Server) handleTransferResult(c echo.Context) error {
-	var r orchestrator.TransferResult
-	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
-		return err
-	}
-	if err := s.Admission.TransferResult(c.Request().Context(), r); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]bool{"ok": true})
-}
-
-// handlePersistSnapshot ingests one snapshot partition. A character partition is only
+// persistSnapshot ingests one snapshot partition. A character partition is only
 // accepted from the map that holds the character's lease at the quoted epoch, so a map
 // that lost the character cannot overwrite where it is now.
-func (s *Server) handlePersistSnapshot(c echo.Context) error {
-	var r control.PersistSnapshot
-	if err := control.DecodeJSON(c, &r, maxSnapshotBody); err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
+func (s *Server) persistSnapshot(ctx context.Context, r control.PersistSnapshot) (control.PersistSnapshotAnswer, error) {
 	if id, ok := orchestrator.CharacterOfPartition(r.Partition); ok {
 		if err := s.Admission.Authorize(ctx, id, r.InstanceID, r.Epoch); err != nil {
-			return err
+			return control.PersistSnapshotAnswer{}, err
 		}
 	}
 	accepted, err := s.Store.PutSnapshot(ctx, r.InstanceID, r.Partition, r.Revision, r.Envelope)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, control.PersistSnapshotAnswer{Accepted: accepted})
-}
-
-// handlePersistCritical answers only once the event is durable.
-func (s *Server) handlePersistCritical(c echo.Context) error {
-	var ev orchestrator.CriticalEvent
-	if err := control.DecodeJSON(c, &ev, maxCriticalBody); err != nil {
-		return err
-	}
-	ack, err := s.Store.CommitCritical(c.Request().Context(), ev)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, ack)
+	return control.PersistSnapshotAnswer{Accepted: accepted}, err
 }

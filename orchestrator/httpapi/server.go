@@ -49,16 +49,16 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret 
 	s := &Server{Maps: maps, Admission: adm, Store: store, Secret: secret, Log: log, public: newEcho(log), control: newEcho(log)}
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
-	s.public.POST(control.PathJoin, s.handleJoin)
+	s.public.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
 
 	g := s.control.Group("", control.RequireSecret(secret))
 	g.POST(control.PathMapReady, s.handleMapReady)
 	g.POST(control.PathMapHeartbeat, s.handleHeartbeat)
-	g.POST(control.PathRedeem, s.handleRedeem)
-	g.POST(control.PathRequestTransfer, s.handleRequestTransfer)
-	g.POST(control.PathTransferResult, s.handleTransferResult)
-	g.POST(control.PathPersistSnapshot, s.handlePersistSnapshot)
-	g.POST(control.PathPersistCritical, s.handlePersistCritical)
+	g.POST(control.PathRedeem, rpc(control.DefaultMaxBodySize, adm.Redeem))
+	g.POST(control.PathRequestTransfer, rpc(control.DefaultMaxBodySize, adm.RequestTransfer))
+	g.POST(control.PathTransferResult, rpc(control.DefaultMaxBodySize, ok(adm.TransferResult)))
+	g.POST(control.PathPersistSnapshot, rpc(maxSnapshotBody, s.persistSnapshot))
+	g.POST(control.PathPersistCritical, rpc(maxCriticalBody, store.CommitCritical))
 	g.GET(control.PathAdminMaps, s.handleAdminMaps)
 	g.GET(control.PathAdminMaps+"/:id", s.handleAdminMap)
 	return s
