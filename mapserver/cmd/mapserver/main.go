@@ -6,6 +6,10 @@
 //	mapserver              run, configured by MAP_* environment variables
 //	mapserver healthcheck  exit 0 if the local map server answers /health
 //	mapserver -h           list every variable with its default
+//
+// Fault injection (tests of the orchestrator's supervision only, off by default):
+// MAP_FAULT_EXIT_AFTER_MS=N makes the server exit with code 3 N ms after start, and
+// MAP_FAULT_FAIL_HEALTH=true makes GET /health answer 503.
 package main
 
 import (
@@ -71,6 +75,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	srv := httpapi.NewServer(cfg.Secret, httpapi.Health{
 		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: orchestrator.Version,
 	}, log)
+	srv.Blank, srv.FailHealth = cfg.Blank, cfg.FaultFailHealth
 	srv.GameAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.GamePort))
 	srv.ControlAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.ControlPort))
 	if err := srv.Open(); err != nil {
@@ -86,6 +91,14 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		ControlPort: srv.ControlPort(),
 		Version:     orchestrator.Version,
 	}, cfg.Heartbeat(), log)
+	srv.OnStart = func(r control.StartInstance) { link.Rebind(r.InstanceID, r.MapID) }
+	if cfg.FaultExitAfterMS > 0 {
+		log.Warn("fault injection: exiting with code 3 after a delay", "afterMs", cfg.FaultExitAfterMS)
+		time.AfterFunc(time.Duration(cfg.FaultExitAfterMS)*time.Millisecond, func() {
+			log.Error("fault injection: exiting with code 3")
+			os.Exit(3)
+		})
+	}
 	linkDone := make(chan struct{})
 	go func() { link.Run(ctx); close(linkDone) }()
 
