@@ -27,6 +27,7 @@ const (
 	PathMapReady       = "/orch/map-ready"
 	PathMapHeartbeat   = "/orch/map-heartbeat"
 	PathAdminMaps      = "/admin/maps"
+	PathMetrics        = "/metrics"
 	PathHealth         = "/health"
 	DefaultMaxBodySize = 1 << 20
 )

@@ -33,6 +33,9 @@ type Server struct {
 	Secret          string
 	Maps            orchestrator.Maps
 	Log             *slog.Logger
+	// Metrics serves GET /metrics on the control listener (behind the secret, like
+	// everything there); nil answers 404.
+	Metrics http.Handler
 
 	public, control *echo.Echo
 	servers         []*http.Server
@@ -52,6 +55,10 @@ func NewServer(maps orchestrator.Maps, secret string, log *slog.Logger) *Server 
 	g.POST(control.PathMapHeartbeat, s.handleHeartbeat)
 	g.GET(control.PathAdminMaps, s.handleAdminMaps)
 	g.GET(control.PathAdminMaps+"/:id", s.handleAdminMap)
+	g.POST(control.PathAdminMaps, s.handleAdminCreate)
+	g.POST(control.PathAdminMaps+"/:id/restart", s.handleAdminRestart)
+	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
+	g.GET(control.PathMetrics, s.handleMetrics)
 	return s
 }
 

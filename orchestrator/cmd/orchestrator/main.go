@@ -24,8 +24,12 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/envconf"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
@@ -98,9 +102,7 @@ type Main struct {
 	Docker     *client.Client
 	Supervisor *docker.Supervisor
 	HTTP       *httpapi.Server
-
-	cancel context.CancelFunc
-	done   chan struct{}
+	Registry   *prometheus.Registry
 }
 
 // NewMain returns a Main for cfg.
@@ -108,8 +110,10 @@ func NewMain(cfg orchestrator.Config, log *slog.Logger, environ []string) *Main 
 	return &Main{Config: cfg, Log: log, Environ: environ}
 }
 
-// Run opens the database, connects to Docker, starts both listeners and then, in the
-// background, makes sure the default map runs. It returns once the listeners serve.
+// Run opens the database, connects to Docker, starts both listeners and the map
+// supervisor, which adopts the map containers still running from an earlier
+// orchestrator and starts wanted maps that have none. It returns once the listeners
+// serve and adoption is done.
 func (m *Main) Run(ctx context.Context) (err error) {
 	cfg := m.Config
 	dir := filepath.Dir(cfg.DBPath)
@@ -142,58 +146,44 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
 	spec := docker.MapSpec{
-		Image:     cfg.MapImage,
-		Network:   cfg.MapNetwork,
-		Gateway:   gateway,
-		MemoryMB:  cfg.MapMemoryMB,
-		NanoCPUs:  nanoCPUs,
-		PidsLimit: int64(cfg.MapPidsLimit),
+		Image:      cfg.MapImage,
+		Network:    cfg.MapNetwork,
+		Gateway:    gateway,
+		Deployment: cfg.Deployment,
+		MemoryMB:   cfg.MapMemoryMB,
+		NanoCPUs:   nanoCPUs,
+		PidsLimit:  int64(cfg.MapPidsLimit),
 	}
-	m.Supervisor = docker.NewSupervisor(m.Docker, spec, cfg.DefaultInstanceID, m.Log)
+	m.Registry = prometheus.NewRegistry()
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Supervisor = docker.NewSupervisor(m.Docker, spec, control.NewMapClient(secret, 2*time.Second), m.Log)
+	m.Supervisor.Configure(&cfg)
+	m.Supervisor.Store = m.DB
+	m.Supervisor.Metrics = docker.NewMetrics(m.Registry)
 
 	m.HTTP = httpapi.NewServer(m.Supervisor, secret, m.Log)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
+	m.HTTP.Metrics = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
 	m.Supervisor.Spec.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()), secret)
 	m.Log.Info("orchestrator listening", "version", orchestrator.Version,
-		"public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL(), "mapGateway", gateway, "db", cfg.DBPath)
-
-	bg, cancelBg := context.WithCancel(context.Background())
-	m.cancel, m.done = cancelBg, make(chan struct{})
-	go func() {
-		defer close(m.done)
-		m.ensureDefault(bg)
-	}()
-	return nil
-}
-
-// ensureDefault starts the default map, retrying while Docker refuses (for example
-// while its image is still being built), until it succeeds or ctx ends.
-func (m *Main) ensureDefault(ctx context.Context) {
-	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
-		err := m.Supervisor.Ensure(ctx, m.Config.DefaultInstanceID, m.Config.DefaultMapID)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		m.Log.Error("default map not started; retrying", "err", err, "in", delay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
+		"public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL(), "mapGateway", gateway, "db", cfg.DBPath,
+		"deployment", cfg.Deployment)
+	if err := m.Supervisor.Open(ctx); err != nil {
+		return err
 	}
+	return nil
 }
 
 // Close stops the listeners and closes the database. Map containers are left running on
 // purpose: players stay connected to them and the next orchestrator adopts them.
 func (m *Main) Close() error {
 	var errs []error
-	if m.cancel != nil {
-		m.cancel()
-		<-m.done
+	if m.Supervisor != nil {
+		errs = append(errs, m.Supervisor.Close())
 	}
 	if m.HTTP != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
