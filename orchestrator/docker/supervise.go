@@ -83,6 +83,11 @@ type Supervisor struct {
 
 	Metrics *Metrics
 
+	// OnTransition, when set, is called on every state change, with the supervisor's
+	// lock held: it must return quickly and not call the supervisor. Tests and
+	// benchmarks use it to observe transitions and their reasons.
+	OnTransition func(instanceID string, from, to orchestrator.InstanceState, reason string)
+
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	group  errgroup.Group
@@ -268,6 +273,9 @@ func (s *Supervisor) transition(in *instance, to orchestrator.InstanceState, rea
 	}
 	s.Log.Info("map state", "instance", in.ID, "from", from, "to", to, "reason", reason, "container", shortID(in.ContainerID))
 	s.Metrics.transition(from, to)
+	if s.OnTransition != nil {
+		s.OnTransition(in.ID, from, to, reason)
+	}
 	close(in.changed)
 	in.changed = make(chan struct{})
 }

@@ -1,0 +1,225 @@
+package docker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/docker"
+)
+
+// TestSupervisor_KillRestarts kills a ready map with SIGKILL: the die event is seen,
+// the map is restarted and ready again, and the other map's container is untouched.
+func TestSupervisor_KillRestarts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	def, other := h.deployment+"-d", h.deployment+"-b"
+	h.create(other)
+	victim := h.waitState(def, orchestrator.StateReady, 30*time.Second)
+	bystander := h.waitState(other, orchestrator.StateReady, 30*time.Second)
+	before := h.inspect(bystander.ContainerID)
+
+	ctx := context.Background()
+	if err := h.cli.ContainerKill(ctx, victim.ContainerID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("restart begun", 5*time.Second, func() bool {
+		return h.sawTransition(def, orchestrator.StateRestarting, "container exited with code 137")
+	})
+	var after orchestrator.Instance
+	h.waitFor("ready on a new container", 30*time.Second, func() bool {
+		after, _ = h.sup.Instance(def)
+		return after.State == orchestrator.StateReady && after.ContainerID != victim.ContainerID
+	})
+	if after.Restarts != 1 || after.LastExitCode == nil || *after.LastExitCode != 137 {
+		t.Fatalf("after kill: restarts=%d lastExitCode=%v, want 1 and 137", after.Restarts, after.LastExitCode)
+	}
+	if got := testutil.ToFloat64(h.sup.Metrics.Restarts.WithLabelValues(def)); got != 1 {
+		t.Fatalf("restart metric %v, want 1", got)
+	}
+	if _, err := h.cli.ContainerInspect(ctx, victim.ContainerID); err == nil {
+		t.Error("killed container was not removed")
+	}
+
+	t.Run("OtherMapsUntouched", func(t *testing.T) {
+		b, _ := h.sup.Instance(other)
+		now := h.inspect(bystander.ContainerID)
+		if b.ContainerID != bystander.ContainerID || b.Restarts != 0 || b.State != orchestrator.StateReady {
+			t.Fatalf("bystander %+v, want same container, no restarts, ready", b)
+		}
+		if !now.State.Running || now.State.StartedAt != before.State.StartedAt || now.RestartCount != 0 {
+			t.Fatalf("bystander container restarted: running=%v started %s→%s", now.State.Running, before.State.StartedAt, now.State.StartedAt)
+		}
+	})
+}
+
+// TestSupervisor_CrashLoopQuarantine starts a map that exits with code 3 right after it
+// starts: it is restarted 3 times within the window, then quarantined, Acquire fails
+// fast with map_quarantined, and after the quarantine it is tried again.
+func TestSupervisor_CrashLoopQuarantine(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) {
+		s.AllowFaultEnv = true
+		s.Policy = docker.RestartPolicy{Window: 60 * time.Second, Max: 3, Quarantine: 3 * time.Second}
+	})
+	id := h.deployment + "-crash"
+	h.create(id, "MAP_FAULT_EXIT_AFTER_MS=200")
+	q := h.waitState(id, orchestrator.StateQuarantined, 60*time.Second)
+	if q.Restarts != 3 || q.LastExitCode == nil || *q.LastExitCode != 3 {
+		t.Fatalf("quarantined with restarts=%d lastExitCode=%v, want 3 and 3", q.Restarts, q.LastExitCode)
+	}
+	if !strings.Contains(q.Reason, "3 restarts within") {
+		t.Errorf("reason %q does not explain the quarantine", q.Reason)
+	}
+
+	t.Run("ErrMapQuarantined", func(t *testing.T) {
+		start := time.Now()
+		_, err := h.sup.Acquire(context.Background(), id)
+		if code := orchestrator.ErrorCode(err); code != orchestrator.EMAPQUARANTINED {
+			t.Fatalf("Acquire: code %q (%v), want map_quarantined", code, err)
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("Acquire took %s; a quarantined map must fail fast", d)
+		}
+	})
+	t.Run("TriedAgainAfterQuarantine", func(t *testing.T) {
+		h.waitFor("quarantine to end", 10*time.Second, func() bool {
+			return h.sawTransition(id, orchestrator.StateStarting, "quarantine over")
+		})
+	})
+	if got := testutil.ToFloat64(h.sup.Metrics.Quarantines); got < 1 {
+		t.Fatalf("quarantine metric %v", got)
+	}
+}
+
+// TestSupervisor_FailingHealthRestarts runs a map whose /health answers 503: the probes
+// make it unhealthy and it is restarted.
+func TestSupervisor_FailingHealthRestarts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) { s.AllowFaultEnv = true })
+	id := h.deployment + "-sick"
+	h.create(id, "MAP_FAULT_FAIL_HEALTH=true")
+	h.waitFor("unhealthy from failing probes", 30*time.Second, func() bool {
+		return h.sawTransition(id, orchestrator.StateUnhealthy, "health probes failed")
+	})
+	h.waitFor("restart", 10*time.Second, func() bool {
+		return h.sawTransition(id, orchestrator.StateRestarting, "health probes failed")
+	})
+	if inst, _ := h.sup.Instance(id); inst.Restarts < 1 {
+		t.Fatalf("restarts %d, want at least 1", inst.Restarts)
+	}
+}
+
+// TestSupervisor_CleanStop checks that a map stopped with SIGTERM (exit 0) is not
+// counted as a crash, that a join then starts it again (lazy spawn), and that the
+// admin stop is clean too.
+func TestSupervisor_CleanStop(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	id := h.deployment + "-calm"
+	h.create(id)
+	first := h.waitState(id, orchestrator.StateReady, 30*time.Second)
+	ctx := context.Background()
+
+	t.Run("SIGTERMNotACrash", func(t *testing.T) {
+		timeout := 5
+		if err := h.cli.ContainerStop(ctx, first.ContainerID, container.StopOptions{Signal: "SIGTERM", Timeout: &timeout}); err != nil {
+			t.Fatal(err)
+		}
+		st := h.waitState(id, orchestrator.StateStopped, 10*time.Second)
+		if st.Restarts != 0 || st.LastExitCode == nil || *st.LastExitCode != 0 {
+			t.Fatalf("after SIGTERM: restarts=%d lastExitCode=%v, want 0 and 0", st.Restarts, st.LastExitCode)
+		}
+		if got := testutil.ToFloat64(h.sup.Metrics.Exits.WithLabelValues("crash")); got != 0 {
+			t.Fatalf("crash exits %v, want 0", got)
+		}
+	})
+	t.Run("LazySpawn", func(t *testing.T) {
+		inst, err := h.sup.Acquire(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.State != orchestrator.StateReady || inst.ContainerID == first.ContainerID || inst.Restarts != 0 {
+			t.Fatalf("acquired %+v, want ready on a new container, no restarts", inst)
+		}
+	})
+	t.Run("AdminStop", func(t *testing.T) {
+		if err := h.sup.Stop(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := h.sup.Instance(id)
+		if st.State != orchestrator.StateStopped || st.Restarts != 0 {
+			t.Fatalf("after stop: %+v", st)
+		}
+		if got := testutil.ToFloat64(h.sup.Metrics.Exits.WithLabelValues("crash")); got != 0 {
+			t.Fatalf("crash exits %v, want 0", got)
+		}
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		if _, err := h.sup.Acquire(ctx, "nope"); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+			t.Fatalf("Acquire of an unknown instance: %v", err)
+		}
+	})
+}
+
+// TestSupervisor_WarmPool hands a warm-pool container to a new instance, which is
+// ready at once under the instance's container name, and the pool is refilled.
+func TestSupervisor_WarmPool(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) { s.PoolSize = 1 })
+	h.waitState(h.deployment+"-d", orchestrator.StateReady, 30*time.Second)
+	h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
+
+	id := h.deployment + "-warm"
+	start := time.Now()
+	h.create(id)
+	inst, err := h.sup.Acquire(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("warm pool handout to ready: %s", time.Since(start))
+	if !h.sawTransition(id, orchestrator.StateReady, "handed warm pool container") {
+		t.Fatal("instance did not come from the pool")
+	}
+	info := h.inspect(inst.ContainerID)
+	if info.Name != "/"+orchestrator.ContainerName(id) || info.Config.Labels[orchestrator.LabelPool] != "true" {
+		t.Fatalf("handed-out container name %q labels %v", info.Name, info.Config.Labels)
+	}
+	h.waitFor("pool refilled", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
+	// The map took on the instance: it re-registers under it and keeps heartbeating.
+	time.Sleep(time.Second)
+	if got, _ := h.sup.Instance(id); got.State != orchestrator.StateReady || !h.sup.Registered(id) {
+		t.Fatalf("handed-out instance %+v registered=%v", got, h.sup.Registered(id))
+	}
+}
+
+// TestSupervisor_Create checks the admin create rules.
+func TestSupervisor_Create(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	for name, r := range map[string]orchestrator.CreateInstance{
+		"ErrBadID":        {InstanceID: "Bad", MapID: "forest"},
+		"ErrPoolPrefix":   {InstanceID: "pool-x", MapID: "forest"},
+		"ErrBadConfig":    {InstanceID: h.deployment + "-x", MapID: "forest", Config: []byte(`{`)},
+		"ErrFaultEnvOff":  {InstanceID: h.deployment + "-x", MapID: "forest", Env: []string{"MAP_FAULT_FAIL_HEALTH=true"}},
+		"ErrNotFaultEnv":  {InstanceID: h.deployment + "-x", MapID: "forest", Env: []string{"MAP_ORCH_URL=http://evil"}},
+		"ErrDuplicateDef": {InstanceID: h.deployment + "-d", MapID: "forest"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := h.sup.Create(ctx, r)
+			want := orchestrator.EBADREQUEST
+			if name == "ErrDuplicateDef" {
+				want = orchestrator.ECONFLICT
+			}
+			if code := orchestrator.ErrorCode(err); code != want {
+				t.Fatalf("code %q (%v), want %q", code, err, want)
+			}
+		})
+	}
+}
