@@ -26,17 +26,20 @@ const (
 // Instance is one running (or wanted) map: the unit the orchestrator supervises and
 // the target of joins and transfers.
 type Instance struct {
-	ID           string        `json:"instanceId"`
-	MapID        string        `json:"mapId"`
-	State        InstanceState `json:"state"`
-	Reason       string        `json:"reason,omitempty"`
-	ContainerID  string        `json:"containerId,omitempty"`
-	GamePort     int           `json:"gamePort,omitempty"`    // host port on 127.0.0.1
-	ControlPort  int           `json:"controlPort,omitempty"` // host port on 127.0.0.1
-	Restarts     int           `json:"restarts"`
-	LastExitCode *int          `json:"lastExitCode,omitempty"`
-	OOMKilled    bool          `json:"oomKilled"`
-	Since        time.Time     `json:"since"`
+	ID    string        `json:"instanceId"`
+	MapID string        `json:"mapId"`
+	State InstanceState `json:"state"`
+	// Registered is whether the map server registered with this orchestrator process;
+	// an adopted map is ready once probed and registers again on its next heartbeat.
+	Registered   bool      `json:"registered"`
+	Reason       string    `json:"reason,omitempty"`
+	ContainerID  string    `json:"containerId,omitempty"`
+	GamePort     int       `json:"gamePort,omitempty"`    // host port on 127.0.0.1
+	ControlPort  int       `json:"controlPort,omitempty"` // host port on 127.0.0.1
+	Restarts     int       `json:"restarts"`
+	LastExitCode *int      `json:"lastExitCode,omitempty"`
+	OOMKilled    bool      `json:"oomKilled"`
+	Since        time.Time `json:"since"`
 }
 
 // ContainerNamePrefix starts the Docker name of every map container.

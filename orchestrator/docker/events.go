@@ -111,7 +111,7 @@ func (s *Supervisor) exited(id string, code int, oom bool, source string) {
 		return // an old container of an instance, already replaced
 	}
 	c := code
-	in.LastExitCode, in.OOMKilled, in.registered = &c, oom, false
+	in.LastExitCode, in.OOMKilled, in.Registered = &c, oom, false
 	s.Metrics.Exits.WithLabelValues(exitKind(code, oom)).Inc()
 	if in.expectExit == id || in.State == orchestrator.StateStopping {
 		s.Log.Info("map container exited as asked", "instance", in.ID, "exitCode", code, "source", source)

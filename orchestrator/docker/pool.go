@@ -202,10 +202,10 @@ func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.Now()
-	in.registered, in.lastBeat, in.lastActive, in.probeFails = true, now, now, 0
+	in.Registered, in.lastBeat, in.lastActive, in.probeFails = true, now, now, 0
 	s.Metrics.Handouts.Inc()
 	s.transition(in, orchestrator.StateReady, fmt.Sprintf("handed warm pool container %s", m.id))
-	s.Log.Info("warm pool handout", "instance", in.ID, "pool", m.id, "container", shortID(m.containerID), "took", now.Sub(start))
+	s.Log.Info("warm pool handout", "instance", in.ID, "pool", m.id, "container", shortID(m.containerID), "tookMs", ms(now.Sub(start)))
 	return nil
 }
 

@@ -42,7 +42,7 @@ func (s *Supervisor) check(ctx context.Context) {
 		}
 		switch in.State {
 		case orchestrator.StateReady:
-			if in.registered && now.Sub(in.lastBeat) > s.HeartbeatTimeout {
+			if in.Registered && now.Sub(in.lastBeat) > s.HeartbeatTimeout {
 				s.unhealthy(in, fmt.Sprintf("no heartbeat for %s", now.Sub(in.lastBeat).Round(time.Millisecond)))
 				continue
 			}

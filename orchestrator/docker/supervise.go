@@ -109,7 +109,6 @@ type instance struct {
 	env        []string // extra container env (fault injection in tests)
 	status     string   // orchestrator.StatusRunning or StatusStopped (the wanted set)
 	createdAt  time.Time
-	registered bool // the map server registered with this orchestrator
 	lastBeat   time.Time
 	lastActive time.Time // last heartbeat with players, or last Acquire
 	probeFails int
@@ -287,7 +286,7 @@ func (s *Supervisor) spawn(in *instance, state orchestrator.InstanceState, reaso
 		return
 	}
 	in.busy = true
-	in.registered = false
+	in.Registered = false
 	s.transition(in, state, reason)
 	old := in.ContainerID
 	if old != "" {
@@ -369,14 +368,14 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 	if err := StartMap(ctx, s.API, id); err != nil {
 		return err
 	}
-	s.Log.Info("map container started", "instance", in.ID, "map", in.MapID, "container", shortID(id), "took", s.Now().Sub(start))
+	s.Log.Info("map container started", "instance", in.ID, "map", in.MapID, "container", shortID(id), "tookMs", ms(s.Now().Sub(start)))
 	return nil
 }
 
 // failed handles a map that crashed, turned unhealthy or could not start: it is
 // restarted if the restart policy allows, else quarantined. The caller holds s.mu.
 func (s *Supervisor) failed(in *instance, reason string) {
-	in.registered = false
+	in.Registered = false
 	now := s.Now()
 	ok, until := s.Policy.allow(&in.restarts, now)
 	if !ok {
@@ -437,7 +436,7 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapReady) erro
 		return orchestrator.Errorf(orchestrator.ECONFLICT, "instance %q was replaced while it registered", r.InstanceID)
 	}
 	in.GamePort, in.ControlPort = game, ctrl
-	in.registered, in.lastBeat, in.probeFails = true, s.Now(), 0
+	in.Registered, in.lastBeat, in.probeFails = true, s.Now(), 0
 	switch in.State {
 	case orchestrator.StateStarting, orchestrator.StateRestarting, orchestrator.StateReady:
 		if in.lastActive.IsZero() || in.State != orchestrator.StateReady {
@@ -456,7 +455,7 @@ func (s *Supervisor) Heartbeat(instanceID string, players int) bool {
 		return m.ready
 	}
 	in, ok := s.instances[instanceID]
-	if !ok || !in.registered {
+	if !ok || !in.Registered {
 		return false
 	}
 	in.lastBeat = s.Now()
@@ -474,7 +473,7 @@ func (s *Supervisor) Registered(instanceID string) bool {
 		return m.ready
 	}
 	in, ok := s.instances[instanceID]
-	return ok && in.registered
+	return ok && in.Registered
 }
 
 // Acquire returns instanceID once it is ready. A stopped instance is started (lazy
@@ -608,7 +607,7 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 		s.mu.Unlock()
 		return nil
 	}
-	in.busy, in.registered = true, false
+	in.busy, in.Registered = true, false
 	cid := in.ContainerID
 	in.expectExit = cid
 	s.transition(in, orchestrator.StateStopping, reason)
@@ -676,3 +675,6 @@ func shortID(id string) string {
 	}
 	return id
 }
+
+// ms is d in milliseconds with microsecond precision, for logs.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -75,7 +75,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	ctx := context.Background()
 	instance := "test-" + randomHex(t, 4)
 	name := orchestrator.ContainerName(instance)
-	t.Cleanup(func() { cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
+	t.Cleanup(func() { removeDeployment(t, cli, instance) })
 
 	secret := randomHex(t, 16)
 	dbPath := filepath.Join(t.TempDir(), "mapyard.db")
@@ -85,6 +85,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		"ORCH_DB_PATH=" + dbPath,
 		"ORCH_INTERNAL_RPC_SECRET=" + secret,
 		"ORCH_DEFAULT_INSTANCE_ID=" + instance,
+		"ORCH_DEPLOYMENT=" + instance,
 		"MAP_HEARTBEAT_MS=500",
 	})
 
