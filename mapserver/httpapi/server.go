@@ -21,13 +21,8 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
-// Health is the answer of GET /health.
-type Health struct {
-	Status     string `json:"status"`
-	InstanceID string `json:"instanceId"`
-	MapID      string `json:"mapId"`
-	Version    string `json:"version"`
-}
+// Health is the answer of GET /health, as the control RPC contract defines it.
+type Health = control.MapHealth
 
 // Server owns a map server's listeners. Set the fields, call Open, and Close at shutdown.
 type Server struct {

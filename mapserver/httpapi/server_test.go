@@ -115,11 +115,11 @@ func TestServer_StartInstance(t *testing.T) {
 	})
 	t.Run("FaultFailHealth", func(t *testing.T) {
 		s, url, _ := open(t, false)
-		if err := mc.Health(ctx, url); err != nil {
-			t.Fatal(err)
+		if h, err := mc.Health(ctx, url); err != nil || h.InstanceID != "pool-1" {
+			t.Fatalf("health %+v, %v", h, err)
 		}
 		s.FailHealth = true
-		if err := mc.Health(ctx, url); orchestrator.ErrorCode(err) != orchestrator.EUNAVAILABLE {
+		if _, err := mc.Health(ctx, url); orchestrator.ErrorCode(err) != orchestrator.EUNAVAILABLE {
 			t.Fatalf("health with fault injected: %v, want unavailable", err)
 		}
 	})

@@ -29,6 +29,15 @@ type StartInstance struct {
 	Config json.RawMessage `json:"config,omitempty"`
 }
 
+// MapHealth is the answer of a map's GET /health: whether it is healthy and which
+// instance it runs (a blank warm-pool map reports its pool id).
+type MapHealth struct {
+	Status     string `json:"status"`
+	InstanceID string `json:"instanceId"`
+	MapID      string `json:"mapId"`
+	Version    string `json:"version"`
+}
+
 // MapClient calls the map side of the control RPC on a map's published control port.
 // The orchestrator's supervisor uses it for health probes and to hand out instances.
 type MapClient struct {
@@ -43,10 +52,11 @@ func NewMapClient(secret string, timeout time.Duration) *MapClient {
 	}}}
 }
 
-// Health asks the map at baseURL for GET /health. Any non-2xx answer is an error: the
-// probe only cares whether the map says it is healthy.
-func (c *MapClient) Health(ctx context.Context, baseURL string) error {
-	return c.call(ctx, http.MethodGet, baseURL+PathHealth, nil)
+// Health asks the map at baseURL for GET /health. Any non-2xx answer is an error.
+func (c *MapClient) Health(ctx context.Context, baseURL string) (MapHealth, error) {
+	var h MapHealth
+	err := c.call(ctx, http.MethodGet, baseURL+PathHealth, nil, &h)
+	return h, err
 }
 
 // StartInstance posts r to the map at baseURL. Error codes from the map: EBADREQUEST,
@@ -56,10 +66,10 @@ func (c *MapClient) StartInstance(ctx context.Context, baseURL string, r StartIn
 	if err != nil {
 		return fmt.Errorf("encode start-instance: %w", err)
 	}
-	return c.call(ctx, http.MethodPost, baseURL+PathStartInstance, body)
+	return c.call(ctx, http.MethodPost, baseURL+PathStartInstance, body, nil)
 }
 
-func (c *MapClient) call(ctx context.Context, method, url string, body []byte) error {
+func (c *MapClient) call(ctx context.Context, method, url string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -84,6 +94,11 @@ func (c *MapClient) call(ctx context.Context, method, url string, body []byte) e
 			return &e.Error
 		}
 		return orchestrator.Errorf(orchestrator.EUNAVAILABLE, "%s %s: status %d", method, url, resp.StatusCode)
+	}
+	if out != nil {
+		if err := json.Unmarshal(buf, out); err != nil {
+			return fmt.Errorf("decode %s %s answer: %w", method, url, err)
+		}
 	}
 	return nil
 }

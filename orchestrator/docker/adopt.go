@@ -8,6 +8,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // adopt reconciles the deployment's labelled containers with the wanted set when the
@@ -15,7 +16,9 @@ import (
 //   - a running container of a wanted instance is adopted: same container, no restart;
 //     it is probed, and its map registers again when its next heartbeat is answered
 //     "not registered";
-//   - a running blank pool container is kept in the pool (up to PoolSize);
+//   - a running pool-named container is asked for its /health: a blank one is kept in
+//     the pool (up to PoolSize); one that was handed an instance just before the last
+//     orchestrator died (and not yet renamed) is adopted for that instance;
 //   - an exited container is removed (a wanted instance gets a new one);
 //   - a container of an unknown instance is stopped and removed after OrphanGrace,
 //     unless the instance is created meanwhile;
@@ -26,7 +29,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 		return err
 	}
 	var remove []string
-	var orphans []container.Summary
+	var orphans, pooled []container.Summary
 	var probe []*instance
 
 	s.mu.Lock()
@@ -41,10 +44,8 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 		case !ok:
 			orphans = append(orphans, c)
 		case strings.HasPrefix(id, orchestrator.PoolIDPrefix) && c.Labels[orchestrator.LabelPool] == "true":
-			if running && len(s.pool) < s.PoolSize {
-				s.pool[id] = &poolMember{id: id, containerID: c.ID, started: true}
-				s.Metrics.Adopted.Inc()
-				s.Log.Info("adopted warm pool container", "pool", id, "container", shortID(c.ID))
+			if running {
+				pooled = append(pooled, c)
 			} else {
 				remove = append(remove, c.ID)
 			}
@@ -64,6 +65,17 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 
+	for _, c := range pooled {
+		in, orphan, drop := s.adoptPooled(ctx, c)
+		switch {
+		case in != nil:
+			probe = append(probe, in)
+		case orphan:
+			orphans = append(orphans, c)
+		case drop:
+			remove = append(remove, c.ID)
+		}
+	}
 	for _, id := range remove {
 		s.Log.Info("removing exited map container", "container", shortID(id))
 		if err := RemoveMap(ctx, s.API, id); err != nil {
@@ -89,6 +101,45 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 	return nil
 }
 
+// adoptPooled sorts out one running pool-named container by what its /health says
+// it runs: its pool id (kept in the pool, or dropped when the pool is full or it does
+// not answer), a wanted instance without a container (adopted for it, and renamed), or
+// anything else (an orphan).
+func (s *Supervisor) adoptPooled(ctx context.Context, c container.Summary) (in *instance, orphan, drop bool) {
+	poolID, _ := orchestrator.InstanceFromContainerName(c.Names[0])
+	_, ctrl, err := PublishedPorts(ctx, s.API, c.ID)
+	var h control.MapHealth
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		h, err = s.RPC.Health(pctx, controlURL(ctrl))
+		cancel()
+	}
+	if err != nil {
+		s.Log.Info("pool container does not answer; removing", "pool", poolID, "err", err)
+		return nil, false, true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.InstanceID == poolID {
+		if len(s.pool) >= s.PoolSize {
+			return nil, false, true
+		}
+		s.pool[poolID] = &poolMember{id: poolID, containerID: c.ID, started: true}
+		s.Metrics.Adopted.Inc()
+		s.Log.Info("adopted warm pool container", "pool", poolID, "container", shortID(c.ID))
+		return nil, false, false
+	}
+	in, wanted := s.instances[h.InstanceID]
+	if !wanted || in.ContainerID != "" {
+		return nil, true, false
+	}
+	in.ContainerID = c.ID
+	s.transition(in, orchestrator.StateStarting, "adopted running container (handed out from the pool)")
+	s.Metrics.Adopted.Inc()
+	s.renameLater(in.ID, c.ID)
+	return in, false, false
+}
+
 // probeAdopted reads an adopted container's ports and probes its /health: a healthy map
 // is ready at once (players keep playing); one that does not answer is left starting,
 // and the usual start timeout applies.
@@ -96,7 +147,7 @@ func (s *Supervisor) probeAdopted(ctx context.Context, in *instance) {
 	game, ctrl, err := PublishedPorts(ctx, s.API, in.ContainerID)
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = s.RPC.Health(pctx, controlURL(ctrl))
+		_, err = s.RPC.Health(pctx, controlURL(ctrl))
 		cancel()
 	}
 	s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -77,13 +78,13 @@ func newHarness(tb testing.TB, configure func(*docker.Supervisor)) *harness {
 	h.gateway = gateway
 	secret := randomHex(tb, 16)
 	var log *slog.Logger
-	if _, ok := tb.(*testing.B); ok {
+	if _, ok := tb.(*testing.B); ok && os.Getenv("MAPYARD_BENCH_LOG") == "" {
 		log = slog.New(slog.DiscardHandler)
 	} else {
 		log = slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	spec := docker.MapSpec{
-		Image: dockertest.MapImage, Network: "mapyard", Gateway: gateway, Deployment: h.deployment,
+		Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway, Deployment: h.deployment,
 		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
 	}
 	sup := docker.NewSupervisor(cli, spec, control.NewMapClient(secret, time.Second), log)
@@ -123,20 +124,28 @@ func newHarness(tb testing.TB, configure func(*docker.Supervisor)) *harness {
 	return h
 }
 
-// removeDeployment force-removes every container of a test deployment.
+// removeDeployment force-removes every container of a test deployment. It lists
+// again until nothing is left, because a create the supervisor abandoned at Close may
+// still complete in the engine.
 func removeDeployment(tb testing.TB, cli *client.Client, deployment string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
-	if err != nil {
-		tb.Logf("cleanup: %v", err)
-		return
-	}
-	for _, c := range list {
-		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
-			tb.Logf("cleanup %s: %v", c.ID, err)
+	for quiet := 0; quiet < 2 && ctx.Err() == nil; {
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
+		if err != nil {
+			tb.Logf("cleanup: %v", err)
+			return
 		}
+		if len(list) == 0 {
+			quiet++
+		}
+		for _, c := range list {
+			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
+				tb.Logf("cleanup %s: %v", c.ID, err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

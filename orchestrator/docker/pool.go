@@ -184,15 +184,13 @@ func (s *Supervisor) takePoolLocked() *poolMember {
 	return m
 }
 
-// handout turns pool member m into instance in: the container is renamed to the
-// instance's name first (so a crash right after leaves a container that adoption maps
-// to the instance), then the map is told its instance and MapConfig, and the instance
-// is ready at once.
+// handout turns pool member m into instance in: the map is told its instance and
+// MapConfig, the instance is ready at once, and the container is renamed to the
+// instance's name in the background (a rename costs several milliseconds of the
+// engine's time). Should the orchestrator die before the rename, adoption still finds
+// the instance: it asks a pool-named container's /health which instance it runs.
 func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) error {
 	start := s.Now()
-	if err := s.API.ContainerRename(ctx, m.containerID, orchestrator.ContainerName(in.ID)); err != nil {
-		return fmt.Errorf("rename pool container %s: %w", m.id, err)
-	}
 	s.mu.Lock()
 	in.ContainerID, in.GamePort, in.ControlPort = m.containerID, m.gamePort, m.ctrlPort
 	s.mu.Unlock()
@@ -200,13 +198,27 @@ func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) e
 		return fmt.Errorf("start-instance on pool container %s: %w", m.id, err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.Now()
 	in.Registered, in.lastBeat, in.lastActive, in.probeFails = true, now, now, 0
 	s.Metrics.Handouts.Inc()
 	s.transition(in, orchestrator.StateReady, fmt.Sprintf("handed warm pool container %s", m.id))
+	s.mu.Unlock()
 	s.Log.Info("warm pool handout", "instance", in.ID, "pool", m.id, "container", shortID(m.containerID), "tookMs", ms(now.Sub(start)))
+	s.renameLater(in.ID, m.containerID)
 	return nil
+}
+
+// renameLater renames a handed-out pool container to its instance's name in the
+// background.
+func (s *Supervisor) renameLater(instanceID, containerID string) {
+	s.group.Go(func() error {
+		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+		defer cancel()
+		if err := s.API.ContainerRename(ctx, containerID, orchestrator.ContainerName(instanceID)); err != nil {
+			s.Log.Warn("rename handed-out pool container", "instance", instanceID, "container", shortID(containerID), "err", err)
+		}
+		return nil
+	})
 }
 
 // poolExitedLocked handles the exit of a pool container: it leaves the pool, is

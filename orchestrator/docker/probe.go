@@ -81,7 +81,7 @@ func (s *Supervisor) check(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, s.ProbeInterval)
-			err := s.RPC.Health(pctx, controlURL(p.port))
+			_, err := s.RPC.Health(pctx, controlURL(p.port))
 			cancel()
 			if ctx.Err() != nil {
 				return

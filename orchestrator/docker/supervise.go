@@ -28,7 +28,7 @@ type Store interface {
 // MapRPC is the part of the control RPC's map client the supervisor uses: health
 // probes and handing an instance to a map.
 type MapRPC interface {
-	Health(ctx context.Context, baseURL string) error
+	Health(ctx context.Context, baseURL string) (control.MapHealth, error)
 	StartInstance(ctx context.Context, baseURL string, r control.StartInstance) error
 }
 

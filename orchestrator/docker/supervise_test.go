@@ -186,9 +186,15 @@ func TestSupervisor_WarmPool(t *testing.T) {
 	if !h.sawTransition(id, orchestrator.StateReady, "handed warm pool container") {
 		t.Fatal("instance did not come from the pool")
 	}
-	info := h.inspect(inst.ContainerID)
-	if info.Name != "/"+orchestrator.ContainerName(id) || info.Config.Labels[orchestrator.LabelPool] != "true" {
-		t.Fatalf("handed-out container name %q labels %v", info.Name, info.Config.Labels)
+	// The container is renamed to the instance's name in the background; its labels
+	// (fixed at create) still say it came from the pool.
+	var info container.InspectResponse
+	h.waitFor("rename to the instance's name", 5*time.Second, func() bool {
+		info = h.inspect(inst.ContainerID)
+		return info.Name == "/"+orchestrator.ContainerName(id)
+	})
+	if info.Config.Labels[orchestrator.LabelPool] != "true" {
+		t.Fatalf("handed-out container labels %v", info.Config.Labels)
 	}
 	h.waitFor("pool refilled", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
 	// The map took on the instance: it re-registers under it and keeps heartbeating.

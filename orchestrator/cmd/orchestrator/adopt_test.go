@@ -42,6 +42,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 		"ORCH_CONTROL_ADDR=127.0.0.1:" + freePort(t),
 		"ORCH_DB_PATH=" + filepath.Join(t.TempDir(), "mapyard.db"),
 		"ORCH_INTERNAL_RPC_SECRET=" + secret,
+		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
 		"ORCH_DEPLOYMENT=" + deployment,
 		"ORCH_DEFAULT_INSTANCE_ID=" + def,
 		"ORCH_WARM_POOL_SIZE=1",
@@ -66,7 +67,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	ghostID, err := docker.CreateMap(ctx, cli, docker.MapSpec{
-		InstanceID: ghost, MapID: "forest", Image: dockertest.MapImage, Network: "mapyard", Gateway: gateway,
+		InstanceID: ghost, MapID: "forest", Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway,
 		Deployment: deployment, MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
 		Env: []string{"MAP_INSTANCE_ID=" + ghost, "MAP_INTERNAL_RPC_SECRET=" + secret, "MAP_ORCH_URL=http://127.0.0.1:1"},
 	})
@@ -163,17 +164,25 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
+// removeDeployment force-removes every container of a test deployment, listing again
+// until nothing is left: a create abandoned at shutdown may still complete.
 func removeDeployment(t *testing.T, cli *client.Client, deployment string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
-	if err != nil {
-		t.Logf("cleanup: %v", err)
-		return
-	}
-	for _, c := range list {
-		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	for quiet := 0; quiet < 2 && ctx.Err() == nil; {
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+			return
+		}
+		if len(list) == 0 {
+			quiet++
+		}
+		for _, c := range list {
+			cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

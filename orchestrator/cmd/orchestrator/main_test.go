@@ -84,6 +84,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		"ORCH_CONTROL_ADDR=127.0.0.1:0",
 		"ORCH_DB_PATH=" + dbPath,
 		"ORCH_INTERNAL_RPC_SECRET=" + secret,
+		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
 		"ORCH_DEFAULT_INSTANCE_ID=" + instance,
 		"ORCH_DEPLOYMENT=" + instance,
 		"MAP_HEARTBEAT_MS=500",
