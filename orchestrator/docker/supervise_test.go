@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,5 +228,99 @@ func TestSupervisor_Create(t *testing.T) {
 				t.Fatalf("code %q (%v), want %q", code, err, want)
 			}
 		})
+	}
+}
+
+// TestSupervisor_IdleStop stops a non-default instance without players cleanly after
+// the idle time; the default instance keeps running.
+func TestSupervisor_IdleStop(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) { s.IdleStop = 1500 * time.Millisecond })
+	id := h.deployment + "-idle"
+	h.create(id)
+	h.waitState(id, orchestrator.StateReady, 30*time.Second)
+	st := h.waitState(id, orchestrator.StateStopped, 15*time.Second)
+	if !strings.Contains(st.Reason, "no players") || st.Restarts != 0 {
+		t.Fatalf("stopped %+v, want an idle stop that is not a crash", st)
+	}
+	if def, _ := h.sup.Instance(h.deployment + "-d"); def.State != orchestrator.StateReady {
+		t.Fatalf("default instance %+v, want it left running", def)
+	}
+}
+
+// memStore is an in-memory Store.
+type memStore struct {
+	mu   sync.Mutex
+	rows map[string]orchestrator.WantedInstance
+}
+
+var _ docker.Store = (*memStore)(nil)
+
+func (m *memStore) PutInstance(_ context.Context, w orchestrator.WantedInstance) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rows == nil {
+		m.rows = map[string]orchestrator.WantedInstance{}
+	}
+	m.rows[w.ID] = w
+	return nil
+}
+
+func (m *memStore) DeleteInstance(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.rows, id)
+	return nil
+}
+
+func (m *memStore) ListInstances(context.Context) ([]orchestrator.WantedInstance, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []orchestrator.WantedInstance
+	for _, w := range m.rows {
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// TestSupervisor_AdoptHandedOutBeforeRename covers an orchestrator that died right
+// after handing out a pool container and before renaming it: the next supervisor asks
+// the pool-named container's /health, adopts it for its instance without a restart,
+// and renames it.
+func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
+	t.Parallel()
+	store := &memStore{}
+	h := newHarness(t, func(s *docker.Supervisor) { s.PoolSize, s.Store = 1, store })
+	h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
+	id := h.deployment + "-w"
+	h.create(id)
+	inst := h.waitState(id, orchestrator.StateReady, 10*time.Second)
+	ctx := context.Background()
+	var info container.InspectResponse
+	h.waitFor("rename", 5*time.Second, func() bool {
+		info = h.inspect(inst.ContainerID)
+		return info.Name == "/"+orchestrator.ContainerName(id)
+	})
+	h.sup.Close()
+	// Put the pool name back, as if the rename never happened.
+	if err := h.cli.ContainerRename(ctx, inst.ContainerID, "mapyard-map-"+info.Config.Labels[orchestrator.LabelInstance]); err != nil {
+		t.Fatal(err)
+	}
+
+	next := docker.NewSupervisor(h.cli, h.sup.Spec, h.sup.RPC, h.sup.Log)
+	next.DefaultInstanceID, next.Store, next.PoolSize = h.sup.DefaultInstanceID, store, 0
+	if err := next.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { next.Close() })
+	got, err := next.Instance(id)
+	if err != nil || got.ContainerID != inst.ContainerID || got.State != orchestrator.StateReady {
+		t.Fatalf("after adoption: %+v %v, want ready on container %s", got, err, inst.ContainerID)
+	}
+	h.waitFor("rename after adoption", 5*time.Second, func() bool {
+		return h.inspect(inst.ContainerID).Name == "/"+orchestrator.ContainerName(id)
+	})
+	if now := h.inspect(inst.ContainerID); now.State.StartedAt != info.State.StartedAt {
+		t.Fatal("adopted container was restarted")
 	}
 }
