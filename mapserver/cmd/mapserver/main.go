@@ -42,6 +42,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprintf(stdout, "mapyard map server %s\n\nUsage: mapserver [healthcheck]\n\nEnvironment:\n", orchestrator.Version)
 		envconf.Usage(stdout, &cfg)
+		fmt.Fprint(stdout, "\nMAP_FAULT_* variables inject faults for tests of the orchestrator's supervision only;\n"+
+			"they are off by default and a deployment never sets them.\n")
 		return 0
 	}
 	if err := envconf.Load(&cfg, environ); err != nil {

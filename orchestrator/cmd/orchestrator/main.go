@@ -6,6 +6,10 @@
 //	orchestrator              run, configured by ORCH_* environment variables
 //	orchestrator healthcheck  exit 0 if the local orchestrator answers /healthz
 //	orchestrator -h           list every variable with its default
+//
+// Fault injection is for tests only and off by default: with
+// ORCH_ALLOW_FAULT_INJECTION=1 the admin create route accepts MAP_FAULT_* variables
+// for one instance's container (see the map server's -h).
 package main
 
 import (
@@ -45,6 +49,9 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprintf(stdout, "mapyard orchestrator %s\n\nUsage: orchestrator [healthcheck]\n\nEnvironment:\n", orchestrator.Version)
 		envconf.Usage(stdout, &cfg)
+		fmt.Fprint(stdout, "\nFault injection (tests only, off by default): with ORCH_ALLOW_FAULT_INJECTION=1,\n"+
+			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\"]\n"+
+			"for that instance's container; no other variable is ever accepted.\n")
 		return 0
 	}
 	if err := envconf.Load(&cfg, environ); err != nil {
@@ -201,13 +208,20 @@ func (m *Main) Close() error {
 
 // mapEnv is the environment of map containers: every MAP_* variable of the
 // orchestrator's own environment (so hosts tune maps in one place), then how to reach
-// the orchestrator, which always wins.
+// the orchestrator, which always wins. Variables the supervisor sets per container
+// (identity, blank pool mode) and fault injection (per instance, tests only) are never
+// passed through.
 func mapEnv(environ []string, orchURL, secret string) []string {
 	var env []string
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, "MAP_") && !strings.HasPrefix(kv, "MAP_ORCH_URL=") && !strings.HasPrefix(kv, "MAP_INTERNAL_RPC_SECRET=") {
-			env = append(env, kv)
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case !strings.HasPrefix(k, "MAP_"), strings.HasPrefix(k, "MAP_FAULT_"):
+			continue
+		case k == "MAP_ORCH_URL", k == "MAP_INTERNAL_RPC_SECRET", k == "MAP_INSTANCE_ID", k == "MAP_MAP_ID", k == "MAP_BLANK":
+			continue
 		}
+		env = append(env, kv)
 	}
 	return append(env,
 		"MAP_ORCH_URL="+orchURL,
