@@ -25,7 +25,7 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 
 // check is one round of the time-based rules: HTTP probes of ready maps' /health,
 // heartbeat timeouts, maps that never became ready, the end of quarantines, and idle
-// stops. Probes run concurrently, each bounded by the probe interval.
+// stops. Probes run concurrently; the round ends when the slowest one does.
 func (s *Supervisor) check(ctx context.Context) {
 	type probe struct {
 		id, container string
@@ -75,12 +75,15 @@ func (s *Supervisor) check(ctx context.Context) {
 		})
 	}
 
+	// A probe may take longer than the interval on a loaded host: a slow answer is not
+	// a failed one, so each probe gets at least a second.
+	timeout := max(s.ProbeInterval, time.Second)
 	var wg sync.WaitGroup
 	for _, p := range probes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, s.ProbeInterval)
+			pctx, cancel := context.WithTimeout(ctx, timeout)
 			_, err := s.RPC.Health(pctx, controlURL(p.port))
 			cancel()
 			if ctx.Err() != nil {
