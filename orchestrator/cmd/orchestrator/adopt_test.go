@@ -134,6 +134,20 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
+	t.Run("AdminStopAndRestart", func(t *testing.T) {
+		postJSON(t, second.control+control.PathAdminMaps+"/"+created+"/stop", secret, ``, http.StatusOK)
+		if inst := getInstance(t, second.control, secret, created); inst.State != orchestrator.StateStopped || inst.Restarts != 0 {
+			t.Fatalf("after admin stop: %+v", inst)
+		}
+		postJSON(t, second.control+control.PathAdminMaps+"/"+created+"/restart", secret, ``, http.StatusAccepted)
+		inst := waitInstance(t, second.control, secret, created, orchestrator.StateReady, 30*time.Second)
+		if inst.Restarts != 0 {
+			t.Fatalf("admin restart counted as a crash: %+v", inst)
+		}
+		postJSON(t, second.control+control.PathAdminMaps+"/nope/stop", secret, ``, http.StatusNotFound)
+		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"forest"}`, http.StatusConflict)
+		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest)
+	})
 	t.Run("ErrMetricsUnauthorized", func(t *testing.T) {
 		resp, err := http.Get(second.control + control.PathMetrics)
 		if err != nil {
