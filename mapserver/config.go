@@ -39,8 +39,9 @@ type Config struct {
 
 	// Fault injection, for tests of the orchestrator's supervision only. Both are off by
 	// default and nothing in a normal deployment sets them.
-	FaultExitAfterMS int  `env:"MAP_FAULT_EXIT_AFTER_MS" envDefault:"0" help:"TESTS ONLY: exit with code 3 this many ms after start (0 = off)"`
-	FaultFailHealth  bool `env:"MAP_FAULT_FAIL_HEALTH" envDefault:"false" help:"TESTS ONLY: answer /health with 503 (false = off)"`
+	FaultExitAfterMS   int  `env:"MAP_FAULT_EXIT_AFTER_MS" envDefault:"0" help:"TESTS ONLY: exit with code 3 this many ms after start (0 = off)"`
+	FaultFailHealth    bool `env:"MAP_FAULT_FAIL_HEALTH" envDefault:"false" help:"TESTS ONLY: answer /health with 503 (false = off)"`
+	FaultIgnoreSIGTERM bool `env:"MAP_FAULT_IGNORE_SIGTERM" envDefault:"false" help:"TESTS ONLY: ignore SIGTERM, so stopping needs the kill after the grace period (false = off)"`
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)

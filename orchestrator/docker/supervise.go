@@ -618,6 +618,14 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.StopGrace+10*time.Second)
 		err = StopMap(sctx, s.API, cid, s.StopGrace)
 		if err == nil {
+			// Record how it ended (0 after a clean flush, 137 when the grace ran out)
+			// before the container and its state are gone.
+			if info, ierr := s.API.ContainerInspect(sctx, cid); ierr == nil && info.ContainerJSONBase != nil && info.State != nil {
+				code := info.State.ExitCode
+				s.mu.Lock()
+				in.LastExitCode, in.OOMKilled = &code, info.State.OOMKilled
+				s.mu.Unlock()
+			}
 			err = RemoveMap(sctx, s.API, cid)
 		}
 		cancel()

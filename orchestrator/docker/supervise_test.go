@@ -324,3 +324,36 @@ func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 		t.Fatal("adopted container was restarted")
 	}
 }
+
+// TestSupervisor_StopKilledAfterGrace stops a map that ignores SIGTERM: the stop is
+// completed by a kill once the grace period has passed, and is not counted as a crash.
+func TestSupervisor_StopKilledAfterGrace(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) {
+		s.AllowFaultEnv = true
+		s.StopGrace = time.Second
+	})
+	id := h.deployment + "-stubborn"
+	h.create(id, "MAP_FAULT_IGNORE_SIGTERM=true")
+	h.waitState(id, orchestrator.StateReady, 30*time.Second)
+	start := time.Now()
+	if err := h.sup.Stop(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	st, _ := h.sup.Instance(id)
+	if st.State != orchestrator.StateStopped || st.Restarts != 0 {
+		t.Fatalf("after stop: %+v", st)
+	}
+	if took < time.Second {
+		t.Fatalf("stop took %s: SIGTERM was not ignored, the test proves nothing", took)
+	}
+	// The die event (exit 137 after the kill) may come after ContainerStop returned.
+	h.waitFor("exit code of the kill", 5*time.Second, func() bool {
+		st, _ = h.sup.Instance(id)
+		return st.LastExitCode != nil && *st.LastExitCode == 137
+	})
+	if st.State != orchestrator.StateStopped || st.Restarts != 0 {
+		t.Fatalf("kill after grace counted as a crash: %+v", st)
+	}
+}

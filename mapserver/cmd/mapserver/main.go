@@ -9,7 +9,8 @@
 //
 // Fault injection (tests of the orchestrator's supervision only, off by default):
 // MAP_FAULT_EXIT_AFTER_MS=N makes the server exit with code 3 N ms after start, and
-// MAP_FAULT_FAIL_HEALTH=true makes GET /health answer 503.
+// MAP_FAULT_FAIL_HEALTH=true makes GET /health answer 503, and
+// MAP_FAULT_IGNORE_SIGTERM=true makes it ignore SIGTERM (so a stop must kill it).
 package main
 
 import (
@@ -71,7 +72,13 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})).
 		With("instance", cfg.InstanceID, "map", cfg.MapID)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	stopSignals := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	if cfg.FaultIgnoreSIGTERM {
+		log.Warn("fault injection: ignoring SIGTERM")
+		signal.Ignore(syscall.SIGTERM)
+		stopSignals = stopSignals[:1]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 
 	srv := httpapi.NewServer(cfg.Secret, httpapi.Health{

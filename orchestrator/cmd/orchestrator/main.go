@@ -50,7 +50,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "mapyard orchestrator %s\n\nUsage: orchestrator [healthcheck]\n\nEnvironment:\n", orchestrator.Version)
 		envconf.Usage(stdout, &cfg)
 		fmt.Fprint(stdout, "\nFault injection (tests only, off by default): with ORCH_ALLOW_FAULT_INJECTION=1,\n"+
-			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\"]\n"+
+			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n"+
+			"\"MAP_FAULT_IGNORE_SIGTERM=true\"]\n"+
 			"for that instance's container; no other variable is ever accepted.\n")
 		return 0
 	}
