@@ -150,12 +150,9 @@ func (s *Supervisor) resync(ctx context.Context) error {
 		return err
 	}
 	running := make(map[string]bool, len(list))
-	exited := make(map[string]bool)
 	for _, c := range list {
 		if c.State == "running" {
 			running[c.ID] = true
-		} else {
-			exited[c.ID] = true
 		}
 	}
 	var gone []string
@@ -170,7 +167,7 @@ func (s *Supervisor) resync(ctx context.Context) error {
 		}
 	}
 	for _, m := range s.pool {
-		if m.containerID != "" && !running[m.containerID] && exited[m.containerID] {
+		if m.started && !running[m.containerID] {
 			gone = append(gone, m.containerID)
 		}
 	}

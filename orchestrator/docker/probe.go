@@ -9,17 +9,28 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
-// probeLoop runs check every ProbeInterval until ctx ends.
+// ResyncInterval is how often the supervisor compares the engine's containers with
+// its records even when the events stream seems fine, in case an event was lost.
+const ResyncInterval = 30 * time.Second
+
+// probeLoop runs check every ProbeInterval, and a resync every ResyncInterval, until
+// ctx ends.
 func (s *Supervisor) probeLoop(ctx context.Context) {
 	t := time.NewTicker(s.ProbeInterval)
 	defer t.Stop()
+	r := time.NewTicker(ResyncInterval)
+	defer r.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.C:
+			if err := s.resync(ctx); err != nil && ctx.Err() == nil {
+				s.Log.Warn("periodic resync failed", "err", err)
+			}
 		case <-t.C:
+			s.check(ctx)
 		}
-		s.check(ctx)
 	}
 }
 
