@@ -132,4 +132,3 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 	}
 	return nil
 }
-
