@@ -42,7 +42,7 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 	err := s.persist(ctx, w)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in.busy = false
+	s.idle(in)
 	if err != nil {
 		delete(s.instances, r.InstanceID)
 		s.Metrics.setState(in.State, "")
@@ -55,15 +55,11 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 // Restart replaces the instance's container. An operator's restart is not a crash: it
 // does not count against the restart policy, and it lifts a quarantine.
 func (s *Supervisor) Restart(ctx context.Context, instanceID string) error {
-	s.mu.Lock()
+	in, err := s.lockIdle(ctx, instanceID)
+	if err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
-	in, ok := s.instances[instanceID]
-	if !ok {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "no map instance %q", instanceID)
-	}
-	if in.busy {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q is %s; try again", instanceID, in.State)
-	}
 	in.restarts.reset()
 	if in.status != orchestrator.StatusRunning {
 		s.persistStatus(in, orchestrator.StatusRunning)
@@ -80,15 +76,9 @@ func (s *Supervisor) Stop(ctx context.Context, instanceID string) error {
 }
 
 func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error {
-	s.mu.Lock()
-	in, ok := s.instances[instanceID]
-	if !ok {
-		s.mu.Unlock()
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "no map instance %q", instanceID)
-	}
-	if in.busy {
-		s.mu.Unlock()
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q is %s; try again", instanceID, in.State)
+	in, err := s.lockIdle(ctx, instanceID)
+	if err != nil {
+		return err
 	}
 	if in.status != orchestrator.StatusStopped {
 		s.persistStatus(in, orchestrator.StatusStopped)
@@ -103,7 +93,6 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 	s.transition(in, orchestrator.StateStopping, reason)
 	s.mu.Unlock()
 
-	var err error
 	if cid != "" {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.StopGrace+10*time.Second)
 		err = StopMap(sctx, s.API, cid, s.StopGrace)
@@ -122,7 +111,7 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in.busy = false
+	s.idle(in)
 	if err != nil {
 		return fmt.Errorf("stop map %q: %w", instanceID, err)
 	}
@@ -131,4 +120,33 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 		s.transition(in, orchestrator.StateStopped, reason)
 	}
 	return nil
+}
+
+// lockIdle waits until no start or stop of instanceID is in flight and returns the
+// instance with s.mu held. An operator's stop or restart right after a start waits for
+// it instead of failing. Error codes: ENOTFOUND; ECONFLICT when the action in flight
+// outlasts ctx or StartTimeout+StopGrace.
+func (s *Supervisor) lockIdle(ctx context.Context, instanceID string) (*instance, error) {
+	timer := time.NewTimer(s.StartTimeout + s.StopGrace)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		in, ok := s.instances[instanceID]
+		if !ok {
+			s.mu.Unlock()
+			return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no map instance %q", instanceID)
+		}
+		if !in.busy {
+			return in, nil
+		}
+		ch, st := in.changed, in.State
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q is %s; try again", instanceID, st)
+		case <-timer.C:
+			return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q is %s; try again", instanceID, st)
+		}
+	}
 }

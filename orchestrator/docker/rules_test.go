@@ -168,3 +168,18 @@ func TestRules_AdminRestartIsNotCounted(t *testing.T) {
 		t.Fatalf("containers %+v", list)
 	}
 }
+
+// TestRules_StopWaitsForStart stops an instance whose start is still in flight: the stop
+// waits for the start instead of failing with conflict.
+func TestRules_StopWaitsForStart(t *testing.T) {
+	f := newFakeSupervisor(t)
+	f.Supervisor.mu.Lock()
+	f.spawn(f.instances["d-1"], orchestrator.StateStarting, "test")
+	f.Supervisor.mu.Unlock()
+	if err := f.Stop(context.Background(), "d-1"); err != nil {
+		t.Fatalf("stop during start: %v", err)
+	}
+	if inst, _ := f.Instance("d-1"); inst.State != orchestrator.StateStopped {
+		t.Fatalf("after stop: %+v", inst)
+	}
+}

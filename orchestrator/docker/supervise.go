@@ -279,6 +279,14 @@ func (s *Supervisor) transition(in *instance, to orchestrator.InstanceState, rea
 	in.changed = make(chan struct{})
 }
 
+// idle marks the end of an action on in and wakes those waiting for it. The caller
+// holds s.mu.
+func (s *Supervisor) idle(in *instance) {
+	in.busy = false
+	close(in.changed)
+	in.changed = make(chan struct{})
+}
+
 // spawn starts (or restarts) in's container in the background unless an action is
 // already in flight. The caller holds s.mu.
 func (s *Supervisor) spawn(in *instance, state orchestrator.InstanceState, reason string) {
@@ -307,7 +315,7 @@ func (s *Supervisor) runStart(in *instance, old string) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in.busy = false
+	s.idle(in)
 	if err != nil && s.ctx.Err() == nil {
 		s.Log.Error("map start failed", "instance", in.ID, "err", err)
 		s.failed(in, "start failed: "+err.Error())
