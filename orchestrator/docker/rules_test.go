@@ -183,3 +183,40 @@ func TestRules_StopWaitsForStart(t *testing.T) {
 		t.Fatalf("after stop: %+v", inst)
 	}
 }
+
+func TestRules_DockerEvents(t *testing.T) {
+	t.Run("HealthStatusUnhealthy", func(t *testing.T) {
+		f := newFakeSupervisor(t)
+		inst := f.ready(t)
+		f.handleEvent(events.Message{Action: "health_status: healthy", Actor: events.Actor{ID: inst.ContainerID}})
+		if got, _ := f.Instance("d-1"); got.State != orchestrator.StateReady {
+			t.Fatalf("healthy event changed state: %+v", got)
+		}
+		f.handleEvent(events.Message{Action: "health_status: unhealthy", Actor: events.Actor{ID: inst.ContainerID}})
+		f.settle(t)
+		if !f.saw("ready→unhealthy: docker health check reports unhealthy") || !f.saw("unhealthy→restarting") {
+			t.Fatalf("transitions %v", f.transitions)
+		}
+	})
+	t.Run("OOM", func(t *testing.T) {
+		f := newFakeSupervisor(t)
+		inst := f.ready(t)
+		f.handleEvent(events.Message{Action: "oom", Actor: events.Actor{ID: inst.ContainerID}})
+		f.die(t, 137)
+		got, _ := f.Instance("d-1")
+		if !got.OOMKilled || got.Restarts != 1 || !f.saw("killed by the kernel OOM killer") {
+			t.Fatalf("after OOM: %+v; transitions %v", got, f.transitions)
+		}
+		if n := testutil.ToFloat64(f.Metrics.Exits.WithLabelValues("oom")); n != 1 {
+			t.Fatalf("oom exits %v", n)
+		}
+	})
+	t.Run("OldContainerIgnored", func(t *testing.T) {
+		f := newFakeSupervisor(t)
+		f.ready(t)
+		f.handleEvent(events.Message{Action: "die", Actor: events.Actor{ID: "c-unknown", Attributes: map[string]string{"exitCode": "1"}}})
+		if got, _ := f.Instance("d-1"); got.State != orchestrator.StateReady || got.Restarts != 0 {
+			t.Fatalf("die of an unknown container changed the instance: %+v", got)
+		}
+	})
+}
