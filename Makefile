@@ -56,8 +56,10 @@ test-images: images
 	@if [ -n "$(COMPOSE)" ]; then DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) config -q && echo "compose file valid ($(COMPOSE))"; \
 		else echo "no compose installed: compose file not checked"; fi
 
+# Tests start the map image by its version tag: mapyard/map:latest may be another
+# checkout's build on a shared engine.
 test-go:
-	$(GO) test -count=1 ./...
+	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -count=1 ./...
 
 test-wasm:
 	@for p in $(WASM_PKGS); do \
@@ -71,8 +73,8 @@ test-fuzz:
 		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	done
 
-bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+bench: images
+	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -run='^$$' -bench=. -benchmem ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -31,6 +31,17 @@ type Config struct {
 	SnapshotHz     int `env:"MAP_SNAPSHOT_HZ" envDefault:"15" help:"snapshots per second sent to each client"`
 
 	LogLevel string `env:"MAP_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+
+	// Blank is set by the orchestrator on warm-pool containers: the server registers
+	// under its pool id and takes on an instance when POST /control/start-instance
+	// names one.
+	Blank bool `env:"MAP_BLANK" envDefault:"false" help:"start blank (warm pool): wait for /control/start-instance to name the instance (set by the orchestrator)"`
+
+	// Fault injection, for tests of the orchestrator's supervision only. Both are off by
+	// default and nothing in a normal deployment sets them.
+	FaultExitAfterMS   int  `env:"MAP_FAULT_EXIT_AFTER_MS" envDefault:"0" help:"TESTS ONLY: exit with code 3 this many ms after start (0 = off)"`
+	FaultFailHealth    bool `env:"MAP_FAULT_FAIL_HEALTH" envDefault:"false" help:"TESTS ONLY: answer /health with 503 (false = off)"`
+	FaultIgnoreSIGTERM bool `env:"MAP_FAULT_IGNORE_SIGTERM" envDefault:"false" help:"TESTS ONLY: ignore SIGTERM, so stopping needs the kill after the grace period (false = off)"`
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)
@@ -62,6 +73,7 @@ func (c *Config) Validate() error {
 		{"MAP_SNAPSHOT_PUSH_MS", c.SnapshotPushMS, 100, 3600000},
 		{"MAP_TICK_HZ", c.TickHz, 1, 240},
 		{"MAP_SNAPSHOT_HZ", c.SnapshotHz, 1, 240},
+		{"MAP_FAULT_EXIT_AFTER_MS", c.FaultExitAfterMS, 0, 86400000},
 	} {
 		if v.val < v.min || v.val > v.max {
 			return fmt.Errorf("%s=%d: must be between %d and %d", v.name, v.val, v.min, v.max)

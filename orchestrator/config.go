@@ -40,6 +40,12 @@ type Config struct {
 	DefaultMapID      string `env:"ORCH_DEFAULT_MAP_ID" envDefault:"default" help:"map that new characters join"`
 	DefaultInstanceID string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"default-1" help:"instance id of the default map (container mapyard-map-<id>)"`
 	LogLevel          string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+
+	Deployment          string `env:"ORCH_DEPLOYMENT" envDefault:"mapyard" help:"name of this deployment: the orchestrator adopts and removes only map containers labelled with it"`
+	MapProbeMS          int    `env:"ORCH_MAP_PROBE_MS" envDefault:"2000" help:"interval between HTTP probes of each map's /health"`
+	MapStartTimeoutMS   int    `env:"ORCH_MAP_START_TIMEOUT_MS" envDefault:"30000" help:"a map that does not become ready this long after its start is unhealthy; also bounds how long a join waits for a lazily started map"`
+	MapOrphanGraceMS    int    `env:"ORCH_MAP_ORPHAN_GRACE_MS" envDefault:"10000" help:"labelled map containers of unknown instances found at start are removed after this long"`
+	AllowFaultInjection bool   `env:"ORCH_ALLOW_FAULT_INJECTION" envDefault:"false" help:"TESTS ONLY: let admin create pass MAP_FAULT_* variables to one instance's container"`
 }
 
 // IDPattern is what map and instance ids look like. Ids become part of container names,
@@ -83,6 +89,9 @@ func (c *Config) Validate() error {
 		{"ORCH_MAP_MEMORY_MB", c.MapMemoryMB, 16},
 		{"ORCH_MAP_PIDS_LIMIT", c.MapPidsLimit, 16},
 		{"ORCH_MAP_STOP_GRACE_MS", c.MapStopGraceMS, 0},
+		{"ORCH_MAP_PROBE_MS", c.MapProbeMS, 50},
+		{"ORCH_MAP_START_TIMEOUT_MS", c.MapStartTimeoutMS, 100},
+		{"ORCH_MAP_ORPHAN_GRACE_MS", c.MapOrphanGraceMS, 0},
 	} {
 		if v.val < v.min {
 			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)
@@ -96,6 +105,9 @@ func (c *Config) Validate() error {
 	}
 	if !IDPattern.MatchString(c.DefaultInstanceID) {
 		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, IDPattern)
+	}
+	if !IDPattern.MatchString(c.Deployment) {
+		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must match %s", c.Deployment, IDPattern)
 	}
 	if !IDPattern.MatchString(c.MapNetwork) {
 		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must match %s", c.MapNetwork, IDPattern)

@@ -34,6 +34,11 @@ func TestConfig_Defaults(t *testing.T) {
 		{"ORCH_MAP_IMAGE", c.MapImage, "mapyard/map:latest"},
 		{"ORCH_WARM_POOL_SIZE", c.WarmPoolSize, 1},
 		{"ORCH_MAP_IDLE_STOP_MS", c.MapIdleStopMS, 600000},
+		{"ORCH_DEPLOYMENT", c.Deployment, "mapyard"},
+		{"ORCH_MAP_PROBE_MS", c.MapProbeMS, 2000},
+		{"ORCH_MAP_START_TIMEOUT_MS", c.MapStartTimeoutMS, 30000},
+		{"ORCH_MAP_ORPHAN_GRACE_MS", c.MapOrphanGraceMS, 10000},
+		{"ORCH_ALLOW_FAULT_INJECTION", c.AllowFaultInjection, false},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s default=%v, want %v", tt.name, tt.got, tt.want)

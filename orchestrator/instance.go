@@ -2,6 +2,8 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -24,22 +26,41 @@ const (
 // Instance is one running (or wanted) map: the unit the orchestrator supervises and
 // the target of joins and transfers.
 type Instance struct {
-	ID           string        `json:"instanceId"`
-	MapID        string        `json:"mapId"`
-	State        InstanceState `json:"state"`
-	Reason       string        `json:"reason,omitempty"`
-	ContainerID  string        `json:"containerId,omitempty"`
-	GamePort     int           `json:"gamePort,omitempty"`    // host port on 127.0.0.1
-	ControlPort  int           `json:"controlPort,omitempty"` // host port on 127.0.0.1
-	Restarts     int           `json:"restarts"`
-	LastExitCode *int          `json:"lastExitCode,omitempty"`
-	OOMKilled    bool          `json:"oomKilled"`
-	Since        time.Time     `json:"since"`
+	ID    string        `json:"instanceId"`
+	MapID string        `json:"mapId"`
+	State InstanceState `json:"state"`
+	// Registered is whether the map server registered with this orchestrator process;
+	// an adopted map is ready once probed and registers again on its next heartbeat.
+	Registered   bool      `json:"registered"`
+	Reason       string    `json:"reason,omitempty"`
+	ContainerID  string    `json:"containerId,omitempty"`
+	GamePort     int       `json:"gamePort,omitempty"`    // host port on 127.0.0.1
+	ControlPort  int       `json:"controlPort,omitempty"` // host port on 127.0.0.1
+	Restarts     int       `json:"restarts"`
+	LastExitCode *int      `json:"lastExitCode,omitempty"`
+	OOMKilled    bool      `json:"oomKilled"`
+	Since        time.Time `json:"since"`
 }
 
+// ContainerNamePrefix starts the Docker name of every map container.
+const ContainerNamePrefix = "mapyard-map-"
+
 // ContainerName is the Docker container name of a map instance, the name ops type in
-// `docker logs`.
-func ContainerName(instanceID string) string { return "mapyard-map-" + instanceID }
+// `docker logs`. A warm-pool container is renamed to it when it is handed the
+// instance, so the name, not the io.mapyard.instance label (fixed at create), says
+// which instance a container runs.
+func ContainerName(instanceID string) string { return ContainerNamePrefix + instanceID }
+
+// InstanceFromContainerName returns the instance id of a map container name as Docker
+// reports it (with or without the leading "/"), or ok=false for other names.
+func InstanceFromContainerName(name string) (id string, ok bool) {
+	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), ContainerNamePrefix)
+	return id, ok && IDPattern.MatchString(id)
+}
+
+// PoolIDPrefix starts the id of every warm-pool container ("pool-<hex>"). Instance ids
+// with this prefix are refused so they never collide with pool members.
+const PoolIDPrefix = "pool-"
 
 // Container labels. The orchestrator owns containers by label, never by name alone, so
 // it can find (and adopt or remove) its containers after a restart.
@@ -47,7 +68,42 @@ const (
 	LabelManaged  = "io.mapyard.managed"
 	LabelInstance = "io.mapyard.instance"
 	LabelMap      = "io.mapyard.map"
+	// LabelPool marks warm-pool containers, created blank.
+	LabelPool = "io.mapyard.pool"
+	// LabelDeployment scopes containers to one orchestrator deployment (ORCH_DEPLOYMENT),
+	// so an orchestrator never adopts or removes another deployment's maps (or a test's).
+	LabelDeployment = "io.mapyard.deployment"
 )
+
+// Wanted-set statuses kept in the database: a "running" instance is started (or
+// adopted) when the orchestrator starts; a "stopped" one only when a join needs it.
+const (
+	StatusRunning = "running"
+	StatusStopped = "stopped"
+)
+
+// WantedInstance is one map instance the orchestrator wants to exist: the default
+// instance and every instance created through the admin API. It is what survives an
+// orchestrator restart and decides which labelled containers are adopted.
+type WantedInstance struct {
+	ID        string          `json:"instanceId"`
+	MapID     string          `json:"mapId"`
+	Config    json.RawMessage `json:"config,omitempty"`
+	Status    string          `json:"status"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+}
+
+// CreateInstance is an admin request for a new map instance.
+type CreateInstance struct {
+	InstanceID string `json:"instanceId"`
+	MapID      string `json:"mapId"`
+	// Config is the generated MapConfig, passed opaquely to the map server.
+	Config json.RawMessage `json:"config,omitempty"`
+	// Env is extra container environment, accepted only when fault injection is allowed
+	// (ORCH_ALLOW_FAULT_INJECTION=1) and only for MAP_FAULT_* variables: a test switch.
+	Env []string `json:"env,omitempty"`
+}
 
 // MapReady is what a map server reports when it has started and can take players.
 type MapReady struct {
@@ -76,4 +132,25 @@ type Maps interface {
 
 	// Ready reports whether the default map is ready, which is what /readyz means.
 	Ready() bool
+
+	// Heartbeat records a map's heartbeat with its player count and reports whether the
+	// map is registered; an unregistered map registers again.
+	Heartbeat(instanceID string, players int) (registered bool)
+
+	// Acquire returns the instance once it is ready, starting it if it is not running and
+	// waiting a bounded time. Joins and transfers call it. Error codes: ENOTFOUND,
+	// EMAPQUARANTINED (fails fast), EMAPUNAVAILABLE (not ready in time).
+	Acquire(ctx context.Context, instanceID string) (Instance, error)
+
+	// Create adds a wanted instance at runtime and starts it. Error codes: EBADREQUEST,
+	// ECONFLICT (the id exists).
+	Create(ctx context.Context, r CreateInstance) (Instance, error)
+
+	// Restart replaces the instance's container; it is not counted as a crash. Error
+	// codes: ENOTFOUND, ECONFLICT (another start or stop is in progress).
+	Restart(ctx context.Context, instanceID string) error
+
+	// Stop stops the instance cleanly (SIGTERM, killed after the grace period). Error
+	// codes: ENOTFOUND, ECONFLICT.
+	Stop(ctx context.Context, instanceID string) error
 }

@@ -10,30 +10,39 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
-// Health is the answer of GET /health.
-type Health struct {
-	Status     string `json:"status"`
-	InstanceID string `json:"instanceId"`
-	MapID      string `json:"mapId"`
-	Version    string `json:"version"`
-}
+// Health is the answer of GET /health, as the control RPC contract defines it.
+type Health = control.MapHealth
 
 // Server owns a map server's listeners. Set the fields, call Open, and Close at shutdown.
 type Server struct {
 	GameAddr    string
 	ControlAddr string
 	Secret      string
-	Health      Health
 	Log         *slog.Logger
+
+	// Blank marks a warm-pool server: it accepts the first instance that
+	// /control/start-instance names instead of only its own.
+	Blank bool
+	// FailHealth is fault injection for tests only: /health answers 503.
+	FailHealth bool
+	// OnStart is called (outside any lock) when /control/start-instance assigns the
+	// server its instance for the first time, so the link can register under it.
+	OnStart func(control.StartInstance)
+
+	mu      sync.Mutex
+	health  Health
+	started *control.StartInstance
 
 	game, control *echo.Echo
 	gameLn        net.Listener
@@ -44,10 +53,27 @@ type Server struct {
 
 // NewServer returns a Server whose control routes demand secret.
 func NewServer(secret string, health Health, log *slog.Logger) *Server {
-	s := &Server{Secret: secret, Health: health, Log: log, game: newEcho(log), control: newEcho(log)}
+	s := &Server{Secret: secret, health: health, Log: log, game: newEcho(log), control: newEcho(log)}
 	g := s.control.Group("", control.RequireSecret(secret))
 	g.GET(control.PathHealth, s.handleHealth)
+	g.POST(control.PathStartInstance, s.handleStartInstance)
 	return s
+}
+
+// Health returns what /health currently answers; the instance id changes when a blank
+// server is handed an instance.
+func (s *Server) Health() Health {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.health
+}
+
+// Started returns the instance assignment received through /control/start-instance,
+// or nil while there was none.
+func (s *Server) Started() *control.StartInstance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
 }
 
 func newEcho(log *slog.Logger) *echo.Echo {
@@ -59,7 +85,41 @@ func newEcho(log *slog.Logger) *echo.Echo {
 }
 
 func (s *Server) handleHealth(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.Health)
+	if s.FailHealth {
+		return orchestrator.Errorf(orchestrator.EUNAVAILABLE, "health failure injected (MAP_FAULT_FAIL_HEALTH)")
+	}
+	return c.JSON(http.StatusOK, s.Health())
+}
+
+// handleStartInstance assigns the server its instance and MapConfig. It is idempotent
+// for the same instance id, so the orchestrator may repeat it after a restart.
+func (s *Server) handleStartInstance(c echo.Context) error {
+	var r control.StartInstance
+	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
+		return err
+	}
+	if !orchestrator.IDPattern.MatchString(r.InstanceID) || !orchestrator.IDPattern.MatchString(r.MapID) {
+		return orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId and mapId must match %s", orchestrator.IDPattern)
+	}
+	s.mu.Lock()
+	switch {
+	case s.started != nil && s.started.InstanceID == r.InstanceID:
+		s.mu.Unlock()
+		return c.JSON(http.StatusOK, s.Health())
+	case s.started != nil || (!s.Blank && r.InstanceID != s.health.InstanceID):
+		cur := s.health.InstanceID
+		s.mu.Unlock()
+		return orchestrator.Errorf(orchestrator.ECONFLICT, "this map server runs instance %q", cur)
+	}
+	s.started = &r
+	s.health.InstanceID, s.health.MapID = r.InstanceID, r.MapID
+	h := s.health
+	s.mu.Unlock()
+	s.Log.Info("instance started", "startedInstance", r.InstanceID, "startedMap", r.MapID, "configBytes", len(r.Config))
+	if s.OnStart != nil {
+		s.OnStart(r)
+	}
+	return c.JSON(http.StatusOK, h)
 }
 
 // Open binds both listeners synchronously and serves them in the background.

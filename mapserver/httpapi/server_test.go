@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -59,4 +60,67 @@ func TestServer_Health(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestServer_StartInstance(t *testing.T) {
+	ctx := context.Background()
+	mc := control.NewMapClient(secret, 2*time.Second)
+	open := func(t *testing.T, blank bool) (*httpapi.Server, string, *[]control.StartInstance) {
+		s := httpapi.NewServer(secret, httpapi.Health{Status: "ok", InstanceID: "pool-1", MapID: "pool"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s.GameAddr, s.ControlAddr, s.Blank = "127.0.0.1:0", "127.0.0.1:0", blank
+		var got []control.StartInstance
+		s.OnStart = func(r control.StartInstance) { got = append(got, r) }
+		if err := s.Open(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(context.Background()) })
+		return s, "http://127.0.0.1:" + strconv.Itoa(s.ControlPort()), &got
+	}
+	t.Run("BlankTakesInstance", func(t *testing.T) {
+		s, url, got := open(t, true)
+		r := control.StartInstance{InstanceID: "a-1", MapID: "forest", Config: json.RawMessage(`{"seed":1}`)}
+		if err := mc.StartInstance(ctx, url, r); err != nil {
+			t.Fatal(err)
+		}
+		if h := s.Health(); h.InstanceID != "a-1" || h.MapID != "forest" {
+			t.Fatalf("health %+v after start-instance", h)
+		}
+		if err := mc.StartInstance(ctx, url, r); err != nil {
+			t.Fatalf("repeated start-instance: %v", err)
+		}
+		if len(*got) != 1 || string((*got)[0].Config) != `{"seed":1}` {
+			t.Fatalf("OnStart calls %+v, want exactly one with the config", *got)
+		}
+		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "b-1", MapID: "forest"})
+		if code := orchestrator.ErrorCode(err); code != orchestrator.ECONFLICT {
+			t.Fatalf("second instance: code %q (%v), want conflict", code, err)
+		}
+	})
+	t.Run("ErrConflictNotBlank", func(t *testing.T) {
+		_, url, _ := open(t, false)
+		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "a-1", MapID: "forest"})
+		if code := orchestrator.ErrorCode(err); code != orchestrator.ECONFLICT {
+			t.Fatalf("code %q (%v), want conflict", code, err)
+		}
+		if err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "pool-1", MapID: "pool"}); err != nil {
+			t.Fatalf("own instance: %v", err)
+		}
+	})
+	t.Run("ErrBadRequest", func(t *testing.T) {
+		_, url, _ := open(t, true)
+		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "Bad Id", MapID: "forest"})
+		if code := orchestrator.ErrorCode(err); code != orchestrator.EBADREQUEST {
+			t.Fatalf("code %q (%v), want bad_request", code, err)
+		}
+	})
+	t.Run("FaultFailHealth", func(t *testing.T) {
+		s, url, _ := open(t, false)
+		if h, err := mc.Health(ctx, url); err != nil || h.InstanceID != "pool-1" {
+			t.Fatalf("health %+v, %v", h, err)
+		}
+		s.FailHealth = true
+		if _, err := mc.Health(ctx, url); orchestrator.ErrorCode(err) != orchestrator.EUNAVAILABLE {
+			t.Fatalf("health with fault injected: %v, want unavailable", err)
+		}
+	})
 }

@@ -6,6 +6,7 @@ package orchlink
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
@@ -23,7 +24,6 @@ var _ Orchestrator = (*control.Client)(nil)
 // Link registers one map instance and keeps it registered.
 type Link struct {
 	Orch      Orchestrator
-	Ready     orchestrator.MapReady
 	Heartbeat time.Duration
 	Log       *slog.Logger
 
@@ -32,11 +32,35 @@ type Link struct {
 
 	// RetryMin and RetryMax bound the backoff between failed registrations.
 	RetryMin, RetryMax time.Duration
+
+	mu     sync.Mutex
+	ready  orchestrator.MapReady
+	rebind chan struct{}
 }
 
 // New returns a Link that registers r through orch and sends a heartbeat every interval.
 func New(orch Orchestrator, r orchestrator.MapReady, interval time.Duration, log *slog.Logger) *Link {
-	return &Link{Orch: orch, Ready: r, Heartbeat: interval, Log: log, RetryMin: 200 * time.Millisecond, RetryMax: 5 * time.Second}
+	return &Link{Orch: orch, ready: r, Heartbeat: interval, Log: log, RetryMin: 200 * time.Millisecond, RetryMax: 5 * time.Second,
+		rebind: make(chan struct{}, 1)}
+}
+
+// Ready returns the registration the link currently sends.
+func (l *Link) Ready() orchestrator.MapReady {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ready
+}
+
+// Rebind switches the link to another instance (a warm-pool map that was handed one)
+// and makes it register again under the new identity.
+func (l *Link) Rebind(instanceID, mapID string) {
+	l.mu.Lock()
+	l.ready.InstanceID, l.ready.MapID = instanceID, mapID
+	l.mu.Unlock()
+	select {
+	case l.rebind <- struct{}{}:
+	default:
+	}
 }
 
 // Run registers the map, retrying with backoff until the orchestrator accepts, then
@@ -55,7 +79,7 @@ func (l *Link) Run(ctx context.Context) {
 func (l *Link) register(ctx context.Context) bool {
 	delay := l.RetryMin
 	for {
-		err := l.Orch.MapReady(ctx, l.Ready)
+		err := l.Orch.MapReady(ctx, l.Ready())
 		if err == nil {
 			l.Log.Info("registered with orchestrator")
 			return true
@@ -78,9 +102,11 @@ func (l *Link) beat(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-l.rebind:
+			return
 		case <-t.C:
 		}
-		h := control.Heartbeat{InstanceID: l.Ready.InstanceID}
+		h := control.Heartbeat{InstanceID: l.Ready().InstanceID}
 		if l.Players != nil {
 			h.Players = l.Players()
 		}

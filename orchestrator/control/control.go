@@ -32,6 +32,7 @@ const (
 	PathPersistSnapshot = "/orch/persist-snapshot"
 	PathPersistCritical = "/orch/persist-critical-event"
 	PathAdminMaps       = "/admin/maps"
+	PathMetrics         = "/metrics"
 	DefaultMaxBodySize  = 1 << 20
 )
 

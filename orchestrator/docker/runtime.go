@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/go-connections/nat"
@@ -29,8 +31,12 @@ const (
 	MapControlPort = 9100
 )
 
-// API is the part of *client.Client the supervisor uses.
+// API is the part of *client.Client the supervisor uses: container lifecycle, the
+// events stream and the map network. Tests wrap a real client; nothing else does.
 type API interface {
+	ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error
+	ContainerRename(ctx context.Context, containerID, newContainerName string) error
+	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
 	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
 	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
@@ -42,6 +48,10 @@ type API interface {
 
 // MapSpec is everything needed to create one map container.
 type MapSpec struct {
+	// Name is the container name; empty means ContainerName(InstanceID).
+	Name       string
+	Deployment string // value of the io.mapyard.deployment label
+	Pool       bool   // a blank warm-pool container
 	InstanceID string
 	MapID      string
 	Image      string
@@ -93,9 +103,10 @@ func CreateMap(ctx context.Context, api API, s MapSpec) (string, error) {
 		Env:          s.Env,
 		ExposedPorts: nat.PortSet{game: {}, ctrl: {}},
 		Labels: map[string]string{
-			orchestrator.LabelManaged:  "true",
-			orchestrator.LabelInstance: s.InstanceID,
-			orchestrator.LabelMap:      s.MapID,
+			orchestrator.LabelManaged:    "true",
+			orchestrator.LabelInstance:   s.InstanceID,
+			orchestrator.LabelMap:        s.MapID,
+			orchestrator.LabelDeployment: s.Deployment,
 		},
 		StopSignal: "SIGTERM",
 	}
@@ -116,8 +127,14 @@ func CreateMap(ctx context.Context, api API, s MapSpec) (string, error) {
 			PidsLimit: &pids,
 		},
 	}
+	if s.Pool {
+		cfg.Labels[orchestrator.LabelPool] = "true"
+	}
 	netcfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.Network: {}}}
-	name := orchestrator.ContainerName(s.InstanceID)
+	name := s.Name
+	if name == "" {
+		name = orchestrator.ContainerName(s.InstanceID)
+	}
 	created, err := api.ContainerCreate(ctx, cfg, host, netcfg, nil, name)
 	if err != nil {
 		return "", fmt.Errorf("create container %q: %w", name, err)
@@ -133,22 +150,30 @@ func StartMap(ctx context.Context, api API, id string) error {
 	return nil
 }
 
-// FindMap returns the managed container of an instance, or ok=false if there is none.
-func FindMap(ctx context.Context, api API, instanceID string) (c container.Summary, ok bool, err error) {
+// ListMaps returns every map container (running or not) of a deployment.
+func ListMaps(ctx context.Context, api API, deployment string) ([]container.Summary, error) {
 	list, err := api.ContainerList(ctx, container.ListOptions{
 		All: true,
 		Filters: filters.NewArgs(
 			filters.Arg("label", orchestrator.LabelManaged+"=true"),
-			filters.Arg("label", orchestrator.LabelInstance+"="+instanceID),
+			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment),
 		),
 	})
 	if err != nil {
-		return c, false, fmt.Errorf("list containers of %q: %w", instanceID, err)
+		return nil, fmt.Errorf("list map containers of deployment %q: %w", deployment, err)
 	}
-	if len(list) == 0 {
-		return c, false, nil
+	return list, nil
+}
+
+// StopMap stops a container cleanly: SIGTERM, then SIGKILL once grace has passed. A
+// container that is gone or already stopped counts as stopped.
+func StopMap(ctx context.Context, api API, id string, grace time.Duration) error {
+	secs := int((grace + time.Second - 1) / time.Second)
+	err := api.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs})
+	if err != nil && !errdefs.IsNotFound(err) && !errdefs.IsNotModified(err) {
+		return fmt.Errorf("stop container %s: %w", shortID(id), err)
 	}
-	return list[0], true, nil
+	return nil
 }
 
 // RemoveMap force-removes a container. A container that is already gone is not an error.

@@ -41,7 +41,53 @@ func (s *Server) handleHeartbeat(c echo.Context) error {
 	if err := control.DecodeJSON(c, &h, control.DefaultMaxBodySize); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, control.HeartbeatAnswer{Registered: s.Maps.Registered(h.InstanceID)})
+	return c.JSON(http.StatusOK, control.HeartbeatAnswer{Registered: s.Maps.Heartbeat(h.InstanceID, h.Players)})
+}
+
+// handleAdminCreate creates a map instance at runtime from a MapConfig and starts it;
+// 201 with the instance (state "starting").
+func (s *Server) handleAdminCreate(c echo.Context) error {
+	var r orchestrator.CreateInstance
+	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
+		return err
+	}
+	inst, err := s.Maps.Create(c.Request().Context(), r)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, inst)
+}
+
+// handleAdminRestart replaces an instance's container (not counted as a crash); 202.
+func (s *Server) handleAdminRestart(c echo.Context) error {
+	if err := s.Maps.Restart(c.Request().Context(), c.Param("id")); err != nil {
+		return err
+	}
+	return s.adminInstance(c, http.StatusAccepted)
+}
+
+// handleAdminStop stops an instance cleanly and answers once it stopped.
+func (s *Server) handleAdminStop(c echo.Context) error {
+	if err := s.Maps.Stop(c.Request().Context(), c.Param("id")); err != nil {
+		return err
+	}
+	return s.adminInstance(c, http.StatusOK)
+}
+
+func (s *Server) adminInstance(c echo.Context, status int) error {
+	inst, err := s.Maps.Instance(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(status, inst)
+}
+
+func (s *Server) handleMetrics(c echo.Context) error {
+	if s.Metrics == nil {
+		return orchestrator.Errorf(orchestrator.ENOTFOUND, "metrics are not enabled")
+	}
+	s.Metrics.ServeHTTP(c.Response(), c.Request())
+	return nil
 }
 
 func (s *Server) handleAdminMaps(c echo.Context) error {

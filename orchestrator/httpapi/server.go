@@ -35,6 +35,9 @@ type Server struct {
 	Admission       Admission
 	Store           Persistence
 	Log             *slog.Logger
+	// Metrics serves GET /metrics on the control listener (behind the secret, like
+	// everything there); nil answers 404.
+	Metrics http.Handler
 
 	public, control *echo.Echo
 	servers         []*http.Server
@@ -49,18 +52,27 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret 
 	s := &Server{Maps: maps, Admission: adm, Store: store, Secret: secret, Log: log, public: newEcho(log), control: newEcho(log)}
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
-	s.public.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
 
 	g := s.control.Group("", control.RequireSecret(secret))
 	g.POST(control.PathMapReady, s.handleMapReady)
 	g.POST(control.PathMapHeartbeat, s.handleHeartbeat)
-	g.POST(control.PathRedeem, rpc(control.DefaultMaxBodySize, adm.Redeem))
-	g.POST(control.PathRequestTransfer, rpc(control.DefaultMaxBodySize, adm.RequestTransfer))
-	g.POST(control.PathTransferResult, rpc(control.DefaultMaxBodySize, ok(adm.TransferResult)))
-	g.POST(control.PathPersistSnapshot, rpc(maxSnapshotBody, s.persistSnapshot))
-	g.POST(control.PathPersistCritical, rpc(maxCriticalBody, store.CommitCritical))
+	// Tests of the supervisor alone run without admission and store.
+	if adm != nil {
+		s.public.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
+		g.POST(control.PathRedeem, rpc(control.DefaultMaxBodySize, adm.Redeem))
+		g.POST(control.PathRequestTransfer, rpc(control.DefaultMaxBodySize, adm.RequestTransfer))
+		g.POST(control.PathTransferResult, rpc(control.DefaultMaxBodySize, ok(adm.TransferResult)))
+	}
+	if adm != nil && store != nil {
+		g.POST(control.PathPersistSnapshot, rpc(maxSnapshotBody, s.persistSnapshot))
+		g.POST(control.PathPersistCritical, rpc(maxCriticalBody, store.CommitCritical))
+	}
 	g.GET(control.PathAdminMaps, s.handleAdminMaps)
 	g.GET(control.PathAdminMaps+"/:id", s.handleAdminMap)
+	g.POST(control.PathAdminMaps, s.handleAdminCreate)
+	g.POST(control.PathAdminMaps+"/:id/restart", s.handleAdminRestart)
+	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
+	g.GET(control.PathMetrics, s.handleMetrics)
 	return s
 }
 

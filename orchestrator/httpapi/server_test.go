@@ -20,12 +20,15 @@ import (
 
 const secret = "test-secret-0123456789abcdef"
 
-// readyMaps is a hand-written fake supervisor with every listed instance ready.
-type readyMaps map[string]bool
+// readyMaps is a hand-written fake supervisor with every listed instance ready. The
+// supervisor methods these tests do not reach are left to the nil embedded interface.
+type readyMaps struct {
+	orchestrator.Maps
+	ids map[string]bool
+}
 
-func (m readyMaps) Instances() []orchestrator.Instance { return nil }
 func (m readyMaps) Instance(id string) (orchestrator.Instance, error) {
-	if !m[id] {
+	if !m.ids[id] {
 		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no %q", id)
 	}
 	return orchestrator.Instance{ID: id, MapID: strings.TrimSuffix(id, "-1"), State: orchestrator.StateReady}, nil
@@ -37,9 +40,7 @@ func (m readyMaps) Acquire(ctx context.Context, id string) (orchestrator.Instanc
 	}
 	return inst, nil
 }
-func (m readyMaps) MapReady(ctx context.Context, r orchestrator.MapReady) error { return nil }
-func (m readyMaps) Registered(id string) bool                                   { return m[id] }
-func (m readyMaps) Ready() bool                                                 { return true }
+func (m readyMaps) Ready() bool { return true }
 
 // MustOpenServer serves a real admission service over a real SQLite store.
 func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
@@ -50,7 +51,7 @@ func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	maps := readyMaps{"default-1": true, "frontier-1": true}
+	maps := readyMaps{ids: map[string]bool{"default-1": true, "frontier-1": true}}
 	adm := admission.NewService(secret, db, maps, "default-1", log)
 	s := httpapi.NewServer(maps, adm, db, secret, log)
 	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"

@@ -6,6 +6,11 @@
 //	mapserver              run, configured by MAP_* environment variables
 //	mapserver healthcheck  exit 0 if the local map server answers /health
 //	mapserver -h           list every variable with its default
+//
+// Fault injection (tests of the orchestrator's supervision only, off by default):
+// MAP_FAULT_EXIT_AFTER_MS=N makes the server exit with code 3 N ms after start, and
+// MAP_FAULT_FAIL_HEALTH=true makes GET /health answer 503, and
+// MAP_FAULT_IGNORE_SIGTERM=true makes it ignore SIGTERM (so a stop must kill it).
 package main
 
 import (
@@ -38,6 +43,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprintf(stdout, "mapyard map server %s\n\nUsage: mapserver [healthcheck]\n\nEnvironment:\n", orchestrator.Version)
 		envconf.Usage(stdout, &cfg)
+		fmt.Fprint(stdout, "\nMAP_FAULT_* variables inject faults for tests of the orchestrator's supervision only;\n"+
+			"they are off by default and a deployment never sets them.\n")
 		return 0
 	}
 	if err := envconf.Load(&cfg, environ); err != nil {
@@ -65,12 +72,19 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})).
 		With("instance", cfg.InstanceID, "map", cfg.MapID)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	stopSignals := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	if cfg.FaultIgnoreSIGTERM {
+		log.Warn("fault injection: ignoring SIGTERM")
+		signal.Ignore(syscall.SIGTERM)
+		stopSignals = stopSignals[:1]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 
 	srv := httpapi.NewServer(cfg.Secret, httpapi.Health{
 		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: orchestrator.Version,
 	}, log)
+	srv.Blank, srv.FailHealth = cfg.Blank, cfg.FaultFailHealth
 	srv.GameAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.GamePort))
 	srv.ControlAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.ControlPort))
 	if err := srv.Open(); err != nil {
@@ -86,6 +100,14 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		ControlPort: srv.ControlPort(),
 		Version:     orchestrator.Version,
 	}, cfg.Heartbeat(), log)
+	srv.OnStart = func(r control.StartInstance) { link.Rebind(r.InstanceID, r.MapID) }
+	if cfg.FaultExitAfterMS > 0 {
+		log.Warn("fault injection: exiting with code 3 after a delay", "afterMs", cfg.FaultExitAfterMS)
+		time.AfterFunc(time.Duration(cfg.FaultExitAfterMS)*time.Millisecond, func() {
+			log.Error("fault injection: exiting with code 3")
+			os.Exit(3)
+		})
+	}
 	linkDone := make(chan struct{})
 	go func() { link.Run(ctx); close(linkDone) }()
 

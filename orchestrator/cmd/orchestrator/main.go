@@ -6,6 +6,10 @@
 //	orchestrator              run, configured by ORCH_* environment variables
 //	orchestrator healthcheck  exit 0 if the local orchestrator answers /healthz
 //	orchestrator -h           list every variable with its default
+//
+// Fault injection is for tests only and off by default: with
+// ORCH_ALLOW_FAULT_INJECTION=1 the admin create route accepts MAP_FAULT_* variables
+// for one instance's container (see the map server's -h).
 package main
 
 import (
@@ -24,9 +28,13 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/envconf"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
@@ -42,6 +50,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprintf(stdout, "mapyard orchestrator %s\n\nUsage: orchestrator [healthcheck]\n\nEnvironment:\n", orchestrator.Version)
 		envconf.Usage(stdout, &cfg)
+		fmt.Fprint(stdout, "\nFault injection (tests only, off by default): with ORCH_ALLOW_FAULT_INJECTION=1,\n"+
+			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n"+
+			"\"MAP_FAULT_IGNORE_SIGTERM=true\"]\n"+
+			"for that instance's container; no other variable is ever accepted.\n")
 		return 0
 	}
 	if err := envconf.Load(&cfg, environ); err != nil {
@@ -100,9 +112,10 @@ type Main struct {
 	Supervisor *docker.Supervisor
 	Admission  *admission.Service
 	HTTP       *httpapi.Server
+	Registry   *prometheus.Registry
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	stopSweep context.CancelFunc
+	sweepDone chan struct{}
 }
 
 // NewMain returns a Main for cfg.
@@ -110,8 +123,10 @@ func NewMain(cfg orchestrator.Config, log *slog.Logger, environ []string) *Main 
 	return &Main{Config: cfg, Log: log, Environ: environ}
 }
 
-// Run opens the database, connects to Docker, starts both listeners and then, in the
-// background, makes sure the default map runs. It returns once the listeners serve.
+// Run opens the database, connects to Docker, starts both listeners and the map
+// supervisor, which adopts the map containers still running from an earlier
+// orchestrator and starts wanted maps that have none. It returns once the listeners
+// serve and adoption is done.
 func (m *Main) Run(ctx context.Context) (err error) {
 	cfg := m.Config
 	dir := filepath.Dir(cfg.DBPath)
@@ -146,34 +161,43 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
 	spec := docker.MapSpec{
-		Image:     cfg.MapImage,
-		Network:   cfg.MapNetwork,
-		Gateway:   gateway,
-		MemoryMB:  cfg.MapMemoryMB,
-		NanoCPUs:  nanoCPUs,
-		PidsLimit: int64(cfg.MapPidsLimit),
+		Image:      cfg.MapImage,
+		Network:    cfg.MapNetwork,
+		Gateway:    gateway,
+		Deployment: cfg.Deployment,
+		MemoryMB:   cfg.MapMemoryMB,
+		NanoCPUs:   nanoCPUs,
+		PidsLimit:  int64(cfg.MapPidsLimit),
 	}
-	m.Supervisor = docker.NewSupervisor(m.Docker, spec, cfg.DefaultInstanceID, m.Log)
-	m.Admission = admission.NewService(secret, m.DB, lazyMaps{m.Supervisor}, cfg.DefaultInstanceID, m.Log)
+	m.Registry = prometheus.NewRegistry()
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Supervisor = docker.NewSupervisor(m.Docker, spec, control.NewMapClient(secret, 2*time.Second), m.Log)
+	m.Supervisor.Configure(&cfg)
+	m.Supervisor.Store = m.DB
+	m.Supervisor.Metrics = docker.NewMetrics(m.Registry)
+	m.Admission = admission.NewService(secret, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
 	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
 
 	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, secret, m.Log)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
+	m.HTTP.Metrics = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
 	m.Supervisor.Spec.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()), secret)
 	m.Log.Info("orchestrator listening", "version", orchestrator.Version,
-		"public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL(), "mapGateway", gateway, "db", cfg.DBPath)
-
-	bg, cancelBg := context.WithCancel(context.Background())
-	m.cancel, m.done = cancelBg, make(chan struct{})
+		"public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL(), "mapGateway", gateway, "db", cfg.DBPath,
+		"deployment", cfg.Deployment)
+	if err := m.Supervisor.Open(ctx); err != nil {
+		return err
+	}
+	sweepCtx, cancelSweep := context.WithCancel(context.Background())
+	m.stopSweep, m.sweepDone = cancelSweep, make(chan struct{})
 	go func() {
-		defer close(m.done)
-		go m.sweepTransfers(bg)
-		m.ensureDefault(bg)
+		defer close(m.sweepDone)
+		m.sweepTransfers(sweepCtx)
 	}()
 	return nil
 }
@@ -195,30 +219,16 @@ func (m *Main) sweepTransfers(ctx context.Context) {
 	}
 }
 
-// ensureDefault starts the default map, retrying while Docker refuses (for example
-// while its image is still being built), until it succeeds or ctx ends.
-func (m *Main) ensureDefault(ctx context.Context) {
-	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
-		err := m.Supervisor.Ensure(ctx, m.Config.DefaultInstanceID, m.Config.DefaultMapID)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		m.Log.Error("default map not started; retrying", "err", err, "in", delay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-	}
-}
-
 // Close stops the listeners and closes the database. Map containers are left running on
 // purpose: players stay connected to them and the next orchestrator adopts them.
 func (m *Main) Close() error {
 	var errs []error
-	if m.cancel != nil {
-		m.cancel()
-		<-m.done
+	if m.stopSweep != nil {
+		m.stopSweep()
+		<-m.sweepDone
+	}
+	if m.Supervisor != nil {
+		errs = append(errs, m.Supervisor.Close())
 	}
 	if m.HTTP != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -236,13 +246,20 @@ func (m *Main) Close() error {
 
 // mapEnv is the environment of map containers: every MAP_* variable of the
 // orchestrator's own environment (so hosts tune maps in one place), then how to reach
-// the orchestrator, which always wins.
+// the orchestrator, which always wins. Variables the supervisor sets per container
+// (identity, blank pool mode) and fault injection (per instance, tests only) are never
+// passed through.
 func mapEnv(environ []string, orchURL, secret string) []string {
 	var env []string
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, "MAP_") && !strings.HasPrefix(kv, "MAP_ORCH_URL=") && !strings.HasPrefix(kv, "MAP_INTERNAL_RPC_SECRET=") {
-			env = append(env, kv)
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case !strings.HasPrefix(k, "MAP_"), strings.HasPrefix(k, "MAP_FAULT_"):
+			continue
+		case k == "MAP_ORCH_URL", k == "MAP_INTERNAL_RPC_SECRET", k == "MAP_INSTANCE_ID", k == "MAP_MAP_ID", k == "MAP_BLANK":
+			continue
 		}
+		env = append(env, kv)
 	}
 	return append(env,
 		"MAP_ORCH_URL="+orchURL,

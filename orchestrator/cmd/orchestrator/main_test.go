@@ -44,6 +44,7 @@ func TestRun_Help(t *testing.T) {
 		"ORCH_TRANSFER_TOKEN_TTL_MS", "ORCH_JOIN_TICKET_TTL_MS", "ORCH_HEARTBEAT_TIMEOUT_MS",
 		"ORCH_MAP_RESTART_WINDOW_MS", "ORCH_MAP_RESTART_MAX_IN_WINDOW", "ORCH_MAP_QUARANTINE_MS",
 		"ORCH_INTERNAL_RPC_SECRET", "ORCH_MAP_IMAGE", "ORCH_WARM_POOL_SIZE", "ORCH_MAP_IDLE_STOP_MS",
+		"ORCH_DEPLOYMENT", "ORCH_ALLOW_FAULT_INJECTION", "MAP_FAULT_EXIT_AFTER_MS", "tests only",
 	} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("help does not list %s", v)
@@ -75,7 +76,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	ctx := context.Background()
 	instance := "test-" + randomHex(t, 4)
 	name := orchestrator.ContainerName(instance)
-	t.Cleanup(func() { cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
+	t.Cleanup(func() { removeDeployment(t, cli, instance) })
 
 	secret := randomHex(t, 16)
 	dbPath := filepath.Join(t.TempDir(), "mapyard.db")
@@ -84,7 +85,9 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		"ORCH_CONTROL_ADDR=127.0.0.1:0",
 		"ORCH_DB_PATH=" + dbPath,
 		"ORCH_INTERNAL_RPC_SECRET=" + secret,
+		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
 		"ORCH_DEFAULT_INSTANCE_ID=" + instance,
+		"ORCH_DEPLOYMENT=" + instance,
 		"MAP_HEARTBEAT_MS=500",
 	})
 
@@ -322,6 +325,9 @@ func postJSON(t *testing.T, url, secret, body string, wantStatus int, out any) {
 	if resp.StatusCode != wantStatus {
 		t.Fatalf("POST %s: status %d (%s), want %d", url, resp.StatusCode, buf, wantStatus)
 	}
+	if out == nil {
+		return
+	}
 	if err := json.Unmarshal(buf, out); err != nil {
 		t.Fatalf("POST %s: %v (%s)", url, err, buf)
 	}
@@ -334,4 +340,21 @@ func randomHex(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+func TestMapEnv(t *testing.T) {
+	env := strings.Join(mapEnv([]string{
+		"MAP_TICK_HZ=20", "PATH=/bin", "MAP_FAULT_EXIT_AFTER_MS=10", "MAP_INSTANCE_ID=x", "MAP_BLANK=true",
+		"MAP_ORCH_URL=http://elsewhere", "MAP_INTERNAL_RPC_SECRET=leak",
+	}, "http://host.docker.internal:9000", "s3cret-0123456789"), " ")
+	for _, want := range []string{"MAP_TICK_HZ=20", "MAP_ORCH_URL=http://host.docker.internal:9000", "MAP_INTERNAL_RPC_SECRET=s3cret-0123456789"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("map env %q lacks %s", env, want)
+		}
+	}
+	for _, never := range []string{"PATH=", "MAP_FAULT_", "MAP_INSTANCE_ID", "MAP_BLANK", "elsewhere", "leak"} {
+		if strings.Contains(env, never) {
+			t.Errorf("map env %q passes %s through", env, never)
+		}
+	}
 }

@@ -12,8 +12,16 @@ import (
 	"github.com/docker/docker/client"
 )
 
-// MapImage is the map image tests start; `make test` builds it before running tests.
-const MapImage = "mapyard/map:latest"
+// MapImage returns the map image tests start: MAPYARD_TEST_MAP_IMAGE, or
+// mapyard/map:latest. `make test` builds the image and passes its version tag, because
+// the engine may be shared (by other checkouts' test runs, or a `make up`) and
+// mapyard/map:latest may meanwhile be another build.
+func MapImage() string {
+	if img := os.Getenv("MAPYARD_TEST_MAP_IMAGE"); img != "" {
+		return img
+	}
+	return "mapyard/map:latest"
+}
 
 // Client returns a client of the local Docker engine, closed when the test ends, after
 // checking that the engine answers and that the images tests need exist.
@@ -37,8 +45,8 @@ func Client(tb testing.TB) *client.Client {
 	if _, err := cli.Ping(ctx); err != nil {
 		unavailable("no Docker engine answers: %v", err)
 	}
-	if _, err := cli.ImageInspect(ctx, MapImage); err != nil {
-		unavailable("image %s is missing (run `make images`): %v", MapImage, err)
+	if _, err := cli.ImageInspect(ctx, MapImage()); err != nil {
+		unavailable("image %s is missing (run `make images`): %v", MapImage(), err)
 	}
 	return cli
 }

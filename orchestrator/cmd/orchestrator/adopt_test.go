@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+)
+
+// TestOrchestrator_AdoptAfterSIGKILL kills the orchestrator with SIGKILL while maps run
+// (the default map, one created through the admin API, and a warm-pool container), then
+// starts a new one on the same database: every map is adopted with the same container
+// and no restart, and re-registers; a labelled container of an unknown instance is
+// removed.
+func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
+	cli := dockertest.Client(t)
+	ctx := context.Background()
+	deployment := "test-" + randomHex(t, 4)
+	t.Cleanup(func() { removeDeployment(t, cli, deployment) })
+	def, created, ghost := deployment+"-d", deployment+"-b", deployment+"-ghost"
+
+	secret := randomHex(t, 16)
+	// The control port stays the same across the restart, as in a deployment (9000):
+	// the running maps keep calling it.
+	env := []string{
+		"ORCH_PUBLIC_ADDR=127.0.0.1:0",
+		"ORCH_CONTROL_ADDR=127.0.0.1:" + freePort(t),
+		"ORCH_DB_PATH=" + filepath.Join(t.TempDir(), "mapyard.db"),
+		"ORCH_INTERNAL_RPC_SECRET=" + secret,
+		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
+		"ORCH_DEPLOYMENT=" + deployment,
+		"ORCH_DEFAULT_INSTANCE_ID=" + def,
+		"ORCH_WARM_POOL_SIZE=1",
+		"ORCH_MAP_ORPHAN_GRACE_MS=300",
+		"ORCH_MAP_PROBE_MS=300",
+		"MAP_HEARTBEAT_MS=300",
+	}
+	first := startOrchestrator(t, env)
+	waitStatus(t, first.public+"/readyz", http.StatusOK, 60*time.Second)
+
+	// An instance created at runtime through the admin API, which the database keeps.
+	// It is created after the pool is ready, so it is handed the pool container.
+	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
+	postJSON(t, first.control+control.PathAdminMaps, secret,
+		`{"instanceId":"`+created+`","mapId":"forest","config":{"mapId":"forest","instanceId":"`+created+`","seed":7}}`, http.StatusCreated, nil)
+	waitInstance(t, first.control, secret, created, orchestrator.StateReady, 30*time.Second)
+	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
+
+	// A labelled container of this deployment for an instance nobody wants.
+	gateway, err := docker.EnsureNetwork(ctx, cli, "mapyard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghostID, err := docker.CreateMap(ctx, cli, docker.MapSpec{
+		InstanceID: ghost, MapID: "forest", Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway,
+		Deployment: deployment, MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
+		Env: []string{"MAP_INSTANCE_ID=" + ghost, "MAP_INTERNAL_RPC_SECRET=" + secret, "MAP_ORCH_URL=http://127.0.0.1:1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := docker.StartMap(ctx, cli, ghostID); err != nil {
+		t.Fatal(err)
+	}
+
+	before := map[string]container.InspectResponse{}
+	for _, id := range []string{def, created} {
+		inst := getInstance(t, first.control, secret, id)
+		before[id] = inspect(t, cli, inst.ContainerID)
+	}
+	pool := poolContainers(t, cli, deployment)
+	if len(pool) != 1 {
+		t.Fatalf("pool containers %v, want 1", pool)
+	}
+
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.wait(10 * time.Second)
+
+	second := startOrchestrator(t, env)
+	waitStatus(t, second.public+"/readyz", http.StatusOK, 30*time.Second)
+
+	for _, id := range []string{def, created} {
+		t.Run("Adopted/"+id, func(t *testing.T) {
+			inst := waitInstance(t, second.control, secret, id, orchestrator.StateReady, 10*time.Second)
+			was := before[id]
+			if inst.ContainerID != was.ID || inst.Restarts != 0 {
+				t.Fatalf("instance %+v, want container %s and no restarts", inst, was.ID)
+			}
+			now := inspect(t, cli, was.ID)
+			if !now.State.Running || now.State.StartedAt != was.State.StartedAt || now.RestartCount != 0 {
+				t.Fatalf("container restarted: running=%v started %s→%s", now.State.Running, was.State.StartedAt, now.State.StartedAt)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !getInstance(t, second.control, secret, id).Registered {
+				if time.Now().After(deadline) {
+					t.Fatal("adopted map did not register with the new orchestrator")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	t.Run("PoolAdopted", func(t *testing.T) {
+		waitMetric(t, second.control, secret, "mapyard_warm_pool_ready 1", 10*time.Second)
+		if now := poolContainers(t, cli, deployment); len(now) != 1 || now[0] != pool[0] {
+			t.Fatalf("pool containers %v, want %v kept", now, pool)
+		}
+	})
+	t.Run("UnknownRemoved", func(t *testing.T) {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if _, err := cli.ContainerInspect(ctx, ghostID); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("container of an unknown instance was not removed")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	t.Run("AdminStopAndRestart", func(t *testing.T) {
+		postJSON(t, second.control+control.PathAdminMaps+"/"+created+"/stop", secret, ``, http.StatusOK, nil)
+		if inst := getInstance(t, second.control, secret, created); inst.State != orchestrator.StateStopped || inst.Restarts != 0 {
+			t.Fatalf("after admin stop: %+v", inst)
+		}
+		postJSON(t, second.control+control.PathAdminMaps+"/"+created+"/restart", secret, ``, http.StatusAccepted, nil)
+		inst := waitInstance(t, second.control, secret, created, orchestrator.StateReady, 30*time.Second)
+		if inst.Restarts != 0 {
+			t.Fatalf("admin restart counted as a crash: %+v", inst)
+		}
+		postJSON(t, second.control+control.PathAdminMaps+"/nope/stop", secret, ``, http.StatusNotFound, nil)
+		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"forest"}`, http.StatusConflict, nil)
+		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest, nil)
+	})
+	t.Run("ErrMetricsUnauthorized", func(t *testing.T) {
+		resp, err := http.Get(second.control + control.PathMetrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("/metrics without secret: %d", resp.StatusCode)
+		}
+	})
+
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.wait(15 * time.Second); err != nil {
+		t.Fatalf("orchestrator did not exit cleanly: %v", err)
+	}
+}
+
+// freePort returns a TCP port that was free on loopback a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// removeDeployment force-removes every container of a test deployment, listing again
+// until nothing is left: a create abandoned at shutdown may still complete.
+func removeDeployment(t *testing.T, cli *client.Client, deployment string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for quiet := 0; quiet < 2 && ctx.Err() == nil; {
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+			return
+		}
+		if len(list) == 0 {
+			quiet++
+		}
+		for _, c := range list {
+			cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func poolContainers(t *testing.T, cli *client.Client, deployment string) []string {
+	t.Helper()
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", orchestrator.LabelDeployment+"="+deployment),
+		filters.Arg("label", orchestrator.LabelPool+"=true"),
+		filters.Arg("name", orchestrator.ContainerName(orchestrator.PoolIDPrefix)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range list {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+func inspect(t *testing.T, cli *client.Client, id string) container.InspectResponse {
+	t.Helper()
+	info, err := cli.ContainerInspect(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func getInstance(t *testing.T, controlURL, secret, id string) orchestrator.Instance {
+	t.Helper()
+	var inst orchestrator.Instance
+	getJSON(t, controlURL+control.PathAdminMaps+"/"+id, secret, http.StatusOK, &inst)
+	return inst
+}
+
+func waitInstance(t *testing.T, controlURL, secret, id string, st orchestrator.InstanceState, timeout time.Duration) orchestrator.Instance {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		inst := getInstance(t, controlURL, secret, id)
+		if inst.State == st {
+			return inst
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %s is %s (%s) after %s, want %s", id, inst.State, inst.Reason, timeout, st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitMetric waits until the control listener's /metrics contains line.
+func waitMetric(t *testing.T, controlURL, secret, line string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, controlURL+control.PathMetrics, nil)
+		req.Header.Set(control.SecretHeader, secret)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), "\n"+line+"\n") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metric %q not seen within %s", line, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,152 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// Create adds a wanted instance and starts it.
+func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
+	if !orchestrator.IDPattern.MatchString(r.InstanceID) || strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
+		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId %q must match %s and not start with %q", r.InstanceID, orchestrator.IDPattern, orchestrator.PoolIDPrefix)
+	}
+	if !orchestrator.IDPattern.MatchString(r.MapID) {
+		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "mapId %q must match %s", r.MapID, orchestrator.IDPattern)
+	}
+	if len(r.Config) > 0 && !json.Valid(r.Config) {
+		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "config is not valid JSON")
+	}
+	for _, kv := range r.Env {
+		if !s.AllowFaultEnv {
+			return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "env is accepted only with ORCH_ALLOW_FAULT_INJECTION=1")
+		}
+		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "MAP_FAULT_") {
+			return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "env %q: only MAP_FAULT_* variables are accepted", k)
+		}
+	}
+	w := orchestrator.WantedInstance{ID: r.InstanceID, MapID: r.MapID, Config: r.Config, Status: orchestrator.StatusRunning, CreatedAt: s.Now()}
+	s.mu.Lock()
+	if _, ok := s.instances[r.InstanceID]; ok {
+		s.mu.Unlock()
+		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q exists", r.InstanceID)
+	}
+	in := s.addLocked(w, r.Env)
+	in.busy = true // nobody starts it before it is persisted
+	s.mu.Unlock()
+
+	err := s.persist(ctx, w)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idle(in)
+	if err != nil {
+		delete(s.instances, r.InstanceID)
+		s.Metrics.setState(in.State, "")
+		return orchestrator.Instance{}, err
+	}
+	s.spawn(in, orchestrator.StateStarting, "created")
+	return in.Instance, nil
+}
+
+// Restart replaces the instance's container. An operator's restart is not a crash: it
+// does not count against the restart policy, and it lifts a quarantine.
+func (s *Supervisor) Restart(ctx context.Context, instanceID string) error {
+	in, err := s.lockIdle(ctx, instanceID)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	in.restarts.reset()
+	if in.status != orchestrator.StatusRunning {
+		s.persistStatus(in, orchestrator.StatusRunning)
+	}
+	s.spawn(in, orchestrator.StateRestarting, "restart requested")
+	return nil
+}
+
+// Stop stops the instance cleanly and waits for it: SIGTERM, then SIGKILL after
+// StopGrace. The exit is never counted as a crash, and the instance stays stopped
+// until a join needs it (Acquire) or an operator restarts it.
+func (s *Supervisor) Stop(ctx context.Context, instanceID string) error {
+	return s.stop(ctx, instanceID, "stop requested")
+}
+
+func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error {
+	in, err := s.lockIdle(ctx, instanceID)
+	if err != nil {
+		return err
+	}
+	if in.status != orchestrator.StatusStopped {
+		s.persistStatus(in, orchestrator.StatusStopped)
+	}
+	if in.State == orchestrator.StateStopped {
+		s.mu.Unlock()
+		return nil
+	}
+	in.busy, in.Registered = true, false
+	cid := in.ContainerID
+	in.expectExit = cid
+	s.transition(in, orchestrator.StateStopping, reason)
+	s.mu.Unlock()
+
+	if cid != "" {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.StopGrace+10*time.Second)
+		err = StopMap(sctx, s.API, cid, s.StopGrace)
+		if err == nil {
+			// Record how it ended (0 after a clean flush, 137 when the grace ran out)
+			// before the container and its state are gone.
+			if info, ierr := s.API.ContainerInspect(sctx, cid); ierr == nil && info.ContainerJSONBase != nil && info.State != nil {
+				code := info.State.ExitCode
+				s.mu.Lock()
+				in.LastExitCode, in.OOMKilled = &code, info.State.OOMKilled
+				s.mu.Unlock()
+			}
+			err = RemoveMap(sctx, s.API, cid)
+		}
+		cancel()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idle(in)
+	if err != nil {
+		return fmt.Errorf("stop map %q: %w", instanceID, err)
+	}
+	in.ContainerID, in.GamePort, in.ControlPort = "", 0, 0
+	if in.State == orchestrator.StateStopping {
+		s.transition(in, orchestrator.StateStopped, reason)
+	}
+	return nil
+}
+
+// lockIdle waits until no start or stop of instanceID is in flight and returns the
+// instance with s.mu held. An operator's stop or restart right after a start waits for
+// it instead of failing. Error codes: ENOTFOUND; ECONFLICT when the action in flight
+// outlasts ctx or StartTimeout+StopGrace.
+func (s *Supervisor) lockIdle(ctx context.Context, instanceID string) (*instance, error) {
+	timer := time.NewTimer(s.StartTimeout + s.StopGrace)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		in, ok := s.instances[instanceID]
+		if !ok {
+			s.mu.Unlock()
+			return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no map instance %q", instanceID)
+		}
+		if !in.busy {
+			return in, nil
+		}
+		ch, st := in.changed, in.State
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q is %s; try again", instanceID, st)
+		case <-timer.C:
+			return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q is %s; try again", instanceID, st)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package docker_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+)
+
+// Each benchmark iteration takes several samples, because one sample costs about a
+// second of real container work and `go test -bench` would otherwise stop at b.N=1.
+const benchSamples = 5
+
+// BenchmarkColdSpawn compares a cold spawn to ready (create, start, the map registers,
+// start-instance, ready) with a raw create+start of the same image and container
+// settings that nobody waits for, measured alternately in the same run. ratio is
+// cold/raw; the target is ≤ 1.25.
+func BenchmarkColdSpawn(b *testing.B) {
+	h := newHarness(b, nil)
+	ctx := context.Background()
+	h.waitState(h.deployment+"-d", orchestrator.StateReady, 30*time.Second)
+	var cold, raw []time.Duration
+	n := 0
+	for b.Loop() {
+		for range benchSamples {
+			n++
+			spec := h.sup.Spec
+			spec.InstanceID, spec.MapID = fmt.Sprintf("%s-raw%d", h.deployment, n), "forest"
+			spec.Env = append(spec.Env, "MAP_INSTANCE_ID="+spec.InstanceID)
+			t0 := time.Now()
+			id, err := docker.CreateMap(ctx, h.cli, spec)
+			if err == nil {
+				err = docker.StartMap(ctx, h.cli, id)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw = append(raw, time.Since(t0))
+			if err := docker.RemoveMap(ctx, h.cli, id); err != nil {
+				b.Fatal(err)
+			}
+
+			inst := fmt.Sprintf("%s-c%d", h.deployment, n)
+			t0 = time.Now()
+			h.create(inst)
+			if _, err := h.sup.Acquire(ctx, inst); err != nil {
+				b.Fatal(err)
+			}
+			cold = append(cold, time.Since(t0))
+			if err := h.sup.Stop(ctx, inst); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	c, r := median(cold), median(raw)
+	b.ReportMetric(msf(c), "cold-ms")
+	b.ReportMetric(msf(r), "raw-ms")
+	b.ReportMetric(float64(c)/float64(r), "ratio")
+}
+
+// BenchmarkWarmPoolHandout measures creating an instance when a warm-pool container is
+// ready until the instance is ready (rename, start-instance); the target p99 is ≤ 10 ms.
+func BenchmarkWarmPoolHandout(b *testing.B) {
+	h := newHarness(b, func(s *docker.Supervisor) { s.PoolSize = 1 })
+	ctx := context.Background()
+	h.waitState(h.deployment+"-d", orchestrator.StateReady, 30*time.Second)
+	var d []time.Duration
+	n := 0
+	for b.Loop() {
+		for range 2 * benchSamples {
+			n++
+			h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
+			inst := fmt.Sprintf("%s-w%d", h.deployment, n)
+			t0 := time.Now()
+			h.create(inst)
+			if _, err := h.sup.Acquire(ctx, inst); err != nil {
+				b.Fatal(err)
+			}
+			d = append(d, time.Since(t0))
+			if !h.sawTransition(inst, orchestrator.StateReady, "handed warm pool container") {
+				b.Fatal("instance was not handed a pool container")
+			}
+			if err := h.sup.Stop(ctx, inst); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(msf(percentile(d, 50)), "p50-ms")
+	b.ReportMetric(msf(percentile(d, 99)), "p99-ms")
+}
+
+// BenchmarkKillToRestart measures the time from `docker kill -s KILL` of a ready map to
+// the supervisor beginning its restart (state restarting); the target is ≤ 0.5 s.
+func BenchmarkKillToRestart(b *testing.B) {
+	h := newHarness(b, func(s *docker.Supervisor) {
+		s.Policy = docker.RestartPolicy{Window: time.Minute, Max: 1000, Quarantine: time.Second}
+	})
+	ctx := context.Background()
+	id := h.deployment + "-d"
+	var d []time.Duration
+	for b.Loop() {
+		for range benchSamples {
+			inst := h.waitState(id, orchestrator.StateReady, 30*time.Second)
+			t0 := time.Now()
+			if err := h.cli.ContainerKill(ctx, inst.ContainerID, "KILL"); err != nil {
+				b.Fatal(err)
+			}
+			var at time.Time
+			h.waitFor("restart begun", 10*time.Second, func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				for _, tr := range h.transitions {
+					if tr.id == id && tr.to == orchestrator.StateRestarting && tr.at.After(t0) {
+						at = tr.at
+						return true
+					}
+				}
+				return false
+			})
+			d = append(d, at.Sub(t0))
+		}
+	}
+	b.ReportMetric(msf(median(d)), "median-ms")
+	b.ReportMetric(msf(slices.Max(d)), "max-ms")
+}
+
+// BenchmarkRawCreateStartScratch is the engine's own floor: create and start a trivial
+// container of the FROM scratch map image (its -h prints help and exits), no network,
+// no ports, no waiting.
+func BenchmarkRawCreateStartScratch(b *testing.B) {
+	cli := dockertest.Client(b)
+	ctx := context.Background()
+	deployment := "test-" + randomHex(b, 4)
+	b.Cleanup(func() { removeDeployment(b, cli, deployment) })
+	var d []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		id, err := createTrivial(ctx, cli, deployment)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(t0))
+		docker.RemoveMap(ctx, cli, id)
+	}
+	b.ReportMetric(msf(median(d)), "median-ms")
+}
+
+func median(d []time.Duration) time.Duration { return percentile(d, 50) }
+
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(len(s)-1, i-1))]
+}
+
+func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func createTrivial(ctx context.Context, cli *client.Client, deployment string) (string, error) {
+	c, err := cli.ContainerCreate(ctx, &container.Config{
+		Image:  dockertest.MapImage(),
+		Cmd:    []string{"-h"},
+		Labels: map[string]string{orchestrator.LabelDeployment: deployment},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		return "", err
+	}
+	return c.ID, cli.ContainerStart(ctx, c.ID, container.StartOptions{})
+}

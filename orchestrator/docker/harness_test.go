@@ -1,0 +1,207 @@
+package docker_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+)
+
+// harness is one supervisor with its control listener, run against the real Docker
+// engine, scoped to a deployment of its own so that it never touches other tests' (or
+// a real deployment's) containers, all of which are removed when the test ends.
+type harness struct {
+	tb         testing.TB
+	cli        *client.Client
+	sup        *docker.Supervisor
+	srv        *httpapi.Server
+	deployment string
+	gateway    string
+
+	mu          sync.Mutex
+	transitions []transition
+}
+
+type transition struct {
+	at       time.Time
+	id       string
+	from, to orchestrator.InstanceState
+	reason   string
+}
+
+func randomHex(tb testing.TB, n int) string {
+	tb.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// tbWriter sends log lines to the test log.
+type tbWriter struct{ tb testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// newHarness returns a harness with short windows; configure changes options before
+// Open. The default instance is <deployment>-d.
+func newHarness(tb testing.TB, configure func(*docker.Supervisor)) *harness {
+	tb.Helper()
+	cli := dockertest.Client(tb)
+	ctx := context.Background()
+	h := &harness{tb: tb, cli: cli, deployment: "test-" + randomHex(tb, 4)}
+	tb.Cleanup(func() { removeDeployment(tb, cli, h.deployment) })
+
+	gateway, err := docker.EnsureNetwork(ctx, cli, "mapyard")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h.gateway = gateway
+	secret := randomHex(tb, 16)
+	var log *slog.Logger
+	if _, ok := tb.(*testing.B); ok && os.Getenv("MAPYARD_BENCH_LOG") == "" {
+		log = slog.New(slog.DiscardHandler)
+	} else {
+		log = slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	spec := docker.MapSpec{
+		Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway, Deployment: h.deployment,
+		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
+	}
+	sup := docker.NewSupervisor(cli, spec, control.NewMapClient(secret, time.Second), log)
+	sup.DefaultInstanceID, sup.DefaultMapID = h.deployment+"-d", "default"
+	sup.ProbeInterval = 200 * time.Millisecond
+	sup.HeartbeatTimeout = 5 * time.Second
+	sup.StartTimeout = 20 * time.Second
+	sup.StopGrace = 2 * time.Second
+	sup.OrphanGrace = 300 * time.Millisecond
+	sup.PoolSize = 0
+	sup.OnTransition = func(id string, from, to orchestrator.InstanceState, reason string) {
+		h.mu.Lock()
+		h.transitions = append(h.transitions, transition{time.Now(), id, from, to, reason})
+		h.mu.Unlock()
+	}
+	if configure != nil {
+		configure(sup)
+	}
+	h.sup = sup
+
+	srv := httpapi.NewServer(sup, nil, nil, secret, log)
+	srv.PublicAddr, srv.ControlAddr, srv.ControlExtraIPs = "127.0.0.1:0", "127.0.0.1:0", []string{gateway}
+	if err := srv.Open(); err != nil {
+		tb.Fatal(err)
+	}
+	h.srv = srv
+	tb.Cleanup(func() { srv.Close(context.Background()) })
+	sup.Spec.Env = []string{
+		fmt.Sprintf("MAP_ORCH_URL=http://host.docker.internal:%d", srv.ControlPort()),
+		"MAP_INTERNAL_RPC_SECRET=" + secret,
+		"MAP_HEARTBEAT_MS=300",
+	}
+	if err := sup.Open(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sup.Close() })
+	return h
+}
+
+// removeDeployment force-removes every container of a test deployment. It lists
+// again until nothing is left, because a create the supervisor abandoned at Close may
+// still complete in the engine.
+func removeDeployment(tb testing.TB, cli *client.Client, deployment string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for quiet := 0; quiet < 2 && ctx.Err() == nil; {
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
+		if err != nil {
+			tb.Logf("cleanup: %v", err)
+			return
+		}
+		if len(list) == 0 {
+			quiet++
+		}
+		for _, c := range list {
+			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) && !errdefs.IsConflict(err) {
+				tb.Logf("cleanup %s: %v", c.ID, err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func (h *harness) waitFor(what string, timeout time.Duration, cond func() bool) {
+	h.tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.tb.Fatalf("timed out after %s waiting for %s; instances: %+v", timeout, what, h.sup.Instances())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitState waits until instance id is in state st and returns it.
+func (h *harness) waitState(id string, st orchestrator.InstanceState, timeout time.Duration) orchestrator.Instance {
+	h.tb.Helper()
+	var inst orchestrator.Instance
+	h.waitFor(fmt.Sprintf("%s to be %s", id, st), timeout, func() bool {
+		var err error
+		inst, err = h.sup.Instance(id)
+		return err == nil && inst.State == st
+	})
+	return inst
+}
+
+// sawTransition reports whether instance id went to state `to` with a reason
+// containing substr.
+func (h *harness) sawTransition(id string, to orchestrator.InstanceState, substr string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, tr := range h.transitions {
+		if tr.id == id && tr.to == to && strings.Contains(tr.reason, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// create makes a new instance through the supervisor.
+func (h *harness) create(id string, env ...string) {
+	h.tb.Helper()
+	if _, err := h.sup.Create(context.Background(), orchestrator.CreateInstance{
+		InstanceID: id, MapID: "forest", Config: []byte(`{"mapId":"forest","instanceId":"` + id + `","seed":42}`), Env: env,
+	}); err != nil {
+		h.tb.Fatal(err)
+	}
+}
+
+func (h *harness) inspect(id string) container.InspectResponse {
+	h.tb.Helper()
+	info, err := h.cli.ContainerInspect(context.Background(), id)
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	return info
+}

@@ -1,0 +1,84 @@
+package docker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// Metrics are the supervisor's Prometheus metrics. They live on a registry the caller
+// owns (never the global one), so tests and several supervisors never collide.
+type Metrics struct {
+	Transitions      *prometheus.CounterVec
+	Instances        *prometheus.GaugeVec
+	Restarts         *prometheus.CounterVec
+	Exits            *prometheus.CounterVec
+	Quarantines      prometheus.Counter
+	ProbeFailures    prometheus.Counter
+	EventsReconnects prometheus.Counter
+	Adopted          prometheus.Counter
+	OrphansRemoved   prometheus.Counter
+	Handouts         prometheus.Counter
+	PoolReady        prometheus.Gauge
+}
+
+// NewMetrics creates the supervisor's metrics and registers them with reg; a nil reg
+// keeps them unregistered (counted but not served).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mapyard_map_state_transitions_total", Help: "Map instance state transitions, by from and to state.",
+		}, []string{"from", "to"}),
+		Instances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mapyard_map_instances", Help: "Map instances by current state.",
+		}, []string{"state"}),
+		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mapyard_map_restarts_total", Help: "Restarts after a crash or failed health, by instance (operator restarts and clean stops are not counted).",
+		}, []string{"instance"}),
+		Exits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mapyard_map_exits_total", Help: "Map container exits, by kind: clean, crash or oom.",
+		}, []string{"kind"}),
+		Quarantines: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mapyard_map_quarantines_total", Help: "Times a map instance was quarantined for failing too often.",
+		}),
+		ProbeFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mapyard_map_probe_failures_total", Help: "Failed HTTP probes of map /health.",
+		}),
+		EventsReconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mapyard_docker_events_reconnects_total", Help: "Times the Docker events stream was lost and reconnected.",
+		}),
+		Adopted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mapyard_map_adopted_total", Help: "Running map containers adopted at orchestrator start.",
+		}),
+		OrphansRemoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mapyard_map_orphans_removed_total", Help: "Labelled containers of unknown instances removed.",
+		}),
+		Handouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mapyard_warm_pool_handouts_total", Help: "Instances started by handing out a warm pool container.",
+		}),
+		PoolReady: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mapyard_warm_pool_ready", Help: "Warm pool containers registered and ready for handout.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Transitions, m.Instances, m.Restarts, m.Exits, m.Quarantines, m.ProbeFailures,
+			m.EventsReconnects, m.Adopted, m.OrphansRemoved, m.Handouts, m.PoolReady)
+	}
+	return m
+}
+
+// transition counts one state change and moves the per-state gauge.
+func (m *Metrics) transition(from, to orchestrator.InstanceState) {
+	m.Transitions.WithLabelValues(string(from), string(to)).Inc()
+	m.setState(from, to)
+}
+
+// setState moves one instance between per-state gauges; "" means none.
+func (m *Metrics) setState(from, to orchestrator.InstanceState) {
+	if from != "" {
+		m.Instances.WithLabelValues(string(from)).Dec()
+	}
+	if to != "" {
+		m.Instances.WithLabelValues(string(to)).Inc()
+	}
+}

@@ -1,0 +1,122 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// ResyncInterval is how often the supervisor compares the engine's containers with
+// its records even when the events stream seems fine, in case an event was lost.
+const ResyncInterval = 30 * time.Second
+
+// probeLoop runs check every ProbeInterval, and a resync every ResyncInterval, until
+// ctx ends.
+func (s *Supervisor) probeLoop(ctx context.Context) {
+	t := time.NewTicker(s.ProbeInterval)
+	defer t.Stop()
+	r := time.NewTicker(ResyncInterval)
+	defer r.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.C:
+			if err := s.resync(ctx); err != nil && ctx.Err() == nil {
+				s.Log.Warn("periodic resync failed", "err", err)
+			}
+		case <-t.C:
+			s.check(ctx)
+		}
+	}
+}
+
+// check is one round of the time-based rules: HTTP probes of ready maps' /health,
+// heartbeat timeouts, maps that never became ready, the end of quarantines, and idle
+// stops. Probes run concurrently; the round ends when the slowest one does.
+func (s *Supervisor) check(ctx context.Context) {
+	type probe struct {
+		id, container string
+		port          int
+	}
+	var probes []probe
+	var idle []string
+	now := s.Now()
+
+	s.mu.Lock()
+	for _, in := range s.instances {
+		if in.busy {
+			continue
+		}
+		switch in.State {
+		case orchestrator.StateReady:
+			if in.Registered && now.Sub(in.lastBeat) > s.HeartbeatTimeout {
+				s.unhealthy(in, fmt.Sprintf("no heartbeat for %s", now.Sub(in.lastBeat).Round(time.Millisecond)))
+				continue
+			}
+			if in.ID != s.DefaultInstanceID && now.Sub(in.lastActive) > s.IdleStop {
+				idle = append(idle, in.ID)
+				continue
+			}
+			if in.ControlPort != 0 {
+				probes = append(probes, probe{in.ID, in.ContainerID, in.ControlPort})
+			}
+		case orchestrator.StateStarting, orchestrator.StateRestarting:
+			if now.Sub(in.Since) > s.StartTimeout {
+				s.unhealthy(in, fmt.Sprintf("not ready %s after start", s.StartTimeout))
+			}
+		case orchestrator.StateQuarantined:
+			if !now.Before(in.until) {
+				in.restarts.reset()
+				s.spawn(in, orchestrator.StateStarting, "quarantine over; trying again")
+			}
+		}
+	}
+	s.mu.Unlock()
+
+	for _, id := range idle {
+		s.group.Go(func() error {
+			if err := s.stop(ctx, id, fmt.Sprintf("no players for %s", s.IdleStop)); err != nil {
+				s.Log.Warn("idle stop failed", "instance", id, "err", err)
+			}
+			return nil
+		})
+	}
+
+	// A probe may take longer than the interval on a loaded host: a slow answer is not
+	// a failed one, so each probe gets at least a second.
+	timeout := max(s.ProbeInterval, time.Second)
+	var wg sync.WaitGroup
+	for _, p := range probes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			_, err := s.RPC.Health(pctx, controlURL(p.port))
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			in, ok := s.instances[p.id]
+			if !ok || in.ContainerID != p.container || in.State != orchestrator.StateReady {
+				return
+			}
+			if err == nil {
+				in.probeFails = 0
+				return
+			}
+			in.probeFails++
+			s.Metrics.ProbeFailures.Inc()
+			s.Log.Warn("map health probe failed", "instance", p.id, "failures", in.probeFails, "err", err)
+			if in.probeFails >= s.ProbeFailures {
+				s.unhealthy(in, fmt.Sprintf("%d health probes failed: %v", in.probeFails, err))
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,359 @@
+package docker_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/docker"
+)
+
+// TestSupervisor_KillRestarts kills a ready map with SIGKILL: the die event is seen,
+// the map is restarted and ready again, and the other map's container is untouched.
+func TestSupervisor_KillRestarts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	def, other := h.deployment+"-d", h.deployment+"-b"
+	h.create(other)
+	victim := h.waitState(def, orchestrator.StateReady, 30*time.Second)
+	bystander := h.waitState(other, orchestrator.StateReady, 30*time.Second)
+	before := h.inspect(bystander.ContainerID)
+
+	ctx := context.Background()
+	if err := h.cli.ContainerKill(ctx, victim.ContainerID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("restart begun", 5*time.Second, func() bool {
+		return h.sawTransition(def, orchestrator.StateRestarting, "container exited with code 137")
+	})
+	var after orchestrator.Instance
+	h.waitFor("ready on a new container", 30*time.Second, func() bool {
+		after, _ = h.sup.Instance(def)
+		return after.State == orchestrator.StateReady && after.ContainerID != victim.ContainerID
+	})
+	if after.Restarts != 1 || after.LastExitCode == nil || *after.LastExitCode != 137 {
+		t.Fatalf("after kill: restarts=%d lastExitCode=%v, want 1 and 137", after.Restarts, after.LastExitCode)
+	}
+	if got := testutil.ToFloat64(h.sup.Metrics.Restarts.WithLabelValues(def)); got != 1 {
+		t.Fatalf("restart metric %v, want 1", got)
+	}
+	if _, err := h.cli.ContainerInspect(ctx, victim.ContainerID); err == nil {
+		t.Error("killed container was not removed")
+	}
+
+	t.Run("OtherMapsUntouched", func(t *testing.T) {
+		b, _ := h.sup.Instance(other)
+		now := h.inspect(bystander.ContainerID)
+		if b.ContainerID != bystander.ContainerID || b.Restarts != 0 || b.State != orchestrator.StateReady {
+			t.Fatalf("bystander %+v, want same container, no restarts, ready", b)
+		}
+		if !now.State.Running || now.State.StartedAt != before.State.StartedAt || now.RestartCount != 0 {
+			t.Fatalf("bystander container restarted: running=%v started %s→%s", now.State.Running, before.State.StartedAt, now.State.StartedAt)
+		}
+	})
+}
+
+// TestSupervisor_CrashLoopQuarantine starts a map that exits with code 3 right after it
+// starts: it is restarted 3 times within the window, then quarantined, Acquire fails
+// fast with map_quarantined, and after the quarantine it is tried again.
+func TestSupervisor_CrashLoopQuarantine(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) {
+		s.AllowFaultEnv = true
+		s.Policy = docker.RestartPolicy{Window: 60 * time.Second, Max: 3, Quarantine: 3 * time.Second}
+	})
+	id := h.deployment + "-crash"
+	h.create(id, "MAP_FAULT_EXIT_AFTER_MS=200")
+	q := h.waitState(id, orchestrator.StateQuarantined, 60*time.Second)
+	if q.Restarts != 3 || q.LastExitCode == nil || *q.LastExitCode != 3 {
+		t.Fatalf("quarantined with restarts=%d lastExitCode=%v, want 3 and 3", q.Restarts, q.LastExitCode)
+	}
+	if !strings.Contains(q.Reason, "3 restarts within") {
+		t.Errorf("reason %q does not explain the quarantine", q.Reason)
+	}
+
+	t.Run("ErrMapQuarantined", func(t *testing.T) {
+		start := time.Now()
+		_, err := h.sup.Acquire(context.Background(), id)
+		if code := orchestrator.ErrorCode(err); code != orchestrator.EMAPQUARANTINED {
+			t.Fatalf("Acquire: code %q (%v), want map_quarantined", code, err)
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("Acquire took %s; a quarantined map must fail fast", d)
+		}
+	})
+	t.Run("TriedAgainAfterQuarantine", func(t *testing.T) {
+		h.waitFor("quarantine to end", 10*time.Second, func() bool {
+			return h.sawTransition(id, orchestrator.StateStarting, "quarantine over")
+		})
+	})
+	if got := testutil.ToFloat64(h.sup.Metrics.Quarantines); got < 1 {
+		t.Fatalf("quarantine metric %v", got)
+	}
+}
+
+// TestSupervisor_FailingHealthRestarts runs a map whose /health answers 503: the probes
+// make it unhealthy and it is restarted.
+func TestSupervisor_FailingHealthRestarts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) { s.AllowFaultEnv = true })
+	id := h.deployment + "-sick"
+	h.create(id, "MAP_FAULT_FAIL_HEALTH=true")
+	h.waitFor("unhealthy from failing probes", 30*time.Second, func() bool {
+		return h.sawTransition(id, orchestrator.StateUnhealthy, "health probes failed")
+	})
+	h.waitFor("restart", 10*time.Second, func() bool {
+		return h.sawTransition(id, orchestrator.StateRestarting, "health probes failed")
+	})
+	if inst, _ := h.sup.Instance(id); inst.Restarts < 1 {
+		t.Fatalf("restarts %d, want at least 1", inst.Restarts)
+	}
+}
+
+// TestSupervisor_CleanStop checks that a map stopped with SIGTERM (exit 0) is not
+// counted as a crash, that a join then starts it again (lazy spawn), and that the
+// admin stop is clean too.
+func TestSupervisor_CleanStop(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	id := h.deployment + "-calm"
+	h.create(id)
+	first := h.waitState(id, orchestrator.StateReady, 30*time.Second)
+	ctx := context.Background()
+
+	t.Run("SIGTERMNotACrash", func(t *testing.T) {
+		timeout := 5
+		if err := h.cli.ContainerStop(ctx, first.ContainerID, container.StopOptions{Signal: "SIGTERM", Timeout: &timeout}); err != nil {
+			t.Fatal(err)
+		}
+		st := h.waitState(id, orchestrator.StateStopped, 10*time.Second)
+		if st.Restarts != 0 || st.LastExitCode == nil || *st.LastExitCode != 0 {
+			t.Fatalf("after SIGTERM: restarts=%d lastExitCode=%v, want 0 and 0", st.Restarts, st.LastExitCode)
+		}
+		if got := testutil.ToFloat64(h.sup.Metrics.Exits.WithLabelValues("crash")); got != 0 {
+			t.Fatalf("crash exits %v, want 0", got)
+		}
+	})
+	t.Run("LazySpawn", func(t *testing.T) {
+		inst, err := h.sup.Acquire(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.State != orchestrator.StateReady || inst.ContainerID == first.ContainerID || inst.Restarts != 0 {
+			t.Fatalf("acquired %+v, want ready on a new container, no restarts", inst)
+		}
+	})
+	t.Run("AdminStop", func(t *testing.T) {
+		if err := h.sup.Stop(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := h.sup.Instance(id)
+		if st.State != orchestrator.StateStopped || st.Restarts != 0 {
+			t.Fatalf("after stop: %+v", st)
+		}
+		if got := testutil.ToFloat64(h.sup.Metrics.Exits.WithLabelValues("crash")); got != 0 {
+			t.Fatalf("crash exits %v, want 0", got)
+		}
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		if _, err := h.sup.Acquire(ctx, "nope"); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+			t.Fatalf("Acquire of an unknown instance: %v", err)
+		}
+	})
+}
+
+// TestSupervisor_WarmPool hands a warm-pool container to a new instance, which is
+// ready at once under the instance's container name, and the pool is refilled.
+func TestSupervisor_WarmPool(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) { s.PoolSize = 1 })
+	h.waitState(h.deployment+"-d", orchestrator.StateReady, 30*time.Second)
+	h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
+
+	id := h.deployment + "-warm"
+	start := time.Now()
+	h.create(id)
+	inst, err := h.sup.Acquire(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("warm pool handout to ready: %s", time.Since(start))
+	if !h.sawTransition(id, orchestrator.StateReady, "handed warm pool container") {
+		t.Fatal("instance did not come from the pool")
+	}
+	// The container is renamed to the instance's name in the background; its labels
+	// (fixed at create) still say it came from the pool.
+	var info container.InspectResponse
+	h.waitFor("rename to the instance's name", 5*time.Second, func() bool {
+		info = h.inspect(inst.ContainerID)
+		return info.Name == "/"+orchestrator.ContainerName(id)
+	})
+	if info.Config.Labels[orchestrator.LabelPool] != "true" {
+		t.Fatalf("handed-out container labels %v", info.Config.Labels)
+	}
+	h.waitFor("pool refilled", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
+	// The map took on the instance: it re-registers under it and keeps heartbeating.
+	time.Sleep(time.Second)
+	if got, _ := h.sup.Instance(id); got.State != orchestrator.StateReady || !h.sup.Registered(id) {
+		t.Fatalf("handed-out instance %+v registered=%v", got, h.sup.Registered(id))
+	}
+}
+
+// TestSupervisor_Create checks the admin create rules.
+func TestSupervisor_Create(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	for name, r := range map[string]orchestrator.CreateInstance{
+		"ErrBadID":        {InstanceID: "Bad", MapID: "forest"},
+		"ErrPoolPrefix":   {InstanceID: "pool-x", MapID: "forest"},
+		"ErrBadConfig":    {InstanceID: h.deployment + "-x", MapID: "forest", Config: []byte(`{`)},
+		"ErrFaultEnvOff":  {InstanceID: h.deployment + "-x", MapID: "forest", Env: []string{"MAP_FAULT_FAIL_HEALTH=true"}},
+		"ErrNotFaultEnv":  {InstanceID: h.deployment + "-x", MapID: "forest", Env: []string{"MAP_ORCH_URL=http://evil"}},
+		"ErrDuplicateDef": {InstanceID: h.deployment + "-d", MapID: "forest"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := h.sup.Create(ctx, r)
+			want := orchestrator.EBADREQUEST
+			if name == "ErrDuplicateDef" {
+				want = orchestrator.ECONFLICT
+			}
+			if code := orchestrator.ErrorCode(err); code != want {
+				t.Fatalf("code %q (%v), want %q", code, err, want)
+			}
+		})
+	}
+}
+
+// TestSupervisor_IdleStop stops a non-default instance without players cleanly after
+// the idle time; the default instance keeps running.
+func TestSupervisor_IdleStop(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) { s.IdleStop = 1500 * time.Millisecond })
+	id := h.deployment + "-idle"
+	h.create(id)
+	h.waitState(id, orchestrator.StateReady, 30*time.Second)
+	st := h.waitState(id, orchestrator.StateStopped, 15*time.Second)
+	if !strings.Contains(st.Reason, "no players") || st.Restarts != 0 {
+		t.Fatalf("stopped %+v, want an idle stop that is not a crash", st)
+	}
+	if def, _ := h.sup.Instance(h.deployment + "-d"); def.State != orchestrator.StateReady {
+		t.Fatalf("default instance %+v, want it left running", def)
+	}
+}
+
+// memStore is an in-memory Store.
+type memStore struct {
+	mu   sync.Mutex
+	rows map[string]orchestrator.WantedInstance
+}
+
+var _ docker.Store = (*memStore)(nil)
+
+func (m *memStore) PutInstance(_ context.Context, w orchestrator.WantedInstance) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rows == nil {
+		m.rows = map[string]orchestrator.WantedInstance{}
+	}
+	m.rows[w.ID] = w
+	return nil
+}
+
+func (m *memStore) DeleteInstance(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.rows, id)
+	return nil
+}
+
+func (m *memStore) ListInstances(context.Context) ([]orchestrator.WantedInstance, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []orchestrator.WantedInstance
+	for _, w := range m.rows {
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// TestSupervisor_AdoptHandedOutBeforeRename covers an orchestrator that died right
+// after handing out a pool container and before renaming it: the next supervisor asks
+// the pool-named container's /health, adopts it for its instance without a restart,
+// and renames it.
+func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
+	t.Parallel()
+	store := &memStore{}
+	h := newHarness(t, func(s *docker.Supervisor) { s.PoolSize, s.Store = 1, store })
+	h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
+	id := h.deployment + "-w"
+	h.create(id)
+	inst := h.waitState(id, orchestrator.StateReady, 10*time.Second)
+	ctx := context.Background()
+	var info container.InspectResponse
+	h.waitFor("rename", 5*time.Second, func() bool {
+		info = h.inspect(inst.ContainerID)
+		return info.Name == "/"+orchestrator.ContainerName(id)
+	})
+	h.sup.Close()
+	// Put the pool name back, as if the rename never happened.
+	if err := h.cli.ContainerRename(ctx, inst.ContainerID, "mapyard-map-"+info.Config.Labels[orchestrator.LabelInstance]); err != nil {
+		t.Fatal(err)
+	}
+
+	next := docker.NewSupervisor(h.cli, h.sup.Spec, h.sup.RPC, h.sup.Log)
+	next.DefaultInstanceID, next.Store, next.PoolSize = h.sup.DefaultInstanceID, store, 0
+	if err := next.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { next.Close() })
+	got, err := next.Instance(id)
+	if err != nil || got.ContainerID != inst.ContainerID || got.State != orchestrator.StateReady {
+		t.Fatalf("after adoption: %+v %v, want ready on container %s", got, err, inst.ContainerID)
+	}
+	h.waitFor("rename after adoption", 5*time.Second, func() bool {
+		return h.inspect(inst.ContainerID).Name == "/"+orchestrator.ContainerName(id)
+	})
+	if now := h.inspect(inst.ContainerID); now.State.StartedAt != info.State.StartedAt {
+		t.Fatal("adopted container was restarted")
+	}
+}
+
+// TestSupervisor_StopKilledAfterGrace stops a map that ignores SIGTERM: the stop is
+// completed by a kill once the grace period has passed, and is not counted as a crash.
+func TestSupervisor_StopKilledAfterGrace(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *docker.Supervisor) {
+		s.AllowFaultEnv = true
+		s.StopGrace = time.Second
+	})
+	id := h.deployment + "-stubborn"
+	h.create(id, "MAP_FAULT_IGNORE_SIGTERM=true")
+	h.waitState(id, orchestrator.StateReady, 30*time.Second)
+	start := time.Now()
+	if err := h.sup.Stop(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	st, _ := h.sup.Instance(id)
+	if st.State != orchestrator.StateStopped || st.Restarts != 0 {
+		t.Fatalf("after stop: %+v", st)
+	}
+	if took < time.Second {
+		t.Fatalf("stop took %s: SIGTERM was not ignored, the test proves nothing", took)
+	}
+	// The die event (exit 137 after the kill) may come after ContainerStop returned.
+	h.waitFor("exit code of the kill", 5*time.Second, func() bool {
+		st, _ = h.sup.Instance(id)
+		return st.LastExitCode != nil && *st.LastExitCode == 137
+	})
+	if st.State != orchestrator.StateStopped || st.Restarts != 0 {
+		t.Fatalf("kill after grace counted as a crash: %+v", st)
+	}
+}

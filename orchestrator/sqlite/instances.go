@@ -1,0 +1,65 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// PutInstance inserts or updates a wanted map instance. The creation time of an existing
+// row is kept; its map, config and status are replaced.
+func (db *DB) PutInstance(ctx context.Context, w orchestrator.WantedInstance) error {
+	now := db.Now().UnixMilli()
+	cfg := string(w.Config)
+	if cfg == "" {
+		cfg = "{}"
+	}
+	_, err := db.write.ExecContext(ctx, `
+		INSERT INTO map_instances (instance_id, map_id, config_json, status, created_at_ms, updated_at_ms)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (instance_id) DO UPDATE SET
+			map_id = excluded.map_id, config_json = excluded.config_json,
+			status = excluded.status, updated_at_ms = excluded.updated_at_ms`,
+		w.ID, w.MapID, cfg, w.Status, now, now)
+	if err != nil {
+		return fmt.Errorf("put map instance %q: %w", w.ID, err)
+	}
+	return nil
+}
+
+// DeleteInstance removes a wanted map instance; a missing one is not an error.
+func (db *DB) DeleteInstance(ctx context.Context, id string) error {
+	if _, err := db.write.ExecContext(ctx, `DELETE FROM map_instances WHERE instance_id = ?`, id); err != nil {
+		return fmt.Errorf("delete map instance %q: %w", id, err)
+	}
+	return nil
+}
+
+// ListInstances returns every wanted map instance, ordered by id.
+func (db *DB) ListInstances(ctx context.Context) ([]orchestrator.WantedInstance, error) {
+	rows, err := db.read.QueryContext(ctx, `
+		SELECT instance_id, map_id, config_json, status, created_at_ms, updated_at_ms
+		FROM map_instances ORDER BY instance_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list map instances: %w", err)
+	}
+	defer rows.Close()
+	var out []orchestrator.WantedInstance
+	for rows.Next() {
+		var w orchestrator.WantedInstance
+		var cfg string
+		var created, updated int64
+		if err := rows.Scan(&w.ID, &w.MapID, &cfg, &w.Status, &created, &updated); err != nil {
+			return nil, fmt.Errorf("list map instances: %w", err)
+		}
+		w.Config = []byte(cfg)
+		w.CreatedAt, w.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list map instances: %w", err)
+	}
+	return out, nil
+}

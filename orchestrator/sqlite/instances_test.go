@@ -1,0 +1,43 @@
+package sqlite_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+func TestDB_Instances(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	put := func(w orchestrator.WantedInstance) {
+		t.Helper()
+		if err := db.PutInstance(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Config: json.RawMessage(`{"seed":7}`), Status: orchestrator.StatusRunning})
+	put(orchestrator.WantedInstance{ID: "a-1", MapID: "default", Status: orchestrator.StatusRunning})
+	put(orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Config: json.RawMessage(`{"seed":8}`), Status: orchestrator.StatusStopped})
+
+	got, err := db.ListInstances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != "a-1" || got[1].ID != "b-1" {
+		t.Fatalf("instances %+v, want a-1 and b-1 in order", got)
+	}
+	if got[1].Status != orchestrator.StatusStopped || string(got[1].Config) != `{"seed":8}` || string(got[0].Config) != `{}` {
+		t.Fatalf("upsert not applied: %+v", got)
+	}
+	if err := db.DeleteInstance(ctx, "b-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteInstance(ctx, "missing"); err != nil {
+		t.Fatalf("delete of a missing instance: %v", err)
+	}
+	if got, _ := db.ListInstances(ctx); len(got) != 1 {
+		t.Fatalf("after delete: %+v", got)
+	}
+}
