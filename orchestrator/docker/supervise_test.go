@@ -184,9 +184,11 @@ func TestSupervisor_WarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("warm pool handout to ready: %s", time.Since(start))
-	if !h.sawTransition(id, orchestrator.StateReady, "handed warm pool container") {
-		t.Fatal("instance did not come from the pool")
-	}
+	// The map may register as its new instance before the handout's start-instance
+	// call returns, so the handout's own transition can come a moment after Acquire.
+	h.waitFor("handout from the pool", 5*time.Second, func() bool {
+		return h.sawTransition(id, orchestrator.StateReady, "handed warm pool container")
+	})
 	// The container is renamed to the instance's name in the background; its labels
 	// (fixed at create) still say it came from the pool.
 	var info container.InspectResponse
