@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
@@ -37,8 +38,9 @@ type Server struct {
 	// FailHealth is fault injection for tests only: /health answers 503.
 	FailHealth bool
 	// OnStart is called (outside any lock) when /control/start-instance assigns the
-	// server its instance for the first time, so the link can register under it.
-	OnStart func(control.StartInstance)
+	// server its instance for the first time, with the resolved MapConfig, so the link
+	// can register under it and the world can be generated.
+	OnStart func(control.StartInstance, mapgen.MapConfig)
 
 	mu      sync.Mutex
 	health  Health
@@ -66,6 +68,13 @@ func (s *Server) Health() Health {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.health
+}
+
+// SetWorldHash publishes the hash of the generated world in /health.
+func (s *Server) SetWorldHash(hash string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.health.WorldHash = hash
 }
 
 // Started returns the instance assignment received through /control/start-instance,
@@ -101,6 +110,12 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 	if !orchestrator.IDPattern.MatchString(r.InstanceID) || !orchestrator.IDPattern.MatchString(r.MapID) {
 		return orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId and mapId must match %s", orchestrator.IDPattern)
 	}
+	// Resolve before taking the instance: a config this map cannot run is refused
+	// with the reason, and the server stays free for a good one.
+	cfg, err := mapgen.Resolve(r.InstanceID, r.MapID, r.Config)
+	if err != nil {
+		return orchestrator.Errorf(orchestrator.EBADREQUEST, "map config: %v", err)
+	}
 	s.mu.Lock()
 	switch {
 	case s.started != nil && s.started.InstanceID == r.InstanceID:
@@ -117,7 +132,7 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 	s.mu.Unlock()
 	s.Log.Info("instance started", "startedInstance", r.InstanceID, "startedMap", r.MapID, "configBytes", len(r.Config))
 	if s.OnStart != nil {
-		s.OnStart(r)
+		s.OnStart(r, cfg)
 	}
 	return c.JSON(http.StatusOK, h)
 }

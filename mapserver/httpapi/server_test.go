@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/httpapi"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
@@ -65,11 +66,11 @@ func TestServer_Health(t *testing.T) {
 func TestServer_StartInstance(t *testing.T) {
 	ctx := context.Background()
 	mc := control.NewMapClient(secret, 2*time.Second)
-	open := func(t *testing.T, blank bool) (*httpapi.Server, string, *[]control.StartInstance) {
-		s := httpapi.NewServer(secret, httpapi.Health{Status: "ok", InstanceID: "pool-1", MapID: "pool"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	open := func(t *testing.T, blank bool) (*httpapi.Server, string, *[]mapgen.MapConfig) {
+		s := httpapi.NewServer(secret, httpapi.Health{Status: "ok", InstanceID: "frontier-9", MapID: "frontier"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.GameAddr, s.ControlAddr, s.Blank = "127.0.0.1:0", "127.0.0.1:0", blank
-		var got []control.StartInstance
-		s.OnStart = func(r control.StartInstance) { got = append(got, r) }
+		var got []mapgen.MapConfig
+		s.OnStart = func(r control.StartInstance, c mapgen.MapConfig) { got = append(got, c) }
 		if err := s.Open(); err != nil {
 			t.Fatal(err)
 		}
@@ -78,44 +79,57 @@ func TestServer_StartInstance(t *testing.T) {
 	}
 	t.Run("BlankTakesInstance", func(t *testing.T) {
 		s, url, got := open(t, true)
-		r := control.StartInstance{InstanceID: "a-1", MapID: "forest", Config: json.RawMessage(`{"seed":1}`)}
+		cfg := mapgen.Default()
+		cfg.InstanceID, cfg.Seed = "a-1", 1234
+		raw, _ := json.Marshal(cfg)
+		r := control.StartInstance{InstanceID: "a-1", MapID: "default", Config: raw}
 		if err := mc.StartInstance(ctx, url, r); err != nil {
 			t.Fatal(err)
 		}
-		if h := s.Health(); h.InstanceID != "a-1" || h.MapID != "forest" {
+		if h := s.Health(); h.InstanceID != "a-1" || h.MapID != "default" {
 			t.Fatalf("health %+v after start-instance", h)
 		}
 		if err := mc.StartInstance(ctx, url, r); err != nil {
 			t.Fatalf("repeated start-instance: %v", err)
 		}
-		if len(*got) != 1 || string((*got)[0].Config) != `{"seed":1}` {
+		if len(*got) != 1 || (*got)[0].Seed != 1234 || (*got)[0].InstanceID != "a-1" {
 			t.Fatalf("OnStart calls %+v, want exactly one with the config", *got)
 		}
-		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "b-1", MapID: "forest"})
+		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "b-1", MapID: "frontier"})
 		if code := orchestrator.ErrorCode(err); code != orchestrator.ECONFLICT {
 			t.Fatalf("second instance: code %q (%v), want conflict", code, err)
 		}
 	})
 	t.Run("ErrConflictNotBlank", func(t *testing.T) {
 		_, url, _ := open(t, false)
-		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "a-1", MapID: "forest"})
+		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "a-1", MapID: "frontier"})
 		if code := orchestrator.ErrorCode(err); code != orchestrator.ECONFLICT {
 			t.Fatalf("code %q (%v), want conflict", code, err)
 		}
-		if err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "pool-1", MapID: "pool"}); err != nil {
+		if err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "frontier-9", MapID: "frontier"}); err != nil {
 			t.Fatalf("own instance: %v", err)
 		}
 	})
 	t.Run("ErrBadRequest", func(t *testing.T) {
 		_, url, _ := open(t, true)
-		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "Bad Id", MapID: "forest"})
-		if code := orchestrator.ErrorCode(err); code != orchestrator.EBADREQUEST {
-			t.Fatalf("code %q (%v), want bad_request", code, err)
+		for name, r := range map[string]control.StartInstance{
+			"BadID":      {InstanceID: "Bad Id", MapID: "frontier"},
+			"UnknownMap": {InstanceID: "forest-1", MapID: "forest"},
+			"BadConfig":  {InstanceID: "forest-1", MapID: "forest", Config: json.RawMessage(`{"mapId":"forest","instanceId":"forest-1","seed":7}`)},
+		} {
+			err := mc.StartInstance(ctx, url, r)
+			if code := orchestrator.ErrorCode(err); code != orchestrator.EBADREQUEST {
+				t.Fatalf("%s: code %q (%v), want bad_request", name, code, err)
+			}
+		}
+		// Refused configs leave the blank server free for a good one.
+		if err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "frontier-2", MapID: "frontier"}); err != nil {
+			t.Fatal(err)
 		}
 	})
 	t.Run("FaultFailHealth", func(t *testing.T) {
 		s, url, _ := open(t, false)
-		if h, err := mc.Health(ctx, url); err != nil || h.InstanceID != "pool-1" {
+		if h, err := mc.Health(ctx, url); err != nil || h.InstanceID != "frontier-9" {
 			t.Fatalf("health %+v, %v", h, err)
 		}
 		s.FailHealth = true

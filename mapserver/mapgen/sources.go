@@ -1,6 +1,7 @@
 package mapgen
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -104,6 +105,32 @@ func Derive(parent MapConfig, seed uint64) (MapConfig, error) {
 	}
 	if err := c.Validate(); err != nil {
 		return MapConfig{}, fmt.Errorf("derive from %q: %w", parent.MapID, err)
+	}
+	return c, nil
+}
+
+// Resolve returns the MapConfig an instance runs: raw parsed and validated when given
+// (it must name the same instance and map), otherwise (absent or JSON null) the template of mapID with the
+// instance id set. The orchestrator checks admin input with it and the map server loads
+// its config with it, so both refuse the same configs for the same reasons.
+func Resolve(instanceID, mapID string, raw []byte) (MapConfig, error) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		c, err := Template(mapID)
+		if err != nil {
+			return MapConfig{}, err
+		}
+		c.InstanceID = instanceID
+		if err := c.Validate(); err != nil {
+			return MapConfig{}, err
+		}
+		return c, nil
+	}
+	c, err := Parse(raw)
+	if err != nil {
+		return MapConfig{}, err
+	}
+	if c.InstanceID != instanceID || c.MapID != mapID {
+		return MapConfig{}, fmt.Errorf("config names instance %q of map %q, not %q of %q", c.InstanceID, c.MapID, instanceID, mapID)
 	}
 	return c, nil
 }

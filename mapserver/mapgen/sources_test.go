@@ -1,6 +1,7 @@
 package mapgen_test
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -115,6 +116,39 @@ func TestDerive(t *testing.T) {
 		bad.Bounds.Width = 0
 		if _, err := mapgen.Derive(bad, 1); err == nil {
 			t.Fatal("Derive accepted an invalid parent")
+		}
+	})
+}
+
+func TestResolve(t *testing.T) {
+	t.Run("Template", func(t *testing.T) {
+		for _, raw := range []string{"", "null", " null "} {
+			c, err := mapgen.Resolve("frontier-7", "frontier", []byte(raw))
+			if err != nil || c.InstanceID != "frontier-7" || c.MapID != "frontier" {
+				t.Fatalf("%q: config %+v err %v", raw, c.MapID, err)
+			}
+		}
+	})
+	t.Run("Given", func(t *testing.T) {
+		c := mapgen.Default()
+		c.InstanceID, c.Seed = "default-2", 99
+		raw, _ := json.Marshal(c)
+		got, err := mapgen.Resolve("default-2", "default", raw)
+		if err != nil || got.Seed != 99 {
+			t.Fatalf("seed %d err %v", got.Seed, err)
+		}
+		if _, err := mapgen.Resolve("default-3", "default", raw); err == nil {
+			t.Fatal("a config for another instance was accepted")
+		}
+	})
+	t.Run("ErrUnknownMap", func(t *testing.T) {
+		if _, err := mapgen.Resolve("forest-1", "forest", nil); !errors.Is(err, mapgen.ErrUnknownMap) {
+			t.Fatalf("err %v, want ErrUnknownMap", err)
+		}
+	})
+	t.Run("ErrInvalid", func(t *testing.T) {
+		if _, err := mapgen.Resolve("forest-1", "forest", []byte(`{"mapId":"forest","instanceId":"forest-1","seed":7}`)); err == nil {
+			t.Fatal("a config without schemaVersion was accepted")
 		}
 	})
 }

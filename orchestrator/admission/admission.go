@@ -26,6 +26,10 @@ type Maps interface {
 
 	// Instance returns an instance's current state without starting it.
 	Instance(id string) (orchestrator.Instance, error)
+
+	// Create adds a wanted instance and starts it. Error codes: EBADREQUEST, ECONFLICT
+	// (it exists already).
+	Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error)
 }
 
 // Store is the persistence admission uses.

@@ -22,8 +22,9 @@ const (
 // fakeMaps is a hand-written fake supervisor: instances have a settable state, and
 // Acquire answers from it the way the real one does.
 type fakeMaps struct {
-	mu     sync.Mutex
-	states map[string]orchestrator.InstanceState
+	mu      sync.Mutex
+	states  map[string]orchestrator.InstanceState
+	created []string
 }
 
 func newFakeMaps(ids ...string) *fakeMaps {
@@ -53,7 +54,7 @@ func (m *fakeMaps) Instance(id string) (orchestrator.Instance, error) {
 func (m *fakeMaps) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
 	inst, err := m.Instance(id)
 	if err != nil {
-		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "no instance %q", id)
+		return inst, err // ENOTFOUND, as the supervisor answers
 	}
 	switch inst.State {
 	case orchestrator.StateReady:
@@ -63,6 +64,23 @@ func (m *fakeMaps) Acquire(ctx context.Context, id string) (orchestrator.Instanc
 	default:
 		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "%q is %s", id, inst.State)
 	}
+}
+
+func (m *fakeMaps) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.states[r.InstanceID]; ok {
+		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ECONFLICT, "%q exists", r.InstanceID)
+	}
+	m.states[r.InstanceID] = orchestrator.StateReady
+	m.created = append(m.created, r.InstanceID)
+	return orchestrator.Instance{ID: r.InstanceID, MapID: r.MapID, State: orchestrator.StateReady}, nil
+}
+
+func (m *fakeMaps) remove(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.states, id)
 }
 
 // clock is a settable clock for TTL tests.

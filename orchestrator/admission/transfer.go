@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
@@ -30,6 +31,7 @@ func InstanceOfMap(mapID string) string { return mapID + "-1" }
 // Error codes: EBADREQUEST, ECONFLICT (the source does not hold the character at that
 // epoch, or the id was used for another transfer), EMAPQUARANTINED, EMAPUNAVAILABLE.
 func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
+	toMapID := r.ToMapID
 	if r.ToInstanceID == "" && r.ToMapID != "" {
 		r.ToInstanceID = InstanceOfMap(r.ToMapID)
 	}
@@ -61,7 +63,7 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 	if lease.InstanceID != r.FromInstanceID || lease.Epoch != r.Epoch {
 		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "character %q is not authoritative in %q at epoch %d", r.CharacterID, r.FromInstanceID, r.Epoch)
 	}
-	if _, err := s.Maps.Acquire(ctx, r.ToInstanceID); err != nil {
+	if _, err := s.destination(ctx, r.ToInstanceID, toMapID); err != nil {
 		return nil, err
 	}
 
@@ -88,6 +90,27 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 	}
 	s.Log.Info("transfer token issued", "transfer", tr.ID, "character", tr.CharacterID, "from", tr.FromInstanceID, "to", tr.ToInstanceID)
 	return s.answer(tr)
+}
+
+// destination returns the ready destination instance. A portal that names a map with a
+// pre-authored template whose instance does not exist yet creates it (lazy spawn);
+// anything else unknown is map_unavailable.
+func (s *Service) destination(ctx context.Context, instanceID, mapID string) (orchestrator.Instance, error) {
+	inst, err := s.Maps.Acquire(ctx, instanceID)
+	if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		return inst, err
+	}
+	if mapID == "" || instanceID != InstanceOfMap(mapID) {
+		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q does not exist", instanceID)
+	}
+	if _, err := mapgen.Template(mapID); err != nil {
+		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map %q has no template to start an instance from", mapID)
+	}
+	if _, err := s.Maps.Create(ctx, orchestrator.CreateInstance{InstanceID: instanceID, MapID: mapID}); err != nil && orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		return inst, err
+	}
+	s.Log.Info("map instance created for a transfer", "instance", instanceID, "map", mapID)
+	return s.Maps.Acquire(ctx, instanceID)
 }
 
 // retry answers a repeated request: the same token while it is valid.

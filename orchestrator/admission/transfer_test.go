@@ -138,6 +138,26 @@ func TestTransfer_Failures(t *testing.T) {
 		}
 		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch), orchestrator.ECONFLICT)
 	})
+	t.Run("LazyCreatesTemplateInstance", func(t *testing.T) {
+		e := newEnv(t)
+		e.maps.remove("frontier-1")
+		r := enter(t, e, "")
+		if _, err := e.svc.RequestTransfer(ctx, transferReq("tr-l", r, "default-1", "frontier", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if len(e.maps.created) != 1 || e.maps.created[0] != "frontier-1" {
+			t.Fatalf("created %v, want frontier-1", e.maps.created)
+		}
+	})
+	t.Run("ErrMapUnavailableUnknownMap", func(t *testing.T) {
+		e := newEnv(t)
+		r := enter(t, e, "")
+		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-u", r, "default-1", "forest", 1))
+		wantCode(t, err, orchestrator.EMAPUNAVAILABLE)
+		if len(e.maps.created) != 0 {
+			t.Fatalf("created %v for a map without template", e.maps.created)
+		}
+	})
 	t.Run("ErrBadRequest", func(t *testing.T) {
 		e := newEnv(t)
 		r := enter(t, e, "")

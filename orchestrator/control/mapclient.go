@@ -36,6 +36,9 @@ type MapHealth struct {
 	InstanceID string `json:"instanceId"`
 	MapID      string `json:"mapId"`
 	Version    string `json:"version"`
+	// WorldHash is the content hash of the static world generated from the instance's
+	// MapConfig, empty until generation finished; browsers recompute and compare it.
+	WorldHash string `json:"worldHash,omitempty"`
 }
 
 // MapClient calls the map side of the control RPC on a map's published control port.

@@ -191,7 +191,7 @@ func (h *harness) sawTransition(id string, to orchestrator.InstanceState, substr
 func (h *harness) create(id string, env ...string) {
 	h.tb.Helper()
 	if _, err := h.sup.Create(context.Background(), orchestrator.CreateInstance{
-		InstanceID: id, MapID: "forest", Config: []byte(`{"mapId":"forest","instanceId":"` + id + `","seed":42}`), Env: env,
+		InstanceID: id, MapID: "frontier", Env: env, // no config: the map runs the frontier template
 	}); err != nil {
 		h.tb.Fatal(err)
 	}

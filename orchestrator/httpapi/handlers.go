@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
@@ -50,6 +51,11 @@ func (s *Server) handleAdminCreate(c echo.Context) error {
 	var r orchestrator.CreateInstance
 	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
 		return err
+	}
+	// Refuse here, with the reason, a config the map server would refuse: otherwise
+	// the instance would be created and then never become ready.
+	if _, err := mapgen.Resolve(r.InstanceID, r.MapID, r.Config); err != nil {
+		return orchestrator.Errorf(orchestrator.EBADREQUEST, "map config: %v", err)
 	}
 	inst, err := s.Maps.Create(c.Request().Context(), r)
 	if err != nil {

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -16,13 +17,16 @@ func (db *DB) PutInstance(ctx context.Context, w orchestrator.WantedInstance) er
 	if cfg == "" {
 		cfg = "{}"
 	}
-	_, err := db.write.ExecContext(ctx, `
-		INSERT INTO map_instances (instance_id, map_id, config_json, status, created_at_ms, updated_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (instance_id) DO UPDATE SET
-			map_id = excluded.map_id, config_json = excluded.config_json,
-			status = excluded.status, updated_at_ms = excluded.updated_at_ms`,
-		w.ID, w.MapID, cfg, w.Status, now, now)
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO map_instances (instance_id, map_id, config_json, status, created_at_ms, updated_at_ms)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (instance_id) DO UPDATE SET
+				map_id = excluded.map_id, config_json = excluded.config_json,
+				status = excluded.status, updated_at_ms = excluded.updated_at_ms`,
+			w.ID, w.MapID, cfg, w.Status, now, now)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put map instance %q: %w", w.ID, err)
 	}
@@ -31,7 +35,11 @@ func (db *DB) PutInstance(ctx context.Context, w orchestrator.WantedInstance) er
 
 // DeleteInstance removes a wanted map instance; a missing one is not an error.
 func (db *DB) DeleteInstance(ctx context.Context, id string) error {
-	if _, err := db.write.ExecContext(ctx, `DELETE FROM map_instances WHERE instance_id = ?`, id); err != nil {
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM map_instances WHERE instance_id = ?`, id)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("delete map instance %q: %w", id, err)
 	}
 	return nil
@@ -54,7 +62,9 @@ func (db *DB) ListInstances(ctx context.Context) ([]orchestrator.WantedInstance,
 		if err := rows.Scan(&w.ID, &w.MapID, &cfg, &w.Status, &created, &updated); err != nil {
 			return nil, fmt.Errorf("list map instances: %w", err)
 		}
-		w.Config = []byte(cfg)
+		if cfg != "{}" { // stored for "no config": the map runs its template
+			w.Config = []byte(cfg)
+		}
 		w.CreatedAt, w.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
 		out = append(out, w)
 	}

@@ -28,7 +28,7 @@ func TestDB_Instances(t *testing.T) {
 	if len(got) != 2 || got[0].ID != "a-1" || got[1].ID != "b-1" {
 		t.Fatalf("instances %+v, want a-1 and b-1 in order", got)
 	}
-	if got[1].Status != orchestrator.StatusStopped || string(got[1].Config) != `{"seed":8}` || string(got[0].Config) != `{}` {
+	if got[1].Status != orchestrator.StatusStopped || string(got[1].Config) != `{"seed":8}` || len(got[0].Config) != 0 {
 		t.Fatalf("upsert not applied: %+v", got)
 	}
 	if err := db.DeleteInstance(ctx, "b-1"); err != nil {

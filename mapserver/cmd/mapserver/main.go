@@ -28,6 +28,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/httpapi"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -100,7 +101,21 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		ControlPort: srv.ControlPort(),
 		Version:     orchestrator.Version,
 	}, cfg.Heartbeat(), log)
-	srv.OnStart = func(r control.StartInstance) { link.Rebind(r.InstanceID, r.MapID) }
+	srv.OnStart = func(r control.StartInstance, mc mapgen.MapConfig) {
+		link.Rebind(r.InstanceID, r.MapID)
+		// Generate off the request path: a warm-pool handout answers at once, and the
+		// world (milliseconds for a 2 km map) is ready before a player can arrive.
+		go func() {
+			start := time.Now()
+			world, err := mapgen.Generate(mc)
+			if err != nil {
+				log.Error("generate world", "err", err)
+				return
+			}
+			srv.SetWorldHash(world.Hash())
+			log.Info("world generated", "worldHash", world.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
+		}()
+	}
 	if cfg.FaultExitAfterMS > 0 {
 		log.Warn("fault injection: exiting with code 3 after a delay", "afterMs", cfg.FaultExitAfterMS)
 		time.AfterFunc(time.Duration(cfg.FaultExitAfterMS)*time.Millisecond, func() {

@@ -57,7 +57,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	// It is created after the pool is ready, so it is handed the pool container.
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
 	postJSON(t, first.control+control.PathAdminMaps, secret,
-		`{"instanceId":"`+created+`","mapId":"forest","config":{"mapId":"forest","instanceId":"`+created+`","seed":7}}`, http.StatusCreated, nil)
+		`{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusCreated, nil)
 	waitInstance(t, first.control, secret, created, orchestrator.StateReady, 30*time.Second)
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
 
@@ -145,8 +145,9 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 			t.Fatalf("admin restart counted as a crash: %+v", inst)
 		}
 		postJSON(t, second.control+control.PathAdminMaps+"/nope/stop", secret, ``, http.StatusNotFound, nil)
-		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"forest"}`, http.StatusConflict, nil)
-		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest, nil)
+		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusConflict, nil)
+		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest"}`, http.StatusBadRequest, nil)
+		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"frontier","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest, nil)
 	})
 	t.Run("ErrMetricsUnauthorized", func(t *testing.T) {
 		resp, err := http.Get(second.control + control.PathMetrics)

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
@@ -146,6 +148,36 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 		if got.Instances[0].ContainerID != info.ID {
 			t.Fatalf("instance container %s, want %s", got.Instances[0].ContainerID, info.ID)
+		}
+	})
+	t.Run("WorldGeneratedFromMapConfig", func(t *testing.T) {
+		// The map generated its world from the default template; the hash must be the
+		// one this process computes with the same package (and the browser with wasm).
+		cfg, err := mapgen.Resolve(instance, mapgen.DefaultMapID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		world, err := mapgen.Generate(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct{ Instances []orchestrator.Instance }
+		getJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
+		url := fmt.Sprintf("http://127.0.0.1:%d", got.Instances[0].ControlPort)
+		mc := control.NewMapClient(secret, 2*time.Second)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			h, err := mc.Health(ctx, url)
+			if err == nil && h.WorldHash != "" {
+				if h.WorldHash != world.Hash() {
+					t.Fatalf("map world hash %s, want %s", h.WorldHash, world.Hash())
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("map never reported a world hash (last: %+v, %v)", h, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	})
 	t.Run("ErrUnauthorized", func(t *testing.T) {
