@@ -41,31 +41,15 @@ func main() {
 
 func run(args, environ []string, stdout, stderr io.Writer) int {
 	var cfg mapserver.Config
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprintf(stdout, "mapyard map server %s\n\nUsage: mapserver [healthcheck]\n\nEnvironment:\n", orchestrator.Version)
-		envconf.Usage(stdout, &cfg)
-		fmt.Fprint(stdout, "\nMAP_FAULT_* variables inject faults for tests of the orchestrator's supervision only;\n"+
-			"they are off by default and a deployment never sets them.\n")
-		return 0
+	cmd := envconf.Command{
+		Name:  "mapserver",
+		Title: "mapyard map server " + orchestrator.Version,
+		Note: "MAP_FAULT_* variables inject faults for tests of the orchestrator's supervision only;\n" +
+			"they are off by default and a deployment never sets them.",
+		Healthcheck: func() error { return healthcheck(cfg) },
 	}
-	if err := envconf.Load(&cfg, environ); err != nil {
-		fmt.Fprintf(stderr, "mapserver: invalid configuration: %v\n", err)
-		return 2
-	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "mapserver: invalid configuration: %v\n", err)
-		return 2
-	}
-	if len(args) > 0 {
-		if args[0] != "healthcheck" {
-			fmt.Fprintf(stderr, "mapserver: unknown command %q (try -h)\n", args[0])
-			return 2
-		}
-		if err := healthcheck(cfg); err != nil {
-			fmt.Fprintf(stderr, "unhealthy: %v\n", err)
-			return 1
-		}
-		return 0
+	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
+		return code
 	}
 
 	var level slog.Level

@@ -47,35 +47,17 @@ func main() {
 
 func run(args, environ []string, stdout, stderr io.Writer) int {
 	var cfg orchestrator.Config
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprintf(stdout, "mapyard orchestrator %s\n\nUsage: orchestrator [healthcheck]\n\nEnvironment:\n", orchestrator.Version)
-		envconf.Usage(stdout, &cfg)
-		fmt.Fprint(stdout, "\nFault injection (tests only, off by default): with ORCH_ALLOW_FAULT_INJECTION=1,\n"+
-			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n"+
-			"\"MAP_FAULT_IGNORE_SIGTERM=true\"]\n"+
-			"for that instance's container; no other variable is ever accepted.\n")
-		return 0
+	cmd := envconf.Command{
+		Name:  "orchestrator",
+		Title: "mapyard orchestrator " + orchestrator.Version,
+		Note: "Fault injection (tests only, off by default): with ORCH_ALLOW_FAULT_INJECTION=1,\n" +
+			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n" +
+			"\"MAP_FAULT_IGNORE_SIGTERM=true\"]\n" +
+			"for that instance's container; no other variable is ever accepted.",
+		Healthcheck: func() error { return healthcheck(cfg.PublicAddr) },
 	}
-	if err := envconf.Load(&cfg, environ); err != nil {
-		fmt.Fprintf(stderr, "orchestrator: invalid configuration: %v\n", err)
-		return 2
-	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "orchestrator: invalid configuration: %v\n", err)
-		return 2
-	}
-	if len(args) > 0 {
-		switch args[0] {
-		case "healthcheck":
-			if err := healthcheck(cfg.PublicAddr); err != nil {
-				fmt.Fprintf(stderr, "unhealthy: %v\n", err)
-				return 1
-			}
-			return 0
-		default:
-			fmt.Fprintf(stderr, "orchestrator: unknown command %q (try -h)\n", args[0])
-			return 2
-		}
+	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
+		return code
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
