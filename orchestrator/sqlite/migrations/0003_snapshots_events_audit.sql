@@ -1,7 +1,7 @@
 -- Append-only audit trail of checkpoints and critical events (seed 001). Triggers below
 -- fill it, so no code path can commit one without the other.
 CREATE TABLE audit_log (
-	audit_id INTEGER PRIMARY KEY AUTOINCREMENT,
+	audit_id INTEGER PRIMARY KEY, -- rows are never deleted, so rowids only grow
 	at_ms    INTEGER NOT NULL,
 	kind     TEXT NOT NULL CHECK (kind IN ('checkpoint', 'critical_event')),
 	ref      TEXT NOT NULL,
@@ -50,7 +50,7 @@ CREATE TABLE instance_partitions (
 -- Critical events, durable before they are acknowledged and unique by event_id so a
 -- retried event is answered from its first commit. Rows are never changed or removed.
 CREATE TABLE critical_events (
-	seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+	seq             INTEGER PRIMARY KEY, -- append-only: rowids only grow
 	event_id        TEXT NOT NULL UNIQUE,
 	instance_id     TEXT NOT NULL,
 	kind            TEXT NOT NULL,
