@@ -27,6 +27,7 @@ build:
 	@mkdir -p $(BIN)
 	$(GOBUILD) -o $(BIN)/orchestrator ./orchestrator/cmd/orchestrator
 	$(GOBUILD) -o $(BIN)/mapserver ./mapserver/cmd/mapserver
+	$(GOBUILD) -o $(BIN)/fakeorch ./orchestrator/cmd/fakeorch
 	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapgen.wasm ./mapserver/cmd/mapgen-wasm
 	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(BIN)/
 

@@ -178,8 +178,12 @@ func DecodeJSON(c echo.Context, v any, limit int64) error {
 	return Unmarshal(body, v)
 }
 
-// Unmarshal is the strict JSON decoding of DecodeJSON over a byte slice.
+// Unmarshal is the strict JSON decoding of DecodeJSON over a byte slice. An empty body
+// means an object with no fields (a join without a key is just `POST /api/v1/join`).
 func Unmarshal(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -16,6 +16,10 @@ import (
 )
 
 func TestUnmarshal(t *testing.T) {
+	var empty orchestrator.JoinRequest
+	if err := control.Unmarshal([]byte(" \n"), &empty); err != nil || empty != (orchestrator.JoinRequest{}) {
+		t.Fatalf("empty body: %v %+v, want no fields", err, empty)
+	}
 	var v orchestrator.MapReady
 	if err := control.Unmarshal([]byte(`{"instanceId":"a-1","gamePort":7000}`), &v); err != nil || v.InstanceID != "a-1" {
 		t.Fatalf("valid body: %v %+v", err, v)
@@ -25,7 +29,6 @@ func TestUnmarshal(t *testing.T) {
 		"ErrTrailingData": `{"instanceId":"a-1"} {}`,
 		"ErrMalformed":    `{"instanceId":`,
 		"ErrWrongType":    `{"gamePort":"x"}`,
-		"ErrEmpty":        ``,
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := control.Unmarshal([]byte(body), &v)

@@ -1,0 +1,126 @@
+// Package fake is the orchestrator side of the control RPC without Docker: map servers
+// started by hand (a map developer's `docker run ... mapyard/map`, or a test) register
+// with it, get their MapConfig, and redeem the dev join tickets it mints. Everything
+// else (admission, tickets, the store) is the real code, so a map that works against the
+// fake works against the orchestrator.
+package fake
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// Registry tracks the map servers that registered. It implements orchestrator.Maps; what
+// needs Docker (create, restart, stop) answers not_implemented.
+type Registry struct {
+	// MapHost is where registered maps' ports are reached (they run on this host).
+	MapHost string
+	// DefaultInstanceID is the instance whose registration makes /readyz answer 200.
+	DefaultInstanceID string
+	RPC               *control.MapClient
+	Log               *slog.Logger
+	Now               func() time.Time
+
+	mu        sync.Mutex
+	instances map[string]*orchestrator.Instance
+}
+
+var _ orchestrator.Maps = (*Registry)(nil)
+
+// NewRegistry returns a Registry that reaches maps on 127.0.0.1 with secret.
+func NewRegistry(secret, defaultInstanceID string, log *slog.Logger) *Registry {
+	return &Registry{
+		MapHost: "127.0.0.1", DefaultInstanceID: defaultInstanceID,
+		RPC: control.NewMapClient(secret, 2*time.Second), Log: log, Now: time.Now,
+		instances: make(map[string]*orchestrator.Instance),
+	}
+}
+
+// MapReady registers a map server and, as the orchestrator does, answers with
+// /control/start-instance so the map loads its MapConfig (its map's template).
+func (r *Registry) MapReady(ctx context.Context, m orchestrator.MapReady) error {
+	if !orchestrator.IDPattern.MatchString(m.InstanceID) || !orchestrator.IDPattern.MatchString(m.MapID) {
+		return orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId and mapId must match %s", orchestrator.IDPattern)
+	}
+	if m.GamePort <= 0 || m.ControlPort <= 0 || m.GamePort > 65535 || m.ControlPort > 65535 {
+		return orchestrator.Errorf(orchestrator.EBADREQUEST, "gamePort and controlPort must be ports")
+	}
+	url := fmt.Sprintf("http://%s:%d", r.MapHost, m.ControlPort)
+	if err := r.RPC.StartInstance(ctx, url, control.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID}); err != nil {
+		return fmt.Errorf("map-ready %q: start-instance: %w", m.InstanceID, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.instances[m.InstanceID] = &orchestrator.Instance{
+		ID: m.InstanceID, MapID: m.MapID, State: orchestrator.StateReady, Reason: "map registered",
+		GamePort: m.GamePort, ControlPort: m.ControlPort, Since: r.Now(),
+	}
+	r.Log.Info("map registered", "instance", m.InstanceID, "map", m.MapID, "gamePort", m.GamePort, "controlPort", m.ControlPort)
+	return nil
+}
+
+// Heartbeat reports whether the map is registered.
+func (r *Registry) Heartbeat(instanceID string, players int) bool { return r.Registered(instanceID) }
+
+// Registered reports whether the instance registered.
+func (r *Registry) Registered(instanceID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.instances[instanceID]
+	return ok
+}
+
+// Ready reports whether the default instance registered.
+func (r *Registry) Ready() bool { return r.Registered(r.DefaultInstanceID) }
+
+// Instances lists the registered instances, ordered by id.
+func (r *Registry) Instances() []orchestrator.Instance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]orchestrator.Instance, 0, len(r.instances))
+	for _, in := range r.instances {
+		out = append(out, *in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Instance returns a registered instance, or ENOTFOUND.
+func (r *Registry) Instance(id string) (orchestrator.Instance, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if in, ok := r.instances[id]; ok {
+		return *in, nil
+	}
+	return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no map instance %q has registered", id)
+}
+
+// Acquire returns a registered instance. The fake cannot start maps, so an instance
+// that has not registered is map_unavailable.
+func (r *Registry) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
+	in, err := r.Instance(id)
+	if err != nil {
+		return in, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q has not registered with the fake orchestrator", id)
+	}
+	return in, nil
+}
+
+// Create is not available without Docker.
+func (r *Registry) Create(ctx context.Context, c orchestrator.CreateInstance) (orchestrator.Instance, error) {
+	return orchestrator.Instance{}, errNoDocker
+}
+
+// Restart is not available without Docker.
+func (r *Registry) Restart(ctx context.Context, id string) error { return errNoDocker }
+
+// Stop is not available without Docker.
+func (r *Registry) Stop(ctx context.Context, id string) error { return errNoDocker }
+
+var errNoDocker = &orchestrator.Error{Code: orchestrator.ENOTIMPLEMENTED, Message: "the fake orchestrator does not run containers: start map servers yourself"}
