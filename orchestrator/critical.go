@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -40,6 +41,37 @@ type CriticalEvent struct {
 	Kind       string          `json:"kind"`
 	MapTick    int64           `json:"mapTick"`
 	Payload    json.RawMessage `json:"payload"`
+	// Epochs are the lease epochs the sending map holds for the characters the event
+	// touches (as item owners). The orchestrator refuses an event for a character the map
+	// no longer holds; they are checked, not stored.
+	Epochs map[string]int64 `json:"epochs,omitempty"`
+}
+
+// Characters returns the characters an item event touches as owners, sorted and
+// without repeats, so their leases can be checked before it is committed. Payloads are
+// read loosely here; the store decodes them strictly.
+func (ev CriticalEvent) Characters() ([]string, error) {
+	var p struct {
+		To, From ItemOwner
+		Moves    []struct{ From, To ItemOwner }
+	}
+	if len(ev.Payload) > 0 {
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			return nil, Errorf(EBADREQUEST, "critical event payload: %v", err)
+		}
+	}
+	owners := []ItemOwner{p.To, p.From}
+	for _, m := range p.Moves {
+		owners = append(owners, m.From, m.To)
+	}
+	var ids []string
+	for _, o := range owners {
+		if o.CharacterID != "" && !slices.Contains(ids, o.CharacterID) {
+			ids = append(ids, o.CharacterID)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // CriticalAck is a store's answer to a durable critical event. A retry of the same event

@@ -42,12 +42,13 @@ type Store interface {
 
 // Defaults.
 const (
-	DefaultTTL          = 10 * time.Second
-	DefaultName         = "wanderer"
-	MaxNameLen          = 32
-	disposablePrefix    = "~" // Subject of a disposable session; never a base64url key hash
-	guestIDPrefix       = "guest-"
-	transferEventPrefix = "transfer-"
+	DefaultTTL           = 10 * time.Second
+	DefaultGuestLeaseTTL = 24 * time.Hour
+	DefaultName          = "wanderer"
+	MaxNameLen           = 32
+	disposablePrefix     = "~" // Subject of a disposable session; never a base64url key hash
+	guestIDPrefix        = "guest-"
+	transferEventPrefix  = "transfer-"
 )
 
 // Service is the admission service. Set the exported fields (NewService does), then use
@@ -62,6 +63,9 @@ type Service struct {
 
 	JoinTTL, TransferTTL time.Duration
 	DefaultInstanceID    string
+	// GuestLeaseTTL bounds the memory disposable characters hold: a guest lease not
+	// renewed for this long is forgotten by Sweep (its player re-joins as a new guest).
+	GuestLeaseTTL time.Duration
 
 	locks [64]sync.Mutex // per-character critical sections, striped
 	seed  maphash.Seed
@@ -69,7 +73,7 @@ type Service struct {
 	used sync.Map // nonce → expiry: replays this process saw are refused without a write
 
 	mu        sync.Mutex
-	guests    map[string]orchestrator.Lease           // leases of disposable characters: never persisted
+	guests    map[string]guestLease                   // leases of disposable characters: never persisted
 	handovers map[string]*orchestrator.CharacterState // final states of disposable characters in transit
 }
 
@@ -79,8 +83,25 @@ func NewService(secret string, store Store, maps Maps, defaultInstanceID string,
 		Signer: ticket.NewSigner(secret), Keys: ticket.NewKeyHasher(secret),
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
-		seed: maphash.MakeSeed(), guests: make(map[string]orchestrator.Lease),
+		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL,
 		handovers: make(map[string]*orchestrator.CharacterState),
+	}
+}
+
+// guestLease is a disposable character's lease and when it was last set.
+type guestLease struct {
+	orchestrator.Lease
+	at time.Time
+}
+
+// forgetIdleGuests drops guest leases older than GuestLeaseTTL.
+func (s *Service) forgetIdleGuests(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, g := range s.guests {
+		if now.Sub(g.at) >= s.GuestLeaseTTL {
+			delete(s.guests, id)
+		}
 	}
 }
 
@@ -198,7 +219,7 @@ func (s *Service) lease(ctx context.Context, characterID string) (orchestrator.L
 	if IsDisposable(characterID) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.guests[characterID], nil
+		return s.guests[characterID].Lease, nil
 	}
 	return s.Store.Lease(ctx, characterID)
 }
@@ -215,7 +236,7 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 			delete(s.guests, l.CharacterID)
 			return nil
 		}
-		s.guests[l.CharacterID] = l
+		s.guests[l.CharacterID] = guestLease{Lease: l, at: s.Now()}
 		return nil
 	}
 	return s.Store.SetLease(ctx, l, prevEpoch)

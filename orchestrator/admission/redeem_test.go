@@ -65,6 +65,20 @@ func TestRedeem(t *testing.T) {
 		_, err = e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: b.Ticket})
 		wantCode(t, err, orchestrator.ETICKETUSED)
 	})
+	t.Run("IdleGuestLeasesForgotten", func(t *testing.T) {
+		e := newEnv(t)
+		r := enter(t, e, "")
+		if err := e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Add(e.svc.GuestLeaseTTL)
+		if _, err := e.svc.Sweep(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if l, _ := e.svc.Lease(ctx, r.CharacterID); l.InstanceID != "" {
+			t.Fatalf("idle guest lease kept: %+v", l)
+		}
+	})
 	t.Run("SecondLoginTakesOver", func(t *testing.T) {
 		e := newEnv(t)
 		first := e.redeem(t, "default-1", e.join(t, authKey).Ticket)

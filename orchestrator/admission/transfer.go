@@ -47,6 +47,18 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "a transfer must change map instance")
 	}
 
+	// The destination may take seconds to start: wait for it before taking the
+	// character's lock (which other characters share a stripe of), after a cheap check
+	// that the request could succeed at all; everything is checked again under the lock.
+	if _, err := s.Store.Transfer(ctx, r.TransferID); orchestrator.ErrorCode(err) == orchestrator.ENOTFOUND {
+		if err := s.Authorize(ctx, r.CharacterID, r.FromInstanceID, r.Epoch); err != nil {
+			return nil, err
+		}
+		if _, err := s.destination(ctx, r.ToInstanceID, toMapID); err != nil {
+			return nil, err
+		}
+	}
+
 	unlock := s.lock(r.CharacterID)
 	defer unlock()
 
@@ -62,9 +74,6 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 	}
 	if lease.InstanceID != r.FromInstanceID || lease.Epoch != r.Epoch {
 		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "character %q is not authoritative in %q at epoch %d", r.CharacterID, r.FromInstanceID, r.Epoch)
-	}
-	if _, err := s.destination(ctx, r.ToInstanceID, toMapID); err != nil {
-		return nil, err
 	}
 
 	now := s.Now()
@@ -236,6 +245,7 @@ func (s *Service) abort(ctx context.Context, id, reason string) {
 func (s *Service) Sweep(ctx context.Context, grace time.Duration) (aborted int, err error) {
 	now := s.Now()
 	s.forgetExpiredNonces(now)
+	s.forgetIdleGuests(now)
 	pending, err := s.Store.PendingTransfers(ctx)
 	if err != nil {
 		return 0, err

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -164,10 +165,15 @@ func httpCode(status int) string {
 	}
 }
 
+// BodyReadTimeout bounds how long DecodeJSON waits for a request body.
+const BodyReadTimeout = 10 * time.Second
+
 // DecodeJSON strictly decodes the request body into v: at most limit bytes, no unknown
 // fields, exactly one JSON value. Every failure is an EBADREQUEST (or ETOOLARGE) error
 // that says what was wrong, so a map developer can fix the request.
 func DecodeJSON(c echo.Context, v any, limit int64) error {
+	// A body that trickles in is cut off: no client holds a handler forever.
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(BodyReadTimeout))
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, limit+1))
 	if err != nil {
 		return orchestrator.Errorf(orchestrator.EBADREQUEST, "read body: %v", err)

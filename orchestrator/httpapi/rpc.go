@@ -24,6 +24,7 @@ type Admission interface {
 type Persistence interface {
 	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env orchestrator.SnapshotEnvelope) (bool, error)
 	CommitCritical(ctx context.Context, ev orchestrator.CriticalEvent) (orchestrator.CriticalAck, error)
+	CriticalEvent(ctx context.Context, eventID string) (*orchestrator.CriticalEvent, error)
 }
 
 // Body limits. A join is tiny; a snapshot partition may carry up to
@@ -72,4 +73,29 @@ func (s *Server) persistSnapshot(ctx context.Context, r control.PersistSnapshot)
 	}
 	accepted, err := s.Store.PutSnapshot(ctx, r.InstanceID, r.Partition, r.Revision, r.Envelope)
 	return control.PersistSnapshotAnswer{Accepted: accepted}, err
+}
+
+// persistCritical commits a critical event from a map and answers once it is durable.
+// Item events are accepted only from the map that holds every character they touch at
+// the epochs it quotes, so a map that lost a character cannot spend its items. Transfer
+// boundaries are the orchestrator's own (written by request-transfer), never a map's.
+// A retry of an event already committed is answered from the store before the lease
+// check, so an ack lost on the way is never turned into a refusal.
+func (s *Server) persistCritical(ctx context.Context, ev orchestrator.CriticalEvent) (orchestrator.CriticalAck, error) {
+	if ev.Kind == orchestrator.EventTransferBoundary {
+		return orchestrator.CriticalAck{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "transfer boundaries are recorded through %s", control.PathRequestTransfer)
+	}
+	if _, err := s.Store.CriticalEvent(ctx, ev.EventID); err == nil {
+		return s.Store.CommitCritical(ctx, ev)
+	}
+	chars, err := ev.Characters()
+	if err != nil {
+		return orchestrator.CriticalAck{}, err
+	}
+	for _, id := range chars {
+		if err := s.Admission.Authorize(ctx, id, ev.InstanceID, ev.Epochs[id]); err != nil {
+			return orchestrator.CriticalAck{}, err
+		}
+	}
+	return s.Store.CommitCritical(ctx, ev)
 }

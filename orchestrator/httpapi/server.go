@@ -40,6 +40,7 @@ type Server struct {
 	Metrics http.Handler
 
 	public, control *echo.Echo
+	gateway         *echo.Echo // the control port on ControlExtraIPs: map routes only
 	servers         []*http.Server
 	publicLn        net.Listener
 	controlLn       net.Listener
@@ -49,24 +50,20 @@ type Server struct {
 // NewServer returns a Server over its dependencies, guarding the control listener with
 // secret.
 func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret string, log *slog.Logger) *Server {
-	s := &Server{Maps: maps, Admission: adm, Store: store, Secret: secret, Log: log, public: newEcho(log), control: newEcho(log)}
+	s := &Server{Maps: maps, Admission: adm, Store: store, Secret: secret, Log: log,
+		public: newEcho(log), control: newEcho(log), gateway: newEcho(log)}
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
-
-	g := s.control.Group("", control.RequireSecret(secret))
-	g.POST(control.PathMapReady, s.handleMapReady)
-	g.POST(control.PathMapHeartbeat, s.handleHeartbeat)
-	// Tests of the supervisor alone run without admission and store.
 	if adm != nil {
 		s.public.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
-		g.POST(control.PathRedeem, rpc(control.DefaultMaxBodySize, adm.Redeem))
-		g.POST(control.PathRequestTransfer, rpc(control.DefaultMaxBodySize, adm.RequestTransfer))
-		g.POST(control.PathTransferResult, rpc(control.DefaultMaxBodySize, ok(adm.TransferResult)))
 	}
-	if adm != nil && store != nil {
-		g.POST(control.PathPersistSnapshot, rpc(maxSnapshotBody, s.persistSnapshot))
-		g.POST(control.PathPersistCritical, rpc(maxCriticalBody, store.CommitCritical))
-	}
+
+	// Map containers reach the control port through the map network's gateway; that
+	// address serves the map-facing routes only, so a compromised map, which holds the
+	// secret, still cannot stop or create maps or read metrics.
+	s.mapRoutes(s.gateway.Group("", control.RequireSecret(secret)))
+	g := s.control.Group("", control.RequireSecret(secret))
+	s.mapRoutes(g)
 	g.GET(control.PathAdminMaps, s.handleAdminMaps)
 	g.GET(control.PathAdminMaps+"/:id", s.handleAdminMap)
 	g.POST(control.PathAdminMaps, s.handleAdminCreate)
@@ -74,6 +71,22 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret 
 	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
 	g.GET(control.PathMetrics, s.handleMetrics)
 	return s
+}
+
+// mapRoutes registers the routes map servers call.
+func (s *Server) mapRoutes(g *echo.Group) {
+	g.POST(control.PathMapReady, s.handleMapReady)
+	g.POST(control.PathMapHeartbeat, s.handleHeartbeat)
+	// Tests of the supervisor alone run without admission and store.
+	if s.Admission != nil {
+		g.POST(control.PathRedeem, rpc(control.DefaultMaxBodySize, s.Admission.Redeem))
+		g.POST(control.PathRequestTransfer, rpc(control.DefaultMaxBodySize, s.Admission.RequestTransfer))
+		g.POST(control.PathTransferResult, rpc(control.DefaultMaxBodySize, ok(s.Admission.TransferResult)))
+	}
+	if s.Admission != nil && s.Store != nil {
+		g.POST(control.PathPersistSnapshot, rpc(maxSnapshotBody, s.persistSnapshot))
+		g.POST(control.PathPersistCritical, rpc(maxCriticalBody, s.persistCritical))
+	}
 }
 
 func newEcho(log *slog.Logger) *echo.Echo {
@@ -109,13 +122,15 @@ func (s *Server) Open() (err error) {
 			s.Close(context.Background())
 			return fmt.Errorf("listen control on %s: %w", ip, err)
 		}
-		s.serve(ln, s.control)
+		s.serve(ln, s.gateway)
 	}
 	return nil
 }
 
 func (s *Server) serve(ln net.Listener, h http.Handler) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Bodies are read within a deadline too (see control.DecodeJSON), so a client
+	// trickling a request cannot hold a connection forever.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.servers = append(s.servers, srv)
 	s.group.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -55,6 +56,7 @@ func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
 	adm := admission.NewService(secret, db, maps, "default-1", log)
 	s := httpapi.NewServer(maps, adm, db, secret, log)
 	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
+	s.ControlExtraIPs = []string{"127.0.0.2"} // stands in for the map network's gateway
 	if err := s.Open(); err != nil {
 		tb.Fatal(err)
 	}
@@ -128,6 +130,63 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 	})
 	if got, err := db.Snapshot(context.Background(), "default-1", snap.Partition); err != nil || got.Revision != 1 {
 		t.Fatalf("stored snapshot %+v %v, want revision 1 only", got, err)
+	}
+}
+
+// TestGatewayServesMapRoutesOnly checks that the control port as map containers reach it
+// (the gateway address) refuses the admin API and metrics even with the secret.
+func TestGatewayServesMapRoutesOnly(t *testing.T) {
+	s, _ := MustOpenServer(t)
+	gw := "http://127.0.0.2:" + strconv.Itoa(s.ControlPort())
+	for _, path := range []string{control.PathAdminMaps, control.PathMetrics} {
+		req, _ := http.NewRequest(http.MethodGet, gw+path, nil)
+		req.Header.Set(control.SecretHeader, secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("GET %s on the gateway: %d, want 404", path, resp.StatusCode)
+		}
+	}
+	var ev orchestrator.CriticalAck
+	post(t, gw+control.PathPersistCritical, orchestrator.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
+}
+
+// TestPersistCritical_Lease checks that item events are committed only for characters
+// the sending map holds, and that maps cannot write transfer boundaries.
+func TestPersistCritical_Lease(t *testing.T) {
+	s, db := MustOpenServer(t)
+	var j orchestrator.JoinResponse
+	post(t, s.PublicURL()+control.PathJoin, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	var r orchestrator.RedeemResult
+	post(t, s.ControlURL()+control.PathRedeem, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	grant := func(id, instance string, epoch int64) orchestrator.CriticalEvent {
+		return orchestrator.CriticalEvent{EventID: id, InstanceID: instance, Kind: orchestrator.EventItemGrant,
+			Payload: json.RawMessage(`{"itemId":"` + id + `","itemKind":"gold","quantity":5,"to":{"characterId":"` + r.CharacterID + `"}}`),
+			Epochs:  map[string]int64{r.CharacterID: epoch}}
+	}
+	var ack orchestrator.CriticalAck
+	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
+	var e control.ErrorResponse
+	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-2", "frontier-1", r.Epoch), http.StatusConflict, &e)
+	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
+	if e.Error.Code != orchestrator.ECONFLICT {
+		t.Fatalf("code %q", e.Error.Code)
+	}
+	// A retry of a committed event is answered even by a map that since lost the lease.
+	var again orchestrator.CriticalAck
+	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-1", "default-1", r.Epoch-1), http.StatusOK, &again)
+	if !again.Duplicate || again.Seq != ack.Seq {
+		t.Fatalf("retry ack %+v, want the first %+v", again, ack)
+	}
+	boundary := orchestrator.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: orchestrator.EventTransferBoundary,
+		Payload: json.RawMessage(`{"characterId":"` + r.CharacterID + `","mapId":"default","instanceId":"default-1","x":1,"y":1,"revision":99}`)}
+	post(t, s.ControlURL()+control.PathPersistCritical, boundary, http.StatusBadRequest, &e)
+	items, err := db.Items(context.Background(), orchestrator.ItemOwner{CharacterID: r.CharacterID})
+	if err != nil || len(items) != 1 || items[0].ItemID != "it-1" {
+		t.Fatalf("items %+v %v, want it-1 only", items, err)
 	}
 }
 

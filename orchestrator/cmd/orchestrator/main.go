@@ -209,13 +209,14 @@ func (m *Main) Close() error {
 		m.stopSweep()
 		<-m.sweepDone
 	}
-	if m.Supervisor != nil {
-		errs = append(errs, m.Supervisor.Close())
-	}
+	// Listeners first: no request may reach the supervisor once it is closing.
 	if m.HTTP != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		errs = append(errs, m.HTTP.Close(ctx))
 		cancel()
+	}
+	if m.Supervisor != nil {
+		errs = append(errs, m.Supervisor.Close())
 	}
 	if m.DB != nil {
 		errs = append(errs, m.DB.Close())
