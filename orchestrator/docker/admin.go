@@ -113,6 +113,9 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 	defer s.mu.Unlock()
 	s.idle(in)
 	if err != nil {
+		// Not left "stopping", which nothing acts on: "stopped" with the container
+		// kept, so the next start stops and removes it before creating a new one.
+		s.transition(in, orchestrator.StateStopped, "stop failed: "+err.Error())
 		return fmt.Errorf("stop map %q: %w", instanceID, err)
 	}
 	in.ContainerID, in.GamePort, in.ControlPort = "", 0, 0

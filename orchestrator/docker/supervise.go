@@ -355,6 +355,9 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 			return nil
 		}
 		s.Log.Warn("warm pool handout failed; starting a new container", "instance", in.ID, "pool", m.id, "err", err)
+		s.mu.Lock()
+		in.expectExit = m.containerID // its death is ours, not a crash of the instance
+		s.mu.Unlock()
 		if err := RemoveMap(ctx, s.API, m.containerID); err != nil {
 			return err
 		}
@@ -420,12 +423,19 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapReady) erro
 	s.mu.Lock()
 	in, ok := s.instances[r.InstanceID]
 	var cid string
+	var leaving bool
 	if ok {
 		cid = in.ContainerID
+		leaving = in.busy && cid != "" && cid == in.expectExit
 	}
 	s.mu.Unlock()
 	if !ok {
 		return orchestrator.Errorf(orchestrator.ENOTFOUND, "instance %q is not wanted by this orchestrator", r.InstanceID)
+	}
+	if leaving {
+		// The container being replaced may still heartbeat during its stop grace; it
+		// must not make the instance ready again with ports about to vanish.
+		return orchestrator.Errorf(orchestrator.ECONFLICT, "instance %q is being replaced", r.InstanceID)
 	}
 	if cid == "" {
 		return orchestrator.Errorf(orchestrator.ENOTFOUND, "instance %q has no container", r.InstanceID)
