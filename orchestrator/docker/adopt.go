@@ -124,7 +124,7 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c container.Summary) (in *
 		if len(s.pool) >= s.PoolSize {
 			return nil, false, true
 		}
-		s.pool[poolID] = &poolMember{id: poolID, containerID: c.ID, started: true}
+		s.pool[poolID] = &poolMember{id: poolID, containerID: c.ID, started: true, startedAt: s.Now()}
 		s.Metrics.Adopted.Inc()
 		s.Log.Info("adopted warm pool container", "pool", poolID, "container", shortID(c.ID))
 		return nil, false, false

@@ -31,6 +31,8 @@ type fakeAPI struct {
 	calls      map[string]int
 	// events returns the channels of each Events call; nil blocks until ctx ends.
 	events func(ctx context.Context) (<-chan events.Message, <-chan error)
+	// stopErr, when set, is what ContainerStop answers.
+	stopErr error
 }
 
 type fakeContainer struct {
@@ -92,6 +94,9 @@ func (f *fakeAPI) ContainerStop(_ context.Context, id string, _ container.StopOp
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["stop"]++
+	if f.stopErr != nil {
+		return f.stopErr
+	}
 	_, c := f.find(id)
 	if c == nil {
 		return errdefs.ErrNotFound

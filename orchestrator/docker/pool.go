@@ -20,6 +20,7 @@ type poolMember struct {
 	id          string // pool-<hex>
 	containerID string
 	started     bool // ContainerStart returned
+	startedAt   time.Time
 	ready       bool // the blank map registered
 	gamePort    int
 	ctrlPort    int
@@ -110,7 +111,7 @@ func (s *Supervisor) addPoolMember(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	m.started = true
+	m.started, m.startedAt = true, s.Now()
 	s.mu.Unlock()
 	s.Log.Info("warm pool container started", "pool", m.id, "container", shortID(id))
 	return nil

@@ -75,7 +75,27 @@ func (s *Supervisor) check(ctx context.Context) {
 			}
 		}
 	}
+	// A blank map that never registers would hold its pool place forever.
+	var stuck []*poolMember
+	for id, m := range s.pool {
+		if m.started && !m.ready && now.Sub(m.startedAt) > s.StartTimeout {
+			delete(s.pool, id)
+			stuck = append(stuck, m)
+		}
+	}
 	s.mu.Unlock()
+	for _, m := range stuck {
+		s.Log.Warn("warm pool container never registered; replacing it", "pool", m.id, "container", shortID(m.containerID))
+		s.group.Go(func() error {
+			if err := RemoveMap(context.WithoutCancel(ctx), s.API, m.containerID); err != nil {
+				s.Log.Warn("remove stuck pool container", "pool", m.id, "err", err)
+			}
+			return nil
+		})
+	}
+	if len(stuck) > 0 {
+		s.kickPool()
+	}
 
 	for _, id := range idle {
 		s.group.Go(func() error {

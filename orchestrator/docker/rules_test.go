@@ -220,3 +220,52 @@ func TestRules_DockerEvents(t *testing.T) {
 		}
 	})
 }
+
+func TestRules_FailedStopLeavesInstanceStopped(t *testing.T) {
+	f := newFakeSupervisor(t)
+	f.ready(t)
+	f.api.mu.Lock()
+	f.api.stopErr = errors.New("engine busy")
+	f.api.mu.Unlock()
+	if err := f.Stop(context.Background(), "d-1"); err == nil {
+		t.Fatal("Stop succeeded although the engine refused")
+	}
+	inst, _ := f.Instance("d-1")
+	if inst.State != orchestrator.StateStopped || !strings.Contains(inst.Reason, "stop failed") || inst.ContainerID == "" {
+		t.Fatalf("after a failed stop: %+v, want stopped with its container kept", inst)
+	}
+}
+
+func TestRules_ReplacedContainerCannotRegister(t *testing.T) {
+	f := newFakeSupervisor(t)
+	f.ready(t)
+	f.Supervisor.mu.Lock()
+	in := f.instances["d-1"]
+	in.busy, in.expectExit = true, in.ContainerID // being replaced: its stop is in flight
+	f.Supervisor.mu.Unlock()
+	err := f.MapReady(context.Background(), orchestrator.MapReady{InstanceID: "d-1"})
+	if orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		t.Fatalf("map-ready from the container being replaced: %v, want conflict", err)
+	}
+	f.Supervisor.mu.Lock()
+	in.busy = false
+	f.Supervisor.mu.Unlock()
+}
+
+func TestRules_StuckPoolMemberReplaced(t *testing.T) {
+	f := newFakeSupervisor(t)
+	f.StartTimeout = 30 * time.Second
+	f.Supervisor.mu.Lock()
+	f.pool["pool-stuck"] = &poolMember{id: "pool-stuck", containerID: "cstuck", started: true, startedAt: f.clock.Now()}
+	f.Supervisor.mu.Unlock()
+	f.clock.Add(29 * time.Second)
+	f.check(context.Background())
+	if f.Pool().Size != 1 {
+		t.Fatal("a pool member still within its start timeout was dropped")
+	}
+	f.clock.Add(2 * time.Second)
+	f.check(context.Background())
+	if f.Pool().Size != 0 {
+		t.Fatal("a pool member that never registered keeps its place")
+	}
+}
