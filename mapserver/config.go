@@ -30,6 +30,8 @@ type Config struct {
 	TickHz         int `env:"MAP_TICK_HZ" envDefault:"30" help:"simulation ticks per second"`
 	SnapshotHz     int `env:"MAP_SNAPSHOT_HZ" envDefault:"15" help:"snapshots per second sent to each client"`
 
+	AllowedOrigins string `env:"MAP_ALLOWED_ORIGINS" envDefault:"" help:"comma-separated browser origins (scheme://host[:port]) allowed to open player WebSockets besides the host the page came from; empty = same host only"`
+
 	LogLevel string `env:"MAP_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
 	// Blank is set by the orchestrator on warm-pool containers: the server registers

@@ -62,6 +62,12 @@ func NewServer(secret string, health Health, log *slog.Logger) *Server {
 	return s
 }
 
+// HandleGame serves h at path on the game listener (the player WebSocket at /ws). Call
+// it before Open.
+func (s *Server) HandleGame(path string, h http.Handler) {
+	s.game.GET(path, echo.WrapHandler(h))
+}
+
 // Health returns what /health currently answers; the instance id changes when a blank
 // server is handed an instance.
 func (s *Server) Health() Health {

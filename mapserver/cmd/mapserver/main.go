@@ -30,6 +30,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/envconf"
@@ -70,6 +71,11 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: orchestrator.Version,
 	}, log)
 	srv.Blank, srv.FailHealth = cfg.Blank, cfg.FaultFailHealth
+	world := ws.NewWorld()
+	orch := control.NewClient(cfg.OrchURL, cfg.Secret)
+	players := ws.NewServer(orch, world, cfg.TickHz, cfg.SnapshotHz, log)
+	players.AllowedOrigins = ws.ParseOrigins(cfg.AllowedOrigins)
+	srv.HandleGame("/ws", players)
 	srv.GameAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.GamePort))
 	srv.ControlAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.ControlPort))
 	if err := srv.Open(); err != nil {
@@ -78,26 +84,28 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("map server listening", "gamePort", srv.GamePort(), "controlPort", srv.ControlPort(), "version", orchestrator.Version)
 
-	link := orchlink.New(control.NewClient(cfg.OrchURL, cfg.Secret), orchestrator.MapReady{
+	link := orchlink.New(orch, orchestrator.MapReady{
 		InstanceID:  cfg.InstanceID,
 		MapID:       cfg.MapID,
 		GamePort:    srv.GamePort(),
 		ControlPort: srv.ControlPort(),
 		Version:     orchestrator.Version,
 	}, cfg.Heartbeat(), log)
+	link.Players = players.Players
 	srv.OnStart = func(r control.StartInstance, mc mapgen.MapConfig) {
 		link.Rebind(r.InstanceID, r.MapID)
 		// Generate off the request path: a warm-pool handout answers at once, and the
 		// world (milliseconds for a 2 km map) is ready before a player can arrive.
 		go func() {
 			start := time.Now()
-			world, err := mapgen.Generate(mc)
+			w, err := mapgen.Generate(mc)
 			if err != nil {
 				log.Error("generate world", "err", err)
 				return
 			}
-			srv.SetWorldHash(world.Hash())
-			log.Info("world generated", "worldHash", world.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
+			srv.SetWorldHash(w.Hash())
+			world.Set(mc, w.Hash())
+			log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
 		}()
 	}
 	if cfg.FaultExitAfterMS > 0 {
