@@ -54,6 +54,7 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret 
 		public: newEcho(log), control: newEcho(log), gateway: newEcho(log)}
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
+	s.public.GET(PathMapWS, s.handleMapWS)
 	if adm != nil {
 		s.public.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
 	}
