@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -223,6 +224,70 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		postJSON(t, child.control+control.PathRedeem, "", body, http.StatusUnauthorized, &e)
 	})
 
+	t.Run("PlayOverWebSocketThroughEdge", func(t *testing.T) {
+		cfg, err := mapgen.Resolve(instance, mapgen.DefaultMapID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		world, err := mapgen.Generate(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j orchestrator.JoinResponse
+		postJSON(t, child.public+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
+		wsURL := "ws" + strings.TrimPrefix(child.public, "http") + j.WS
+		hello := `{"v":1,"kind":"hello","ticket":"` + j.Ticket + `"}`
+
+		c := dialWS(t, wsURL)
+		sendWS(t, c, hello)
+		var w struct {
+			V                             int
+			Kind, CharacterID, InstanceID string
+			MapID, WorldHash              string
+			Epoch                         int64
+			TickHz, SnapshotHz            int
+			MapConfig                     mapgen.MapConfig
+		}
+		readWS(t, c, &w)
+		if w.Kind != "welcome" || w.CharacterID != j.CharacterID || w.InstanceID != instance || w.MapID != mapgen.DefaultMapID ||
+			w.Epoch < 1 || w.TickHz != 30 || w.SnapshotHz != 15 {
+			t.Fatalf("welcome %+v", w)
+		}
+		if w.WorldHash != world.Hash() {
+			t.Fatalf("welcome world hash %s, want %s", w.WorldHash, world.Hash())
+		}
+		if got, err := mapgen.Generate(w.MapConfig); err != nil || got.Hash() != world.Hash() {
+			t.Fatalf("the welcome's map config generates %v (%v), want hash %s", got, err, world.Hash())
+		}
+		sendWS(t, c, `{"v":1,"kind":"ping","t":42}`)
+		var pong struct {
+			Kind string
+			T    int
+		}
+		readWS(t, c, &pong)
+		if pong.Kind != "pong" || pong.T != 42 {
+			t.Fatalf("got %+v, want pong 42", pong)
+		}
+
+		replay := dialWS(t, wsURL)
+		sendWS(t, replay, hello)
+		var e struct{ Kind, Code, Message string }
+		readWS(t, replay, &e)
+		if e.Kind != "error" || e.Code != orchestrator.ETICKETUSED {
+			t.Fatalf("replayed ticket: %+v, want error ticket_used", e)
+		}
+		_ = replay.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, _, err := replay.ReadMessage(); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+			t.Fatalf("replayed ticket: connection ended with %v, want close 1008", err)
+		}
+
+		// The edge refuses unknown maps before any upgrade.
+		_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(child.public, "http")+orchestrator.WSPath("nowhere-1"), nil)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("unknown map: %v %v, want 503", err, resp)
+		}
+	})
+
 	t.Run("SIGTERMLeavesMapsRunning", func(t *testing.T) {
 		if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -246,6 +311,35 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 			t.Fatalf("journal mode %q (%v), want wal", mode, err)
 		}
 	})
+}
+
+func dialWS(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func sendWS(t *testing.T, c *websocket.Conn, msg string) {
+	t.Helper()
+	if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readWS(t *testing.T, c *websocket.Conn, out any) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, data, err := c.ReadMessage()
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
 }
 
 type childOrchestrator struct {
