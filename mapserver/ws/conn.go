@@ -222,7 +222,11 @@ func (c *conn) read() (welcomed bool, code int, text string) {
 	// Counted before the welcome leaves, so a client that sees its welcome sees itself
 	// counted too.
 	c.s.join(c)
-	if !c.send(frame) {
+	sent := c.send(frame)
+	if w.TransferID != "" {
+		go c.reportTransfer(w, sent)
+	}
+	if !sent {
 		return true, 0, ""
 	}
 	c.log.Info("player welcomed", "character", w.CharacterID, "epoch", w.Epoch)
@@ -263,8 +267,23 @@ func (c *conn) admit(ticket string) (*Welcome, error) {
 	return &Welcome{
 		V: Version, Kind: KindWelcome, CharacterID: res.CharacterID,
 		InstanceID: cfg.InstanceID, MapID: cfg.MapID, Epoch: res.Epoch, WorldHash: hash,
-		TickHz: c.s.TickHz, SnapshotHz: c.s.SnapshotHz, MapConfig: cfg,
+		TickHz: c.s.TickHz, SnapshotHz: c.s.SnapshotHz, MapConfig: cfg, TransferID: res.TransferID,
 	}, nil
+}
+
+// reportTransfer tells the orchestrator, as the destination, how a transfer ended here;
+// the control client retries it, and a report that never arrives is settled by the
+// orchestrator's sweeper.
+func (c *conn) reportTransfer(w *Welcome, welcomed bool) {
+	r := orchestrator.TransferResult{TransferID: w.TransferID, InstanceID: w.InstanceID, Success: welcomed}
+	if !welcomed {
+		r.Reason = "the player left before the welcome"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), orDuration(c.s.RedeemWait, DefaultRedeemWait))
+	defer cancel()
+	if err := c.s.Redeemer.TransferResult(ctx, r); err != nil {
+		c.log.Warn("transfer result not reported", "transfer", w.TransferID, "err", err)
+	}
 }
 
 // handle answers one message of a welcomed player. A bad message is refused with an

@@ -45,6 +45,8 @@ type Welcome struct {
 	TickHz      int              `json:"tickHz"`
 	SnapshotHz  int              `json:"snapshotHz"`
 	MapConfig   mapgen.MapConfig `json:"mapConfig"`
+	// TransferID is set when the player arrived through a transfer token.
+	TransferID string `json:"transferId,omitempty"`
 }
 
 // Pong answers a ping with the client's own timestamp, so the client measures RTT on

@@ -27,6 +27,9 @@ import (
 // the orchestrator could not be reached.
 type Redeemer interface {
 	Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error)
+	// TransferResult reports, as the destination, whether a transferred player was
+	// welcomed, which completes (or aborts) the transfer at the orchestrator.
+	TransferResult(ctx context.Context, r orchestrator.TransferResult) error
 }
 
 var _ Redeemer = (*control.Client)(nil)

@@ -22,12 +22,20 @@ import (
 // fakeRedeemer admits the tickets in ok once each and refuses the rest with the codes
 // in deny; it counts calls.
 type fakeRedeemer struct {
-	mu    sync.Mutex
-	ok    map[string]string // ticket -> characterId
-	deny  map[string]error
-	used  map[string]bool
-	calls int
-	last  orchestrator.RedeemRequest
+	mu      sync.Mutex
+	ok      map[string]string // ticket -> characterId
+	deny    map[string]error
+	used    map[string]bool
+	calls   int
+	last    orchestrator.RedeemRequest
+	results []orchestrator.TransferResult
+}
+
+func (f *fakeRedeemer) TransferResult(_ context.Context, r orchestrator.TransferResult) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.results = append(f.results, r)
+	return nil
 }
 
 func (f *fakeRedeemer) Redeem(_ context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
@@ -46,6 +54,9 @@ func (f *fakeRedeemer) Redeem(_ context.Context, r orchestrator.RedeemRequest) (
 		return nil, orchestrator.Errorf(orchestrator.ETICKETUSED, "ticket already used")
 	}
 	f.used[r.Token] = true
+	if strings.HasPrefix(r.Token, "transfer") {
+		return &orchestrator.RedeemResult{Kind: "transfer", TransferID: "tr-" + id, CharacterID: id, Epoch: 4}, nil
+	}
 	return &orchestrator.RedeemResult{Kind: "join", CharacterID: id, Epoch: 3}, nil
 }
 
@@ -73,7 +84,7 @@ func newHarness(t *testing.T, tune func(*ws.Server)) *harness {
 	world := ws.NewWorld()
 	world.Set(cfg, "hash-of-forest-1")
 	h := &harness{cfg: cfg, hash: "hash-of-forest-1", redeem: &fakeRedeemer{
-		ok: map[string]string{"good": "char-1", "good2": "char-2"}, used: map[string]bool{},
+		ok: map[string]string{"good": "char-1", "good2": "char-2", "transfer-1": "char-3"}, used: map[string]bool{},
 		deny: map[string]error{
 			"expired": orchestrator.Errorf(orchestrator.ETICKETEXPIRED, "ticket expired"),
 			"other":   orchestrator.Errorf(orchestrator.EWRONGMAP, "ticket is for another map"),
@@ -363,5 +374,33 @@ func TestOrigin(t *testing.T) {
 				c.Close()
 			}
 		}
+	}
+}
+
+// TestTransferArrivalReported checks that a player arriving with a transfer token is
+// welcomed with the transfer's id and that the map reports the transfer's success.
+func TestTransferArrivalReported(t *testing.T) {
+	h := newHarness(t, nil)
+	c := dial(t, h.url, nil)
+	send(t, c, `{"v":1,"kind":"hello","ticket":"transfer-1"}`)
+	w := recv(t, c)
+	if w["kind"] != "welcome" || w["transferId"] != "tr-char-3" {
+		t.Fatalf("welcome %v", w)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.redeem.mu.Lock()
+		results := append([]orchestrator.TransferResult(nil), h.redeem.results...)
+		h.redeem.mu.Unlock()
+		if len(results) == 1 {
+			if r := results[0]; r.TransferID != "tr-char-3" || r.InstanceID != "forest-1" || !r.Success {
+				t.Fatalf("transfer result %+v", r)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transfer results %+v, want one success", results)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -22,6 +22,8 @@ func (benchRedeemer) Redeem(_ context.Context, r orchestrator.RedeemRequest) (*o
 	return &orchestrator.RedeemResult{Kind: "join", CharacterID: "bench-" + r.Token, Epoch: 1}, nil
 }
 
+func (benchRedeemer) TransferResult(context.Context, orchestrator.TransferResult) error { return nil }
+
 // BenchmarkPingPong measures one ping/pong round trip of a single welcomed client
 // (C=1) against the real map WebSocket server, directly on its game port and through
 // the orchestrator's edge proxy, so the proxy's cost per message is the difference.

@@ -288,6 +288,74 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 	})
 
+	var transferID string
+	t.Run("TransferBetweenMapsOverWebSocket", func(t *testing.T) {
+		// A second map, then a saved character that enters the default map.
+		dest := instance + "-f"
+		postJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+dest+`","mapId":"frontier"}`, http.StatusCreated, nil)
+		var j orchestrator.JoinResponse
+		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
+		base := "ws" + strings.TrimPrefix(child.public, "http")
+		src := dialWS(t, base+j.WS)
+		sendWS(t, src, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
+		var w struct {
+			Kind, CharacterID, InstanceID, TransferID string
+			Epoch                                     int64
+		}
+		readWS(t, src, &w)
+		if w.Kind != "welcome" {
+			t.Fatalf("source welcome %+v", w)
+		}
+
+		// The source map asks for the transfer (as its portal would), with the
+		// character's final state; the orchestrator answers with the token.
+		transferID = "tr-" + randomHex(t, 6)
+		req := fmt.Sprintf(`{"transferId":%q,"characterId":%q,"fromInstanceId":%q,"toInstanceId":%q,"epoch":%d,`+
+			`"state":{"mapId":"default","x":321.5,"y":42,"revision":7}}`, transferID, w.CharacterID, instance, dest, w.Epoch)
+		var a orchestrator.TransferAnswer
+		postJSON(t, child.control+control.PathRequestTransfer, secret, req, http.StatusOK, &a)
+		if a.ToInstanceID != dest || a.WS != orchestrator.WSPath(dest) {
+			t.Fatalf("transfer answer %+v", a)
+		}
+
+		// The client reconnects to the destination through the edge with the token.
+		dst := dialWS(t, base+a.WS)
+		sendWS(t, dst, `{"v":1,"kind":"hello","ticket":"`+a.Token+`"}`)
+		var w2 struct {
+			Kind, CharacterID, InstanceID, TransferID string
+			Epoch                                     int64
+		}
+		readWS(t, dst, &w2)
+		if w2.Kind != "welcome" || w2.CharacterID != w.CharacterID || w2.InstanceID != dest || w2.TransferID != transferID || w2.Epoch <= w.Epoch {
+			t.Fatalf("destination welcome %+v after %+v", w2, w)
+		}
+		// The source lost the character: a transfer request at its old epoch is refused.
+		var e control.ErrorResponse
+		postJSON(t, child.control+control.PathRequestTransfer, secret,
+			strings.Replace(req, transferID, transferID+"x", 1), http.StatusConflict, &e)
+
+		// The destination reports the arrival on its own; a retry of the request tells
+		// the transfer's state without reaching into the orchestrator.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			req2, _ := http.NewRequest(http.MethodPost, child.control+control.PathRequestTransfer, strings.NewReader(req))
+			req2.Header.Set(control.SecretHeader, secret)
+			resp, err := http.DefaultClient.Do(req2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusConflict && strings.Contains(string(body), "is completed") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("transfer not completed: %d %s", resp.StatusCode, body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
 	t.Run("SIGTERMLeavesMapsRunning", func(t *testing.T) {
 		if err := child.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -309,6 +377,13 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		defer db.Close()
 		if mode, err := db.JournalMode(ctx); err != nil || mode != "wal" {
 			t.Fatalf("journal mode %q (%v), want wal", mode, err)
+		}
+		// The destination reported the transfer, which the orchestrator completed.
+		if transferID != "" {
+			tr, err := db.Transfer(ctx, transferID)
+			if err != nil || tr.State != orchestrator.TransferCompleted {
+				t.Fatalf("transfer %+v (%v), want completed", tr, err)
+			}
 		}
 	})
 }
