@@ -5,17 +5,13 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -49,13 +45,12 @@ type Server struct {
 	game, control *echo.Echo
 	gameLn        net.Listener
 	controlLn     net.Listener
-	servers       []*http.Server
-	group         errgroup.Group
+	servers       control.Servers
 }
 
 // NewServer returns a Server whose control routes demand secret.
 func NewServer(secret string, health Health, log *slog.Logger) *Server {
-	s := &Server{Secret: secret, health: health, Log: log, game: newEcho(log), control: newEcho(log)}
+	s := &Server{Secret: secret, health: health, Log: log, game: control.NewEcho(log), control: control.NewEcho(log)}
 	g := s.control.Group("", control.RequireSecret(secret))
 	g.GET(control.PathHealth, s.handleHealth)
 	g.POST(control.PathStartInstance, s.handleStartInstance)
@@ -89,14 +84,6 @@ func (s *Server) Started() *control.StartInstance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.started
-}
-
-func newEcho(log *slog.Logger) *echo.Echo {
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = control.ErrorHandler(log)
-	e.Use(middleware.Recover())
-	return e
 }
 
 func (s *Server) handleHealth(c echo.Context) error {
@@ -152,32 +139,13 @@ func (s *Server) Open() (err error) {
 		s.gameLn.Close()
 		return fmt.Errorf("listen control %s: %w", s.ControlAddr, err)
 	}
-	for _, l := range []struct {
-		ln net.Listener
-		h  http.Handler
-	}{{s.gameLn, s.game}, {s.controlLn, s.control}} {
-		srv := &http.Server{Handler: l.h, ReadHeaderTimeout: 10 * time.Second}
-		s.servers = append(s.servers, srv)
-		ln := l.ln
-		s.group.Go(func() error {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-	}
+	s.servers.Serve(s.gameLn, s.game)
+	s.servers.Serve(s.controlLn, s.control)
 	return nil
 }
 
 // Close stops both listeners, waiting up to ctx for requests in flight.
-func (s *Server) Close(ctx context.Context) error {
-	var errs []error
-	for _, srv := range s.servers {
-		errs = append(errs, srv.Shutdown(ctx))
-	}
-	errs = append(errs, s.group.Wait())
-	return errors.Join(errs...)
-}
+func (s *Server) Close(ctx context.Context) error { return s.servers.Close(ctx) }
 
 // GamePort and ControlPort are the bound ports (useful when configured as 0).
 func (s *Server) GamePort() int    { return s.gameLn.Addr().(*net.TCPAddr).Port }

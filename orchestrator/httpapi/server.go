@@ -6,17 +6,13 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -41,17 +37,16 @@ type Server struct {
 
 	public, control *echo.Echo
 	gateway         *echo.Echo // the control port on ControlExtraIPs: map routes only
-	servers         []*http.Server
+	servers         control.Servers
 	publicLn        net.Listener
 	controlLn       net.Listener
-	group           errgroup.Group
 }
 
 // NewServer returns a Server over its dependencies, guarding the control listener with
 // secret.
 func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret string, log *slog.Logger) *Server {
 	s := &Server{Maps: maps, Admission: adm, Store: store, Secret: secret, Log: log,
-		public: newEcho(log), control: newEcho(log), gateway: newEcho(log)}
+		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log)}
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
 	s.public.GET(PathMapWS, s.handleMapWS)
@@ -90,20 +85,6 @@ func (s *Server) mapRoutes(g *echo.Group) {
 	}
 }
 
-func newEcho(log *slog.Logger) *echo.Echo {
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = control.ErrorHandler(log)
-	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
-		DisableStackAll: true,
-		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
-			log.Error("panic in handler", "path", c.Path(), "err", err, "stack", string(stack))
-			return err
-		},
-	}))
-	return e
-}
-
 // Open binds every listener synchronously, so that their ports are known when it
 // returns, and serves them in the background.
 func (s *Server) Open() (err error) {
@@ -114,8 +95,8 @@ func (s *Server) Open() (err error) {
 		s.publicLn.Close()
 		return fmt.Errorf("listen control %s: %w", s.ControlAddr, err)
 	}
-	s.serve(s.publicLn, s.public)
-	s.serve(s.controlLn, s.control)
+	s.servers.Serve(s.publicLn, s.public)
+	s.servers.Serve(s.controlLn, s.control)
 	port := strconv.Itoa(s.ControlPort())
 	for _, ip := range s.ControlExtraIPs {
 		ln, err := net.Listen("tcp", net.JoinHostPort(ip, port))
@@ -123,33 +104,13 @@ func (s *Server) Open() (err error) {
 			s.Close(context.Background())
 			return fmt.Errorf("listen control on %s: %w", ip, err)
 		}
-		s.serve(ln, s.gateway)
+		s.servers.Serve(ln, s.gateway)
 	}
 	return nil
 }
 
-func (s *Server) serve(ln net.Listener, h http.Handler) {
-	// Bodies are read within a deadline too (see control.DecodeJSON), so a client
-	// trickling a request cannot hold a connection forever.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	s.servers = append(s.servers, srv)
-	s.group.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-}
-
 // Close stops accepting connections and waits, up to ctx, for requests in flight.
-func (s *Server) Close(ctx context.Context) error {
-	var errs []error
-	for _, srv := range s.servers {
-		errs = append(errs, srv.Shutdown(ctx))
-	}
-	errs = append(errs, s.group.Wait())
-	return errors.Join(errs...)
-}
+func (s *Server) Close(ctx context.Context) error { return s.servers.Close(ctx) }
 
 // PublicURL is the base URL of the public listener, with a loopback host when it binds
 // all interfaces.
