@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"time"
+
+	"github.com/mapyard/mapyard/orchestrator"
 )
 
 // Config is every tunable of a map server, read from the environment. The orchestrator
@@ -46,15 +47,13 @@ type Config struct {
 	FaultIgnoreSIGTERM bool `env:"MAP_FAULT_IGNORE_SIGTERM" envDefault:"false" help:"TESTS ONLY: ignore SIGTERM, so stopping needs the kill after the grace period (false = off)"`
 }
 
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)
-
 // Validate checks values that parse but make no sense, naming the variable.
 func (c *Config) Validate() error {
-	if !idPattern.MatchString(c.InstanceID) {
-		return fmt.Errorf("MAP_INSTANCE_ID=%q: must match %s", c.InstanceID, idPattern)
+	if !orchestrator.IDPattern.MatchString(c.InstanceID) {
+		return fmt.Errorf("MAP_INSTANCE_ID=%q: must match %s", c.InstanceID, orchestrator.IDPattern)
 	}
-	if !idPattern.MatchString(c.MapID) {
-		return fmt.Errorf("MAP_MAP_ID=%q: must match %s", c.MapID, idPattern)
+	if !orchestrator.IDPattern.MatchString(c.MapID) {
+		return fmt.Errorf("MAP_MAP_ID=%q: must match %s", c.MapID, orchestrator.IDPattern)
 	}
 	if u, err := url.Parse(c.OrchURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("MAP_ORCH_URL=%q: must be an http(s) URL", c.OrchURL)

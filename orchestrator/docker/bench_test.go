@@ -139,7 +139,7 @@ func BenchmarkRawCreateStartScratch(b *testing.B) {
 	cli := dockertest.Client(b)
 	ctx := context.Background()
 	deployment := "test-" + randomHex(b, 4)
-	b.Cleanup(func() { removeDeployment(b, cli, deployment) })
+	b.Cleanup(func() { dockertest.RemoveDeployment(b, cli, deployment) })
 	var d []time.Duration
 	for b.Loop() {
 		t0 := time.Now()

@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
 	"github.com/mapyard/mapyard/orchestrator"
@@ -70,7 +68,7 @@ func newHarness(tb testing.TB, configure func(*docker.Supervisor)) *harness {
 	cli := dockertest.Client(tb)
 	ctx := context.Background()
 	h := &harness{tb: tb, cli: cli, deployment: "test-" + randomHex(tb, 4)}
-	tb.Cleanup(func() { removeDeployment(tb, cli, h.deployment) })
+	tb.Cleanup(func() { dockertest.RemoveDeployment(tb, cli, h.deployment) })
 
 	gateway, err := docker.EnsureNetwork(ctx, cli, "mapyard")
 	if err != nil {
@@ -123,31 +121,6 @@ func newHarness(tb testing.TB, configure func(*docker.Supervisor)) *harness {
 	}
 	tb.Cleanup(func() { sup.Close() })
 	return h
-}
-
-// removeDeployment force-removes every container of a test deployment. It lists
-// again until nothing is left, because a create the supervisor abandoned at Close may
-// still complete in the engine.
-func removeDeployment(tb testing.TB, cli *client.Client, deployment string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for quiet := 0; quiet < 2 && ctx.Err() == nil; {
-		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
-		if err != nil {
-			tb.Logf("cleanup: %v", err)
-			return
-		}
-		if len(list) == 0 {
-			quiet++
-		}
-		for _, c := range list {
-			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) && !errdefs.IsConflict(err) {
-				tb.Logf("cleanup %s: %v", c.ID, err)
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // waitFor polls cond until it holds or timeout passes.

@@ -31,7 +31,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	cli := dockertest.Client(t)
 	ctx := context.Background()
 	deployment := "test-" + randomHex(t, 4)
-	t.Cleanup(func() { removeDeployment(t, cli, deployment) })
+	t.Cleanup(func() { dockertest.RemoveDeployment(t, cli, deployment) })
 	def, created, ghost := deployment+"-d", deployment+"-b", deployment+"-ghost"
 
 	secret := randomHex(t, 16)
@@ -177,28 +177,6 @@ func freePort(t *testing.T) string {
 	}
 	defer ln.Close()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
-
-// removeDeployment force-removes every container of a test deployment, listing again
-// until nothing is left: a create abandoned at shutdown may still complete.
-func removeDeployment(t *testing.T, cli *client.Client, deployment string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for quiet := 0; quiet < 2 && ctx.Err() == nil; {
-		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
-		if err != nil {
-			t.Logf("cleanup: %v", err)
-			return
-		}
-		if len(list) == 0 {
-			quiet++
-		}
-		for _, c := range list {
-			cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func poolContainers(t *testing.T, cli *client.Client, deployment string) []string {

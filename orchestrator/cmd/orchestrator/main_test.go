@@ -79,7 +79,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	ctx := context.Background()
 	instance := "test-" + randomHex(t, 4)
 	name := orchestrator.ContainerName(instance)
-	t.Cleanup(func() { removeDeployment(t, cli, instance) })
+	t.Cleanup(func() { dockertest.RemoveDeployment(t, cli, instance) })
 
 	secret := randomHex(t, 16)
 	dbPath := filepath.Join(t.TempDir(), "mapyard.db")
@@ -151,17 +151,18 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 			t.Fatalf("instance container %s, want %s", got.Instances[0].ContainerID, info.ID)
 		}
 	})
+	// The world the default map must run: the default template, generated here.
+	cfg, err := mapgen.Resolve(instance, mapgen.DefaultMapID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	world, err := mapgen.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Run("WorldGeneratedFromMapConfig", func(t *testing.T) {
 		// The map generated its world from the default template; the hash must be the
 		// one this process computes with the same package (and the browser with wasm).
-		cfg, err := mapgen.Resolve(instance, mapgen.DefaultMapID, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		world, err := mapgen.Generate(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var got struct{ Instances []orchestrator.Instance }
 		getJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
 		url := fmt.Sprintf("http://127.0.0.1:%d", got.Instances[0].ControlPort)
@@ -225,14 +226,6 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	})
 
 	t.Run("PlayOverWebSocketThroughEdge", func(t *testing.T) {
-		cfg, err := mapgen.Resolve(instance, mapgen.DefaultMapID, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		world, err := mapgen.Generate(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var j orchestrator.JoinResponse
 		postJSON(t, child.public+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
 		wsURL := "ws" + strings.TrimPrefix(child.public, "http") + j.WS

@@ -9,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+
+	"github.com/mapyard/mapyard/orchestrator"
 )
 
 // MapImage returns the map image tests start: MAPYARD_TEST_MAP_IMAGE, or
@@ -49,4 +54,29 @@ func Client(tb testing.TB) *client.Client {
 		unavailable("image %s is missing (run `make images`): %v", MapImage(), err)
 	}
 	return cli
+}
+
+// RemoveDeployment force-removes every container labelled with a test deployment. It
+// lists again until nothing is left twice in a row, because a create abandoned at
+// shutdown may still complete in the engine.
+func RemoveDeployment(tb testing.TB, cli *client.Client, deployment string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for quiet := 0; quiet < 2 && ctx.Err() == nil; {
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
+		if err != nil {
+			tb.Logf("cleanup: %v", err)
+			return
+		}
+		if len(list) == 0 {
+			quiet++
+		}
+		for _, c := range list {
+			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) && !errdefs.IsConflict(err) {
+				tb.Logf("cleanup %s: %v", c.ID, err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
