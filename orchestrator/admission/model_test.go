@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/admission"
 )
 
 // model is the test's picture of the world around the admission service: what each map
@@ -142,7 +143,7 @@ func (m *model) step() string {
 				return "transfer refused"
 			}
 			delete(m.beliefs[from], ch) // the source stops simulating the character
-			if !isGuest(ch) {
+			if !admission.IsDisposable(ch) {
 				m.acked[ch] = x
 			}
 			m.tickets = append(m.tickets, pendingTicket{a.Token, to, ch})
@@ -221,8 +222,6 @@ func (m *model) expect(err error, codes ...string) {
 	}
 	m.t.Fatalf("unexpected error %v (want one of %v)", err, codes)
 }
-
-func isGuest(id string) bool { return len(id) > 6 && id[:6] == "guest-" }
 
 func sortedKeys(m map[string]int64) []string {
 	keys := make([]string, 0, len(m))
