@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -53,9 +52,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated above
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})).
+	log := envconf.NewLogger(stderr, cfg.LogLevel).
 		With("instance", cfg.InstanceID, "map", cfg.MapID)
 
 	stopSignals := []os.Signal{syscall.SIGINT, syscall.SIGTERM}

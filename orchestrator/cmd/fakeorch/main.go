@@ -72,9 +72,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
 		return code
 	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated
-	m := &Main{Config: cfg, Log: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))}
+	m := &Main{Config: cfg, Log: envconf.NewLogger(stderr, cfg.LogLevel)}
 	if err := m.Run(); err != nil {
 		m.Log.Error("start failed", "err", err)
 		m.Close()

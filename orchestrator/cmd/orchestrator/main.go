@@ -62,7 +62,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	m := NewMain(cfg, newLogger(stderr, cfg.LogLevel), environ)
+	m := NewMain(cfg, envconf.NewLogger(stderr, cfg.LogLevel), environ)
 	if err := m.Run(ctx); err != nil {
 		m.Log.Error("start failed", "err", err)
 		m.Close()
@@ -75,12 +75,6 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level)) // validated by Config.Validate
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
 // Main is the whole orchestrator process, reusable by end-to-end tests.
