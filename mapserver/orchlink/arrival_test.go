@@ -1,0 +1,51 @@
+package orchlink_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+func TestArrivalPoint(t *testing.T) {
+	cfg, err := mapgen.Template("frontier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := mapgen.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("FromAnotherMapBesideItsPortal", func(t *testing.T) {
+		a := orchlink.ArrivalPoint(w, "frontier", &orchestrator.CharacterState{MapID: "default", X: 1, Y: 1})
+		var back mapgen.Portal
+		for _, p := range w.Portals {
+			if p.TargetMapID == "default" {
+				back = p
+			}
+		}
+		d := math.Hypot(a.X*100-float64(back.X), a.Y*100-float64(back.Y))
+		if a.Via != "portal" || d <= float64(back.Radius) || d > float64(back.Radius+orchlink.ArrivalClearance)+1 {
+			t.Fatalf("arrival %+v is %.0f cm from the portal back (radius %d)", a, d, back.Radius)
+		}
+	})
+	t.Run("SavedOnThisMapKeepsPosition", func(t *testing.T) {
+		a := orchlink.ArrivalPoint(w, "frontier", &orchestrator.CharacterState{MapID: "frontier", X: 12.5, Y: 40})
+		if a != (orchlink.Arrival{X: 12.5, Y: 40, Via: "saved"}) {
+			t.Fatalf("arrival %+v", a)
+		}
+	})
+	t.Run("NeverSavedAtSpawn", func(t *testing.T) {
+		a := orchlink.ArrivalPoint(w, "frontier", nil)
+		if s := w.Spawns[0]; a != (orchlink.Arrival{X: float64(s.X) / 100, Y: float64(s.Y) / 100, Via: "spawn"}) {
+			t.Fatalf("arrival %+v, want the first spawn point", a)
+		}
+	})
+	t.Run("FromAMapWithoutPortalHereAtSpawn", func(t *testing.T) {
+		if a := orchlink.ArrivalPoint(w, "frontier", &orchestrator.CharacterState{MapID: "elsewhere"}); a.Via != "spawn" {
+			t.Fatalf("arrival %+v, want spawn", a)
+		}
+	})
+}
