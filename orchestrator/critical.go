@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // Critical event kinds the store applies to its structured tables. Seed 000 leaves the
@@ -57,7 +59,7 @@ func (ev CriticalEvent) Characters() ([]string, error) {
 	}
 	if len(ev.Payload) > 0 {
 		if err := json.Unmarshal(ev.Payload, &p); err != nil {
-			return nil, Errorf(EBADREQUEST, "critical event payload: %v", err)
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "critical event payload: %v", err)
 		}
 	}
 	owners := []ItemOwner{p.To, p.From}

@@ -6,17 +6,19 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // SnapshotSchemaVersion is the snapshot payload schema this orchestrator understands.
 // Maps stamp it on every envelope; a store migrates older versions it knows how to
-// upgrade and rejects every other version with ESCHEMAVERSION, so state is never
+// upgrade and rejects every other version with apierr.ESCHEMAVERSION, so state is never
 // silently reinterpreted under a schema it was not written for.
 const SnapshotSchemaVersion = 1
 
 // MaxSnapshotPayloadBytes is the default upper bound on one snapshot payload. A partition
 // is one character or one slice of an instance, never a whole world, so anything larger
-// is a bug on the map side and is refused with ETOOLARGE rather than stored.
+// is a bug on the map side and is refused with apierr.ETOOLARGE rather than stored.
 const MaxSnapshotPayloadBytes = 1 << 20
 
 // MaxCriticalPayloadBytes bounds the payload of one critical event for the same reason.
@@ -74,7 +76,7 @@ func (e *SnapshotEnvelope) Validate(maxBytes int) error {
 		return err
 	}
 	if e.SchemaVersion != SnapshotSchemaVersion {
-		return Errorf(ESCHEMAVERSION, "snapshot schema version %d is not supported (want %d)", e.SchemaVersion, SnapshotSchemaVersion)
+		return apierr.Errorf(apierr.ESCHEMAVERSION, "snapshot schema version %d is not supported (want %d)", e.SchemaVersion, SnapshotSchemaVersion)
 	}
 	return nil
 }
@@ -82,25 +84,25 @@ func (e *SnapshotEnvelope) Validate(maxBytes int) error {
 // ValidatePayload checks everything but the schema version: the payload must be a JSON
 // object no larger than maxBytes (MaxSnapshotPayloadBytes when maxBytes <= 0) whose
 // SHA-256 matches PayloadHash, and simCoreVersion must be set. It returns an *Error with
-// code ETOOLARGE, EINVALIDENVELOPE or EHASHMISMATCH.
+// code apierr.ETOOLARGE, apierr.EINVALIDENVELOPE or apierr.EHASHMISMATCH.
 func (e *SnapshotEnvelope) ValidatePayload(maxBytes int) error {
 	if maxBytes <= 0 {
 		maxBytes = MaxSnapshotPayloadBytes
 	}
 	if len(e.Payload) > maxBytes {
-		return Errorf(ETOOLARGE, "snapshot payload is %d bytes, limit is %d", len(e.Payload), maxBytes)
+		return apierr.Errorf(apierr.ETOOLARGE, "snapshot payload is %d bytes, limit is %d", len(e.Payload), maxBytes)
 	}
 	if e.SimCoreVersion == "" {
-		return Errorf(EINVALIDENVELOPE, "snapshot simCoreVersion required")
+		return apierr.Errorf(apierr.EINVALIDENVELOPE, "snapshot simCoreVersion required")
 	}
 	if len(e.PayloadHash) != sha256.Size*2 || strings.ToLower(e.PayloadHash) != e.PayloadHash {
-		return Errorf(EINVALIDENVELOPE, "snapshot payloadHash must be %d lowercase hex characters", sha256.Size*2)
+		return apierr.Errorf(apierr.EINVALIDENVELOPE, "snapshot payloadHash must be %d lowercase hex characters", sha256.Size*2)
 	}
 	if got := PayloadHash(e.Payload); got != e.PayloadHash {
-		return Errorf(EHASHMISMATCH, "snapshot payload hash mismatch")
+		return apierr.Errorf(apierr.EHASHMISMATCH, "snapshot payload hash mismatch")
 	}
 	if !isJSONObject(e.Payload) {
-		return Errorf(EINVALIDENVELOPE, "snapshot payload must be a JSON object")
+		return apierr.Errorf(apierr.EINVALIDENVELOPE, "snapshot payload must be a JSON object")
 	}
 	return nil
 }
@@ -112,22 +114,22 @@ type SnapshotMigration func(payload json.RawMessage) (json.RawMessage, error)
 // MigrateSnapshot upgrades e to schema version want by applying migrations[v] (v to v+1)
 // in order. The result carries the new version and a recomputed hash, so the upgrade is
 // visible in the stored metadata rather than a silent rewrite. A version newer than want,
-// or one with no complete chain of migrations, fails with ESCHEMAVERSION; a migration
-// that fails or yields something other than a JSON object fails with EINVALIDENVELOPE.
+// or one with no complete chain of migrations, fails with apierr.ESCHEMAVERSION; a migration
+// that fails or yields something other than a JSON object fails with apierr.EINVALIDENVELOPE.
 func MigrateSnapshot(e SnapshotEnvelope, want int, migrations map[int]SnapshotMigration) (SnapshotEnvelope, error) {
 	if e.SchemaVersion > want {
-		return e, Errorf(ESCHEMAVERSION, "snapshot schema version %d is newer than supported version %d", e.SchemaVersion, want)
+		return e, apierr.Errorf(apierr.ESCHEMAVERSION, "snapshot schema version %d is newer than supported version %d", e.SchemaVersion, want)
 	}
 	for e.SchemaVersion < want {
 		m := migrations[e.SchemaVersion]
 		if m == nil {
-			return e, Errorf(ESCHEMAVERSION, "snapshot schema version %d has no migration to version %d", e.SchemaVersion, want)
+			return e, apierr.Errorf(apierr.ESCHEMAVERSION, "snapshot schema version %d has no migration to version %d", e.SchemaVersion, want)
 		}
 		payload, err := m(e.Payload)
 		if err != nil {
-			return e, Errorf(EINVALIDENVELOPE, "migrate snapshot from schema version %d: %v", e.SchemaVersion, err)
+			return e, apierr.Errorf(apierr.EINVALIDENVELOPE, "migrate snapshot from schema version %d: %v", e.SchemaVersion, err)
 		} else if !isJSONObject(payload) {
-			return e, Errorf(EINVALIDENVELOPE, "migration from schema version %d did not produce a JSON object", e.SchemaVersion)
+			return e, apierr.Errorf(apierr.EINVALIDENVELOPE, "migration from schema version %d did not produce a JSON object", e.SchemaVersion)
 		}
 		e.SchemaVersion++
 		e.Payload, e.PayloadHash = payload, PayloadHash(payload)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 func TestSnapshotEnvelope_JSON(t *testing.T) {
@@ -38,13 +39,13 @@ func TestSnapshotEnvelope_Validate(t *testing.T) {
 	t.Run("ErrHashMismatch", func(t *testing.T) {
 		env := orchestrator.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":1}`))
 		env.Payload = json.RawMessage(`{"a":2}`)
-		if got, want := orchestrator.ErrorCode(env.Validate(0)), orchestrator.EHASHMISMATCH; got != want {
+		if got, want := apierr.Code(env.Validate(0)), apierr.EHASHMISMATCH; got != want {
 			t.Fatalf("code=%q, want %q", got, want)
 		}
 	})
 	t.Run("ErrTooLarge", func(t *testing.T) {
 		env := orchestrator.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":"0123456789"}`))
-		if got, want := orchestrator.ErrorCode(env.Validate(8)), orchestrator.ETOOLARGE; got != want {
+		if got, want := apierr.Code(env.Validate(8)), apierr.ETOOLARGE; got != want {
 			t.Fatalf("code=%q, want %q", got, want)
 		}
 	})

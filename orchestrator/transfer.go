@@ -56,15 +56,15 @@ type Lease struct {
 
 // TransferStore persists transfers and authority leases.
 type TransferStore interface {
-	// CreateTransfer saves a new transfer. ECONFLICT if its id exists.
+	// CreateTransfer saves a new transfer. apierr.ECONFLICT if its id exists.
 	CreateTransfer(ctx context.Context, t *Transfer) error
 
-	// Transfer returns a transfer by id, or ENOTFOUND.
+	// Transfer returns a transfer by id, or apierr.ENOTFOUND.
 	Transfer(ctx context.Context, id string) (*Transfer, error)
 
 	// AdvanceTransfer moves a transfer to state `to` if its current state is one of
-	// `from`, recording reason, and returns it as updated. ECONFLICT (with the current
-	// state in the message) otherwise, ENOTFOUND for an unknown id.
+	// `from`, recording reason, and returns it as updated. apierr.ECONFLICT (with the current
+	// state in the message) otherwise, apierr.ENOTFOUND for an unknown id.
 	AdvanceTransfer(ctx context.Context, id string, from []TransferState, to TransferState, reason string) (*Transfer, error)
 
 	// PendingTransfers returns transfers not yet completed or aborted, oldest first.
@@ -74,7 +74,7 @@ type TransferStore interface {
 	Lease(ctx context.Context, characterID string) (Lease, error)
 
 	// SetLease replaces a character's lease if its stored epoch is still prevEpoch
-	// (0 for none), and ECONFLICT otherwise, so two racing writers cannot both win.
+	// (0 for none), and apierr.ECONFLICT otherwise, so two racing writers cannot both win.
 	SetLease(ctx context.Context, l Lease, prevEpoch int64) error
 }
 

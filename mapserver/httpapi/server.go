@@ -15,6 +15,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -88,7 +89,7 @@ func (s *Server) Started() *control.StartInstance {
 
 func (s *Server) handleHealth(c echo.Context) error {
 	if s.FailHealth {
-		return orchestrator.Errorf(orchestrator.EUNAVAILABLE, "health failure injected (MAP_FAULT_FAIL_HEALTH)")
+		return apierr.Errorf(apierr.EUNAVAILABLE, "health failure injected (MAP_FAULT_FAIL_HEALTH)")
 	}
 	return c.JSON(http.StatusOK, s.Health())
 }
@@ -101,13 +102,13 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 		return err
 	}
 	if !orchestrator.IDPattern.MatchString(r.InstanceID) || !orchestrator.IDPattern.MatchString(r.MapID) {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId and mapId must match %s", orchestrator.IDPattern)
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", orchestrator.IDPattern)
 	}
 	// Resolve before taking the instance: a config this map cannot run is refused
 	// with the reason, and the server stays free for a good one.
 	cfg, err := mapgen.Resolve(r.InstanceID, r.MapID, r.Config)
 	if err != nil {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "map config: %v", err)
+		return apierr.Errorf(apierr.EBADREQUEST, "map config: %v", err)
 	}
 	s.mu.Lock()
 	switch {
@@ -117,7 +118,7 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 	case s.started != nil || (!s.Blank && r.InstanceID != s.health.InstanceID):
 		cur := s.health.InstanceID
 		s.mu.Unlock()
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "this map server runs instance %q", cur)
+		return apierr.Errorf(apierr.ECONFLICT, "this map server runs instance %q", cur)
 	}
 	s.started = &r
 	s.health.InstanceID, s.health.MapID = r.InstanceID, r.MapID

@@ -12,7 +12,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -56,7 +56,7 @@ func TestServer_Health(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			resp, body := get(sec)
 			var e control.ErrorResponse
-			if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &e) != nil || e.Error.Code != orchestrator.EUNAUTHORIZED {
+			if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &e) != nil || e.Error.Code != apierr.EUNAUTHORIZED {
 				t.Fatalf("status %d body %s, want 401 unauthorized", resp.StatusCode, body)
 			}
 		})
@@ -96,14 +96,14 @@ func TestServer_StartInstance(t *testing.T) {
 			t.Fatalf("OnStart calls %+v, want exactly one with the config", *got)
 		}
 		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "b-1", MapID: "frontier"})
-		if code := orchestrator.ErrorCode(err); code != orchestrator.ECONFLICT {
+		if code := apierr.Code(err); code != apierr.ECONFLICT {
 			t.Fatalf("second instance: code %q (%v), want conflict", code, err)
 		}
 	})
 	t.Run("ErrConflictNotBlank", func(t *testing.T) {
 		_, url, _ := open(t, false)
 		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "a-1", MapID: "frontier"})
-		if code := orchestrator.ErrorCode(err); code != orchestrator.ECONFLICT {
+		if code := apierr.Code(err); code != apierr.ECONFLICT {
 			t.Fatalf("code %q (%v), want conflict", code, err)
 		}
 		if err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "frontier-9", MapID: "frontier"}); err != nil {
@@ -118,7 +118,7 @@ func TestServer_StartInstance(t *testing.T) {
 			"BadConfig":  {InstanceID: "forest-1", MapID: "forest", Config: json.RawMessage(`{"mapId":"forest","instanceId":"forest-1","seed":7}`)},
 		} {
 			err := mc.StartInstance(ctx, url, r)
-			if code := orchestrator.ErrorCode(err); code != orchestrator.EBADREQUEST {
+			if code := apierr.Code(err); code != apierr.EBADREQUEST {
 				t.Fatalf("%s: code %q (%v), want bad_request", name, code, err)
 			}
 		}
@@ -133,7 +133,7 @@ func TestServer_StartInstance(t *testing.T) {
 			t.Fatalf("health %+v, %v", h, err)
 		}
 		s.FailHealth = true
-		if _, err := mc.Health(ctx, url); orchestrator.ErrorCode(err) != orchestrator.EUNAVAILABLE {
+		if _, err := mc.Health(ctx, url); apierr.Code(err) != apierr.EUNAVAILABLE {
 			t.Fatalf("health with fault injected: %v, want unavailable", err)
 		}
 	})

@@ -23,7 +23,7 @@ import (
 
 // Redeemer redeems a player's join ticket or transfer token for this map through the
 // orchestrator. Error codes: ticket_invalid, ticket_expired, ticket_used, wrong_map,
-// map_quarantined, map_unavailable; any error that is not an *orchestrator.Error means
+// map_quarantined, map_unavailable; any error that is not an *apierr.Error means
 // the orchestrator could not be reached.
 type Redeemer interface {
 	Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -139,7 +140,7 @@ func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 		characterID, subject = ch.ID, keyHash
 		if st, err := s.Store.CharacterState(ctx, ch.ID); err == nil {
 			target = st.InstanceID
-		} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		} else if apierr.Code(err) != apierr.ENOTFOUND {
 			return nil, fmt.Errorf("join: character state: %w", err)
 		}
 	}
@@ -183,14 +184,14 @@ func (s *Service) character(ctx context.Context, keyHash, name string) (*orchest
 		ch, err := s.Store.FindCharacterByKeyHash(ctx, keyHash)
 		if err == nil {
 			return ch, nil
-		} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		} else if apierr.Code(err) != apierr.ENOTFOUND {
 			return nil, fmt.Errorf("find character: %w", err)
 		}
 		ch = &orchestrator.Character{KeyHash: keyHash, Name: name}
 		if err := s.Store.CreateCharacter(ctx, ch); err == nil {
 			s.Log.Info("character created", "character", ch.ID)
 			return ch, nil
-		} else if orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		} else if apierr.Code(err) != apierr.ECONFLICT {
 			return nil, fmt.Errorf("create character: %w", err)
 		}
 	}
@@ -203,11 +204,11 @@ func cleanName(name string) (string, error) {
 		return DefaultName, nil
 	}
 	if len(name) > MaxNameLen {
-		return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "name must be at most %d bytes", MaxNameLen)
+		return "", apierr.Errorf(apierr.EBADREQUEST, "name must be at most %d bytes", MaxNameLen)
 	}
 	for _, r := range name {
 		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
-			return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "name must be printable text")
+			return "", apierr.Errorf(apierr.EBADREQUEST, "name must be printable text")
 		}
 	}
 	return name, nil
@@ -230,7 +231,7 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.guests[l.CharacterID].Epoch != prevEpoch {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "lease of %q changed", l.CharacterID)
+			return apierr.Errorf(apierr.ECONFLICT, "lease of %q changed", l.CharacterID)
 		}
 		if l.InstanceID == "" && l.TransferID == "" {
 			delete(s.guests, l.CharacterID)
@@ -251,7 +252,7 @@ func (s *Service) Authorize(ctx context.Context, characterID, instanceID string,
 		return err
 	}
 	if l.InstanceID != instanceID || l.Epoch != epoch || instanceID == "" {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "character %q is not authoritative in %q at epoch %d", characterID, instanceID, epoch)
+		return apierr.Errorf(apierr.ECONFLICT, "character %q is not authoritative in %q at epoch %d", characterID, instanceID, epoch)
 	}
 	return nil
 }

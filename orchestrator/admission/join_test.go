@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 func TestJoin(t *testing.T) {
@@ -41,14 +42,14 @@ func TestJoin(t *testing.T) {
 			{Name: strings.Repeat("n", 33)}, {Name: "bad\x00name"},
 		} {
 			_, err := e.svc.Join(ctx, r)
-			wantCode(t, err, orchestrator.EBADREQUEST)
+			wantCode(t, err, apierr.EBADREQUEST)
 		}
 	})
 	t.Run("ErrMapQuarantined", func(t *testing.T) {
 		e := newEnv(t)
 		e.maps.set("default-1", orchestrator.StateQuarantined)
 		_, err := e.svc.Join(ctx, orchestrator.JoinRequest{})
-		wantCode(t, err, orchestrator.EMAPQUARANTINED)
+		wantCode(t, err, apierr.EMAPQUARANTINED)
 	})
 }
 

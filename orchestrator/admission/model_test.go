@@ -10,6 +10,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // model is the test's picture of the world around the admission service: what each map
@@ -86,7 +87,7 @@ func (m *model) step() string {
 		}
 		res, err := m.e.svc.Join(ctx, orchestrator.JoinRequest{AuthKey: key})
 		if err != nil {
-			m.expect(err, orchestrator.EMAPQUARANTINED, orchestrator.EMAPUNAVAILABLE)
+			m.expect(err, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
 			return "join refused"
 		}
 		if key != "" {
@@ -103,8 +104,8 @@ func (m *model) step() string {
 		}
 		res, err := m.e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: at, Token: p.token})
 		if err != nil {
-			m.expect(err, orchestrator.ETICKETUSED, orchestrator.ETICKETEXPIRED, orchestrator.EWRONGMAP, orchestrator.EMAPQUARANTINED, orchestrator.EMAPUNAVAILABLE)
-			if orchestrator.ErrorCode(err) != orchestrator.EWRONGMAP {
+			m.expect(err, apierr.ETICKETUSED, apierr.ETICKETEXPIRED, apierr.EWRONGMAP, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
+			if apierr.Code(err) != apierr.EWRONGMAP {
 				m.tickets = append(m.tickets[:i], m.tickets[i+1:]...)
 			}
 			return "redeem refused"
@@ -136,8 +137,8 @@ func (m *model) step() string {
 				Epoch: epoch, State: orchestrator.CharacterState{MapID: from, X: x, Revision: int64(m.nextID)},
 			})
 			if err != nil {
-				m.expect(err, orchestrator.ECONFLICT, orchestrator.EMAPQUARANTINED, orchestrator.EMAPUNAVAILABLE)
-				if orchestrator.ErrorCode(err) == orchestrator.ECONFLICT {
+				m.expect(err, apierr.ECONFLICT, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
+				if apierr.Code(err) == apierr.ECONFLICT {
 					delete(m.beliefs[from], ch) // the map learns it lost the character
 				}
 				return "transfer refused"
@@ -157,7 +158,7 @@ func (m *model) step() string {
 		ok := m.rng.IntN(4) > 0
 		err := m.e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: a.transferID, InstanceID: a.to, Success: ok})
 		if err != nil {
-			m.expect(err, orchestrator.ECONFLICT)
+			m.expect(err, apierr.ECONFLICT)
 		}
 		return fmt.Sprintf("transfer result %v", ok)
 	case n < 85:
@@ -214,7 +215,7 @@ func (m *model) check() error {
 
 func (m *model) expect(err error, codes ...string) {
 	m.t.Helper()
-	got := orchestrator.ErrorCode(err)
+	got := apierr.Code(err)
 	for _, c := range codes {
 		if got == c {
 			return

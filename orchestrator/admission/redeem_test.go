@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 func TestRedeem(t *testing.T) {
@@ -19,28 +20,28 @@ func TestRedeem(t *testing.T) {
 			t.Fatalf("redeem %+v", r)
 		}
 		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
-		wantCode(t, err, orchestrator.ETICKETUSED)
+		wantCode(t, err, apierr.ETICKETUSED)
 	})
 	t.Run("ErrTicketExpired", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
 		e.clock.Add(10 * time.Second)
 		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
-		wantCode(t, err, orchestrator.ETICKETEXPIRED)
+		wantCode(t, err, apierr.ETICKETEXPIRED)
 	})
 	t.Run("ErrTicketInvalid", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
 		for _, tok := range []string{j.Ticket[:len(j.Ticket)-2], j.Ticket + "A", "", "not-a-ticket"} {
 			_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: tok})
-			wantCode(t, err, orchestrator.ETICKETINVALID)
+			wantCode(t, err, apierr.ETICKETINVALID)
 		}
 	})
 	t.Run("ErrWrongMap", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
 		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "frontier-1", Token: j.Ticket})
-		wantCode(t, err, orchestrator.EWRONGMAP)
+		wantCode(t, err, apierr.EWRONGMAP)
 		// The refused attempt did not use the ticket up.
 		e.redeem(t, "default-1", j.Ticket)
 	})
@@ -49,7 +50,7 @@ func TestRedeem(t *testing.T) {
 		j := e.join(t, "")
 		e.maps.set("default-1", orchestrator.StateQuarantined)
 		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
-		wantCode(t, err, orchestrator.EMAPQUARANTINED)
+		wantCode(t, err, apierr.EMAPQUARANTINED)
 	})
 	t.Run("RestartBetweenIssueAndRedeem", func(t *testing.T) {
 		e := newEnv(t)
@@ -58,12 +59,12 @@ func TestRedeem(t *testing.T) {
 		e.restart(t)
 		// Used before the restart: still used.
 		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: a.Ticket})
-		wantCode(t, err, orchestrator.ETICKETUSED)
+		wantCode(t, err, apierr.ETICKETUSED)
 		// Issued before the restart, redeemed after: once.
 		e.redeem(t, "default-1", b.Ticket)
 		e.restart(t)
 		_, err = e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: b.Ticket})
-		wantCode(t, err, orchestrator.ETICKETUSED)
+		wantCode(t, err, apierr.ETICKETUSED)
 	})
 	t.Run("IdleGuestLeasesForgotten", func(t *testing.T) {
 		e := newEnv(t)
@@ -86,7 +87,7 @@ func TestRedeem(t *testing.T) {
 		if second.Epoch <= first.Epoch {
 			t.Fatalf("epochs %d then %d, want growth", first.Epoch, second.Epoch)
 		}
-		wantCode(t, e.svc.Authorize(ctx, first.CharacterID, "default-1", first.Epoch), orchestrator.ECONFLICT)
+		wantCode(t, e.svc.Authorize(ctx, first.CharacterID, "default-1", first.Epoch), apierr.ECONFLICT)
 		if err := e.svc.Authorize(ctx, second.CharacterID, "default-1", second.Epoch); err != nil {
 			t.Fatal(err)
 		}
@@ -117,10 +118,10 @@ func TestRedeem_Concurrent(t *testing.T) {
 				defer wg.Done()
 				<-start
 				_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: tok})
-				switch orchestrator.ErrorCode(err) {
+				switch apierr.Code(err) {
 				case "":
 					wins.Add(1)
-				case orchestrator.ETICKETUSED:
+				case apierr.ETICKETUSED:
 					used.Add(1)
 				default:
 					t.Errorf("round %d: unexpected error %v", round, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -40,17 +41,17 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 		{"fromInstanceId", r.FromInstanceID}, {"toInstanceId", r.ToInstanceID},
 	} {
 		if !validID(f.v) {
-			return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "%s must be 1 to 64 characters of A-Z a-z 0-9 - _", f.name)
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be 1 to 64 characters of A-Z a-z 0-9 - _", f.name)
 		}
 	}
 	if r.FromInstanceID == r.ToInstanceID {
-		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "a transfer must change map instance")
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "a transfer must change map instance")
 	}
 
 	// The destination may take seconds to start: wait for it before taking the
 	// character's lock (which other characters share a stripe of), after a cheap check
 	// that the request could succeed at all; everything is checked again under the lock.
-	if _, err := s.Store.Transfer(ctx, r.TransferID); orchestrator.ErrorCode(err) == orchestrator.ENOTFOUND {
+	if _, err := s.Store.Transfer(ctx, r.TransferID); apierr.Code(err) == apierr.ENOTFOUND {
 		if err := s.Authorize(ctx, r.CharacterID, r.FromInstanceID, r.Epoch); err != nil {
 			return nil, err
 		}
@@ -64,7 +65,7 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 
 	if tr, err := s.Store.Transfer(ctx, r.TransferID); err == nil {
 		return s.retry(tr, r)
-	} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+	} else if apierr.Code(err) != apierr.ENOTFOUND {
 		return nil, err
 	}
 
@@ -73,7 +74,7 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 		return nil, err
 	}
 	if lease.InstanceID != r.FromInstanceID || lease.Epoch != r.Epoch {
-		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "character %q is not authoritative in %q at epoch %d", r.CharacterID, r.FromInstanceID, r.Epoch)
+		return nil, apierr.Errorf(apierr.ECONFLICT, "character %q is not authoritative in %q at epoch %d", r.CharacterID, r.FromInstanceID, r.Epoch)
 	}
 
 	now := s.Now()
@@ -106,16 +107,16 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 // anything else unknown is map_unavailable.
 func (s *Service) destination(ctx context.Context, instanceID, mapID string) (orchestrator.Instance, error) {
 	inst, err := s.Maps.Acquire(ctx, instanceID)
-	if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+	if apierr.Code(err) != apierr.ENOTFOUND {
 		return inst, err
 	}
 	if mapID == "" || instanceID != InstanceOfMap(mapID) {
-		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q does not exist", instanceID)
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q does not exist", instanceID)
 	}
 	if _, err := mapgen.Template(mapID); err != nil {
-		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map %q has no template to start an instance from", mapID)
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map %q has no template to start an instance from", mapID)
 	}
-	if _, err := s.Maps.Create(ctx, orchestrator.CreateInstance{InstanceID: instanceID, MapID: mapID}); err != nil && orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+	if _, err := s.Maps.Create(ctx, orchestrator.CreateInstance{InstanceID: instanceID, MapID: mapID}); err != nil && apierr.Code(err) != apierr.ECONFLICT {
 		return inst, err
 	}
 	s.Log.Info("map instance created for a transfer", "instance", instanceID, "map", mapID)
@@ -125,15 +126,15 @@ func (s *Service) destination(ctx context.Context, instanceID, mapID string) (or
 // retry answers a repeated request: the same token while it is valid.
 func (s *Service) retry(tr *orchestrator.Transfer, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
 	if tr.CharacterID != r.CharacterID || tr.FromInstanceID != r.FromInstanceID || tr.ToInstanceID != r.ToInstanceID {
-		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "transfer id %q was used for another transfer", tr.ID)
+		return nil, apierr.Errorf(apierr.ECONFLICT, "transfer id %q was used for another transfer", tr.ID)
 	}
 	switch tr.State {
 	case orchestrator.TransferTokenIssued:
 		return s.answer(tr)
 	case orchestrator.TransferAborted:
-		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q was aborted: %s", tr.ID, tr.Reason)
+		return nil, apierr.Errorf(apierr.ECONFLICT, "transfer %q was aborted: %s", tr.ID, tr.Reason)
 	default:
-		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q is %s", tr.ID, tr.State)
+		return nil, apierr.Errorf(apierr.ECONFLICT, "transfer %q is %s", tr.ID, tr.State)
 	}
 }
 
@@ -188,7 +189,7 @@ func (s *Service) TransferResult(ctx context.Context, r orchestrator.TransferRes
 		return err
 	}
 	if tr.ToInstanceID != r.InstanceID {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "only the destination reports a transfer's result")
+		return apierr.Errorf(apierr.ECONFLICT, "only the destination reports a transfer's result")
 	}
 	unlock := s.lock(tr.CharacterID)
 	defer unlock()
@@ -268,7 +269,7 @@ func (s *Service) Sweep(ctx context.Context, grace time.Duration) (aborted int, 
 			aborted++
 		}
 		unlock()
-		if err != nil && orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		if err != nil && apierr.Code(err) != apierr.ECONFLICT {
 			return aborted, err
 		}
 	}

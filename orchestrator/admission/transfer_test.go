@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // enter joins with key and redeems at the default map.
@@ -42,11 +43,11 @@ func TestTransfer(t *testing.T) {
 		}
 	})
 	t.Run("SourceLostAuthority", func(t *testing.T) {
-		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch), orchestrator.ECONFLICT)
+		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch), apierr.ECONFLICT)
 	})
 	t.Run("ErrWrongMap", func(t *testing.T) {
 		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: a.Token})
-		wantCode(t, err, orchestrator.EWRONGMAP)
+		wantCode(t, err, apierr.EWRONGMAP)
 	})
 	var in *orchestrator.RedeemResult
 	t.Run("DestinationGetsState", func(t *testing.T) {
@@ -60,7 +61,7 @@ func TestTransfer(t *testing.T) {
 	})
 	t.Run("ErrTicketUsed", func(t *testing.T) {
 		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "frontier-1", Token: a.Token})
-		wantCode(t, err, orchestrator.ETICKETUSED)
+		wantCode(t, err, apierr.ETICKETUSED)
 	})
 	t.Run("Completed", func(t *testing.T) {
 		if err := e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
@@ -76,7 +77,7 @@ func TestTransfer(t *testing.T) {
 	})
 	t.Run("ErrConflictStaleEpoch", func(t *testing.T) {
 		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-2", r, "default-1", "cave", 1))
-		wantCode(t, err, orchestrator.ECONFLICT)
+		wantCode(t, err, apierr.ECONFLICT)
 	})
 }
 
@@ -87,7 +88,7 @@ func TestTransfer_Failures(t *testing.T) {
 		r := enter(t, e, authKey)
 		e.maps.set("frontier-1", orchestrator.StateQuarantined)
 		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-q", r, "default-1", "frontier", 1))
-		wantCode(t, err, orchestrator.EMAPQUARANTINED)
+		wantCode(t, err, apierr.EMAPQUARANTINED)
 		if err := e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch); err != nil {
 			t.Fatalf("the character must stay in its source map: %v", err)
 		}
@@ -136,7 +137,7 @@ func TestTransfer_Failures(t *testing.T) {
 		if err := e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: "tr-f", InstanceID: "frontier-1", Reason: "spawn failed"}); err != nil {
 			t.Fatal(err)
 		}
-		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch), orchestrator.ECONFLICT)
+		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch), apierr.ECONFLICT)
 	})
 	t.Run("LazyCreatesTemplateInstance", func(t *testing.T) {
 		e := newEnv(t)
@@ -153,7 +154,7 @@ func TestTransfer_Failures(t *testing.T) {
 		e := newEnv(t)
 		r := enter(t, e, "")
 		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-u", r, "default-1", "forest", 1))
-		wantCode(t, err, orchestrator.EMAPUNAVAILABLE)
+		wantCode(t, err, apierr.EMAPUNAVAILABLE)
 		if len(e.maps.created) != 0 {
 			t.Fatalf("created %v for a map without template", e.maps.created)
 		}
@@ -163,8 +164,8 @@ func TestTransfer_Failures(t *testing.T) {
 		r := enter(t, e, "")
 		req := transferReq("tr bad", r, "default-1", "frontier", 1)
 		_, err := e.svc.RequestTransfer(ctx, req)
-		wantCode(t, err, orchestrator.EBADREQUEST)
+		wantCode(t, err, apierr.EBADREQUEST)
 		_, err = e.svc.RequestTransfer(ctx, transferReq("tr-self", r, "default-1", "default", 1))
-		wantCode(t, err, orchestrator.EBADREQUEST)
+		wantCode(t, err, apierr.EBADREQUEST)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // Client calls the orchestrator's side of the control RPC. Map servers use it.
@@ -111,15 +112,15 @@ func (c *Client) retry(ctx context.Context, path string, in, out any) error {
 // transient reports whether err may go away on retry: transport failures and 5xx
 // answers, but never a 4xx, which would fail the same way again.
 func transient(err error) bool {
-	var e *orchestrator.Error
+	var e *apierr.Error
 	if errors.As(err, &e) {
-		return Status(e.Code) >= 500
+		return apierr.Status(e.Code) >= 500
 	}
 	return true
 }
 
 // do POSTs in as JSON and decodes a 2xx answer into out (when not nil). Error answers
-// come back as *orchestrator.Error with the server's code and message.
+// come back as *apierr.Error with the server's code and message.
 func (c *Client) do(ctx context.Context, path string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -32,7 +33,7 @@ func TestUnmarshal(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := control.Unmarshal([]byte(body), &v)
-			if got := orchestrator.ErrorCode(err); got != orchestrator.EBADREQUEST {
+			if got := apierr.Code(err); got != apierr.EBADREQUEST {
 				t.Fatalf("code %q (%v), want bad_request", got, err)
 			}
 		})
@@ -56,7 +57,7 @@ func TestClient_Errors(t *testing.T) {
 			return err
 		}
 		if r.InstanceID == "gone" {
-			return orchestrator.Errorf(orchestrator.ENOTFOUND, "instance %q is not wanted", r.InstanceID)
+			return apierr.Errorf(apierr.ENOTFOUND, "instance %q is not wanted", r.InstanceID)
 		}
 		if r.InstanceID == "boom" {
 			return io.ErrUnexpectedEOF // an internal error: its text must not reach the client
@@ -72,14 +73,14 @@ func TestClient_Errors(t *testing.T) {
 	for _, tt := range []struct {
 		name, secret, id, code string
 	}{
-		{"ErrUnauthorized", "wrong-secret-0000", "a-1", orchestrator.EUNAUTHORIZED},
-		{"ErrNotFound", "0123456789abcdef", "gone", orchestrator.ENOTFOUND},
-		{"ErrTooLarge", "0123456789abcdef", strings.Repeat("x", 200), orchestrator.ETOOLARGE},
-		{"ErrInternalHidden", "0123456789abcdef", "boom", orchestrator.EINTERNAL},
+		{"ErrUnauthorized", "wrong-secret-0000", "a-1", apierr.EUNAUTHORIZED},
+		{"ErrNotFound", "0123456789abcdef", "gone", apierr.ENOTFOUND},
+		{"ErrTooLarge", "0123456789abcdef", strings.Repeat("x", 200), apierr.ETOOLARGE},
+		{"ErrInternalHidden", "0123456789abcdef", "boom", apierr.EINTERNAL},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := control.NewClient(srv.URL, tt.secret).MapReady(ctx, orchestrator.MapReady{InstanceID: tt.id})
-			if got := orchestrator.ErrorCode(err); got != tt.code {
+			if got := apierr.Code(err); got != tt.code {
 				t.Fatalf("code %q (%v), want %q", got, err, tt.code)
 			}
 			if strings.Contains(err.Error(), "unexpected EOF") {

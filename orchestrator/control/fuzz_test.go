@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -27,7 +28,7 @@ func FuzzUnmarshal(f *testing.F) {
 			&orchestrator.CriticalEvent{}, &orchestrator.JoinRequest{},
 		} {
 			err := control.Unmarshal(body, v)
-			if err != nil && orchestrator.ErrorCode(err) != orchestrator.EBADREQUEST {
+			if err != nil && apierr.Code(err) != apierr.EBADREQUEST {
 				t.Fatalf("%T: unstructured error %v", v, err)
 			}
 		}

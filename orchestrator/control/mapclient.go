@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // Map-side routes (served on each map server's control listener).
@@ -96,7 +96,7 @@ func (c *MapClient) call(ctx context.Context, method, url string, body []byte, o
 		if json.Unmarshal(buf, &e) == nil && e.Error.Code != "" {
 			return &e.Error
 		}
-		return orchestrator.Errorf(orchestrator.EUNAVAILABLE, "%s %s: status %d", method, url, resp.StatusCode)
+		return apierr.Errorf(apierr.EUNAVAILABLE, "%s %s: status %d", method, url, resp.StatusCode)
 	}
 	if out != nil {
 		if err := json.Unmarshal(buf, out); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -146,7 +147,7 @@ func (s *Supervisor) poolReady(ctx context.Context, r orchestrator.MapReady) err
 	}
 	s.mu.Unlock()
 	if !ok {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "no warm pool container %q", r.InstanceID)
+		return apierr.Errorf(apierr.ENOTFOUND, "no warm pool container %q", r.InstanceID)
 	}
 	game, ctrl, err := PublishedPorts(ctx, s.API, cid)
 	if err != nil {
@@ -155,7 +156,7 @@ func (s *Supervisor) poolReady(ctx context.Context, r orchestrator.MapReady) err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pool[r.InstanceID] != m {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "warm pool container %q was handed out or removed", r.InstanceID)
+		return apierr.Errorf(apierr.ENOTFOUND, "warm pool container %q was handed out or removed", r.InstanceID)
 	}
 	if !m.ready {
 		s.Log.Info("warm pool container ready", "pool", m.id, "container", shortID(cid))

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -83,7 +84,7 @@ func (s *Server) persistSnapshot(ctx context.Context, r control.PersistSnapshot)
 // check, so an ack lost on the way is never turned into a refusal.
 func (s *Server) persistCritical(ctx context.Context, ev orchestrator.CriticalEvent) (orchestrator.CriticalAck, error) {
 	if ev.Kind == orchestrator.EventTransferBoundary {
-		return orchestrator.CriticalAck{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "transfer boundaries are recorded through %s", control.PathRequestTransfer)
+		return orchestrator.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "transfer boundaries are recorded through %s", control.PathRequestTransfer)
 	}
 	if _, err := s.Store.CriticalEvent(ctx, ev.EventID); err == nil {
 		return s.Store.CommitCritical(ctx, ev)

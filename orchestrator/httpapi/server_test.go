@@ -14,6 +14,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
@@ -30,14 +31,14 @@ type readyMaps struct {
 
 func (m readyMaps) Instance(id string) (orchestrator.Instance, error) {
 	if !m.ids[id] {
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no %q", id)
+		return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no %q", id)
 	}
 	return orchestrator.Instance{ID: id, MapID: strings.TrimSuffix(id, "-1"), State: orchestrator.StateReady}, nil
 }
 func (m readyMaps) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
 	inst, err := m.Instance(id)
 	if err != nil {
-		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "no %q", id)
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "no %q", id)
 	}
 	return inst, nil
 }
@@ -109,7 +110,7 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 		stale.Revision, stale.Epoch = 2, r.Epoch-1
 		var e control.ErrorResponse
 		post(t, s.ControlURL()+control.PathPersistSnapshot, stale, http.StatusConflict, &e)
-		if e.Error.Code != orchestrator.ECONFLICT {
+		if e.Error.Code != apierr.ECONFLICT {
 			t.Fatalf("code %q", e.Error.Code)
 		}
 	})
@@ -124,7 +125,7 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 		bad.Envelope.PayloadHash = strings.Repeat("0", 64)
 		var e control.ErrorResponse
 		post(t, s.ControlURL()+control.PathPersistSnapshot, bad, http.StatusBadRequest, &e)
-		if e.Error.Code != orchestrator.EHASHMISMATCH {
+		if e.Error.Code != apierr.EHASHMISMATCH {
 			t.Fatalf("code %q", e.Error.Code)
 		}
 	})
@@ -172,7 +173,7 @@ func TestPersistCritical_Lease(t *testing.T) {
 	var e control.ErrorResponse
 	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-2", "frontier-1", r.Epoch), http.StatusConflict, &e)
 	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
-	if e.Error.Code != orchestrator.ECONFLICT {
+	if e.Error.Code != apierr.ECONFLICT {
 		t.Fatalf("code %q", e.Error.Code)
 	}
 	// A retry of a committed event is answered even by a map that since lost the lease.

@@ -10,17 +10,18 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // CreateCharacter saves a new persistent character, filling c.ID (if empty) and
 // c.CreatedAt. See orchestrator.CharacterStore for the error codes.
 func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character) error {
 	if c.KeyHash == "" || len(c.KeyHash) > maxIDLen {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "character: key hash required")
+		return apierr.Errorf(apierr.EBADREQUEST, "character: key hash required")
 	} else if len(c.Name) > 64 {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "character: name longer than 64 bytes")
+		return apierr.Errorf(apierr.EBADREQUEST, "character: name longer than 64 bytes")
 	} else if c.ID != "" && !validID(c.ID) {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "character: id longer than %d bytes", maxIDLen)
+		return apierr.Errorf(apierr.EBADREQUEST, "character: id longer than %d bytes", maxIDLen)
 	}
 	id := c.ID
 	if id == "" {
@@ -34,7 +35,7 @@ func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character) er
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM characters WHERE character_id = ? OR key_hash = ?`, id, c.KeyHash).Scan(&n); err != nil {
 			return err
 		} else if n != 0 {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "character already exists")
+			return apierr.Errorf(apierr.ECONFLICT, "character already exists")
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO characters (character_id, key_hash, name, created_at_ms) VALUES (?, ?, ?, ?)`,
 			id, c.KeyHash, c.Name, now.UnixMilli())
@@ -54,7 +55,7 @@ func (db *DB) FindCharacterByKeyHash(ctx context.Context, keyHash string) (*orch
 	err := db.read.QueryRowContext(ctx, `SELECT character_id, name, created_at_ms FROM characters WHERE key_hash = ?`, keyHash).
 		Scan(&c.ID, &c.Name, &ms)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no character for this key")
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "no character for this key")
 	} else if err != nil {
 		return nil, fmt.Errorf("find character: %w", err)
 	}
@@ -92,7 +93,7 @@ func (db *DB) CharacterState(ctx context.Context, characterID string) (*orchestr
 	}
 	c.mu.Unlock()
 	if s == nil {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "character %q has no saved state", characterID)
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "character %q has no saved state", characterID)
 	}
 	return s, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // maxIDLen bounds every id a map server sends (event, instance, item, character ids).
@@ -66,7 +67,7 @@ func (db *DB) CommitCritical(ctx context.Context, ev orchestrator.CriticalEvent)
 // parseCritical validates ev and decodes the payload of the kinds the store applies.
 func parseCritical(ev orchestrator.CriticalEvent) (*criticalReq, error) {
 	bad := func(format string, args ...any) error {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "critical event: "+format, args...)
+		return apierr.Errorf(apierr.EBADREQUEST, "critical event: "+format, args...)
 	}
 	switch {
 	case ev.EventID == "" || len(ev.EventID) > maxIDLen:
@@ -78,7 +79,7 @@ func parseCritical(ev orchestrator.CriticalEvent) (*criticalReq, error) {
 	case ev.MapTick < 0:
 		return nil, bad("mapTick must not be negative")
 	case len(ev.Payload) > orchestrator.MaxCriticalPayloadBytes:
-		return nil, orchestrator.Errorf(orchestrator.ETOOLARGE, "critical event payload is %d bytes, limit is %d", len(ev.Payload), orchestrator.MaxCriticalPayloadBytes)
+		return nil, apierr.Errorf(apierr.ETOOLARGE, "critical event payload is %d bytes, limit is %d", len(ev.Payload), orchestrator.MaxCriticalPayloadBytes)
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, ev.Payload); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
@@ -211,7 +212,7 @@ func (db *DB) duplicateCritical(ctx context.Context, tx *sql.Tx, ev orchestrator
 		return orchestrator.CriticalAck{}, fmt.Errorf("read event: %w", err)
 	}
 	if first.InstanceID != ev.InstanceID || first.Kind != ev.Kind || first.MapTick != ev.MapTick || !bytes.Equal(payload, ev.Payload) {
-		return orchestrator.CriticalAck{}, orchestrator.Errorf(orchestrator.ECONFLICT, "event id %q was already used for a different event", ev.EventID)
+		return orchestrator.CriticalAck{}, apierr.Errorf(apierr.ECONFLICT, "event id %q was already used for a different event", ev.EventID)
 	}
 	return ack, nil
 }
@@ -230,7 +231,7 @@ func (db *DB) requireCharacter(ctx context.Context, tx *sql.Tx, o orchestrator.I
 	var one int
 	err := db.stmt(ctx, tx, sqlCharExists).QueryRowContext(ctx, o.CharacterID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "character %q not found", o.CharacterID)
+		return apierr.Errorf(apierr.ENOTFOUND, "character %q not found", o.CharacterID)
 	}
 	return err
 }
@@ -241,7 +242,7 @@ func (db *DB) readItem(ctx context.Context, tx *sql.Tx, itemID string) (owner or
 	var ch, co sql.NullString
 	err = db.stmt(ctx, tx, sqlReadItem).QueryRowContext(ctx, itemID).Scan(&kind, &ch, &co, &qty)
 	if errors.Is(err, sql.ErrNoRows) {
-		return owner, 0, orchestrator.Errorf(orchestrator.ENOTFOUND, "item %q not found", itemID)
+		return owner, 0, apierr.Errorf(apierr.ENOTFOUND, "item %q not found", itemID)
 	} else if err != nil {
 		return owner, 0, fmt.Errorf("read item %q: %w", itemID, err)
 	}
@@ -261,7 +262,7 @@ func (db *DB) grantItem(ctx context.Context, tx *sql.Tx, p *itemGrant, nowMs int
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("grant item %q: %w", p.ItemID, err)
 	} else if n == 0 {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q exists with another kind or owner", p.ItemID)
+		return apierr.Errorf(apierr.ECONFLICT, "item %q exists with another kind or owner", p.ItemID)
 	}
 	return nil
 }
@@ -272,7 +273,7 @@ func (db *DB) moveItem(ctx context.Context, tx *sql.Tx, p *itemMove, nowMs int64
 	if err != nil {
 		return err
 	} else if owner != p.From {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q is not held by the stated owner", p.ItemID)
+		return apierr.Errorf(apierr.ECONFLICT, "item %q is not held by the stated owner", p.ItemID)
 	} else if err := db.requireCharacter(ctx, tx, p.To); err != nil {
 		return err
 	}
@@ -287,9 +288,9 @@ func (db *DB) spendItem(ctx context.Context, tx *sql.Tx, p *itemSpend, nowMs int
 	if err != nil {
 		return err
 	} else if owner != p.From {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q is not held by the stated owner", p.ItemID)
+		return apierr.Errorf(apierr.ECONFLICT, "item %q is not held by the stated owner", p.ItemID)
 	} else if qty < p.Quantity {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q has %d, cannot spend %d", p.ItemID, qty, p.Quantity)
+		return apierr.Errorf(apierr.ECONFLICT, "item %q has %d, cannot spend %d", p.ItemID, qty, p.Quantity)
 	}
 	if qty == p.Quantity {
 		_, err = db.stmt(ctx, tx, sqlDeleteItem).ExecContext(ctx, p.ItemID)
@@ -306,7 +307,7 @@ func (db *DB) CriticalEvent(ctx context.Context, eventID string) (*orchestrator.
 	err := db.read.QueryRowContext(ctx, `SELECT instance_id, kind, map_tick, payload FROM critical_events WHERE event_id = ?`, eventID).
 		Scan(&ev.InstanceID, &ev.Kind, &ev.MapTick, &payload)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "critical event %q not found", eventID)
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "critical event %q not found", eventID)
 	} else if err != nil {
 		return nil, fmt.Errorf("read critical event %q: %w", eventID, err)
 	}
@@ -317,7 +318,7 @@ func (db *DB) CriticalEvent(ctx context.Context, eventID string) (*orchestrator.
 // Items returns the inventory held by owner, ordered by item id.
 func (db *DB) Items(ctx context.Context, owner orchestrator.ItemOwner) ([]*orchestrator.Item, error) {
 	if !owner.Valid() {
-		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "items: exactly one of characterId and containerId required")
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "items: exactly one of characterId and containerId required")
 	}
 	col, id := "owner_character_id", owner.CharacterID
 	if owner.ContainerID != "" {

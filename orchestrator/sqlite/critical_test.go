@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -123,7 +124,7 @@ func TestDB_CommitCritical(t *testing.T) {
 		db := MustOpenDB(t)
 		MustCommit(t, db, Event("e1", "quest_flag", `{"a":1}`))
 		_, err := db.CommitCritical(ctx, Event("e1", "quest_flag", `{"a":2}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		WantCode(t, err, apierr.ECONFLICT)
 	})
 	t.Run("BadInput", func(t *testing.T) {
 		big := fmt.Sprintf(`{"x":"%0*d"}`, orchestrator.MaxCriticalPayloadBytes, 0)
@@ -132,17 +133,17 @@ func TestDB_CommitCritical(t *testing.T) {
 			ev   orchestrator.CriticalEvent
 			code string
 		}{
-			{"ErrNoEventID", Event("", "k", `{}`), orchestrator.EBADREQUEST},
-			{"ErrNoKind", Event("e", "", `{}`), orchestrator.EBADREQUEST},
-			{"ErrMalformedPayload", Event("e", "k", `{"a":`), orchestrator.EBADREQUEST},
-			{"ErrPayloadNotObject", Event("e", "k", `"str"`), orchestrator.EBADREQUEST},
-			{"ErrTooLarge", Event("e", "k", big), orchestrator.ETOOLARGE},
-			{"ErrGrantUnknownField", Event("e", orchestrator.EventItemGrant, `{"itemId":"x","itemKind":"k","quantity":1,"to":{"characterId":"alice"},"qty":2}`), orchestrator.EBADREQUEST},
-			{"ErrGrantTwoOwners", Event("e", orchestrator.EventItemGrant, `{"itemId":"x","itemKind":"k","quantity":1,"to":{"characterId":"alice","containerId":"c"}}`), orchestrator.EBADREQUEST},
-			{"ErrSpendZero", Event("e", orchestrator.EventItemSpend, `{"itemId":"x","from":{"characterId":"alice"},"quantity":0}`), orchestrator.EBADREQUEST},
-			{"ErrDropToCharacter", Event("e", orchestrator.EventItemDrop, `{"itemId":"x","from":{"characterId":"alice"},"to":{"characterId":"bob"}}`), orchestrator.EBADREQUEST},
-			{"ErrEmptyTrade", Event("e", orchestrator.EventTrade, `{"moves":[]}`), orchestrator.EBADREQUEST},
-			{"ErrBoundaryNoRevision", Event("e", orchestrator.EventTransferBoundary, `{"characterId":"alice","mapId":"m","instanceId":"i"}`), orchestrator.EBADREQUEST},
+			{"ErrNoEventID", Event("", "k", `{}`), apierr.EBADREQUEST},
+			{"ErrNoKind", Event("e", "", `{}`), apierr.EBADREQUEST},
+			{"ErrMalformedPayload", Event("e", "k", `{"a":`), apierr.EBADREQUEST},
+			{"ErrPayloadNotObject", Event("e", "k", `"str"`), apierr.EBADREQUEST},
+			{"ErrTooLarge", Event("e", "k", big), apierr.ETOOLARGE},
+			{"ErrGrantUnknownField", Event("e", orchestrator.EventItemGrant, `{"itemId":"x","itemKind":"k","quantity":1,"to":{"characterId":"alice"},"qty":2}`), apierr.EBADREQUEST},
+			{"ErrGrantTwoOwners", Event("e", orchestrator.EventItemGrant, `{"itemId":"x","itemKind":"k","quantity":1,"to":{"characterId":"alice","containerId":"c"}}`), apierr.EBADREQUEST},
+			{"ErrSpendZero", Event("e", orchestrator.EventItemSpend, `{"itemId":"x","from":{"characterId":"alice"},"quantity":0}`), apierr.EBADREQUEST},
+			{"ErrDropToCharacter", Event("e", orchestrator.EventItemDrop, `{"itemId":"x","from":{"characterId":"alice"},"to":{"characterId":"bob"}}`), apierr.EBADREQUEST},
+			{"ErrEmptyTrade", Event("e", orchestrator.EventTrade, `{"moves":[]}`), apierr.EBADREQUEST},
+			{"ErrBoundaryNoRevision", Event("e", orchestrator.EventTransferBoundary, `{"characterId":"alice","mapId":"m","instanceId":"i"}`), apierr.EBADREQUEST},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				db := MustOpenDB(t)
@@ -216,7 +217,7 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 	t.Run("ErrConflictGrantOtherOwner", func(t *testing.T) {
 		db := setup(t)
 		_, err := db.CommitCritical(ctx, Event("g4", orchestrator.EventItemGrant, `{"itemId":"gold-a","itemKind":"coin","quantity":5,"to":{"characterId":"bob"}}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		WantCode(t, err, apierr.ECONFLICT)
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "sword": 1})
 		WantItems(t, db, bob, map[string]int64{"gem": 1})
 	})
@@ -241,22 +242,22 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 	t.Run("ErrConflictOverspend", func(t *testing.T) {
 		db := setup(t)
 		_, err := db.CommitCritical(ctx, Event("s1", orchestrator.EventItemSpend, `{"itemId":"gold-a","from":{"characterId":"alice"},"quantity":51}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		WantCode(t, err, apierr.ECONFLICT)
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "sword": 1})
-		if _, err := db.CriticalEvent(ctx, "s1"); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		if _, err := db.CriticalEvent(ctx, "s1"); apierr.Code(err) != apierr.ENOTFOUND {
 			t.Fatalf("failed event was recorded: %v", err)
 		}
 	})
 	t.Run("ErrConflictNotOwner", func(t *testing.T) {
 		db := setup(t)
 		_, err := db.CommitCritical(ctx, Event("t1", orchestrator.EventItemTransfer, `{"itemId":"gem","from":{"characterId":"alice"},"to":{"characterId":"alice2"}}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		WantCode(t, err, apierr.ECONFLICT)
 		WantItems(t, db, bob, map[string]int64{"gem": 1})
 	})
 	t.Run("ErrNotFoundCharacter", func(t *testing.T) {
 		db := setup(t)
 		_, err := db.CommitCritical(ctx, Event("t1", orchestrator.EventItemTransfer, `{"itemId":"sword","from":{"characterId":"alice"},"to":{"characterId":"nobody"}}`))
-		WantCode(t, err, orchestrator.ENOTFOUND)
+		WantCode(t, err, apierr.ENOTFOUND)
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "sword": 1})
 	})
 	t.Run("TradeAllOrNothing", func(t *testing.T) {
@@ -265,7 +266,7 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 		_, err := db.CommitCritical(ctx, Event("tr1", orchestrator.EventTrade, `{"moves":[
 			{"itemId":"sword","from":{"characterId":"alice"},"to":{"characterId":"bob"}},
 			{"itemId":"gem","from":{"characterId":"alice"},"to":{"characterId":"bob"}}]}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		WantCode(t, err, apierr.ECONFLICT)
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "sword": 1})
 		WantItems(t, db, bob, map[string]int64{"gem": 1})
 
@@ -299,7 +300,7 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 		want := map[string]int64{"gem": 1}
 		for i, err := range errs {
 			if i%2 == 1 {
-				if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+				if apierr.Code(err) != apierr.ENOTFOUND {
 					t.Errorf("event %d: err=%v, want not_found", i, err)
 				}
 				continue
@@ -351,6 +352,6 @@ func TestDB_CommitCritical_TransferBoundary(t *testing.T) {
 	t.Run("ErrNotFoundCharacter", func(t *testing.T) {
 		_, err := db.CommitCritical(ctx, Event("b9", orchestrator.EventTransferBoundary,
 			`{"characterId":"ghost","mapId":"m","instanceId":"i","revision":1}`))
-		WantCode(t, err, orchestrator.ENOTFOUND)
+		WantCode(t, err, apierr.ENOTFOUND)
 	})
 }

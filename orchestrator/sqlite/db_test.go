@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -62,7 +63,7 @@ func MustCount(tb testing.TB, raw *sql.DB, query string, args ...any) int {
 // WantCode fails the test unless err carries the application error code want.
 func WantCode(tb testing.TB, err error, want string) {
 	tb.Helper()
-	if got := orchestrator.ErrorCode(err); got != want {
+	if got := apierr.Code(err); got != want {
 		tb.Fatalf("error code=%q (%v), want %q", got, err, want)
 	}
 }
@@ -125,7 +126,7 @@ func TestDB_Open(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := db.UseNonce(context.Background(), "n", time.Now())
-		WantCode(t, err, orchestrator.EUNAVAILABLE)
+		WantCode(t, err, apierr.EUNAVAILABLE)
 		if err := db.Close(); err != nil {
 			t.Fatalf("second close: %v", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // snapKey names one snapshot partition of one map instance.
@@ -60,11 +61,11 @@ func (db *DB) Recovery() Recovery { return db.recovery }
 func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env orchestrator.SnapshotEnvelope) (bool, error) {
 	switch {
 	case !validID(instanceID):
-		return false, orchestrator.Errorf(orchestrator.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", maxIDLen)
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", maxIDLen)
 	case !validID(partition):
-		return false, orchestrator.Errorf(orchestrator.EBADREQUEST, "snapshot: partition must be 1 to %d characters", maxIDLen)
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: partition must be 1 to %d characters", maxIDLen)
 	case revision <= 0:
-		return false, orchestrator.Errorf(orchestrator.EBADREQUEST, "snapshot: revision must be positive")
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: revision must be positive")
 	}
 	if err := env.ValidatePayload(db.MaxPayloadBytes); err != nil {
 		return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
@@ -103,13 +104,13 @@ func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, rev
 func decodeCharacterPartition(charID string, payload []byte) (*orchestrator.CharacterStatePayload, error) {
 	var p orchestrator.CharacterStatePayload
 	if !validID(charID) {
-		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "character partition needs a character id")
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "character partition needs a character id")
 	} else if err := json.Unmarshal(payload, &p); err != nil {
-		return nil, orchestrator.Errorf(orchestrator.EINVALIDENVELOPE, "character partition payload: %v", err)
+		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload: %v", err)
 	} else if p.MapID == "" || p.InstanceID == "" {
-		return nil, orchestrator.Errorf(orchestrator.EINVALIDENVELOPE, "character partition payload needs mapId and instanceId")
+		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload needs mapId and instanceId")
 	} else if len(p.Attributes) > 0 && !json.Valid(p.Attributes) {
-		return nil, orchestrator.Errorf(orchestrator.EINVALIDENVELOPE, "character partition attributes must be JSON")
+		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition attributes must be JSON")
 	}
 	return &p, nil
 }
@@ -138,7 +139,7 @@ func (db *DB) Snapshot(ctx context.Context, instanceID, partition string) (*orch
 	defer c.mu.Unlock()
 	e := c.entries[snapKey{instanceID, partition}]
 	if e == nil {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no snapshot of %s/%s", instanceID, partition)
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "no snapshot of %s/%s", instanceID, partition)
 	}
 	s := e.snap
 	return &s, nil // payloads are never mutated in place, so sharing the bytes is safe

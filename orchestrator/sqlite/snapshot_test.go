@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -76,7 +77,7 @@ func TestDB_PutSnapshot(t *testing.T) {
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		_, err := MustOpenDB(t).Snapshot(ctx, "i1", "nope")
-		WantCode(t, err, orchestrator.ENOTFOUND)
+		WantCode(t, err, apierr.ENOTFOUND)
 	})
 }
 
@@ -90,44 +91,44 @@ func TestDB_PutSnapshot_BadInput(t *testing.T) {
 		env                       orchestrator.SnapshotEnvelope
 		code                      string
 	}{
-		{"ErrMalformedPayload", "i1", "world", 1, Envelope(`{"a":`), orchestrator.EINVALIDENVELOPE},
-		{"ErrPayloadNotObject", "i1", "world", 1, Envelope(`[1,2]`), orchestrator.EINVALIDENVELOPE},
-		{"ErrEmptyPayload", "i1", "world", 1, Envelope(``), orchestrator.EINVALIDENVELOPE},
+		{"ErrMalformedPayload", "i1", "world", 1, Envelope(`{"a":`), apierr.EINVALIDENVELOPE},
+		{"ErrPayloadNotObject", "i1", "world", 1, Envelope(`[1,2]`), apierr.EINVALIDENVELOPE},
+		{"ErrEmptyPayload", "i1", "world", 1, Envelope(``), apierr.EINVALIDENVELOPE},
 		{"ErrHashMismatch", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
 			e := good
 			e.Payload = json.RawMessage(`{"a":2}`)
 			return e
-		}(), orchestrator.EHASHMISMATCH},
+		}(), apierr.EHASHMISMATCH},
 		{"ErrMalformedHash", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
 			e := good
 			e.PayloadHash = "xyz"
 			return e
-		}(), orchestrator.EINVALIDENVELOPE},
+		}(), apierr.EINVALIDENVELOPE},
 		{"ErrUppercaseHash", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
 			e := good
 			e.PayloadHash = strings.ToUpper(e.PayloadHash)
 			return e
-		}(), orchestrator.EINVALIDENVELOPE},
+		}(), apierr.EINVALIDENVELOPE},
 		{"ErrSimCoreVersionMissing", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
 			e := good
 			e.SimCoreVersion = ""
 			return e
-		}(), orchestrator.EINVALIDENVELOPE},
+		}(), apierr.EINVALIDENVELOPE},
 		{"ErrUnknownSchemaVersion", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
 			e := good
 			e.SchemaVersion = orchestrator.SnapshotSchemaVersion + 1
 			return e
-		}(), orchestrator.ESCHEMAVERSION},
+		}(), apierr.ESCHEMAVERSION},
 		{"ErrSchemaVersionZero", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
 			e := good
 			e.SchemaVersion = 0
 			return e
-		}(), orchestrator.ESCHEMAVERSION},
-		{"ErrTooLarge", "i1", "world", 1, Envelope(big), orchestrator.ETOOLARGE},
-		{"ErrNoInstance", "", "world", 1, good, orchestrator.EBADREQUEST},
-		{"ErrNoPartition", "i1", "", 1, good, orchestrator.EBADREQUEST},
-		{"ErrZeroRevision", "i1", "world", 0, good, orchestrator.EBADREQUEST},
-		{"ErrCharacterPartitionShape", "i1", "character:c1", 1, Envelope(`{"x":1}`), orchestrator.EINVALIDENVELOPE},
+		}(), apierr.ESCHEMAVERSION},
+		{"ErrTooLarge", "i1", "world", 1, Envelope(big), apierr.ETOOLARGE},
+		{"ErrNoInstance", "", "world", 1, good, apierr.EBADREQUEST},
+		{"ErrNoPartition", "i1", "", 1, good, apierr.EBADREQUEST},
+		{"ErrZeroRevision", "i1", "world", 0, good, apierr.EBADREQUEST},
+		{"ErrCharacterPartitionShape", "i1", "character:c1", 1, Envelope(`{"x":1}`), apierr.EINVALIDENVELOPE},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := MustOpenDB(t, func(db *sqlite.DB) { db.MaxPayloadBytes = 1024 })
@@ -140,7 +141,7 @@ func TestDB_PutSnapshot_BadInput(t *testing.T) {
 			if accepted {
 				t.Fatal("accepted bad input")
 			}
-			if _, err := db.Snapshot(ctx, tc.instance, tc.partition); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+			if _, err := db.Snapshot(ctx, tc.instance, tc.partition); apierr.Code(err) != apierr.ENOTFOUND {
 				t.Fatalf("bad snapshot reached the cache: %v", err)
 			}
 			if res, err := db.Checkpoint(ctx); err != nil {
@@ -217,7 +218,7 @@ func TestDB_Checkpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := db.PutSnapshot(ctx, "i1", "world", 1, Envelope(`{}`))
-		WantCode(t, err, orchestrator.EUNAVAILABLE)
+		WantCode(t, err, apierr.EUNAVAILABLE)
 	})
 	t.Run("Timer", func(t *testing.T) {
 		db := MustOpenDB(t, func(db *sqlite.DB) { db.CheckpointInterval = 10 * time.Millisecond })
@@ -288,14 +289,14 @@ func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
 	t.Run("ErrSchemaVersionNoMigration", func(t *testing.T) {
 		db := MustOpenDB(t, func(db *sqlite.DB) { db.SchemaVersion = 2 })
 		_, err := db.PutSnapshot(ctx, "i1", "world", 1, Envelope(`{"hp":3}`))
-		WantCode(t, err, orchestrator.ESCHEMAVERSION)
+		WantCode(t, err, apierr.ESCHEMAVERSION)
 	})
 	t.Run("ErrSchemaVersionNewer", func(t *testing.T) {
 		db := MustOpenDB(t, v2)
 		env := Envelope(`{"hp":3}`)
 		env.SchemaVersion = 3
 		_, err := db.PutSnapshot(ctx, "i1", "world", 1, env)
-		WantCode(t, err, orchestrator.ESCHEMAVERSION)
+		WantCode(t, err, apierr.ESCHEMAVERSION)
 	})
 	t.Run("ErrMigrationFails", func(t *testing.T) {
 		db := MustOpenDB(t, func(db *sqlite.DB) {
@@ -305,8 +306,8 @@ func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
 			}}
 		})
 		_, err := db.PutSnapshot(ctx, "i1", "world", 1, Envelope(`{"hp":3}`))
-		WantCode(t, err, orchestrator.EINVALIDENVELOPE)
-		if _, err := db.Snapshot(ctx, "i1", "world"); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		WantCode(t, err, apierr.EINVALIDENVELOPE)
+		if _, err := db.Snapshot(ctx, "i1", "world"); apierr.Code(err) != apierr.ENOTFOUND {
 			t.Fatalf("failed migration reached the cache: %v", err)
 		}
 	})
@@ -323,7 +324,7 @@ func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
 
 		refused := sqlite.NewDB(path)
 		refused.SchemaVersion = 2
-		if err := refused.Open(); orchestrator.ErrorCode(err) != orchestrator.ESCHEMAVERSION {
+		if err := refused.Open(); apierr.Code(err) != apierr.ESCHEMAVERSION {
 			refused.Close()
 			t.Fatalf("open without migration: err=%v, want schema_version", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 var _ orchestrator.TransferStore = (*DB)(nil)
@@ -18,7 +19,7 @@ const transferColumns = `transfer_id, character_id, subject, from_instance_id, t
 // CreateTransfer saves a new transfer. See orchestrator.TransferStore.
 func (db *DB) CreateTransfer(ctx context.Context, t *orchestrator.Transfer) error {
 	if !validID(t.ID) || !validID(t.CharacterID) || !validID(t.FromInstanceID) || !validID(t.ToInstanceID) {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "transfer: ids must be 1 to %d characters", maxIDLen)
+		return apierr.Errorf(apierr.EBADREQUEST, "transfer: ids must be 1 to %d characters", maxIDLen)
 	}
 	now := db.Now()
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -32,7 +33,7 @@ func (db *DB) CreateTransfer(ctx context.Context, t *orchestrator.Transfer) erro
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q already exists", t.ID)
+			return apierr.Errorf(apierr.ECONFLICT, "transfer %q already exists", t.ID)
 		}
 		return nil
 	})
@@ -47,7 +48,7 @@ func (db *DB) CreateTransfer(ctx context.Context, t *orchestrator.Transfer) erro
 func (db *DB) Transfer(ctx context.Context, id string) (*orchestrator.Transfer, error) {
 	t, err := scanTransfer(db.read.QueryRowContext(ctx, `SELECT `+transferColumns+` FROM transfers WHERE transfer_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no transfer %q", id)
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "no transfer %q", id)
 	} else if err != nil {
 		return nil, fmt.Errorf("read transfer %q: %w", id, err)
 	}
@@ -58,7 +59,7 @@ func (db *DB) Transfer(ctx context.Context, id string) (*orchestrator.Transfer, 
 // racing callers exactly one advances it. See orchestrator.TransferStore.
 func (db *DB) AdvanceTransfer(ctx context.Context, id string, from []orchestrator.TransferState, to orchestrator.TransferState, reason string) (*orchestrator.Transfer, error) {
 	if len(from) == 0 {
-		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "advance transfer: no from state")
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "advance transfer: no from state")
 	}
 	args := []any{string(to), reason, db.Now().UnixMilli(), id}
 	marks := make([]string, len(from))
@@ -79,12 +80,12 @@ func (db *DB) AdvanceTransfer(ctx context.Context, id string, from []orchestrato
 		}
 		t, err = scanTransfer(tx.QueryRowContext(ctx, `SELECT `+transferColumns+` FROM transfers WHERE transfer_id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
-			return orchestrator.Errorf(orchestrator.ENOTFOUND, "no transfer %q", id)
+			return apierr.Errorf(apierr.ENOTFOUND, "no transfer %q", id)
 		} else if err != nil {
 			return err
 		}
 		if n == 0 {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q is %s, not %v", id, t.State, from)
+			return apierr.Errorf(apierr.ECONFLICT, "transfer %q is %s, not %v", id, t.State, from)
 		}
 		return nil
 	})
@@ -146,7 +147,7 @@ func (db *DB) Lease(ctx context.Context, characterID string) (orchestrator.Lease
 // in at most one map even if two writers race.
 func (db *DB) SetLease(ctx context.Context, l orchestrator.Lease, prevEpoch int64) error {
 	if !validID(l.CharacterID) || l.Epoch <= prevEpoch {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "lease: character id required and epoch must grow")
+		return apierr.Errorf(apierr.EBADREQUEST, "lease: character id required and epoch must grow")
 	}
 	nowMs := db.Now().UnixMilli()
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -162,7 +163,7 @@ func (db *DB) SetLease(ctx context.Context, l orchestrator.Lease, prevEpoch int6
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "lease of %q changed since epoch %d", l.CharacterID, prevEpoch)
+			return apierr.Errorf(apierr.ECONFLICT, "lease of %q changed since epoch %d", l.CharacterID, prevEpoch)
 		}
 		return nil
 	})

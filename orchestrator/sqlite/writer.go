@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // writeReq is one request to the writer goroutine: either a critical event, which the
@@ -76,7 +77,7 @@ func (db *DB) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
 }
 
 // errClosed answers requests made after Close.
-var errClosed = &orchestrator.Error{Code: orchestrator.EUNAVAILABLE, Message: "store is closed"}
+var errClosed = &apierr.Error{Code: apierr.EUNAVAILABLE, Message: "store is closed"}
 
 // submit hands r to the writer goroutine and waits for its answer. If ctx ends after the
 // writer took r, the outcome is unknown to the caller (the writer still finishes it);

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -99,14 +100,14 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 		}
 		var e control.ErrorResponse
 		post(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusConflict, &e)
-		if e.Error.Code != orchestrator.ETICKETUSED {
+		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: %+v", e.Error)
 		}
 	})
 	t.Run("ErrNotImplementedWithoutDocker", func(t *testing.T) {
 		var e control.ErrorResponse
 		post(t, m.HTTP.ControlURL()+control.PathAdminMaps, m.Secret, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusNotImplemented, &e)
-		if e.Error.Code != orchestrator.ENOTIMPLEMENTED {
+		if e.Error.Code != apierr.ENOTIMPLEMENTED {
 			t.Fatalf("create: %+v", e.Error)
 		}
 	})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
@@ -185,8 +186,8 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	t.Run("ErrUnauthorized", func(t *testing.T) {
 		var e control.ErrorResponse
 		getJSON(t, child.control+control.PathAdminMaps, "", http.StatusUnauthorized, &e)
-		if e.Error.Code != orchestrator.EUNAUTHORIZED {
-			t.Fatalf("code %q, want %q", e.Error.Code, orchestrator.EUNAUTHORIZED)
+		if e.Error.Code != apierr.EUNAUTHORIZED {
+			t.Fatalf("code %q, want %q", e.Error.Code, apierr.EUNAUTHORIZED)
 		}
 		getJSON(t, child.control+control.PathAdminMaps, secret+"x", http.StatusUnauthorized, &e)
 		resp, err := http.Post(child.control+control.PathMapReady, "application/json",
@@ -214,11 +215,11 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 		var e control.ErrorResponse
 		postJSON(t, child.control+control.PathRedeem, secret, body, http.StatusConflict, &e)
-		if e.Error.Code != orchestrator.ETICKETUSED {
+		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: code %q, want ticket_used", e.Error.Code)
 		}
 		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"short"}`, http.StatusBadRequest, &e)
-		if e.Error.Code != orchestrator.EBADREQUEST || strings.Contains(e.Error.Message, "short") {
+		if e.Error.Code != apierr.EBADREQUEST || strings.Contains(e.Error.Message, "short") {
 			t.Fatalf("bad key: %+v", e.Error)
 		}
 		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","extra":1}`, http.StatusBadRequest, &e)
@@ -266,7 +267,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		sendWS(t, replay, hello)
 		var e struct{ Kind, Code, Message string }
 		readWS(t, replay, &e)
-		if e.Kind != "error" || e.Code != orchestrator.ETICKETUSED {
+		if e.Kind != "error" || e.Code != apierr.ETICKETUSED {
 			t.Fatalf("replayed ticket: %+v, want error ticket_used", e)
 		}
 		_ = replay.SetReadDeadline(time.Now().Add(5 * time.Second))
