@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // InstanceState is where a map instance is in its life. Transitions are made by the
@@ -55,7 +57,7 @@ func ContainerName(instanceID string) string { return ContainerNamePrefix + inst
 // reports it (with or without the leading "/"), or ok=false for other names.
 func InstanceFromContainerName(name string) (id string, ok bool) {
 	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), ContainerNamePrefix)
-	return id, ok && IDPattern.MatchString(id)
+	return id, ok && control.IDPattern.MatchString(id)
 }
 
 // PoolIDPrefix starts the id of every warm-pool container ("pool-<hex>"). Instance ids
@@ -105,15 +107,6 @@ type CreateInstance struct {
 	Env []string `json:"env,omitempty"`
 }
 
-// MapReady is what a map server reports when it has started and can take players.
-type MapReady struct {
-	InstanceID  string `json:"instanceId"`
-	MapID       string `json:"mapId"`
-	GamePort    int    `json:"gamePort"`    // port inside the container
-	ControlPort int    `json:"controlPort"` // port inside the container
-	Version     string `json:"version"`
-}
-
 // Maps is what the control and public APIs need from the supervisor.
 type Maps interface {
 	// Instances lists every known instance, ordered by id.
@@ -124,7 +117,7 @@ type Maps interface {
 
 	// MapReady records that a map server registered. Error codes: apierr.EBADREQUEST,
 	// apierr.ENOTFOUND (no such instance is wanted).
-	MapReady(ctx context.Context, r MapReady) error
+	MapReady(ctx context.Context, r control.MapReady) error
 
 	// Registered reports whether the instance's map server has registered with this
 	// orchestrator; a heartbeat from an unregistered map makes it register again.

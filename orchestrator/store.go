@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"context"
 	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // SnapshotStore keeps the latest snapshot partition of every map instance. Ingest is
@@ -14,7 +16,7 @@ type SnapshotStore interface {
 	// without error, which makes retries and reordering harmless. It returns
 	// apierr.EBADREQUEST, apierr.ETOOLARGE, apierr.EINVALIDENVELOPE, apierr.EHASHMISMATCH or apierr.ESCHEMAVERSION for bad
 	// input and then changes nothing.
-	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env SnapshotEnvelope) (accepted bool, err error)
+	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (accepted bool, err error)
 
 	// Snapshot returns the latest accepted snapshot of a partition, flushed or not.
 	// It returns apierr.ENOTFOUND if none was ever accepted.
@@ -43,13 +45,13 @@ type CriticalEventStore interface {
 	// apierr.ECONFLICT if the EventID was already used for a different event or the event
 	// cannot apply (an item not held by the stated owner, too little quantity), and
 	// apierr.ENOTFOUND for an unknown item or character; a failed event changes nothing.
-	CommitCritical(ctx context.Context, ev CriticalEvent) (CriticalAck, error)
+	CommitCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
 
 	// CriticalEvent returns a committed event by id, or apierr.ENOTFOUND.
-	CriticalEvent(ctx context.Context, eventID string) (*CriticalEvent, error)
+	CriticalEvent(ctx context.Context, eventID string) (*control.CriticalEvent, error)
 
 	// Items returns the inventory held by owner, ordered by item id.
-	Items(ctx context.Context, owner ItemOwner) ([]*Item, error)
+	Items(ctx context.Context, owner control.ItemOwner) ([]*Item, error)
 }
 
 // CharacterStore keeps persistent characters. Disposable session characters never reach it.
@@ -64,7 +66,7 @@ type CharacterStore interface {
 	// CharacterState returns where a character was last saved: the newest of its
 	// character partition snapshot and its durable state. It returns apierr.ENOTFOUND if the
 	// character has never been saved in a map.
-	CharacterState(ctx context.Context, characterID string) (*CharacterState, error)
+	CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error)
 }
 
 // NonceStore remembers one-time token nonces so that a ticket or transfer token is

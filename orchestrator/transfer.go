@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"strings"
 	"time"
 )
 
@@ -96,65 +95,5 @@ type JoinResponse struct {
 	ExpiresAtMs int64  `json:"expiresAtMs"`
 }
 
-// RedeemRequest is what a map sends to POST /orch/redeem when a player presents a join
-// ticket or transfer token in its hello.
-type RedeemRequest struct {
-	InstanceID string `json:"instanceId"`
-	Token      string `json:"token"`
-}
-
-// RedeemResult admits one character into the redeeming map, with the lease epoch the
-// map must quote in everything it later reports for that character, and the state to
-// spawn it with (nil for a character never saved).
-type RedeemResult struct {
-	Kind        string          `json:"kind"` // "join" or "transfer"
-	CharacterID string          `json:"characterId"`
-	Disposable  bool            `json:"disposable"`
-	Epoch       int64           `json:"epoch"`
-	TransferID  string          `json:"transferId,omitempty"`
-	FromID      string          `json:"fromInstanceId,omitempty"`
-	State       *CharacterState `json:"state,omitempty"`
-}
-
-// TransferRequest is what a source map sends to POST /orch/request-transfer when a
-// player enters a portal. TransferID is chosen by the map so that a retry is the same
-// request. State is the character's final state in the source map; it is durably saved
-// before the answer, and the source must stop simulating the character once answered.
-type TransferRequest struct {
-	TransferID     string         `json:"transferId"`
-	CharacterID    string         `json:"characterId"`
-	FromInstanceID string         `json:"fromInstanceId"`
-	ToInstanceID   string         `json:"toInstanceId,omitempty"`
-	ToMapID        string         `json:"toMapId,omitempty"`
-	Epoch          int64          `json:"epoch"`
-	State          CharacterState `json:"state"`
-}
-
-// TransferAnswer carries the transfer token the source map forwards to its client, in
-// the WebSocket `transfer` message.
-type TransferAnswer struct {
-	TransferID   string `json:"transferId"`
-	Token        string `json:"token"`
-	ToInstanceID string `json:"toInstanceId"`
-	WS           string `json:"ws"`
-	ExpiresAtMs  int64  `json:"expiresAtMs"`
-}
-
-// TransferResult is what the destination map reports to POST /orch/transfer-result
-// once the player has spawned (Success) or could not be admitted.
-type TransferResult struct {
-	TransferID string `json:"transferId"`
-	InstanceID string `json:"instanceId"`
-	Success    bool   `json:"success"`
-	Reason     string `json:"reason,omitempty"`
-}
-
 // WSPath is the public WebSocket path of a map instance, proxied by the orchestrator.
 func WSPath(instanceID string) string { return "/maps/" + instanceID + "/ws" }
-
-// CharacterOfPartition returns the character id of a per-character snapshot partition
-// ("character:<id>").
-func CharacterOfPartition(partition string) (characterID string, ok bool) {
-	id, ok := strings.CutPrefix(partition, CharacterPartitionPrefix)
-	return id, ok && id != ""
-}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Close codes the server ends a connection with, besides gorilla's own 1009 for a frame
@@ -256,7 +256,7 @@ func (c *conn) admit(ticket string) (*Welcome, error) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), orDuration(c.s.RedeemWait, DefaultRedeemWait))
 	defer cancel()
-	res, err := c.s.Redeemer.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: cfg.InstanceID, Token: ticket})
+	res, err := c.s.Redeemer.Redeem(ctx, control.RedeemRequest{InstanceID: cfg.InstanceID, Token: ticket})
 	if err != nil {
 		var e *apierr.Error
 		if !errors.As(err, &e) {
@@ -276,7 +276,7 @@ func (c *conn) admit(ticket string) (*Welcome, error) {
 // the control client retries it, and a report that never arrives is settled by the
 // orchestrator's sweeper.
 func (c *conn) reportTransfer(w *Welcome, welcomed bool) {
-	r := orchestrator.TransferResult{TransferID: w.TransferID, InstanceID: w.InstanceID, Success: welcomed}
+	r := control.TransferResult{TransferID: w.TransferID, InstanceID: w.InstanceID, Success: welcomed}
 	if !welcomed {
 		r.Reason = "the player left before the welcome"
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -26,10 +25,10 @@ import (
 // map_quarantined, map_unavailable; any error that is not an *apierr.Error means
 // the orchestrator could not be reached.
 type Redeemer interface {
-	Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error)
+	Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error)
 	// TransferResult reports, as the destination, whether a transferred player was
 	// welcomed, which completes (or aborts) the transfer at the orchestrator.
-	TransferResult(ctx context.Context, r orchestrator.TransferResult) error
+	TransferResult(ctx context.Context, r control.TransferResult) error
 }
 
 var _ Redeemer = (*control.Client)(nil)

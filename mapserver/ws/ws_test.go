@@ -16,8 +16,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // fakeRedeemer admits the tickets in ok once each and refuses the rest with the codes
@@ -28,18 +28,18 @@ type fakeRedeemer struct {
 	deny    map[string]error
 	used    map[string]bool
 	calls   int
-	last    orchestrator.RedeemRequest
-	results []orchestrator.TransferResult
+	last    control.RedeemRequest
+	results []control.TransferResult
 }
 
-func (f *fakeRedeemer) TransferResult(_ context.Context, r orchestrator.TransferResult) error {
+func (f *fakeRedeemer) TransferResult(_ context.Context, r control.TransferResult) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.results = append(f.results, r)
 	return nil
 }
 
-func (f *fakeRedeemer) Redeem(_ context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
+func (f *fakeRedeemer) Redeem(_ context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -56,9 +56,9 @@ func (f *fakeRedeemer) Redeem(_ context.Context, r orchestrator.RedeemRequest) (
 	}
 	f.used[r.Token] = true
 	if strings.HasPrefix(r.Token, "transfer") {
-		return &orchestrator.RedeemResult{Kind: "transfer", TransferID: "tr-" + id, CharacterID: id, Epoch: 4}, nil
+		return &control.RedeemResult{Kind: "transfer", TransferID: "tr-" + id, CharacterID: id, Epoch: 4}, nil
 	}
-	return &orchestrator.RedeemResult{Kind: "join", CharacterID: id, Epoch: 3}, nil
+	return &control.RedeemResult{Kind: "join", CharacterID: id, Epoch: 3}, nil
 }
 
 func (f *fakeRedeemer) Calls() int {
@@ -187,7 +187,7 @@ func TestHello_Welcome(t *testing.T) {
 	if got, want := w.MapConfig.Seed, h.cfg.Seed; got != want || w.MapConfig.InstanceID != "forest-1" {
 		t.Fatalf("welcome map config %+v, want %+v", w.MapConfig, h.cfg)
 	}
-	if got, want := h.redeem.last, (orchestrator.RedeemRequest{InstanceID: "forest-1", Token: "good"}); got != want {
+	if got, want := h.redeem.last, (control.RedeemRequest{InstanceID: "forest-1", Token: "good"}); got != want {
 		t.Fatalf("redeem request %+v, want %+v", got, want)
 	}
 	if got := h.srv.Players(); got != 1 {
@@ -391,7 +391,7 @@ func TestTransferArrivalReported(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		h.redeem.mu.Lock()
-		results := append([]orchestrator.TransferResult(nil), h.redeem.results...)
+		results := append([]control.TransferResult(nil), h.redeem.results...)
 		h.redeem.mu.Unlock()
 		if len(results) == 1 {
 			if r := results[0]; r.TransferID != "tr-char-3" || r.InstanceID != "forest-1" || !r.Success {

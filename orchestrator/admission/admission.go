@@ -16,6 +16,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -74,8 +75,8 @@ type Service struct {
 	used sync.Map // nonce → expiry: replays this process saw are refused without a write
 
 	mu        sync.Mutex
-	guests    map[string]guestLease                   // leases of disposable characters: never persisted
-	handovers map[string]*orchestrator.CharacterState // final states of disposable characters in transit
+	guests    map[string]guestLease              // leases of disposable characters: never persisted
+	handovers map[string]*control.CharacterState // final states of disposable characters in transit
 }
 
 // NewService returns a Service signing with secret.
@@ -85,7 +86,7 @@ func NewService(secret string, store Store, maps Maps, defaultInstanceID string,
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL,
-		handovers: make(map[string]*orchestrator.CharacterState),
+		handovers: make(map[string]*control.CharacterState),
 	}
 }
 

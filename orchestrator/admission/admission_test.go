@@ -12,6 +12,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -160,9 +161,9 @@ func (e *env) join(tb testing.TB, key string) *orchestrator.JoinResponse {
 	return res
 }
 
-func (e *env) redeem(tb testing.TB, instance, tok string) *orchestrator.RedeemResult {
+func (e *env) redeem(tb testing.TB, instance, tok string) *control.RedeemResult {
 	tb.Helper()
-	res, err := e.svc.Redeem(context.Background(), orchestrator.RedeemRequest{InstanceID: instance, Token: tok})
+	res, err := e.svc.Redeem(context.Background(), control.RedeemRequest{InstanceID: instance, Token: tok})
 	if err != nil {
 		tb.Fatalf("redeem at %s: %v", instance, err)
 	}

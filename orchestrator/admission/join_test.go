@@ -8,6 +8,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 func TestJoin(t *testing.T) {
@@ -62,11 +63,11 @@ func TestAuthKeyNeverLeaks(t *testing.T) {
 	var errs []error
 	j := e.join(t, authKey)
 	r := e.redeem(t, "default-1", j.Ticket)
-	_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+	_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
 	errs = append(errs, err)
-	_, err = e.svc.RequestTransfer(ctx, orchestrator.TransferRequest{
+	_, err = e.svc.RequestTransfer(ctx, control.TransferRequest{
 		TransferID: "tr-leak", CharacterID: r.CharacterID, FromInstanceID: "default-1", ToMapID: "frontier", Epoch: r.Epoch,
-		State: orchestrator.CharacterState{MapID: "default", X: 10, Y: 20, Revision: 1},
+		State: control.CharacterState{MapID: "default", X: 10, Y: 20, Revision: 1},
 	})
 	errs = append(errs, err)
 	_, err = e.svc.Join(ctx, orchestrator.JoinRequest{AuthKey: authKey + "!"})

@@ -11,6 +11,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // model is the test's picture of the world around the admission service: what each map
@@ -102,7 +103,7 @@ func (m *model) step() string {
 		if m.rng.IntN(8) == 0 {
 			at = m.maps[m.rng.IntN(len(m.maps))]
 		}
-		res, err := m.e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: at, Token: p.token})
+		res, err := m.e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: at, Token: p.token})
 		if err != nil {
 			m.expect(err, apierr.ETICKETUSED, apierr.ETICKETEXPIRED, apierr.EWRONGMAP, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
 			if apierr.Code(err) != apierr.EWRONGMAP {
@@ -132,9 +133,9 @@ func (m *model) step() string {
 			}
 			m.nextID++
 			x := float64(m.nextID)
-			a, err := m.e.svc.RequestTransfer(ctx, orchestrator.TransferRequest{
+			a, err := m.e.svc.RequestTransfer(ctx, control.TransferRequest{
 				TransferID: fmt.Sprintf("tr-%d", m.nextID), CharacterID: ch, FromInstanceID: from, ToInstanceID: to,
-				Epoch: epoch, State: orchestrator.CharacterState{MapID: from, X: x, Revision: int64(m.nextID)},
+				Epoch: epoch, State: control.CharacterState{MapID: from, X: x, Revision: int64(m.nextID)},
 			})
 			if err != nil {
 				m.expect(err, apierr.ECONFLICT, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
@@ -156,7 +157,7 @@ func (m *model) step() string {
 		a := m.accepts[i]
 		m.accepts = append(m.accepts[:i], m.accepts[i+1:]...)
 		ok := m.rng.IntN(4) > 0
-		err := m.e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: a.transferID, InstanceID: a.to, Success: ok})
+		err := m.e.svc.TransferResult(ctx, control.TransferResult{TransferID: a.transferID, InstanceID: a.to, Success: ok})
 		if err != nil {
 			m.expect(err, apierr.ECONFLICT)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -19,8 +20,8 @@ import (
 //
 // Error codes: EBADREQUEST, ETICKETINVALID, ETICKETEXPIRED, ETICKETUSED, EWRONGMAP,
 // EMAPQUARANTINED, EMAPUNAVAILABLE.
-func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
-	if !orchestrator.IDPattern.MatchString(r.InstanceID) {
+func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
+	if !control.IDPattern.MatchString(r.InstanceID) {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "instanceId must be a valid id")
 	}
 	c, err := s.Signer.Verify(r.Token, s.Now())
@@ -75,7 +76,7 @@ func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*or
 		return nil, fmt.Errorf("redeem: lease: %w", err)
 	}
 
-	res := &orchestrator.RedeemResult{
+	res := &control.RedeemResult{
 		Kind: "join", CharacterID: c.CharacterID, Disposable: IsDisposable(c.CharacterID), Epoch: next.Epoch,
 	}
 	if tr != nil {
@@ -118,7 +119,7 @@ func (s *Service) forgetExpiredNonces(now time.Time) {
 
 // state is the character's last saved state (nil if never saved). Disposable characters
 // carry theirs in memory from the source map to the destination.
-func (s *Service) state(ctx context.Context, characterID, transferID string) (*orchestrator.CharacterState, error) {
+func (s *Service) state(ctx context.Context, characterID, transferID string) (*control.CharacterState, error) {
 	if IsDisposable(characterID) {
 		s.mu.Lock()
 		defer s.mu.Unlock()

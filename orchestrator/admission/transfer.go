@@ -9,6 +9,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -31,7 +32,7 @@ func InstanceOfMap(mapID string) string { return mapID + "-1" }
 //
 // Error codes: EBADREQUEST, ECONFLICT (the source does not hold the character at that
 // epoch, or the id was used for another transfer), EMAPQUARANTINED, EMAPUNAVAILABLE.
-func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
+func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error) {
 	toMapID := r.ToMapID
 	if r.ToInstanceID == "" && r.ToMapID != "" {
 		r.ToInstanceID = InstanceOfMap(r.ToMapID)
@@ -124,7 +125,7 @@ func (s *Service) destination(ctx context.Context, instanceID, mapID string) (or
 }
 
 // retry answers a repeated request: the same token while it is valid.
-func (s *Service) retry(tr *orchestrator.Transfer, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
+func (s *Service) retry(tr *orchestrator.Transfer, r control.TransferRequest) (*control.TransferAnswer, error) {
 	if tr.CharacterID != r.CharacterID || tr.FromInstanceID != r.FromInstanceID || tr.ToInstanceID != r.ToInstanceID {
 		return nil, apierr.Errorf(apierr.ECONFLICT, "transfer id %q was used for another transfer", tr.ID)
 	}
@@ -138,7 +139,7 @@ func (s *Service) retry(tr *orchestrator.Transfer, r orchestrator.TransferReques
 	}
 }
 
-func (s *Service) answer(tr *orchestrator.Transfer) (*orchestrator.TransferAnswer, error) {
+func (s *Service) answer(tr *orchestrator.Transfer) (*control.TransferAnswer, error) {
 	tok, err := s.Signer.Mint(ticket.Claims{
 		Kind: ticket.KindTransfer, ID: tr.ID, Subject: tr.Subject, CharacterID: tr.CharacterID,
 		From: tr.FromInstanceID, To: tr.ToInstanceID, IssuedAtMs: tr.IssuedAt.UnixMilli(),
@@ -147,7 +148,7 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*orchestrator.TransferAnswe
 	if err != nil {
 		return nil, err
 	}
-	return &orchestrator.TransferAnswer{
+	return &control.TransferAnswer{
 		TransferID: tr.ID, Token: tok, ToInstanceID: tr.ToInstanceID,
 		WS: orchestrator.WSPath(tr.ToInstanceID), ExpiresAtMs: tr.ExpiresAt.UnixMilli(),
 	}, nil
@@ -155,7 +156,7 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*orchestrator.TransferAnswe
 
 // handOver makes the character's final state in the source durable: a transfer_boundary
 // critical event for saved characters, memory for disposable ones.
-func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st orchestrator.CharacterState, epoch int64) error {
+func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st control.CharacterState, epoch int64) error {
 	st.CharacterID, st.InstanceID = tr.CharacterID, tr.FromInstanceID
 	if IsDisposable(tr.CharacterID) {
 		s.mu.Lock()
@@ -170,9 +171,9 @@ func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st or
 	if err != nil {
 		return fmt.Errorf("hand over: %w", err)
 	}
-	_, err = s.Store.CommitCritical(ctx, orchestrator.CriticalEvent{
+	_, err = s.Store.CommitCritical(ctx, control.CriticalEvent{
 		EventID: transferEventPrefix + tr.ID, InstanceID: tr.FromInstanceID,
-		Kind: orchestrator.EventTransferBoundary, Payload: payload,
+		Kind: control.EventTransferBoundary, Payload: payload,
 	})
 	return err
 }
@@ -183,7 +184,7 @@ func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st or
 //
 // Error codes: EBADREQUEST, ENOTFOUND, ECONFLICT (not the destination, or the transfer
 // is not at that step).
-func (s *Service) TransferResult(ctx context.Context, r orchestrator.TransferResult) error {
+func (s *Service) TransferResult(ctx context.Context, r control.TransferResult) error {
 	tr, err := s.Store.Transfer(ctx, r.TransferID)
 	if err != nil {
 		return err

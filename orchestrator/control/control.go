@@ -1,8 +1,11 @@
 // Package control is the contract of mapyard's control RPC: HTTP+JSON between the
 // orchestrator and its map servers, on host-local listeners only, every request
 // carrying the shared secret. It holds the route names, the secret check, strict JSON
-// decoding, the error mapping both sides use, and the typed client that map servers use
-// to call the orchestrator. The contract lives with the orchestrator, which serves it.
+// decoding, the error mapping both sides use, the one HTTP call helper, the /orch/*
+// messages and the typed client that map servers use to call the orchestrator. The
+// contract lives with the orchestrator, which serves it; what a map serves lives in
+// mapserver/mapcontrol. It imports no other mapyard package but apierr, so a map server
+// can depend on it without depending on the orchestrator.
 package control
 
 import (
@@ -17,7 +20,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
@@ -38,20 +40,17 @@ const (
 	DefaultMaxBodySize  = 1 << 20
 )
 
-// Map-side routes (served on each map's control listener) and the public join route.
-const (
-	PathHealth = "/health"
-	PathJoin   = "/api/v1/join"
-)
+// PathJoin is the orchestrator's public join route.
+const PathJoin = "/api/v1/join"
 
 // PersistSnapshot is the body of POST /orch/persist-snapshot. Epoch is the lease epoch
 // the map holds for the character of a "character:<id>" partition (ignored otherwise).
 type PersistSnapshot struct {
-	InstanceID string                        `json:"instanceId"`
-	Partition  string                        `json:"partition"`
-	Revision   int64                         `json:"revision"`
-	Epoch      int64                         `json:"epoch,omitempty"`
-	Envelope   orchestrator.SnapshotEnvelope `json:"envelope"`
+	InstanceID string           `json:"instanceId"`
+	Partition  string           `json:"partition"`
+	Revision   int64            `json:"revision"`
+	Epoch      int64            `json:"epoch,omitempty"`
+	Envelope   SnapshotEnvelope `json:"envelope"`
 }
 
 // PersistSnapshotAnswer says whether the revision was newer than the one held; an older

@@ -21,7 +21,7 @@ func TestUnmarshal(t *testing.T) {
 	if err := control.Unmarshal([]byte(" \n"), &empty); err != nil || empty != (orchestrator.JoinRequest{}) {
 		t.Fatalf("empty body: %v %+v, want no fields", err, empty)
 	}
-	var v orchestrator.MapReady
+	var v control.MapReady
 	if err := control.Unmarshal([]byte(`{"instanceId":"a-1","gamePort":7000}`), &v); err != nil || v.InstanceID != "a-1" {
 		t.Fatalf("valid body: %v %+v", err, v)
 	}
@@ -52,7 +52,7 @@ func newServer(t *testing.T, h echo.HandlerFunc) *httptest.Server {
 
 func TestClient_Errors(t *testing.T) {
 	srv := newServer(t, func(c echo.Context) error {
-		var r orchestrator.MapReady
+		var r control.MapReady
 		if err := control.DecodeJSON(c, &r, 128); err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func TestClient_Errors(t *testing.T) {
 	})
 	ctx := context.Background()
 	t.Run("OK", func(t *testing.T) {
-		if err := control.NewClient(srv.URL, "0123456789abcdef").MapReady(ctx, orchestrator.MapReady{InstanceID: "a-1"}); err != nil {
+		if err := control.NewClient(srv.URL, "0123456789abcdef").MapReady(ctx, control.MapReady{InstanceID: "a-1"}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -79,7 +79,7 @@ func TestClient_Errors(t *testing.T) {
 		{"ErrInternalHidden", "0123456789abcdef", "boom", apierr.EINTERNAL},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := control.NewClient(srv.URL, tt.secret).MapReady(ctx, orchestrator.MapReady{InstanceID: tt.id})
+			err := control.NewClient(srv.URL, tt.secret).MapReady(ctx, control.MapReady{InstanceID: tt.id})
 			if got := apierr.Code(err); got != tt.code {
 				t.Fatalf("code %q (%v), want %q", got, err, tt.code)
 			}

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
@@ -31,7 +30,7 @@ func TestClient_Retry(t *testing.T) {
 	ctx := context.Background()
 	t.Run("IdempotentRetried", func(t *testing.T) {
 		srv, calls := flaky(t, 2, http.StatusServiceUnavailable, apierr.EUNAVAILABLE, `{"eventId":"e1","seq":7}`)
-		ack, err := control.NewClient(srv.URL, "s").PersistCritical(ctx, orchestrator.CriticalEvent{EventID: "e1"})
+		ack, err := control.NewClient(srv.URL, "s").PersistCritical(ctx, control.CriticalEvent{EventID: "e1"})
 		if err != nil || ack.Seq != 7 {
 			t.Fatalf("ack %+v err %v", ack, err)
 		}
@@ -41,7 +40,7 @@ func TestClient_Retry(t *testing.T) {
 	})
 	t.Run("RedeemNeverRetried", func(t *testing.T) {
 		srv, calls := flaky(t, 2, http.StatusServiceUnavailable, apierr.EUNAVAILABLE, `{}`)
-		_, err := control.NewClient(srv.URL, "s").Redeem(ctx, orchestrator.RedeemRequest{})
+		_, err := control.NewClient(srv.URL, "s").Redeem(ctx, control.RedeemRequest{})
 		if apierr.Code(err) != apierr.EUNAVAILABLE {
 			t.Fatalf("err %v", err)
 		}
@@ -51,7 +50,7 @@ func TestClient_Retry(t *testing.T) {
 	})
 	t.Run("ClientErrorNotRetried", func(t *testing.T) {
 		srv, calls := flaky(t, 5, http.StatusBadRequest, apierr.EBADREQUEST, `{}`)
-		_, err := control.NewClient(srv.URL, "s").RequestTransfer(ctx, orchestrator.TransferRequest{})
+		_, err := control.NewClient(srv.URL, "s").RequestTransfer(ctx, control.TransferRequest{})
 		if err == nil {
 			t.Fatal("want error")
 		}

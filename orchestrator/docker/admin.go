@@ -9,15 +9,16 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Create adds a wanted instance and starts it.
 func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
-	if !orchestrator.IDPattern.MatchString(r.InstanceID) || strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
-		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must match %s and not start with %q", r.InstanceID, orchestrator.IDPattern, orchestrator.PoolIDPrefix)
+	if !control.IDPattern.MatchString(r.InstanceID) || strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must match %s and not start with %q", r.InstanceID, control.IDPattern, orchestrator.PoolIDPrefix)
 	}
-	if !orchestrator.IDPattern.MatchString(r.MapID) {
-		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must match %s", r.MapID, orchestrator.IDPattern)
+	if !control.IDPattern.MatchString(r.MapID) {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must match %s", r.MapID, control.IDPattern)
 	}
 	if len(r.Config) > 0 && !json.Valid(r.Config) {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "config is not valid JSON")

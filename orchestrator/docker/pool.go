@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -138,7 +139,7 @@ func (s *Supervisor) readyPoolLocked() int {
 }
 
 // poolReady records a blank map's registration.
-func (s *Supervisor) poolReady(ctx context.Context, r orchestrator.MapReady) error {
+func (s *Supervisor) poolReady(ctx context.Context, r control.MapReady) error {
 	s.mu.Lock()
 	m, ok := s.pool[r.InstanceID]
 	var cid string
@@ -196,7 +197,7 @@ func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) e
 	s.mu.Lock()
 	in.ContainerID, in.GamePort, in.ControlPort = m.containerID, m.gamePort, m.ctrlPort
 	s.mu.Unlock()
-	if err := s.RPC.StartInstance(ctx, controlURL(m.ctrlPort), control.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+	if err := s.RPC.StartInstance(ctx, controlURL(m.ctrlPort), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
 		return fmt.Errorf("start-instance on pool container %s: %w", m.id, err)
 	}
 	s.mu.Lock()

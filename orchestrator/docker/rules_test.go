@@ -13,6 +13,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // These tests drive the supervisor's rules over a fake engine and a fake clock; the
@@ -31,7 +32,7 @@ func TestRules_CrashesThenQuarantineThenRetry(t *testing.T) {
 			t.Fatalf("after crash %d: restarts %d", i, inst.Restarts)
 		}
 		f.clock.Add(time.Second)
-		if err := f.MapReady(context.Background(), orchestrator.MapReady{InstanceID: "d-1"}); err != nil {
+		if err := f.MapReady(context.Background(), control.MapReady{InstanceID: "d-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -244,7 +245,7 @@ func TestRules_ReplacedContainerCannotRegister(t *testing.T) {
 	in := f.instances["d-1"]
 	in.busy, in.expectExit = true, in.ContainerID // being replaced: its stop is in flight
 	f.Supervisor.mu.Unlock()
-	err := f.MapReady(context.Background(), orchestrator.MapReady{InstanceID: "d-1"})
+	err := f.MapReady(context.Background(), control.MapReady{InstanceID: "d-1"})
 	if apierr.Code(err) != apierr.ECONFLICT {
 		t.Fatalf("map-ready from the container being replaced: %v, want conflict", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -29,11 +30,11 @@ type Store interface {
 // MapRPC is the part of the control RPC's map client the supervisor uses: health
 // probes and handing an instance to a map.
 type MapRPC interface {
-	Health(ctx context.Context, baseURL string) (control.MapHealth, error)
-	StartInstance(ctx context.Context, baseURL string, r control.StartInstance) error
+	Health(ctx context.Context, baseURL string) (mapcontrol.MapHealth, error)
+	StartInstance(ctx context.Context, baseURL string, r mapcontrol.StartInstance) error
 }
 
-var _ MapRPC = (*control.MapClient)(nil)
+var _ MapRPC = (*mapcontrol.MapClient)(nil)
 
 // Defaults of the Supervisor's options, matching the ORCH_* defaults of DESIGN.md.
 const (
@@ -414,8 +415,8 @@ func (s *Supervisor) unhealthy(in *instance, reason string) {
 
 // MapReady records a map server's registration. A warm-pool map becomes available for
 // handout; an instance's map is (again) told its MapConfig and becomes ready.
-func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapReady) error {
-	if !orchestrator.IDPattern.MatchString(r.InstanceID) {
+func (s *Supervisor) MapReady(ctx context.Context, r control.MapReady) error {
+	if !control.IDPattern.MatchString(r.InstanceID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "instanceId %q is not a valid id", r.InstanceID)
 	}
 	if strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
@@ -445,7 +446,7 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapReady) erro
 	if err != nil {
 		return fmt.Errorf("map-ready %q: %w", r.InstanceID, err)
 	}
-	if err := s.RPC.StartInstance(ctx, controlURL(ctrl), control.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+	if err := s.RPC.StartInstance(ctx, controlURL(ctrl), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", r.InstanceID, err)
 	}
 

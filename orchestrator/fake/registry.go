@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -25,7 +26,7 @@ type Registry struct {
 	MapHost string
 	// DefaultInstanceID is the instance whose registration makes /readyz answer 200.
 	DefaultInstanceID string
-	RPC               *control.MapClient
+	RPC               *mapcontrol.MapClient
 	Log               *slog.Logger
 	Now               func() time.Time
 
@@ -39,22 +40,22 @@ var _ orchestrator.Maps = (*Registry)(nil)
 func NewRegistry(secret, defaultInstanceID string, log *slog.Logger) *Registry {
 	return &Registry{
 		MapHost: "127.0.0.1", DefaultInstanceID: defaultInstanceID,
-		RPC: control.NewMapClient(secret, 2*time.Second), Log: log, Now: time.Now,
+		RPC: mapcontrol.NewMapClient(secret, 2*time.Second), Log: log, Now: time.Now,
 		instances: make(map[string]*orchestrator.Instance),
 	}
 }
 
 // MapReady registers a map server and, as the orchestrator does, answers with
 // /control/start-instance so the map loads its MapConfig (its map's template).
-func (r *Registry) MapReady(ctx context.Context, m orchestrator.MapReady) error {
-	if !orchestrator.IDPattern.MatchString(m.InstanceID) || !orchestrator.IDPattern.MatchString(m.MapID) {
-		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", orchestrator.IDPattern)
+func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
+	if !control.IDPattern.MatchString(m.InstanceID) || !control.IDPattern.MatchString(m.MapID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", control.IDPattern)
 	}
 	if m.GamePort <= 0 || m.ControlPort <= 0 || m.GamePort > 65535 || m.ControlPort > 65535 {
 		return apierr.Errorf(apierr.EBADREQUEST, "gamePort and controlPort must be ports")
 	}
 	url := fmt.Sprintf("http://%s:%d", r.MapHost, m.ControlPort)
-	if err := r.RPC.StartInstance(ctx, url, control.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID}); err != nil {
+	if err := r.RPC.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", m.InstanceID, err)
 	}
 	r.mu.Lock()

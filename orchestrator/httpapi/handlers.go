@@ -25,7 +25,7 @@ func (s *Server) handleReadyz(c echo.Context) error {
 }
 
 func (s *Server) handleMapReady(c echo.Context) error {
-	var r orchestrator.MapReady
+	var r control.MapReady
 	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
 		return err
 	}

@@ -92,13 +92,13 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
 	post(t, s.PublicURL()+control.PathJoin, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
-	var r orchestrator.RedeemResult
-	post(t, s.ControlURL()+control.PathRedeem, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	var r control.RedeemResult
+	post(t, s.ControlURL()+control.PathRedeem, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
 	snap := control.PersistSnapshot{
-		InstanceID: "default-1", Partition: orchestrator.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
-		Envelope: orchestrator.NewSnapshotEnvelope("sim-1", 10, 0, payload),
+		InstanceID: "default-1", Partition: control.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
+		Envelope: control.NewSnapshotEnvelope("sim-1", 10, 0, payload),
 	}
 	var a control.PersistSnapshotAnswer
 	post(t, s.ControlURL()+control.PathPersistSnapshot, snap, http.StatusOK, &a)
@@ -151,8 +151,8 @@ func TestGatewayServesMapRoutesOnly(t *testing.T) {
 			t.Fatalf("GET %s on the gateway: %d, want 404", path, resp.StatusCode)
 		}
 	}
-	var ev orchestrator.CriticalAck
-	post(t, gw+control.PathPersistCritical, orchestrator.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
+	var ev control.CriticalAck
+	post(t, gw+control.PathPersistCritical, control.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
 }
 
 // TestPersistCritical_Lease checks that item events are committed only for characters
@@ -161,14 +161,14 @@ func TestPersistCritical_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
 	post(t, s.PublicURL()+control.PathJoin, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
-	var r orchestrator.RedeemResult
-	post(t, s.ControlURL()+control.PathRedeem, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
-	grant := func(id, instance string, epoch int64) orchestrator.CriticalEvent {
-		return orchestrator.CriticalEvent{EventID: id, InstanceID: instance, Kind: orchestrator.EventItemGrant,
+	var r control.RedeemResult
+	post(t, s.ControlURL()+control.PathRedeem, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	grant := func(id, instance string, epoch int64) control.CriticalEvent {
+		return control.CriticalEvent{EventID: id, InstanceID: instance, Kind: control.EventItemGrant,
 			Payload: json.RawMessage(`{"itemId":"` + id + `","itemKind":"gold","quantity":5,"to":{"characterId":"` + r.CharacterID + `"}}`),
 			Epochs:  map[string]int64{r.CharacterID: epoch}}
 	}
-	var ack orchestrator.CriticalAck
+	var ack control.CriticalAck
 	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
 	var e control.ErrorResponse
 	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-2", "frontier-1", r.Epoch), http.StatusConflict, &e)
@@ -177,15 +177,15 @@ func TestPersistCritical_Lease(t *testing.T) {
 		t.Fatalf("code %q", e.Error.Code)
 	}
 	// A retry of a committed event is answered even by a map that since lost the lease.
-	var again orchestrator.CriticalAck
+	var again control.CriticalAck
 	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-1", "default-1", r.Epoch-1), http.StatusOK, &again)
 	if !again.Duplicate || again.Seq != ack.Seq {
 		t.Fatalf("retry ack %+v, want the first %+v", again, ack)
 	}
-	boundary := orchestrator.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: orchestrator.EventTransferBoundary,
+	boundary := control.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: control.EventTransferBoundary,
 		Payload: json.RawMessage(`{"characterId":"` + r.CharacterID + `","mapId":"default","instanceId":"default-1","x":1,"y":1,"revision":99}`)}
 	post(t, s.ControlURL()+control.PathPersistCritical, boundary, http.StatusBadRequest, &e)
-	items, err := db.Items(context.Background(), orchestrator.ItemOwner{CharacterID: r.CharacterID})
+	items, err := db.Items(context.Background(), control.ItemOwner{CharacterID: r.CharacterID})
 	if err != nil || len(items) != 1 || items[0].ItemID != "it-1" {
 		t.Fatalf("items %+v %v, want it-1 only", items, err)
 	}
@@ -193,8 +193,8 @@ func TestPersistCritical_Lease(t *testing.T) {
 
 func TestPersistCritical(t *testing.T) {
 	s, _ := MustOpenServer(t)
-	ev := orchestrator.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}
-	var a, b orchestrator.CriticalAck
+	ev := control.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}
+	var a, b control.CriticalAck
 	post(t, s.ControlURL()+control.PathPersistCritical, ev, http.StatusOK, &a)
 	post(t, s.ControlURL()+control.PathPersistCritical, ev, http.StatusOK, &b)
 	if a.Seq == 0 || b.Seq != a.Seq || !b.Duplicate {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // CreateCharacter saves a new persistent character, filling c.ID (if empty) and
@@ -65,8 +66,8 @@ func (db *DB) FindCharacterByKeyHash(ctx context.Context, keyHash string) (*orch
 
 // CharacterState returns where a character was last saved: its durable state, unless the
 // cache holds a newer character partition that is not checkpointed yet.
-func (db *DB) CharacterState(ctx context.Context, characterID string) (*orchestrator.CharacterState, error) {
-	s := &orchestrator.CharacterState{CharacterID: characterID}
+func (db *DB) CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error) {
+	s := &control.CharacterState{CharacterID: characterID}
 	var attrs string
 	var ms int64
 	err := db.read.QueryRowContext(ctx, `SELECT map_id, instance_id, x, y, attributes_json, revision, updated_at_ms
@@ -84,7 +85,7 @@ func (db *DB) CharacterState(ctx context.Context, characterID string) (*orchestr
 	c.mu.Lock()
 	if key, ok := c.byChar[characterID]; ok {
 		if e := c.entries[key]; e != nil && e.char != nil && (s == nil || e.snap.Revision > s.Revision) {
-			s = &orchestrator.CharacterState{
+			s = &control.CharacterState{
 				CharacterID: characterID, MapID: e.char.MapID, InstanceID: e.char.InstanceID,
 				X: e.char.X, Y: e.char.Y, Attributes: e.char.Attributes, Revision: e.snap.Revision,
 				UpdatedAt: fromMs(e.snap.Envelope.ServerTimeMs),
@@ -119,8 +120,8 @@ func characterStateArgs(charID, mapID, instanceID string, x, y float64, attrs js
 
 // putCharacterState applies a transfer_boundary event: the character must exist, and an
 // older revision than the stored one leaves the state alone (the event is still recorded).
-func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *orchestrator.CharacterState, nowMs int64) error {
-	if err := db.requireCharacter(ctx, tx, orchestrator.ItemOwner{CharacterID: s.CharacterID}); err != nil {
+func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *control.CharacterState, nowMs int64) error {
+	if err := db.requireCharacter(ctx, tx, control.ItemOwner{CharacterID: s.CharacterID}); err != nil {
 		return err
 	}
 	_, err := db.stmt(ctx, tx, upsertCharacterStateSQL).ExecContext(ctx,

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -136,7 +136,7 @@ func TestDB_Open(t *testing.T) {
 func TestDB_AuditLogAppendOnly(t *testing.T) {
 	db := MustOpenDB(t)
 	ctx := context.Background()
-	if _, err := db.CommitCritical(ctx, orchestrator.CriticalEvent{EventID: "e1", InstanceID: "i1", Kind: "quest_flag", Payload: []byte(`{}`)}); err != nil {
+	if _, err := db.CommitCritical(ctx, control.CriticalEvent{EventID: "e1", InstanceID: "i1", Kind: "quest_flag", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

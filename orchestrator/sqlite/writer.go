@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // writeReq is one request to the writer goroutine: either a critical event, which the
@@ -21,7 +21,7 @@ type writeReq struct {
 
 // writeRes answers a writeReq.
 type writeRes struct {
-	ack orchestrator.CriticalAck
+	ack control.CriticalAck
 	err error
 }
 

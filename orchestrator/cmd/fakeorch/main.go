@@ -22,9 +22,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mapyard/mapyard/internal/envconf"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/envconf"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
@@ -48,8 +49,8 @@ func (c *Config) Validate() error {
 	if c.Secret != "" && len(c.Secret) < 16 {
 		return errors.New("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
-	if !orchestrator.IDPattern.MatchString(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, orchestrator.IDPattern)
+	if !control.IDPattern.MatchString(c.DefaultInstanceID) {
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, control.IDPattern)
 	}
 	if c.JoinTicketTTLMS < 100 || c.TransferTokenTTLMS < 100 {
 		return errors.New("ORCH_JOIN_TICKET_TTL_MS and ORCH_TRANSFER_TOKEN_TTL_MS: must be at least 100")

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
@@ -75,7 +76,7 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mc := control.NewMapClient(m.Secret, 2*time.Second)
+		mc := mapcontrol.NewMapClient(m.Secret, 2*time.Second)
 		var got string
 		waitFor(t, "the world hash", func() bool {
 			h, err := mc.Health(context.Background(), fmt.Sprintf("http://127.0.0.1:%d", inst.ControlPort))
@@ -93,7 +94,7 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 			t.Fatalf("join %+v", j)
 		}
 		body := `{"instanceId":"dev-1","token":"` + j.Ticket + `"}`
-		var r orchestrator.RedeemResult
+		var r control.RedeemResult
 		post(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusOK, &r)
 		if r.CharacterID != j.CharacterID {
 			t.Fatalf("redeem %+v", r)

@@ -32,11 +32,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mapyard/mapyard/internal/envconf"
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
-	"github.com/mapyard/mapyard/orchestrator/envconf"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
@@ -147,7 +147,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Supervisor = docker.NewSupervisor(m.Docker, spec, control.NewMapClient(secret, 2*time.Second), m.Log)
+	m.Supervisor = docker.NewSupervisor(m.Docker, spec, mapcontrol.NewMapClient(secret, 2*time.Second), m.Log)
 	m.Supervisor.Configure(&cfg)
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = docker.NewMetrics(m.Registry)

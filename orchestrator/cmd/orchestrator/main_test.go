@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/gorilla/websocket"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
@@ -167,7 +168,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		var got struct{ Instances []orchestrator.Instance }
 		getJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
 		url := fmt.Sprintf("http://127.0.0.1:%d", got.Instances[0].ControlPort)
-		mc := control.NewMapClient(secret, 2*time.Second)
+		mc := mapcontrol.NewMapClient(secret, 2*time.Second)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			h, err := mc.Health(ctx, url)
@@ -208,7 +209,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 			t.Fatalf("join answer %+v", j)
 		}
 		body := `{"instanceId":"` + instance + `","token":"` + j.Ticket + `"}`
-		var r orchestrator.RedeemResult
+		var r control.RedeemResult
 		postJSON(t, child.control+control.PathRedeem, secret, body, http.StatusOK, &r)
 		if r.CharacterID != j.CharacterID || r.Epoch != 1 {
 			t.Fatalf("redeem answer %+v", r)
@@ -306,7 +307,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		transferID = "tr-" + randomHex(t, 6)
 		req := fmt.Sprintf(`{"transferId":%q,"characterId":%q,"fromInstanceId":%q,"toInstanceId":%q,"epoch":%d,`+
 			`"state":{"mapId":"default","x":321.5,"y":42,"revision":7}}`, transferID, w.CharacterID, instance, dest, w.Epoch)
-		var a orchestrator.TransferAnswer
+		var a control.TransferAnswer
 		postJSON(t, child.control+control.PathRequestTransfer, secret, req, http.StatusOK, &a)
 		if a.ToInstanceID != dest || a.WS != orchestrator.WSPath(dest) {
 			t.Fatalf("transfer answer %+v", a)
