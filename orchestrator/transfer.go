@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// TransferState is a step of the transfer state machine (seed 000). A transfer moves
-// forward only: requested → token_issued → destination_accepted → source_released →
-// completed, or to aborted from any state before completed.
+// TransferState is a step of the transfer state machine (seed 000). Each state is
+// written when its step happens. A transfer moves forward only: requested → source_released
+// (the source's lease ended with its final state durable) → token_issued →
+// destination_accepted (the token was redeemed) → completed (the destination reported
+// the player spawned), or to aborted from any state before completed.
 type TransferState string
 
 // Transfer states.

@@ -53,8 +53,8 @@ const (
 	transferEventPrefix  = "transfer-"
 )
 
-// Service is the admission service. Set the exported fields (NewService does), then use
-// it from any goroutine.
+// Service is the admission service. Set the exported fields (NewService does), Open it
+// to start its sweeper, then use it from any goroutine; Close stops the sweeper.
 type Service struct {
 	Signer *ticket.Signer
 	Keys   *ticket.KeyHasher
@@ -68,6 +68,11 @@ type Service struct {
 	// GuestLeaseTTL bounds the memory disposable characters hold: a guest lease not
 	// renewed for this long is forgotten by Sweep (its player re-joins as a new guest).
 	GuestLeaseTTL time.Duration
+	// SweepInterval is how often the sweeper started by Open runs Sweep.
+	SweepInterval time.Duration
+
+	cancel context.CancelCauseFunc // stops the sweeper; nil until Open
+	swept  chan struct{}           // closed when the sweeper has returned
 
 	locks [64]sync.Mutex // per-character critical sections, striped
 	seed  maphash.Seed
@@ -86,7 +91,7 @@ func NewService(secret string, store Store, maps Maps, defaultInstanceID string,
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL,
-		handovers: make(map[string]*control.CharacterState),
+		handovers: make(map[string]*control.CharacterState), SweepInterval: DefaultSweepInterval,
 	}
 }
 

@@ -25,8 +25,8 @@ func InstanceOfMap(mapID string) string { return mapID + "-1" }
 
 // RequestTransfer moves a character out of its source map. In order, each step durable
 // before the next: the transfer is recorded (requested); the character's final state is
-// committed as a critical event; the source's lease ends (the character is in transit,
-// authoritative nowhere); the token is minted (token_issued). A retry with the same
+// committed as a critical event; the source's lease ends (source_released: the character
+// is in transit, authoritative nowhere); the token is minted (token_issued). A retry with the same
 // TransferID returns the same token. The destination is started if needed; if it cannot
 // take players the request fails and the character stays where it is.
 //
@@ -96,7 +96,12 @@ func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest
 		s.abort(ctx, tr.ID, "lease changed")
 		return nil, fmt.Errorf("request transfer: lease: %w", err)
 	}
-	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferRequested}, orchestrator.TransferTokenIssued, ""); err != nil {
+	// The source gave the character up with the lease: record it now, not when the
+	// destination reports.
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferRequested}, orchestrator.TransferSourceReleased, ""); err != nil {
+		return nil, fmt.Errorf("request transfer: %w", err)
+	}
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferSourceReleased}, orchestrator.TransferTokenIssued, ""); err != nil {
 		return nil, fmt.Errorf("request transfer: %w", err)
 	}
 	s.Log.Info("transfer token issued", "transfer", tr.ID, "character", tr.CharacterID, "from", tr.FromInstanceID, "to", tr.ToInstanceID)
@@ -200,10 +205,7 @@ func (s *Service) TransferResult(ctx context.Context, r control.TransferResult) 
 	if tr.State == orchestrator.TransferCompleted {
 		return nil // a retried report
 	}
-	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferDestinationAccepted}, orchestrator.TransferSourceReleased, ""); err != nil {
-		return err
-	}
-	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferSourceReleased}, orchestrator.TransferCompleted, ""); err != nil {
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferDestinationAccepted}, orchestrator.TransferCompleted, ""); err != nil {
 		return err
 	}
 	s.Log.Info("transfer completed", "transfer", tr.ID, "character", tr.CharacterID, "to", tr.ToInstanceID)
@@ -254,14 +256,14 @@ func (s *Service) Sweep(ctx context.Context, grace time.Duration) (aborted int, 
 	}
 	for _, tr := range pending {
 		deadline := tr.ExpiresAt
-		if tr.State != orchestrator.TransferRequested && tr.State != orchestrator.TransferTokenIssued {
+		if tr.State == orchestrator.TransferDestinationAccepted {
 			deadline = deadline.Add(grace)
 		}
 		if now.Before(deadline) {
 			continue
 		}
 		unlock := s.lock(tr.CharacterID)
-		if tr.State == orchestrator.TransferDestinationAccepted || tr.State == orchestrator.TransferSourceReleased {
+		if tr.State == orchestrator.TransferDestinationAccepted {
 			// The destination admitted the player but never reported: it holds the
 			// lease, so the transfer happened; record it as completed.
 			_, err = s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{tr.State}, orchestrator.TransferCompleted, "no report from destination")

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
@@ -65,35 +65,14 @@ func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
 	return s, db
 }
 
-func post(tb testing.TB, url string, in any, wantStatus int, out any) {
-	tb.Helper()
-	body, _ := json.Marshal(in)
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set(control.SecretHeader, secret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	buf, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != wantStatus {
-		tb.Fatalf("POST %s: %d %s, want %d", url, resp.StatusCode, buf, wantStatus)
-	}
-	if out != nil {
-		if err := json.Unmarshal(buf, out); err != nil {
-			tb.Fatal(err)
-		}
-	}
-}
-
 // TestPersistSnapshot_Lease checks that a character partition is accepted only from the
 // map holding the character's lease at the quoted epoch.
 func TestPersistSnapshot_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
-	post(t, s.PublicURL()+control.PathJoin, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, secret, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
 	var r control.RedeemResult
-	post(t, s.ControlURL()+control.PathRedeem, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, secret, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
 	snap := control.PersistSnapshot{
@@ -101,7 +80,7 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 		Envelope: control.NewSnapshotEnvelope("sim-1", 10, 0, payload),
 	}
 	var a control.PersistSnapshotAnswer
-	post(t, s.ControlURL()+control.PathPersistSnapshot, snap, http.StatusOK, &a)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, snap, http.StatusOK, &a)
 	if !a.Accepted {
 		t.Fatal("snapshot from the lease holder not accepted")
 	}
@@ -109,7 +88,7 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 		stale := snap
 		stale.Revision, stale.Epoch = 2, r.Epoch-1
 		var e control.ErrorResponse
-		post(t, s.ControlURL()+control.PathPersistSnapshot, stale, http.StatusConflict, &e)
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, stale, http.StatusConflict, &e)
 		if e.Error.Code != apierr.ECONFLICT {
 			t.Fatalf("code %q", e.Error.Code)
 		}
@@ -117,14 +96,14 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 	t.Run("ErrConflictOtherMap", func(t *testing.T) {
 		other := snap
 		other.InstanceID, other.Revision = "frontier-1", 3
-		post(t, s.ControlURL()+control.PathPersistSnapshot, other, http.StatusConflict, nil)
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, other, http.StatusConflict, nil)
 	})
 	t.Run("ErrHashMismatch", func(t *testing.T) {
 		bad := snap
 		bad.Revision = 4
 		bad.Envelope.PayloadHash = strings.Repeat("0", 64)
 		var e control.ErrorResponse
-		post(t, s.ControlURL()+control.PathPersistSnapshot, bad, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, bad, http.StatusBadRequest, &e)
 		if e.Error.Code != apierr.EHASHMISMATCH {
 			t.Fatalf("code %q", e.Error.Code)
 		}
@@ -152,7 +131,7 @@ func TestGatewayServesMapRoutesOnly(t *testing.T) {
 		}
 	}
 	var ev control.CriticalAck
-	post(t, gw+control.PathPersistCritical, control.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
+	testutil.PostJSON(t, gw+control.PathPersistCritical, secret, control.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
 }
 
 // TestPersistCritical_Lease checks that item events are committed only for characters
@@ -160,31 +139,31 @@ func TestGatewayServesMapRoutesOnly(t *testing.T) {
 func TestPersistCritical_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
-	post(t, s.PublicURL()+control.PathJoin, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, secret, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
 	var r control.RedeemResult
-	post(t, s.ControlURL()+control.PathRedeem, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, secret, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 	grant := func(id, instance string, epoch int64) control.CriticalEvent {
 		return control.CriticalEvent{EventID: id, InstanceID: instance, Kind: control.EventItemGrant,
 			Payload: json.RawMessage(`{"itemId":"` + id + `","itemKind":"gold","quantity":5,"to":{"characterId":"` + r.CharacterID + `"}}`),
 			Epochs:  map[string]int64{r.CharacterID: epoch}}
 	}
 	var ack control.CriticalAck
-	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
 	var e control.ErrorResponse
-	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-2", "frontier-1", r.Epoch), http.StatusConflict, &e)
-	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-2", "frontier-1", r.Epoch), http.StatusConflict, &e)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
 	if e.Error.Code != apierr.ECONFLICT {
 		t.Fatalf("code %q", e.Error.Code)
 	}
 	// A retry of a committed event is answered even by a map that since lost the lease.
 	var again control.CriticalAck
-	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-1", "default-1", r.Epoch-1), http.StatusOK, &again)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-1", "default-1", r.Epoch-1), http.StatusOK, &again)
 	if !again.Duplicate || again.Seq != ack.Seq {
 		t.Fatalf("retry ack %+v, want the first %+v", again, ack)
 	}
 	boundary := control.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: control.EventTransferBoundary,
 		Payload: json.RawMessage(`{"characterId":"` + r.CharacterID + `","mapId":"default","instanceId":"default-1","x":1,"y":1,"revision":99}`)}
-	post(t, s.ControlURL()+control.PathPersistCritical, boundary, http.StatusBadRequest, &e)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, boundary, http.StatusBadRequest, &e)
 	items, err := db.Items(context.Background(), control.ItemOwner{CharacterID: r.CharacterID})
 	if err != nil || len(items) != 1 || items[0].ItemID != "it-1" {
 		t.Fatalf("items %+v %v, want it-1 only", items, err)
@@ -195,8 +174,8 @@ func TestPersistCritical(t *testing.T) {
 	s, _ := MustOpenServer(t)
 	ev := control.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}
 	var a, b control.CriticalAck
-	post(t, s.ControlURL()+control.PathPersistCritical, ev, http.StatusOK, &a)
-	post(t, s.ControlURL()+control.PathPersistCritical, ev, http.StatusOK, &b)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, ev, http.StatusOK, &a)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, ev, http.StatusOK, &b)
 	if a.Seq == 0 || b.Seq != a.Seq || !b.Duplicate {
 		t.Fatalf("acks %+v then %+v: a retry must get the first ack", a, b)
 	}

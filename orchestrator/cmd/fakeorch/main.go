@@ -98,10 +98,11 @@ type Main struct {
 	Log    *slog.Logger
 	Secret string
 
-	dir  string
-	DB   *sqlite.DB
-	Maps *fake.Registry
-	HTTP *httpapi.Server
+	dir       string
+	DB        *sqlite.DB
+	Maps      *fake.Registry
+	Admission *admission.Service
+	HTTP      *httpapi.Server
 }
 
 // Run opens a throwaway store and both listeners.
@@ -118,10 +119,13 @@ func (m *Main) Run() (err error) {
 		return err
 	}
 	m.Maps = fake.NewRegistry(m.Secret, m.Config.DefaultInstanceID, m.Log)
-	adm := admission.NewService(m.Secret, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
-	adm.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
-	adm.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
-	m.HTTP = httpapi.NewServer(m.Maps, adm, m.DB, m.Secret, m.Log)
+	m.Admission = admission.NewService(m.Secret, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
+	m.Admission.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
+	m.Admission.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
+	if err := m.Admission.Open(); err != nil {
+		return err
+	}
+	m.HTTP = httpapi.NewServer(m.Maps, m.Admission, m.DB, m.Secret, m.Log)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = m.Config.PublicAddr, m.Config.ControlAddr
 	if err := m.HTTP.Open(); err != nil {
 		return err
@@ -137,6 +141,9 @@ func (m *Main) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, m.HTTP.Close(ctx))
 		cancel()
+	}
+	if m.Admission != nil {
+		errs = append(errs, m.Admission.Close())
 	}
 	if m.DB != nil {
 		errs = append(errs, m.DB.Close())

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -89,25 +89,25 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 	})
 	t.Run("DevTicketRedeemedOnce", func(t *testing.T) {
 		var j orchestrator.JoinResponse
-		post(t, m.HTTP.PublicURL()+control.PathJoin, "", ``, http.StatusOK, &j) // no body: a disposable character
+		testutil.PostJSON(t, m.HTTP.PublicURL()+control.PathJoin, "", ``, http.StatusOK, &j) // no body: a disposable character
 		if j.InstanceID != "dev-1" || !j.Disposable {
 			t.Fatalf("join %+v", j)
 		}
 		body := `{"instanceId":"dev-1","token":"` + j.Ticket + `"}`
 		var r control.RedeemResult
-		post(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusOK, &r)
+		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusOK, &r)
 		if r.CharacterID != j.CharacterID {
 			t.Fatalf("redeem %+v", r)
 		}
 		var e control.ErrorResponse
-		post(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusConflict, &e)
+		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusConflict, &e)
 		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: %+v", e.Error)
 		}
 	})
 	t.Run("ErrNotImplementedWithoutDocker", func(t *testing.T) {
 		var e control.ErrorResponse
-		post(t, m.HTTP.ControlURL()+control.PathAdminMaps, m.Secret, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusNotImplemented, &e)
+		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathAdminMaps, m.Secret, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusNotImplemented, &e)
 		if e.Error.Code != apierr.ENOTIMPLEMENTED {
 			t.Fatalf("create: %+v", e.Error)
 		}
@@ -129,25 +129,5 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func post(t *testing.T, url, secret, body string, wantStatus int, out any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if secret != "" {
-		req.Header.Set(control.SecretHeader, secret)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	buf, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != wantStatus {
-		t.Fatalf("POST %s: %d %s, want %d", url, resp.StatusCode, buf, wantStatus)
-	}
-	if err := json.Unmarshal(buf, out); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
+	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
@@ -56,7 +57,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	// An instance created at runtime through the admin API, which the database keeps.
 	// It is created after the pool is ready, so it is handed the pool container.
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
-	postJSON(t, first.control+control.PathAdminMaps, secret,
+	testutil.PostJSON(t, first.control+control.PathAdminMaps, secret,
 		`{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusCreated, nil)
 	waitInstance(t, first.control, secret, created, orchestrator.StateReady, 30*time.Second)
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
@@ -135,19 +136,19 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 		}
 	})
 	t.Run("AdminStopAndRestart", func(t *testing.T) {
-		postJSON(t, second.control+control.PathAdminMaps+"/"+created+"/stop", secret, ``, http.StatusOK, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps+"/"+created+"/stop", secret, ``, http.StatusOK, nil)
 		if inst := getInstance(t, second.control, secret, created); inst.State != orchestrator.StateStopped || inst.Restarts != 0 {
 			t.Fatalf("after admin stop: %+v", inst)
 		}
-		postJSON(t, second.control+control.PathAdminMaps+"/"+created+"/restart", secret, ``, http.StatusAccepted, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps+"/"+created+"/restart", secret, ``, http.StatusAccepted, nil)
 		inst := waitInstance(t, second.control, secret, created, orchestrator.StateReady, 30*time.Second)
 		if inst.Restarts != 0 {
 			t.Fatalf("admin restart counted as a crash: %+v", inst)
 		}
-		postJSON(t, second.control+control.PathAdminMaps+"/nope/stop", secret, ``, http.StatusNotFound, nil)
-		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusConflict, nil)
-		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest"}`, http.StatusBadRequest, nil)
-		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"frontier","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps+"/nope/stop", secret, ``, http.StatusNotFound, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusConflict, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest"}`, http.StatusBadRequest, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"frontier","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest, nil)
 	})
 	t.Run("ErrMetricsUnauthorized", func(t *testing.T) {
 		resp, err := http.Get(second.control + control.PathMetrics)
@@ -207,7 +208,7 @@ func inspect(t *testing.T, cli *client.Client, id string) container.InspectRespo
 func getInstance(t *testing.T, controlURL, secret, id string) orchestrator.Instance {
 	t.Helper()
 	var inst orchestrator.Instance
-	getJSON(t, controlURL+control.PathAdminMaps+"/"+id, secret, http.StatusOK, &inst)
+	testutil.GetJSON(t, controlURL+control.PathAdminMaps+"/"+id, secret, http.StatusOK, &inst)
 	return inst
 }
 
