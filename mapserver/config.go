@@ -49,10 +49,10 @@ type Config struct {
 
 // Validate checks values that parse but make no sense, naming the variable.
 func (c *Config) Validate() error {
-	if !control.IDPattern.MatchString(c.InstanceID) {
+	if !control.ValidName(c.InstanceID) {
 		return fmt.Errorf("MAP_INSTANCE_ID=%q: must match %s", c.InstanceID, control.IDPattern)
 	}
-	if !control.IDPattern.MatchString(c.MapID) {
+	if !control.ValidName(c.MapID) {
 		return fmt.Errorf("MAP_MAP_ID=%q: must match %s", c.MapID, control.IDPattern)
 	}
 	if u, err := url.Parse(c.OrchURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -97,16 +97,16 @@ func (c *Config) Validate() error {
 	if _, err := c.MapNanoCPUs(); err != nil {
 		return err
 	}
-	if !control.IDPattern.MatchString(c.DefaultMapID) {
+	if !control.ValidName(c.DefaultMapID) {
 		return fmt.Errorf("ORCH_DEFAULT_MAP_ID=%q: must match %s", c.DefaultMapID, control.IDPattern)
 	}
-	if !control.IDPattern.MatchString(c.DefaultInstanceID) {
+	if !control.ValidName(c.DefaultInstanceID) {
 		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, control.IDPattern)
 	}
-	if !control.IDPattern.MatchString(c.Deployment) {
+	if !control.ValidName(c.Deployment) {
 		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must match %s", c.Deployment, control.IDPattern)
 	}
-	if !control.IDPattern.MatchString(c.MapNetwork) {
+	if !control.ValidName(c.MapNetwork) {
 		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must match %s", c.MapNetwork, control.IDPattern)
 	}
 	switch c.LogLevel {

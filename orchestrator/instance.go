@@ -57,7 +57,7 @@ func ContainerName(instanceID string) string { return ContainerNamePrefix + inst
 // reports it (with or without the leading "/"), or ok=false for other names.
 func InstanceFromContainerName(name string) (id string, ok bool) {
 	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), ContainerNamePrefix)
-	return id, ok && control.IDPattern.MatchString(id)
+	return id, ok && control.ValidName(id)
 }
 
 // PoolIDPrefix starts the id of every warm-pool container ("pool-<hex>"). Instance ids

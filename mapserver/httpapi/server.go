@@ -101,7 +101,7 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
 		return err
 	}
-	if !control.IDPattern.MatchString(r.InstanceID) || !control.IDPattern.MatchString(r.MapID) {
+	if !control.ValidName(r.InstanceID) || !control.ValidName(r.MapID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", control.IDPattern)
 	}
 	// Resolve before taking the instance: a config this map cannot run is refused

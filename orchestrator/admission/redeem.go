@@ -21,7 +21,7 @@ import (
 // Error codes: EBADREQUEST, ETICKETINVALID, ETICKETEXPIRED, ETICKETUSED, EWRONGMAP,
 // EMAPQUARANTINED, EMAPUNAVAILABLE.
 func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
-	if !control.IDPattern.MatchString(r.InstanceID) {
+	if !control.ValidName(r.InstanceID) {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "instanceId must be a valid id")
 	}
 	c, err := s.Signer.Verify(r.Token, s.Now())

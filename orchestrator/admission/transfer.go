@@ -19,10 +19,6 @@ var pendingStates = []orchestrator.TransferState{
 	orchestrator.TransferDestinationAccepted, orchestrator.TransferSourceReleased,
 }
 
-// InstanceOfMap is the instance that serves a map when a portal names only the map:
-// mapyard runs one instance per map, "<mapId>-1".
-func InstanceOfMap(mapID string) string { return mapID + "-1" }
-
 // RequestTransfer moves a character out of its source map. In order, each step durable
 // before the next: the transfer is recorded (requested); the character's final state is
 // committed as a critical event; the source's lease ends (source_released: the character
@@ -35,14 +31,16 @@ func InstanceOfMap(mapID string) string { return mapID + "-1" }
 func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error) {
 	toMapID := r.ToMapID
 	if r.ToInstanceID == "" && r.ToMapID != "" {
-		r.ToInstanceID = InstanceOfMap(r.ToMapID)
+		r.ToInstanceID = mapgen.InstanceOfMap(r.ToMapID)
 	}
-	for _, f := range []struct{ name, v string }{
-		{"transferId", r.TransferID}, {"characterId", r.CharacterID},
-		{"fromInstanceId", r.FromInstanceID}, {"toInstanceId", r.ToInstanceID},
-	} {
-		if !validID(f.v) {
-			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be 1 to 64 characters of A-Z a-z 0-9 - _", f.name)
+	for _, f := range []struct{ name, v string }{{"transferId", r.TransferID}, {"characterId", r.CharacterID}} {
+		if !control.ValidKey(f.v) {
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be 1 to %d printable characters without spaces", f.name, control.MaxKeyLen)
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"fromInstanceId", r.FromInstanceID}, {"toInstanceId", r.ToInstanceID}} {
+		if !control.ValidName(f.v) {
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must match %s", f.name, control.IDPattern)
 		}
 	}
 	if r.FromInstanceID == r.ToInstanceID {
@@ -116,7 +114,7 @@ func (s *Service) destination(ctx context.Context, instanceID, mapID string) (or
 	if apierr.Code(err) != apierr.ENOTFOUND {
 		return inst, err
 	}
-	if mapID == "" || instanceID != InstanceOfMap(mapID) {
+	if mapID == "" || instanceID != mapgen.InstanceOfMap(mapID) {
 		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q does not exist", instanceID)
 	}
 	if _, err := mapgen.Template(mapID); err != nil {
@@ -277,17 +275,4 @@ func (s *Service) Sweep(ctx context.Context, grace time.Duration) (aborted int, 
 		}
 	}
 	return aborted, nil
-}
-
-func validID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }

@@ -14,10 +14,10 @@ import (
 
 // Create adds a wanted instance and starts it.
 func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
-	if !control.IDPattern.MatchString(r.InstanceID) || strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
+	if !control.ValidName(r.InstanceID) || strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must match %s and not start with %q", r.InstanceID, control.IDPattern, orchestrator.PoolIDPrefix)
 	}
-	if !control.IDPattern.MatchString(r.MapID) {
+	if !control.ValidName(r.MapID) {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must match %s", r.MapID, control.IDPattern)
 	}
 	if len(r.Config) > 0 && !json.Valid(r.Config) {

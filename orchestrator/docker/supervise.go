@@ -416,7 +416,7 @@ func (s *Supervisor) unhealthy(in *instance, reason string) {
 // MapReady records a map server's registration. A warm-pool map becomes available for
 // handout; an instance's map is (again) told its MapConfig and becomes ready.
 func (s *Supervisor) MapReady(ctx context.Context, r control.MapReady) error {
-	if !control.IDPattern.MatchString(r.InstanceID) {
+	if !control.ValidName(r.InstanceID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "instanceId %q is not a valid id", r.InstanceID)
 	}
 	if strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {

@@ -48,7 +48,7 @@ func NewRegistry(secret, defaultInstanceID string, log *slog.Logger) *Registry {
 // MapReady registers a map server and, as the orchestrator does, answers with
 // /control/start-instance so the map loads its MapConfig (its map's template).
 func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
-	if !control.IDPattern.MatchString(m.InstanceID) || !control.IDPattern.MatchString(m.MapID) {
+	if !control.ValidName(m.InstanceID) || !control.ValidName(m.MapID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", control.IDPattern)
 	}
 	if m.GamePort <= 0 || m.ControlPort <= 0 || m.GamePort > 65535 || m.ControlPort > 65535 {

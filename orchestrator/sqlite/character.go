@@ -17,12 +17,12 @@ import (
 // CreateCharacter saves a new persistent character, filling c.ID (if empty) and
 // c.CreatedAt. See orchestrator.CharacterStore for the error codes.
 func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character) error {
-	if c.KeyHash == "" || len(c.KeyHash) > maxIDLen {
+	if c.KeyHash == "" || len(c.KeyHash) > control.MaxKeyLen {
 		return apierr.Errorf(apierr.EBADREQUEST, "character: key hash required")
 	} else if len(c.Name) > 64 {
 		return apierr.Errorf(apierr.EBADREQUEST, "character: name longer than 64 bytes")
-	} else if c.ID != "" && !validID(c.ID) {
-		return apierr.Errorf(apierr.EBADREQUEST, "character: id longer than %d bytes", maxIDLen)
+	} else if c.ID != "" && !control.ValidKey(c.ID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "character: id longer than %d bytes", control.MaxKeyLen)
 	}
 	id := c.ID
 	if id == "" {

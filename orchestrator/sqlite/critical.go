@@ -13,9 +13,6 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
-// maxIDLen bounds every id a map server sends (event, instance, item, character ids).
-const maxIDLen = 200
-
 // criticalReq is a validated critical event on its way to the writer, with its payload
 // compacted (so retries compare equal whatever their whitespace) and decoded.
 type criticalReq struct {
@@ -71,10 +68,10 @@ func parseCritical(ev control.CriticalEvent) (*criticalReq, error) {
 		return apierr.Errorf(apierr.EBADREQUEST, "critical event: "+format, args...)
 	}
 	switch {
-	case ev.EventID == "" || len(ev.EventID) > maxIDLen:
-		return nil, bad("eventId must be 1 to %d characters", maxIDLen)
-	case ev.InstanceID == "" || len(ev.InstanceID) > maxIDLen:
-		return nil, bad("instanceId must be 1 to %d characters", maxIDLen)
+	case ev.EventID == "" || len(ev.EventID) > control.MaxKeyLen:
+		return nil, bad("eventId must be 1 to %d characters", control.MaxKeyLen)
+	case ev.InstanceID == "" || len(ev.InstanceID) > control.MaxKeyLen:
+		return nil, bad("instanceId must be 1 to %d characters", control.MaxKeyLen)
 	case ev.Kind == "" || len(ev.Kind) > 64:
 		return nil, bad("kind must be 1 to 64 characters")
 	case ev.MapTick < 0:
@@ -94,7 +91,7 @@ func parseCritical(ev control.CriticalEvent) (*criticalReq, error) {
 		p := &itemGrant{}
 		if err := decodeStrict(ev.Payload, p); err != nil {
 			return nil, bad("%s payload: %v", ev.Kind, err)
-		} else if !validID(p.ItemID) || p.ItemKind == "" || p.Quantity <= 0 || !p.To.Valid() {
+		} else if !control.ValidKey(p.ItemID) || p.ItemKind == "" || p.Quantity <= 0 || !p.To.Valid() {
 			return nil, bad("%s payload needs itemId, itemKind, a positive quantity and one owner in to", ev.Kind)
 		}
 		req.payload = p
@@ -112,7 +109,7 @@ func parseCritical(ev control.CriticalEvent) (*criticalReq, error) {
 		p := &itemSpend{}
 		if err := decodeStrict(ev.Payload, p); err != nil {
 			return nil, bad("%s payload: %v", ev.Kind, err)
-		} else if !validID(p.ItemID) || p.Quantity <= 0 || !p.From.Valid() {
+		} else if !control.ValidKey(p.ItemID) || p.Quantity <= 0 || !p.From.Valid() {
 			return nil, bad("%s payload needs itemId, one owner in from and a positive quantity", ev.Kind)
 		}
 		req.payload = p
@@ -133,7 +130,7 @@ func parseCritical(ev control.CriticalEvent) (*criticalReq, error) {
 		p := &control.CharacterState{}
 		if err := json.Unmarshal(ev.Payload, p); err != nil {
 			return nil, bad("%s payload: %v", ev.Kind, err)
-		} else if !validID(p.CharacterID) || p.MapID == "" || p.InstanceID == "" || p.Revision <= 0 {
+		} else if !control.ValidKey(p.CharacterID) || p.MapID == "" || p.InstanceID == "" || p.Revision <= 0 {
 			return nil, bad("%s payload needs characterId, mapId, instanceId and a positive revision", ev.Kind)
 		} else if len(p.Attributes) > 0 && !json.Valid(p.Attributes) {
 			return nil, bad("%s attributes must be JSON", ev.Kind)
@@ -144,15 +141,13 @@ func parseCritical(ev control.CriticalEvent) (*criticalReq, error) {
 }
 
 func (m *itemMove) validate() error {
-	if !validID(m.ItemID) || !m.From.Valid() || !m.To.Valid() {
+	if !control.ValidKey(m.ItemID) || !m.From.Valid() || !m.To.Valid() {
 		return errors.New("needs itemId and one owner in each of from and to")
 	} else if m.From == m.To {
 		return errors.New("from and to are the same owner")
 	}
 	return nil
 }
-
-func validID(s string) bool { return s != "" && len(s) <= maxIDLen }
 
 // decodeStrict decodes b into v, refusing unknown fields so that a misspelt field in an
 // economy event is an error rather than a silent zero.

@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // UseNonce durably marks a token nonce used until expiresAt, so the token is redeemed at
 // most once even across restarts. It returns ETICKETUSED if the nonce was already used.
 // Callers check the token's expiry themselves: a nonce is forgotten once it has expired.
 func (db *DB) UseNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
-	if !validID(nonce) {
-		return apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", maxIDLen)
+	if !control.ValidKey(nonce) {
+		return apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", control.MaxKeyLen)
 	}
 	nowMs := db.Now().UnixMilli()
 	return db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {

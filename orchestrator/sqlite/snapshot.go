@@ -61,10 +61,10 @@ func (db *DB) Recovery() Recovery { return db.recovery }
 // orchestrator.SnapshotStore for the error codes.
 func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (bool, error) {
 	switch {
-	case !validID(instanceID):
-		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", maxIDLen)
-	case !validID(partition):
-		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: partition must be 1 to %d characters", maxIDLen)
+	case !control.ValidKey(instanceID):
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", control.MaxKeyLen)
+	case !control.ValidKey(partition):
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: partition must be 1 to %d characters", control.MaxKeyLen)
 	case revision <= 0:
 		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: revision must be positive")
 	}
@@ -104,7 +104,7 @@ func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, rev
 // decodeCharacterPartition checks the payload of a "character:<id>" partition.
 func decodeCharacterPartition(charID string, payload []byte) (*control.CharacterStatePayload, error) {
 	var p control.CharacterStatePayload
-	if !validID(charID) {
+	if !control.ValidKey(charID) {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "character partition needs a character id")
 	} else if err := json.Unmarshal(payload, &p); err != nil {
 		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload: %v", err)

@@ -49,7 +49,7 @@ func (c *Config) Validate() error {
 	if c.Secret != "" && len(c.Secret) < 16 {
 		return errors.New("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
-	if !control.IDPattern.MatchString(c.DefaultInstanceID) {
+	if !control.ValidName(c.DefaultInstanceID) {
 		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, control.IDPattern)
 	}
 	if c.JoinTicketTTLMS < 100 || c.TransferTokenTTLMS < 100 {
