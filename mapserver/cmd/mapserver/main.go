@@ -15,10 +15,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -130,18 +128,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 
 // healthcheck asks the local control listener for /health; the image's HEALTHCHECK runs it.
 func healthcheck(cfg mapserver.Config) error {
-	req, err := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort))+mapcontrol.PathHealth, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set(control.SecretHeader, cfg.Secret)
-	resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/health answered %d", resp.StatusCode)
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := mapcontrol.NewMapClient(cfg.Secret, 3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)))
+	return err
 }
