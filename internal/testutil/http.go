@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 
@@ -70,4 +71,16 @@ func PostJSON(tb testing.TB, url, secret string, body any, wantStatus int, out a
 func GetJSON(tb testing.TB, url, secret string, wantStatus int, out any) []byte {
 	tb.Helper()
 	return Do(tb, http.MethodGet, url, secret, nil, wantStatus, out)
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago, for a child process
+// that must be told its port before it starts.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

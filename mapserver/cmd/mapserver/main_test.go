@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mapyard/mapyard/internal/testutil"
 )
 
 const testSecret = "0123456789abcdef-test"
@@ -60,7 +61,7 @@ func TestHealthcheck(t *testing.T) {
 	t.Cleanup(orch.Close)
 	env := []string{
 		"MAP_INTERNAL_RPC_SECRET=" + testSecret, "MAP_ORCH_URL=" + orch.URL, "MAP_LISTEN_HOST=127.0.0.1",
-		"MAP_GAME_PORT=0", "MAP_CONTROL_PORT_BASE=" + strconv.Itoa(freePort(t)), "MAP_HEARTBEAT_MS=200",
+		"MAP_GAME_PORT=0", "MAP_CONTROL_PORT_BASE=" + strconv.Itoa(testutil.FreePort(t)), "MAP_HEARTBEAT_MS=200",
 	}
 	if code := run([]string{"healthcheck"}, env, io.Discard, io.Discard); code != 1 {
 		t.Fatalf("healthcheck with no server exited %d, want 1", code)
@@ -98,15 +99,4 @@ func TestHealthcheck(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("server still running 20 s after SIGTERM")
 	}
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

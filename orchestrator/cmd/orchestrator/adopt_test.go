@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -40,7 +39,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	// the running maps keep calling it.
 	env := []string{
 		"ORCH_PUBLIC_ADDR=127.0.0.1:0",
-		"ORCH_CONTROL_ADDR=127.0.0.1:" + freePort(t),
+		"ORCH_CONTROL_ADDR=127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)),
 		"ORCH_DB_PATH=" + filepath.Join(t.TempDir(), "mapyard.db"),
 		"ORCH_INTERNAL_RPC_SECRET=" + secret,
 		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
@@ -167,17 +166,6 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	if err := second.wait(15 * time.Second); err != nil {
 		t.Fatalf("orchestrator did not exit cleanly: %v", err)
 	}
-}
-
-// freePort returns a TCP port that was free on loopback a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
 func poolContainers(t *testing.T, cli *client.Client, deployment string) []string {
