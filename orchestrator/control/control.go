@@ -43,35 +43,6 @@ const (
 // PathJoin is the orchestrator's public join route.
 const PathJoin = "/api/v1/join"
 
-// PersistSnapshot is the body of POST /orch/persist-snapshot. Epoch is the lease epoch
-// the map holds for the character of a "character:<id>" partition (ignored otherwise).
-type PersistSnapshot struct {
-	InstanceID string           `json:"instanceId"`
-	Partition  string           `json:"partition"`
-	Revision   int64            `json:"revision"`
-	Epoch      int64            `json:"epoch,omitempty"`
-	Envelope   SnapshotEnvelope `json:"envelope"`
-}
-
-// PersistSnapshotAnswer says whether the revision was newer than the one held; an older
-// or equal one is ignored, which makes retries harmless.
-type PersistSnapshotAnswer struct {
-	Accepted bool `json:"accepted"`
-}
-
-// Heartbeat is what a map server sends every MAP_HEARTBEAT_MS.
-type Heartbeat struct {
-	InstanceID string `json:"instanceId"`
-	Players    int    `json:"players"`
-	Tick       uint64 `json:"tick"`
-}
-
-// HeartbeatAnswer tells a map whether the orchestrator knows it as registered; a map
-// that is not registers again with MapReady.
-type HeartbeatAnswer struct {
-	Registered bool `json:"registered"`
-}
-
 // ErrorResponse is the body of every error answer: {"error": {"code", "message"}}.
 type ErrorResponse struct {
 	Error apierr.Error `json:"error"`

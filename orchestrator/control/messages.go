@@ -1,5 +1,7 @@
 package control
 
+// The messages of the /orch/* routes the orchestrator serves to maps.
+
 // MapReady is what a map server reports when it has started and can take players.
 type MapReady struct {
 	InstanceID  string `json:"instanceId"`
@@ -60,4 +62,33 @@ type TransferResult struct {
 	InstanceID string `json:"instanceId"`
 	Success    bool   `json:"success"`
 	Reason     string `json:"reason,omitempty"`
+}
+
+// PersistSnapshot is the body of POST /orch/persist-snapshot. Epoch is the lease epoch
+// the map holds for the character of a "character:<id>" partition (ignored otherwise).
+type PersistSnapshot struct {
+	InstanceID string           `json:"instanceId"`
+	Partition  string           `json:"partition"`
+	Revision   int64            `json:"revision"`
+	Epoch      int64            `json:"epoch,omitempty"`
+	Envelope   SnapshotEnvelope `json:"envelope"`
+}
+
+// PersistSnapshotAnswer says whether the revision was newer than the one held; an older
+// or equal one is ignored, which makes retries harmless.
+type PersistSnapshotAnswer struct {
+	Accepted bool `json:"accepted"`
+}
+
+// Heartbeat is what a map server sends every MAP_HEARTBEAT_MS.
+type Heartbeat struct {
+	InstanceID string `json:"instanceId"`
+	Players    int    `json:"players"`
+	Tick       uint64 `json:"tick"`
+}
+
+// HeartbeatAnswer tells a map whether the orchestrator knows it as registered; a map
+// that is not registers again with MapReady.
+type HeartbeatAnswer struct {
+	Registered bool `json:"registered"`
 }
