@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 )
 
@@ -39,11 +40,11 @@ WebAssembly.instantiate(fs.readFileSync(wasmPath), go.importObject).then(({insta
 func TestMapyardGenerateInNode(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("go command not in PATH")
+		t.Fatalf("go command not in PATH: %v", err)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node not in PATH")
+		testutil.Unavailable(t, "node not in PATH: the native-vs-WebAssembly comparison needs it")
 	}
 	dir := t.TempDir()
 	wasm := filepath.Join(dir, "mapgen.wasm")
