@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/internal/envconf"
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/envconf"
 )
 
 const testSecret = "0123456789abcdef0123"

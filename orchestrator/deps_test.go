@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/internal/testutil"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestNoSQLiteOutsideOrchestrator checks that only the orchestrator can reach the

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/internal/testutil"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestBrowserSafeDeps fails if the generator or its wasm entry depend on a package that

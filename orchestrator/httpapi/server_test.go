@@ -11,13 +11,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 const secret = "test-secret-0123456789abcdef"

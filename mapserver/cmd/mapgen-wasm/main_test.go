@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // nodeScript loads the wasm module the way a browser page does (wasm_exec.js, then

@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mapyard/mapyard/internal/envconf"
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/envconf"
 	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"

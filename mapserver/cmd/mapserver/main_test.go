@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/internal/testutil"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 const testSecret = "0123456789abcdef-test"

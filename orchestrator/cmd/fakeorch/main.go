@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mapyard/mapyard/internal/envconf"
+	"github.com/mapyard/mapyard/mapserver/envconf"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/control"

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestFakeOrchestrator_MapAlone runs a real map server process against the fake

@@ -11,10 +11,10 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestFakeOrchestrator_AbortsExpiredTransfers checks that the fake orchestrator runs

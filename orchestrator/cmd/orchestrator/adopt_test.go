@@ -15,11 +15,11 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestOrchestrator_AdoptAfterSIGKILL kills the orchestrator with SIGKILL while maps run

@@ -21,7 +21,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/internal/testutil"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -29,6 +28,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestMain lets tests run the real orchestrator as a child process: the test binary
