@@ -9,6 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // derivedPrefix starts the id of every map discovered through a portal (mapgen.DerivedMapID).
@@ -31,11 +32,11 @@ func IsDerived(mapID string) bool { return strings.HasPrefix(mapID, derivedPrefi
 func (s *Service) deriveConfig(ctx context.Context, fromInstanceID, mapID string) (json.RawMessage, error) {
 	parent, err := s.instanceConfig(ctx, fromInstanceID)
 	if err != nil {
-		return nil, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map %q: config of its parent %q: %v", mapID, fromInstanceID, err)
+		return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map %q: config of its parent %q: %v", mapID, fromInstanceID, err)
 	}
 	w, err := mapgen.Generate(parent)
 	if err != nil {
-		return nil, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map %q: generate its parent %q: %v", mapID, fromInstanceID, err)
+		return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map %q: generate its parent %q: %v", mapID, fromInstanceID, err)
 	}
 	for _, p := range w.Portals {
 		if p.TargetMapID != mapID || p.TargetSeed == 0 {
@@ -43,7 +44,7 @@ func (s *Service) deriveConfig(ctx context.Context, fromInstanceID, mapID string
 		}
 		c, err := mapgen.Derive(parent, p.TargetSeed)
 		if err != nil {
-			return nil, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "derive map %q: %v", mapID, err)
+			return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "derive map %q: %v", mapID, err)
 		}
 		b, err := json.Marshal(c)
 		if err != nil {
@@ -51,7 +52,7 @@ func (s *Service) deriveConfig(ctx context.Context, fromInstanceID, mapID string
 		}
 		return b, nil
 	}
-	return nil, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map %q has no portal to %q", parent.MapID, mapID)
+	return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map %q has no portal to %q", parent.MapID, mapID)
 }
 
 // instanceConfig returns the MapConfig an instance runs: the config it was created with,

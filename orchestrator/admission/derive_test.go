@@ -6,7 +6,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // discoverPortal returns the target of the discovery portal of a map's generated world.
@@ -26,7 +27,7 @@ func discoverPortal(t *testing.T, c mapgen.MapConfig) mapgen.Portal {
 }
 
 // inFrontier joins a guest and moves it to frontier-1.
-func inFrontier(t *testing.T, e *env) *orchestrator.RedeemResult {
+func inFrontier(t *testing.T, e *env) *control.RedeemResult {
 	t.Helper()
 	ctx := context.Background()
 	a, err := e.svc.RequestTransfer(ctx, transferReq("tr-in", enter(t, e, ""), "default-1", "frontier", 1))
@@ -34,7 +35,7 @@ func inFrontier(t *testing.T, e *env) *orchestrator.RedeemResult {
 		t.Fatal(err)
 	}
 	in := e.redeem(t, "frontier-1", a.Token)
-	if err := e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: "tr-in", InstanceID: "frontier-1", Success: true}); err != nil {
+	if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-in", InstanceID: "frontier-1", Success: true}); err != nil {
 		t.Fatal(err)
 	}
 	return in
@@ -56,7 +57,7 @@ func TestTransfer_Derived(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := admission.InstanceOfMap(portal.TargetMapID)
+		want := mapgen.InstanceOfMap(portal.TargetMapID)
 		if a.ToInstanceID != want || len(e.maps.created) != 1 || e.maps.created[0] != want {
 			t.Fatalf("answer to %s, created %v; want %s", a.ToInstanceID, e.maps.created, want)
 		}
@@ -84,7 +85,7 @@ func TestTransfer_Derived(t *testing.T) {
 			if _, err := e.svc.RequestTransfer(ctx, transferReq("tr-w2", in2, want, next.TargetMapID, 4)); err != nil {
 				t.Fatal(err)
 			}
-			if n := len(e.maps.created); n != 2 || e.maps.created[1] != admission.InstanceOfMap(next.TargetMapID) {
+			if n := len(e.maps.created); n != 2 || e.maps.created[1] != mapgen.InstanceOfMap(next.TargetMapID) {
 				t.Fatalf("created %v", e.maps.created)
 			}
 		})
@@ -93,7 +94,7 @@ func TestTransfer_Derived(t *testing.T) {
 		e := newEnv(t)
 		in := inFrontier(t, e)
 		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-n", in, "frontier-1", mapgen.DerivedMapID("frontier", 42), 3))
-		wantCode(t, err, orchestrator.EMAPUNAVAILABLE)
+		wantCode(t, err, apierr.EMAPUNAVAILABLE)
 		if len(e.maps.created) != 0 {
 			t.Fatalf("created %v", e.maps.created)
 		}
