@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"slices"
 )
 
@@ -103,6 +104,10 @@ type sent struct {
 // Client is one client's side of the encoder: the snapshots recently sent to it and
 // the newest tick it acknowledged.
 type Client struct {
+	// scratch, reused by every Encode
+	mark                      []uint64
+	despawns, spawns, updates []int32
+
 	ring   []sent
 	next   int
 	acked  uint32
@@ -171,18 +176,16 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 	if rec.valid && c.hasAck && rec.tick == c.acked {
 		c.hasAck = false
 	}
-	// Record what this snapshot shows, sorted and deduplicated, in the client's ring.
+	// Record what this snapshot shows, sorted and deduplicated, in the client's ring:
+	// mark the visible slots in a bitset and read it back in order, which costs far
+	// less than sorting.
 	rec.tick, rec.valid = cur.tick, true
-	rec.slots = rec.slots[:0]
-	for _, s := range visible {
-		if s >= 0 && int(s) < len(cur.slots) && cur.slots[s].ID != 0 {
-			rec.slots = append(rec.slots, s)
-		}
+	rec.slots = c.visibleSorted(rec.slots[:0], cur, visible)
+	if full = base == nil; full {
+		baseSlots = nil
 	}
-	slices.Sort(rec.slots)
-	rec.slots = slices.Compact(rec.slots)
+	c.classify(base, cur, baseSlots, rec.slots)
 
-	full = base == nil
 	if full {
 		dst = append(dst, FormatVersion<<1)
 		dst = binary.AppendUvarint(dst, uint64(cur.tick))
@@ -193,71 +196,17 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 	}
 	dst = binary.AppendUvarint(dst, seq)
 	dst = binary.AppendUvarint(dst, uint64(self+1))
-	now := rec.slots
-	if full {
-		baseSlots = nil
-	}
-	dst = appendDespawns(dst, base, cur, baseSlots, now)
-	dst = appendSpawns(dst, base, cur, baseSlots, now)
-	dst = appendUpdates(dst, base, cur, baseSlots, now)
-	return dst, full
-}
 
-// sameEntity reports whether slot holds the same entity in base and cur.
-func sameEntity(base, cur *table, slot int32) bool {
-	return int(slot) < len(base.slots) && base.slots[slot].ID == cur.slots[slot].ID
-}
-
-// appendDespawns writes the slots seen at the baseline that are not visible now.
-func appendDespawns(dst []byte, base, cur *table, was, now []int32) []byte {
-	n, j := 0, 0
-	for _, s := range was {
-		for j < len(now) && now[j] < s {
-			j++
-		}
-		if j == len(now) || now[j] != s {
-			n++
-		}
-	}
-	dst = binary.AppendUvarint(dst, uint64(n))
-	prev, j := int32(-1), 0
-	for _, s := range was {
-		for j < len(now) && now[j] < s {
-			j++
-		}
-		if j == len(now) || now[j] != s {
-			dst = binary.AppendUvarint(dst, uint64(s-prev-1))
-			prev = s
-		}
-	}
-	return dst
-}
-
-// spawned reports whether slot s needs a spawn record: visible now but not at the
-// baseline, or holding another entity than at the baseline.
-func spawned(base, cur *table, was []int32, j *int, s int32) bool {
-	for *j < len(was) && was[*j] < s {
-		*j++
-	}
-	return *j == len(was) || was[*j] != s || !sameEntity(base, cur, s)
-}
-
-// appendSpawns writes a spawn record (id, kind, absolute position) for every slot that
-// spawned since the baseline.
-func appendSpawns(dst []byte, base, cur *table, was, now []int32) []byte {
-	n, j := 0, 0
-	for _, s := range now {
-		if spawned(base, cur, was, &j, s) {
-			n++
-		}
-	}
-	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = binary.AppendUvarint(dst, uint64(len(c.despawns)))
 	prev := int32(-1)
-	j = 0
-	for _, s := range now {
-		if !spawned(base, cur, was, &j, s) {
-			continue
-		}
+	for _, s := range c.despawns {
+		dst = binary.AppendUvarint(dst, uint64(s-prev-1))
+		prev = s
+	}
+
+	dst = binary.AppendUvarint(dst, uint64(len(c.spawns)))
+	prev = -1
+	for _, s := range c.spawns {
 		st := &cur.slots[s]
 		dst = binary.AppendUvarint(dst, uint64(s-prev-1))
 		dst = append(dst, st.Kind)
@@ -266,45 +215,81 @@ func appendSpawns(dst []byte, base, cur *table, was, now []int32) []byte {
 		dst = binary.AppendVarint(dst, int64(st.Y))
 		prev = s
 	}
-	return dst
-}
 
-// appendUpdates writes, for every entity visible at both ends whose position changed,
-// its slot gap with the changed-field mask in the low two bits and the zigzag deltas of
-// the changed coordinates. Entities at rest cost nothing.
-func appendUpdates(dst []byte, base, cur *table, was, now []int32) []byte {
-	n, j := 0, 0
-	for _, s := range now {
-		if !spawned(base, cur, was, &j, s) && base.slots[s] != cur.slots[s] {
-			n++
-		}
-	}
-	dst = binary.AppendUvarint(dst, uint64(n))
-	prev := int32(-1)
-	j = 0
-	for _, s := range now {
-		if spawned(base, cur, was, &j, s) {
-			continue
-		}
-		b, c := &base.slots[s], &cur.slots[s]
+	// Updates: the slot gap with the changed-field mask in its low two bits, then the
+	// zigzag deltas of the changed coordinates. Entities at rest cost nothing.
+	dst = binary.AppendUvarint(dst, uint64(len(c.updates)))
+	prev = -1
+	for _, s := range c.updates {
+		b, n := &base.slots[s], &cur.slots[s]
 		var mask uint64
-		if b.X != c.X {
+		if b.X != n.X {
 			mask |= fieldX
 		}
-		if b.Y != c.Y {
+		if b.Y != n.Y {
 			mask |= fieldY
-		}
-		if mask == 0 {
-			continue
 		}
 		dst = binary.AppendUvarint(dst, uint64(s-prev-1)<<2|mask)
 		if mask&fieldX != 0 {
-			dst = binary.AppendVarint(dst, int64(c.X)-int64(b.X))
+			dst = binary.AppendVarint(dst, int64(n.X)-int64(b.X))
 		}
 		if mask&fieldY != 0 {
-			dst = binary.AppendVarint(dst, int64(c.Y)-int64(b.Y))
+			dst = binary.AppendVarint(dst, int64(n.Y)-int64(b.Y))
 		}
 		prev = s
 	}
+	return dst, full
+}
+
+// visibleSorted appends to dst the occupied slots of visible, sorted and without
+// duplicates, through the client's bitset.
+func (c *Client) visibleSorted(dst []int32, cur *table, visible []int32) []int32 {
+	if cap(dst) < len(visible) {
+		// Room for more than this snapshot needs, so that a ring entry grows rarely.
+		dst = make([]int32, 0, len(visible)+len(visible)/2+8)
+	}
+	words := (len(cur.slots) + 63) / 64
+	if len(c.mark) < words {
+		c.mark = make([]uint64, words)
+	}
+	for _, s := range visible {
+		if s >= 0 && int(s) < len(cur.slots) && cur.slots[s].ID != 0 {
+			c.mark[s>>6] |= 1 << (s & 63)
+		}
+	}
+	for w := range words {
+		m := c.mark[w]
+		for m != 0 {
+			dst = append(dst, int32(w*64+bits.TrailingZeros64(m)))
+			m &= m - 1
+		}
+		c.mark[w] = 0
+	}
 	return dst
+}
+
+// classify splits the slots seen at the baseline (was) and now into despawns (seen,
+// no longer visible), spawns (newly visible, or holding another entity than at the
+// baseline) and updates (the same entity, moved), in the client's scratch lists.
+func (c *Client) classify(base, cur *table, was, now []int32) {
+	c.despawns, c.spawns, c.updates = c.despawns[:0], c.spawns[:0], c.updates[:0]
+	i := 0
+	for _, s := range now {
+		for i < len(was) && was[i] < s {
+			c.despawns = append(c.despawns, was[i])
+			i++
+		}
+		if i == len(was) || was[i] != s {
+			c.spawns = append(c.spawns, s)
+			continue
+		}
+		i++
+		switch {
+		case int(s) >= len(base.slots) || base.slots[s].ID != cur.slots[s].ID:
+			c.spawns = append(c.spawns, s)
+		case base.slots[s] != cur.slots[s]:
+			c.updates = append(c.updates, s)
+		}
+	}
+	c.despawns = append(c.despawns, was[i:]...)
 }

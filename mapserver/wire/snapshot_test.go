@@ -186,3 +186,30 @@ func TestDecodeNoBaseline(t *testing.T) {
 		t.Fatalf("delta without its baseline: %v, want ErrNoBaseline", err)
 	}
 }
+
+// TestEncodeSteadyStateAllocatesNothing: once a client's ring and buffers are warm,
+// encoding and decoding snapshots of moving entities allocates nothing.
+func TestEncodeSteadyStateAllocatesNothing(t *testing.T) {
+	enc, cl, dec := wire.NewEncoder(4), wire.NewClient(4), wire.NewDecoder(4)
+	vis := []int32{9, 3, 5, 1, 7}
+	buf := make([]byte, 0, 256)
+	tick := uint32(0)
+	step := func() {
+		tick += 2
+		enc.Begin(tick)
+		for _, s := range vis {
+			enc.Set(s, wire.EntityState{ID: uint64(s) + 1, Kind: 2, X: int32(tick) * 3, Y: int32(s)})
+		}
+		buf, _ = enc.Encode(buf[:0], cl, uint64(tick), 1, vis)
+		if _, err := dec.Decode(buf); err != nil {
+			t.Fatal(err)
+		}
+		cl.Ack(tick)
+	}
+	for range 10 {
+		step()
+	}
+	if a := testing.AllocsPerRun(50, step); a != 0 {
+		t.Fatalf("a snapshot allocates %v times in steady state", a)
+	}
+}
