@@ -71,6 +71,16 @@ func TestQueryEqualsBruteForce(t *testing.T) {
 	}
 }
 
+// populated returns a W1 grid with n entities at random places.
+func populated(t testing.TB, n int32) *aoi.Grid {
+	g := newW1(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range n {
+		g.Update(i, r.Int32N(mapW), r.Int32N(mapW))
+	}
+	return g
+}
+
 func abs(v int32) int32 {
 	if v < 0 {
 		return -v
@@ -125,11 +135,7 @@ func TestBorderWalkDoesNotFlap(t *testing.T) {
 }
 
 func TestQueryAllocatesNothing(t *testing.T) {
-	g := newW1(t)
-	r := rand.New(rand.NewPCG(5, 6))
-	for i := range int32(1200) {
-		g.Update(i, r.Int32N(mapW), r.Int32N(mapW))
-	}
+	g := populated(t, 1200)
 	buf := make([]int32, 0, 1200)
 	if a := testing.AllocsPerRun(100, func() { buf = g.Query(7, buf[:0]) }); a != 0 {
 		t.Fatalf("Query allocates %v times", a)

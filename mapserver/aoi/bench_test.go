@@ -8,11 +8,7 @@ import (
 // BenchmarkQueryW1 measures one viewer's query on W1 at N = 1000: 1200 entities on a
 // 2000 x 2000 map with 200-unit cells, about 95 in view.
 func BenchmarkQueryW1(b *testing.B) {
-	g := newW1(b)
-	r := rand.New(rand.NewPCG(7, 8))
-	for i := range int32(1200) {
-		g.Update(i, r.Int32N(mapW), r.Int32N(mapW))
-	}
+	g := populated(b, 1200)
 	buf := make([]int32, 0, 1200)
 	seen := 0
 	b.ReportAllocs()

@@ -19,6 +19,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 )
@@ -131,7 +132,7 @@ type State struct {
 
 	tick   uint64
 	nextID EntityID
-	rng    rng
+	rng    *rand.Rand
 	events Events
 }
 
@@ -162,7 +163,7 @@ func New(w *mapgen.World, opts Options) (*State, error) {
 	if opts.TickHz < 1 || opts.NPCs < 0 || opts.MaxQueue < 1 || opts.CatchUp < 1 || opts.PlayerSpeed < 0 || opts.NPCSpeed < 0 {
 		return nil, fmt.Errorf("sim: invalid options %+v", opts)
 	}
-	s := &State{opts: opts, colliders: NewColliders(w), rng: newRNG(opts.Seed), nextID: 1}
+	s := &State{opts: opts, colliders: NewColliders(w), rng: rand.New(rand.NewPCG(opts.Seed, pcgStream)), nextID: 1}
 	for _, p := range w.Portals {
 		s.portals = append(s.portals, portal{
 			x: int64(FromCentimetres(p.X)), y: int64(FromCentimetres(p.Y)), r: int64(FromCentimetres(p.Radius)),
@@ -218,7 +219,7 @@ func (s *State) spawnNPC(w *mapgen.World) {
 	bw, bh := s.colliders.Bounds()
 	var p Vec
 	for try := 0; try < 64; try++ {
-		p = Vec{int32(s.rng.between(BodyRadius, int(bw)-BodyRadius)), int32(s.rng.between(BodyRadius, int(bh)-BodyRadius))}
+		p = Vec{int32(between(s.rng, BodyRadius, int(bw)-BodyRadius)), int32(between(s.rng, BodyRadius, int(bh)-BodyRadius))}
 		if !s.colliders.Blocked(p) && (w.Nav.CellSize <= 0 || w.Nav.WalkableAt(ToCentimetres(p.X), ToCentimetres(p.Y))) {
 			break
 		}
@@ -233,7 +234,7 @@ func (s *State) spawnNPC(w *mapgen.World) {
 func (s *State) turn(slot int32) {
 	e := &s.Entities[slot]
 	for {
-		e.DX, e.DY = int8(s.rng.between(-MaxDir, MaxDir)), int8(s.rng.between(-MaxDir, MaxDir))
+		e.DX, e.DY = int8(between(s.rng, -MaxDir, MaxDir)), int8(between(s.rng, -MaxDir, MaxDir))
 		if e.DX != 0 || e.DY != 0 {
 			break
 		}
@@ -241,7 +242,19 @@ func (s *State) turn(slot int32) {
 	n := &s.npcs[slot]
 	n.vx, n.vy = Velocity(e.DX, e.DY, s.opts.NPCSpeed)
 	hz := s.opts.TickHz
-	n.turnAt = s.tick + uint64(s.rng.between(hz*3/2, hz*5/2))
+	n.turnAt = s.tick + uint64(between(s.rng, hz*3/2, hz*5/2))
+}
+
+// pcgStream selects the simulation's PCG stream; PCG is a specified algorithm, so a
+// seed yields the same NPCs on every platform and Go release.
+const pcgStream = 0x73696d
+
+// between returns a uniform integer in [lo, hi] (lo when hi <= lo).
+func between(r *rand.Rand, lo, hi int) int {
+	if hi <= lo {
+		return lo
+	}
+	return lo + r.IntN(hi-lo+1)
 }
 
 // PlayerState is what a player brings when it is added and leaves with when removed.
