@@ -109,10 +109,11 @@ type Pong struct {
 	T    json.Number `json:"t"`
 }
 
-// Error reports a refused message or handshake with one of the public error codes
-// (ticket_used, ticket_expired, ticket_invalid, wrong_map, map_unavailable,
-// bad_request, ...). Seq names the refused command, when it was one.
-type Error struct {
+// ErrorEnvelope reports a refused message or handshake with one of the public error
+// codes (ticket_used, ticket_expired, ticket_invalid, wrong_map, map_unavailable,
+// bad_request, the command codes of codes.go, ...). Seq names the refused command, when
+// it was one.
+type ErrorEnvelope struct {
 	V       int    `json:"v"`
 	Kind    string `json:"kind"`
 	Code    string `json:"code"`
@@ -123,7 +124,7 @@ type Error struct {
 // ErrorFrame encodes an error envelope. It cannot fail: every field is a string or a
 // number.
 func ErrorFrame(code, msg string, seq uint64) []byte {
-	b, _ := json.Marshal(Error{V: Version, Kind: KindError, Code: code, Message: msg, Seq: seq})
+	b, _ := json.Marshal(ErrorEnvelope{V: Version, Kind: KindError, Code: code, Message: msg, Seq: seq})
 	return b
 }
 

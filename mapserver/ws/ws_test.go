@@ -172,7 +172,7 @@ func TestHello_RefusedByHandshaker(t *testing.T) {
 	h := newHarness(t, nil)
 	c := dial(t, h.url, nil)
 	send(t, c, "bad")
-	var e wire.Error
+	var e wire.ErrorEnvelope
 	_, m := recv(t, c)
 	if err := json.Unmarshal([]byte(m), &e); err != nil || e.Code != "bad_request" {
 		t.Fatalf("got %s, want error bad_request", m)
