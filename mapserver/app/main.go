@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
@@ -38,10 +39,12 @@ type GameFactory func(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.G
 type Main struct {
 	Config mapserver.Config
 	Log    *slog.Logger
-	// NewGame builds the simulation of the generated world; nil means NewGame.
+	// NewGame builds the simulation of the generated world; nil means game.Factory.
 	NewGame GameFactory
 	// StopTimeout bounds Close; zero means DefaultStopTimeout.
 	StopTimeout time.Duration
+	// SendQueue bounds each connection's queued frames; zero means ws.DefaultSendQueue.
+	SendQueue int
 
 	Registry *prometheus.Registry
 	Orch     *control.Client
@@ -68,7 +71,7 @@ func (m *Main) Open() error {
 		m.Log = slog.New(slog.DiscardHandler)
 	}
 	if m.NewGame == nil {
-		m.NewGame = NewGame
+		m.NewGame = game.Factory
 	}
 	m.generated = make(chan struct{})
 	m.Registry = prometheus.NewRegistry()
@@ -88,6 +91,7 @@ func (m *Main) Open() error {
 	m.Loop.Metrics = loop.NewMetrics(m.Registry)
 	m.Players = ws.NewServer(m.Loop, m.Log)
 	m.Players.AllowedOrigins = ws.ParseOrigins(cfg.AllowedOrigins)
+	m.Players.SendQueue = m.SendQueue
 	m.HTTP.HandleGame("/ws", m.Players)
 	m.HTTP.OnStart = m.start
 	if err := m.HTTP.Open(); err != nil {
@@ -124,7 +128,7 @@ func (m *Main) start(r control.StartInstance, mc mapgen.MapConfig) {
 			m.Log.Error("generate world", "err", err)
 			return
 		}
-		game, err := m.NewGame(w, mc, m.Config.TickHz)
+		g, err := m.NewGame(w, mc, m.Config.TickHz)
 		if err != nil {
 			m.Log.Error("build game", "err", err)
 			return
@@ -133,7 +137,7 @@ func (m *Main) start(r control.StartInstance, mc mapgen.MapConfig) {
 		m.world = w
 		m.mu.Unlock()
 		m.HTTP.SetWorldHash(w.Hash())
-		m.Loop.SetWorld(loop.World{Config: mc, Hash: w.Hash()}, game)
+		m.Loop.SetWorld(loop.World{Config: mc, Hash: w.Hash()}, g)
 		m.Log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
 	}()
 }

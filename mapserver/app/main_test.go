@@ -161,6 +161,23 @@ func (p *player) wantClose(code int) {
 	}
 }
 
+// metrics returns the map's /metrics page.
+func metrics(t *testing.T, m *app.Main) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, m.ControlURL()+control.PathMetrics, nil)
+	req.Header.Set(control.SecretHeader, secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("metrics: %d %s", resp.StatusCode, body)
+	}
+	return string(body)
+}
+
 func TestMain_JoinResumeAndStop(t *testing.T) {
 	f := mustOpenFakeOrch(t)
 	m := mustOpenMap(t, f, nil)
@@ -191,19 +208,16 @@ func TestMain_JoinResumeAndStop(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("metrics without secret: %d, want 401", resp.StatusCode)
 		}
-		req, _ := http.NewRequest(http.MethodGet, m.ControlURL()+control.PathMetrics, nil)
-		req.Header.Set(control.SecretHeader, secret)
-		resp, err = http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		var body string
+		waitFor(t, "the players gauge", func() bool {
+			body = metrics(t, m)
+			return strings.Contains(body, "mapyard_map_players 1")
+		})
 		for _, name := range []string{
 			"mapyard_map_tick_duration_seconds", "mapyard_map_tick_interval_seconds", "mapyard_map_tick_overruns_total",
 			"mapyard_map_players 1", "mapyard_map_entities", "mapyard_map_dropped_clients_total",
 		} {
-			if !strings.Contains(string(body), name) {
+			if !strings.Contains(body, name) {
 				t.Errorf("metrics lack %s", name)
 			}
 		}

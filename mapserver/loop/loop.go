@@ -277,11 +277,9 @@ func (l *Loop) send(p *player, frame []byte, binary bool) bool {
 	if p.sess == nil {
 		return false
 	}
-	if p.sess.peer.Send(frame, binary) {
+	if p.sess.send(frame, binary) {
 		return true
 	}
-	l.Metrics.Dropped.Inc()
-	l.Log.Warn("client dropped: its send queue is full", "character", p.id, "remote", p.sess.peer.Remote())
 	l.detach(p, 0, "")
 	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -15,8 +16,9 @@ var _ mapserver.Handshaker = (*Loop)(nil)
 // session is one admitted connection. Receive and Closed run on the connection's
 // reader goroutine: they parse and decode there, off the tick, and post the result.
 type session struct {
-	l    *Loop
-	peer mapserver.Peer
+	l       *Loop
+	peer    mapserver.Peer
+	dropped atomic.Bool
 	// characterID is written and read by the tick goroutine only.
 	characterID string
 }
@@ -156,7 +158,7 @@ func (s *session) Receive(data []byte, binary bool) {
 			s.fail(orchestrator.EBADREQUEST, "t must be a number", 0)
 			return
 		}
-		s.peer.Send(frame, false)
+		s.send(frame, false)
 	case wire.KindAck:
 		if in.Tick == 0 {
 			s.fail(orchestrator.EBADREQUEST, "an ack needs the tick of the snapshot it acknowledges", 0)
@@ -192,7 +194,20 @@ func (s *session) command(in *wire.Inbound) {
 func (s *session) Closed() { s.l.post(message{op: opDetach, sess: s}) }
 
 func (s *session) fail(code, msg string, seq uint64) {
-	s.peer.Send(wire.ErrorFrame(code, msg, seq), false)
+	s.send(wire.ErrorFrame(code, msg, seq), false)
+}
+
+// send queues a frame on the connection. The first refused frame counts the
+// connection as dropped (its queue was full); the transport has closed it.
+func (s *session) send(frame []byte, binary bool) bool {
+	if s.peer.Send(frame, binary) {
+		return true
+	}
+	if s.dropped.CompareAndSwap(false, true) {
+		s.l.Metrics.Dropped.Inc()
+		s.l.Log.Warn("client dropped: its send queue is full", "remote", s.peer.Remote())
+	}
+	return false
 }
 
 func quote(s string) string {
