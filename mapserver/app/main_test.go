@@ -89,7 +89,7 @@ func mustOpenMap(t *testing.T, f *fakeOrch, tune func(*mapserver.Config)) *app.M
 	}
 	t.Cleanup(func() { m.Close() })
 	waitFor(t, "the map to register and generate its world", func() bool {
-		return f.Maps.Registered("dev-1") && m.Loop.Ready()
+		return f.Maps.Registered(cfg.InstanceID) && m.Loop.Ready()
 	})
 	return m
 }
