@@ -1,12 +1,10 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,61 +13,19 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
+	"github.com/mapyard/mapyard/mapserver/app/apptest"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/control"
-	"github.com/mapyard/mapyard/orchestrator/fake"
-	"github.com/mapyard/mapyard/orchestrator/httpapi"
-	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
-const secret = "test-secret-0123456789"
+const secret = apptest.Secret
 
-// fakeOrch is the fake orchestrator in-process: the real admission and store over a
-// throwaway SQLite file, and a registry of hand-started maps.
-type fakeOrch struct {
-	DB   *sqlite.DB
-	Maps *fake.Registry
-	HTTP *httpapi.Server
-}
+// fakeOrch is the fake orchestrator in-process.
+type fakeOrch struct{ *apptest.Orch }
 
-func mustOpenFakeOrch(t *testing.T) *fakeOrch {
-	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	f := &fakeOrch{DB: sqlite.NewDB(filepath.Join(t.TempDir(), "fake.db"))}
-	if err := f.DB.Open(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.DB.Close() })
-	f.Maps = fake.NewRegistry(secret, "dev-1", log)
-	adm := admission.NewService(secret, f.DB, f.Maps, "dev-1", log)
-	f.HTTP = httpapi.NewServer(f.Maps, adm, f.DB, secret, log)
-	f.HTTP.PublicAddr, f.HTTP.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
-	if err := f.HTTP.Open(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.HTTP.Close(ctx)
-	})
-	return f
-}
+func mustOpenFakeOrch(t *testing.T) *fakeOrch { return &fakeOrch{apptest.MustOpenOrch(t)} }
 
-// join asks the fake orchestrator for a ticket, as a player's browser does.
-func (f *fakeOrch) join(t *testing.T, body string) orchestrator.JoinResponse {
-	t.Helper()
-	resp, err := http.Post(f.HTTP.PublicURL()+control.PathJoin, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var j orchestrator.JoinResponse
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&j) != nil {
-		t.Fatalf("join: %d", resp.StatusCode)
-	}
-	return j
-}
+func (f *fakeOrch) join(t *testing.T, body string) orchestrator.JoinResponse { return f.Join(t, body) }
 
 // mustOpenMap starts a map server in-process against f, waiting until it registered
 // and generated its world.
@@ -94,16 +50,7 @@ func mustOpenMap(t *testing.T, f *fakeOrch, tune func(*mapserver.Config)) *app.M
 	return m
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+func waitFor(t *testing.T, what string, cond func() bool) { t.Helper(); apptest.WaitFor(t, what, cond) }
 
 // player is a real WebSocket client of the map.
 type player struct {
