@@ -77,6 +77,7 @@ type Loop struct {
 	chars     map[string]*player
 	tokens    map[string]*player
 	snapshots uint64 // snapshots due so far, to spread SnapshotHz over TickHz
+	arena     []byte // the frames of the last snapshot round
 }
 
 // New returns a Loop that redeems tickets through r and sends everything else for the
@@ -239,6 +240,8 @@ func (l *Loop) step() bool {
 func (l *Loop) snapshot() {
 	now := l.Now()
 	connected := 0
+	// A fresh arena each round, sized for what the last round wrote.
+	l.arena = make([]byte, 0, max(len(l.arena)+len(l.arena)/4, 4096))
 	for _, p := range l.chars {
 		if p.sess == nil {
 			if !now.Before(p.expires) {
@@ -250,7 +253,14 @@ func (l *Loop) snapshot() {
 		if p.view == nil {
 			continue
 		}
-		frame, full := p.view.Snapshot(nil)
+		// Every frame of a round is encoded into one arena: one allocation per round
+		// instead of one per client. A frame is capped at its own length, and the
+		// arena only grows by appending, so a frame still waiting in a send queue is
+		// never written again (a grown arena leaves it in the old array).
+		start := len(l.arena)
+		var full bool
+		l.arena, full = p.view.Snapshot(l.arena)
+		frame := l.arena[start:len(l.arena):len(l.arena)]
 		if len(frame) == 0 {
 			continue
 		}
