@@ -20,10 +20,10 @@ import (
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/loop"
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -79,7 +79,7 @@ func (m *Main) Open() error {
 	m.Orch = control.NewClient(cfg.OrchURL, cfg.Secret)
 
 	m.HTTP = httpapi.NewServer(cfg.Secret, httpapi.Health{
-		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: orchestrator.Version,
+		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: mapserver.Version,
 	}, m.Log)
 	m.HTTP.Blank, m.HTTP.FailHealth = cfg.Blank, cfg.FaultFailHealth
 	m.HTTP.GameAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.GamePort))
@@ -98,9 +98,9 @@ func (m *Main) Open() error {
 		return err
 	}
 
-	m.Link = orchlink.New(m.Orch, orchestrator.MapReady{
+	m.Link = orchlink.New(m.Orch, control.MapReady{
 		InstanceID: cfg.InstanceID, MapID: cfg.MapID, GamePort: m.HTTP.GamePort(), ControlPort: m.HTTP.ControlPort(),
-		Version: orchestrator.Version,
+		Version: mapserver.Version,
 	}, cfg.Heartbeat(), m.Log)
 	m.Link.PushEvery = cfg.SnapshotPush()
 	m.Link.Players, m.Link.Tick = m.Loop.Players, m.Loop.Tick
@@ -111,14 +111,14 @@ func (m *Main) Open() error {
 	if err := m.Loop.Open(); err != nil {
 		return errors.Join(err, m.Link.Close(), m.closeHTTP())
 	}
-	m.Log.Info("map server listening", "gamePort", m.HTTP.GamePort(), "controlPort", m.HTTP.ControlPort(), "version", orchestrator.Version)
+	m.Log.Info("map server listening", "gamePort", m.HTTP.GamePort(), "controlPort", m.HTTP.ControlPort(), "version", mapserver.Version)
 	return nil
 }
 
 // start is called once the orchestrator names the instance: the link registers under
 // it, and the world is generated off the request path (a warm-pool handout answers at
 // once; the world is ready within milliseconds, before a player can arrive).
-func (m *Main) start(r control.StartInstance, mc mapgen.MapConfig) {
+func (m *Main) start(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
 	m.Link.Rebind(r.InstanceID, r.MapID)
 	go func() {
 		defer close(m.generated)

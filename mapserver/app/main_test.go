@@ -13,17 +13,18 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
-	"github.com/mapyard/mapyard/mapserver/app/apptest"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
 )
 
-const secret = apptest.Secret
+const secret = faketest.Secret
 
 // fakeOrch is the fake orchestrator in-process.
-type fakeOrch struct{ *apptest.Orch }
+type fakeOrch struct{ *faketest.Orch }
 
-func mustOpenFakeOrch(t *testing.T) *fakeOrch { return &fakeOrch{apptest.MustOpenOrch(t)} }
+func mustOpenFakeOrch(t *testing.T) *fakeOrch { return &fakeOrch{faketest.MustOpenOrch(t)} }
 
 func (f *fakeOrch) join(t *testing.T, body string) orchestrator.JoinResponse { return f.Join(t, body) }
 
@@ -50,7 +51,10 @@ func mustOpenMap(t *testing.T, f *fakeOrch, tune func(*mapserver.Config)) *app.M
 	return m
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) { t.Helper(); apptest.WaitFor(t, what, cond) }
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	faketest.WaitFor(t, what, cond)
+}
 
 // player is a real WebSocket client of the map.
 type player struct {
@@ -181,7 +185,7 @@ func TestMain_JoinResumeAndStop(t *testing.T) {
 		}
 		again := dialMap(t, m)
 		again.send(`{"v":1,"kind":"hello","resume":"` + token + `"}`)
-		if e := again.next(); e["kind"] != "error" || e["code"] != orchestrator.ETICKETINVALID {
+		if e := again.next(); e["kind"] != "error" || e["code"] != apierr.ETICKETINVALID {
 			t.Fatalf("second resume: %v", e)
 		}
 		again.wantClose(websocket.ClosePolicyViolation)

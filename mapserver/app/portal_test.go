@@ -16,6 +16,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // TestPortal_TransferToSecondMap walks a saved character into the default map's portal
@@ -39,12 +40,12 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 	}
 	// A saved character standing one unit west of the portal's trigger circle.
 	j := f.join(t, `{"authKey":"P0rtalK3yAbCdEfGhIjKlMnOp"}`)
-	payload, _ := json.Marshal(orchestrator.CharacterStatePayload{
+	payload, _ := json.Marshal(control.CharacterStatePayload{
 		MapID: mapgen.DefaultMapID, InstanceID: "dev-1", Attributes: json.RawMessage(`{"gold":12}`),
 		X: float64(portal.X-portal.Radius)/100 - 1, Y: float64(portal.Y) / 100,
 	})
-	env := orchestrator.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", orchestrator.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	env := control.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", control.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
 		t.Fatal(err)
 	}
 
@@ -72,7 +73,7 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 		t.Fatalf("destination welcome %v", w)
 	}
 	s := a.snapshotWhere("the arrival", func(s *wire.Snapshot) bool { return self(s) != nil })
-	want := orchlink.ArrivalPoint(dst.World(), "frontier", &orchestrator.CharacterState{MapID: mapgen.DefaultMapID})
+	want := orchlink.ArrivalPoint(dst.World(), "frontier", &control.CharacterState{MapID: mapgen.DefaultMapID})
 	if want.Via != "portal" {
 		t.Fatalf("frontier has no portal back to default: %+v", want)
 	}
@@ -85,11 +86,11 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", orchestrator.CharacterPartitionPrefix+j.CharacterID)
+	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", control.CharacterPartitionPrefix+j.CharacterID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pushed orchestrator.CharacterStatePayload
+	var pushed control.CharacterStatePayload
 	if err := json.Unmarshal(snap.Envelope.Payload, &pushed); err != nil || string(pushed.Attributes) != `{"gold":12}` || pushed.MapID != "frontier" {
 		t.Fatalf("pushed %s (%v)", snap.Envelope.Payload, err)
 	}

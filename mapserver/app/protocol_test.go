@@ -109,7 +109,7 @@ func TestProtocol_MoveAckDelta(t *testing.T) {
 	t.Run("MalformedCommandKeepsConnection", func(t *testing.T) {
 		g.t = t
 		for _, tc := range []struct{ msg, code string }{
-			{`{"v":1,"kind":"command","seq":2,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":13,"dx":900}]}}`, wire.CodeBadDirection},
+			{`{"v":1,"kind":"command","seq":2,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":13,"dx":900,"dy":0}]}}`, wire.CodeBadDirection},
 			{`{"v":1,"kind":"command","seq":3,"feature":"movement","action":"input_batch","payload":"left"}`, wire.CodeBadPayload},
 			{`{"v":1,"kind":"command","seq":4,"feature":"magic","action":"fly"}`, wire.CodeUnknownCommand},
 			{`{"v":1,"kind":"dance"}`, wire.CodeBadRequest},
@@ -124,8 +124,8 @@ func TestProtocol_MoveAckDelta(t *testing.T) {
 	})
 	t.Run("DuplicateSeqIgnored", func(t *testing.T) {
 		g.t = t
-		g.send(`{"v":1,"kind":"command","seq":5,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":14,"dx":1}]}}`)
-		g.send(`{"v":1,"kind":"command","seq":6,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":15,"dx":0}]}}`)
+		g.send(`{"v":1,"kind":"command","seq":5,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":14,"dx":1,"dy":0}]}}`)
+		g.send(`{"v":1,"kind":"command","seq":6,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":15,"dx":0,"dy":0}]}}`)
 		if s := g.snapshotWhere("input 15", func(s *wire.Snapshot) bool { return s.Seq >= 14 }); s.Seq != 15 {
 			t.Fatalf("seq %d: the command with a repeated seq was applied", s.Seq)
 		}

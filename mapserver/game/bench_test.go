@@ -9,7 +9,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // BenchmarkTickW1 is the tick goroutine's work under workload W1 without the network:
@@ -42,7 +42,7 @@ func BenchmarkTickW1(b *testing.B) {
 				ids[i] = fmt.Sprintf("bot-%d", i)
 				// Spread over the map, as W1's random walks leave the bots after the
 				// warm-up (the few spawn points would crowd them otherwise).
-				at := &orchestrator.CharacterState{MapID: cfg.MapID, X: float64(rng.IntN(int(bw))), Y: float64(rng.IntN(int(bh)))}
+				at := &control.CharacterState{MapID: cfg.MapID, X: float64(rng.IntN(int(bw))), Y: float64(rng.IntN(int(bh)))}
 				if err := g.Spawn(ids[i], at); err != nil {
 					b.Fatal(err)
 				}

@@ -17,7 +17,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Area of interest (workload W1): 200-unit cells, and a cell is given up only 10 units
@@ -83,19 +84,19 @@ func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, err
 		if err != nil {
 			var we *wire.Error
 			if errors.As(err, &we) {
-				return nil, orchestrator.Errorf(we.Code, "%s", we.Message)
+				return nil, apierr.Errorf(we.Code, "%s", we.Message)
 			}
-			return nil, orchestrator.Errorf(wire.CodeBadPayload, "%v", err)
+			return nil, apierr.Errorf(wire.CodeBadPayload, "%v", err)
 		}
 		return in, nil
 	}
-	return nil, orchestrator.Errorf(wire.CodeUnknownCommand, "unknown command %.32q/%.32q", feature, action)
+	return nil, apierr.Errorf(wire.CodeUnknownCommand, "unknown command %.32q/%.32q", feature, action)
 }
 
 // Spawn adds a character where orchlink.ArrivalPoint puts it: its saved position on
 // this map, next to the portal leading back where it came from, or a spawn point. The
 // attributes it carries stay with it untouched.
-func (g *Game) Spawn(characterID string, st *orchestrator.CharacterState) error {
+func (g *Game) Spawn(characterID string, st *control.CharacterState) error {
 	if _, ok := g.slots[characterID]; ok {
 		return fmt.Errorf("character %q is already in the world", characterID)
 	}
@@ -119,11 +120,11 @@ func (g *Game) Spawn(characterID string, st *orchestrator.CharacterState) error 
 func (g *Game) Apply(characterID string, cmd any) error {
 	slot, ok := g.slots[characterID]
 	if !ok {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "no such character")
+		return apierr.Errorf(apierr.ENOTFOUND, "no such character")
 	}
 	in, ok := cmd.([]sim.Input)
 	if !ok {
-		return orchestrator.Errorf(wire.CodeUnknownCommand, "unknown command")
+		return apierr.Errorf(wire.CodeUnknownCommand, "unknown command")
 	}
 	g.state.Enqueue(slot, in)
 	return nil
@@ -157,13 +158,13 @@ func (g *Game) place() {
 }
 
 // State is a character's position in units (metres) and its attributes.
-func (g *Game) State(characterID string) (orchestrator.CharacterState, bool) {
+func (g *Game) State(characterID string) (control.CharacterState, bool) {
 	slot, ok := g.slots[characterID]
 	if !ok {
-		return orchestrator.CharacterState{}, false
+		return control.CharacterState{}, false
 	}
 	p := g.state.Entities[slot].Pos
-	return orchestrator.CharacterState{
+	return control.CharacterState{
 		CharacterID: characterID, MapID: g.mapID,
 		X: float64(p.X) / sim.QuantaPerUnit, Y: float64(p.Y) / sim.QuantaPerUnit, Attributes: g.attrs[characterID],
 	}, true

@@ -8,7 +8,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 func mustNewGame(t *testing.T) (*game.Game, *mapgen.World) {
@@ -30,7 +31,7 @@ func mustNewGame(t *testing.T) (*game.Game, *mapgen.World) {
 
 func TestGame_SpawnCarriesStateAndMoves(t *testing.T) {
 	g, _ := mustNewGame(t)
-	st := &orchestrator.CharacterState{MapID: mapgen.DefaultMapID, X: 500, Y: 600, Attributes: json.RawMessage(`{"gold":7}`)}
+	st := &control.CharacterState{MapID: mapgen.DefaultMapID, X: 500, Y: 600, Attributes: json.RawMessage(`{"gold":7}`)}
 	if err := g.Spawn("c1", st); err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +68,10 @@ func TestGame_DecodeErrorsCarryCodes(t *testing.T) {
 	g, _ := mustNewGame(t)
 	for _, tc := range []struct{ feature, action, payload, code string }{
 		{"movement", "input_batch", `{"inputs":[]}`, wire.CodeBadPayload},
-		{"movement", "input_batch", `{"inputs":[{"seq":1,"dx":300}]}`, wire.CodeBadDirection},
+		{"movement", "input_batch", `{"inputs":[{"seq":1,"dx":300,"dy":0}]}`, wire.CodeBadDirection},
 		{"chat", "say", `{}`, wire.CodeUnknownCommand},
 	} {
-		if _, err := g.Decode(tc.feature, tc.action, json.RawMessage(tc.payload)); orchestrator.ErrorCode(err) != tc.code {
+		if _, err := g.Decode(tc.feature, tc.action, json.RawMessage(tc.payload)); apierr.Code(err) != tc.code {
 			t.Errorf("%s/%s %s: %v, want %s", tc.feature, tc.action, tc.payload, err, tc.code)
 		}
 	}
@@ -115,7 +116,7 @@ func TestGame_PortalEntered(t *testing.T) {
 	p := w.Portals[0]
 	// Start one unit west of the trigger circle and walk east.
 	x := float64(p.X-p.Radius)/100 - 1
-	if err := g.Spawn("c1", &orchestrator.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(p.Y) / 100}); err != nil {
+	if err := g.Spawn("c1", &control.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(p.Y) / 100}); err != nil {
 		t.Fatal(err)
 	}
 	var inputs []sim.Input

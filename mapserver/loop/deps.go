@@ -6,7 +6,6 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -21,7 +20,7 @@ type Game interface {
 	Decode(feature, action string, payload json.RawMessage) (any, error)
 	// Spawn adds a character with the state it carries (nil: a new character, placed
 	// at a spawn point).
-	Spawn(characterID string, st *orchestrator.CharacterState) error
+	Spawn(characterID string, st *control.CharacterState) error
 	// Apply hands a decoded command of a character to the next Step.
 	Apply(characterID string, cmd any) error
 	// Stop clears what a character was doing (its connection is gone).
@@ -29,7 +28,7 @@ type Game interface {
 	// Step advances the simulation one tick and reports what the loop must act on.
 	Step() []Event
 	// State is a character's persistent state now (position, attributes).
-	State(characterID string) (orchestrator.CharacterState, bool)
+	State(characterID string) (control.CharacterState, bool)
 	// Despawn removes a character from the world.
 	Despawn(characterID string)
 	// NewView starts replication to one connection of a character: its area of
@@ -64,13 +63,13 @@ type Link interface {
 	PushDue() bool
 	// PushCharacter queues the "character:<id>" partition of a character held at lease
 	// epoch; newer pushes of a partition replace older ones still queued.
-	PushCharacter(characterID string, epoch, mapTick int64, st orchestrator.CharacterStatePayload) (int64, error)
+	PushCharacter(characterID string, epoch, mapTick int64, st control.CharacterStatePayload) (int64, error)
 	// RequestTransfer asks for a transfer and calls done once, from the link's
 	// goroutine, with the answer or the refusal (map_quarantined, map_unavailable).
-	RequestTransfer(r orchestrator.TransferRequest, done func(orchlink.TransferOutcome)) error
+	RequestTransfer(r control.TransferRequest, done func(orchlink.TransferOutcome)) error
 	// ReportTransfer reports, as the destination, whether a transferred player was
 	// welcomed, which completes (or aborts) the transfer at the orchestrator.
-	ReportTransfer(r orchestrator.TransferResult) error
+	ReportTransfer(r control.TransferResult) error
 }
 
 var _ Link = (*orchlink.Link)(nil)
@@ -78,10 +77,10 @@ var _ Link = (*orchlink.Link)(nil)
 // Redeemer redeems a player's join ticket or transfer token for this map through the
 // orchestrator. It is called on the connection's goroutine, never on the tick. Error
 // codes: ticket_invalid, ticket_expired, ticket_used, wrong_map, map_quarantined,
-// map_unavailable; any error that is not an *orchestrator.Error means the orchestrator
+// map_unavailable; any error that is not an *apierr.Error means the orchestrator
 // could not be reached.
 type Redeemer interface {
-	Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error)
+	Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error)
 }
 
 var _ Redeemer = (*control.Client)(nil)

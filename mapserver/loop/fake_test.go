@@ -9,7 +9,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // fakeGame is a tiny game: characters stand on a line at X and move by the dx of their
@@ -56,7 +57,7 @@ func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any,
 			Inputs []fakeInput `json:"inputs"`
 		}
 		if err := json.Unmarshal(payload, &p); err != nil || len(p.Inputs) == 0 {
-			return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "payload must be {\"inputs\":[...]}")
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "payload must be {\"inputs\":[...]}")
 		}
 		return p.Inputs, nil
 	case "test/portal":
@@ -66,10 +67,10 @@ func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any,
 	case "test/other":
 		return "other", nil
 	}
-	return nil, orchestrator.Errorf(orchestrator.ENOTIMPLEMENTED, "unknown command %s/%s", feature, action)
+	return nil, apierr.Errorf(apierr.ENOTIMPLEMENTED, "unknown command %s/%s", feature, action)
 }
 
-func (g *fakeGame) Spawn(id string, st *orchestrator.CharacterState) error {
+func (g *fakeGame) Spawn(id string, st *control.CharacterState) error {
 	c := &fakeChar{x: 100}
 	if st != nil {
 		c.x, c.attrs = st.X, st.Attributes
@@ -87,7 +88,7 @@ func (g *fakeGame) Apply(id string, cmd any) error {
 		g.portals = append(g.portals, id)
 	case string:
 		if v == "reject" {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "refused")
+			return apierr.Errorf(apierr.ECONFLICT, "refused")
 		}
 	}
 	return nil
@@ -120,12 +121,12 @@ func (g *fakeGame) Step() []loop.Event {
 	return evs
 }
 
-func (g *fakeGame) State(id string) (orchestrator.CharacterState, bool) {
+func (g *fakeGame) State(id string) (control.CharacterState, bool) {
 	c, ok := g.chars[id]
 	if !ok {
-		return orchestrator.CharacterState{}, false
+		return control.CharacterState{}, false
 	}
-	return orchestrator.CharacterState{CharacterID: id, X: c.x, Y: 5, Attributes: c.attrs}, true
+	return control.CharacterState{CharacterID: id, X: c.x, Y: 5, Attributes: c.attrs}, true
 }
 
 func (g *fakeGame) Despawn(id string) { delete(g.chars, id) }

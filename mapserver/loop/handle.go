@@ -6,7 +6,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // FeatureMovement is the command feature whose inputs snapshots acknowledge (the
@@ -41,9 +42,9 @@ func (l *Loop) handle(m message) {
 // join admits a redeemed character: spawned with the state it carries, or, when it is
 // here already (a second tab, a connection the server has not yet seen drop), taken
 // over by the new connection at the new lease epoch.
-func (l *Loop) join(sess *session, res *orchestrator.RedeemResult) error {
+func (l *Loop) join(sess *session, res *control.RedeemResult) error {
 	if l.game == nil {
-		return orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "the map is not ready yet; join again")
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is not ready yet; join again")
 	}
 	p := l.chars[res.CharacterID]
 	if p != nil {
@@ -52,7 +53,7 @@ func (l *Loop) join(sess *session, res *orchestrator.RedeemResult) error {
 	} else {
 		if err := l.game.Spawn(res.CharacterID, res.State); err != nil {
 			l.Log.Error("spawn failed", "character", res.CharacterID, "err", err)
-			return orchestrator.Errorf(orchestrator.EINTERNAL, "the character cannot be placed on this map")
+			return apierr.Errorf(apierr.EINTERNAL, "the character cannot be placed on this map")
 		}
 		p = &player{id: res.CharacterID}
 		l.chars[p.id] = p
@@ -70,7 +71,7 @@ func (l *Loop) join(sess *session, res *orchestrator.RedeemResult) error {
 func (l *Loop) resume(sess *session, token string) error {
 	p := l.tokens[token]
 	if p == nil || p.transfer != "" || (p.sess == nil && !l.Now().Before(p.expires)) {
-		return orchestrator.Errorf(orchestrator.ETICKETINVALID, "the resume token is unknown, used or expired; join again")
+		return apierr.Errorf(apierr.ETICKETINVALID, "the resume token is unknown, used or expired; join again")
 	}
 	l.detach(p, mapserver.CloseNormal, "resumed on another connection")
 	l.attach(p, sess, "", true)
@@ -99,7 +100,7 @@ func (l *Loop) command(m message) {
 	}
 	if err := l.game.Apply(p.id, m.cmd); err != nil {
 		l.Metrics.Commands.WithLabelValues(OutcomeRejected).Inc()
-		l.send(p, wire.ErrorFrame(orchestrator.ErrorCode(err), orchestrator.ErrorMessage(err), m.seq), false)
+		l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), m.seq), false)
 		return
 	}
 	l.Metrics.Commands.WithLabelValues(OutcomeApplied).Inc()
@@ -127,7 +128,7 @@ func (l *Loop) portal(ev Event) {
 		return
 	}
 	st.CharacterID, st.MapID, st.InstanceID = p.id, l.world.Config.MapID, l.world.Config.InstanceID
-	req := orchestrator.TransferRequest{
+	req := control.TransferRequest{
 		TransferID: orchlink.NewTransferID(), CharacterID: p.id, FromInstanceID: l.world.Config.InstanceID,
 		ToMapID: ev.Portal.TargetMapID, Epoch: p.epoch, State: st,
 	}
@@ -136,7 +137,7 @@ func (l *Loop) portal(ev Event) {
 		l.post(message{op: opTransfer, characterID: id, transferID: tr, outcome: o})
 	})
 	if err != nil {
-		l.deny(p, orchestrator.EMAPUNAVAILABLE, "the map cannot reach the orchestrator now; try again")
+		l.deny(p, apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator now; try again")
 		return
 	}
 	p.transfer = tr
@@ -154,7 +155,7 @@ func (l *Loop) transferred(characterID, transferID string, o orchlink.TransferOu
 	}
 	if o.Denied() {
 		p.transfer = ""
-		l.deny(p, o.Code, orchestrator.ErrorMessage(o.Err))
+		l.deny(p, o.Code, apierr.Message(o.Err))
 		return
 	}
 	a := o.Answer

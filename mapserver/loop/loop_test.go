@@ -18,6 +18,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // fakeOrch is the Redeemer and the Link: tickets "char-N" redeem once to character
@@ -25,31 +27,31 @@ import (
 type fakeOrch struct {
 	mu       sync.Mutex
 	used     map[string]bool
-	pushes   []orchestrator.CharacterStatePayload
+	pushes   []control.CharacterStatePayload
 	pushedID []string
-	requests []orchestrator.TransferRequest
-	reports  []orchestrator.TransferResult
+	requests []control.TransferRequest
+	reports  []control.TransferResult
 	deny     string
 	pushDue  bool
 }
 
 var _ loop.Link = (*fakeOrch)(nil)
 
-func (f *fakeOrch) Redeem(_ context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
+func (f *fakeOrch) Redeem(_ context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !strings.HasPrefix(r.Token, "char-") && !strings.HasPrefix(r.Token, "tr-") {
-		return nil, orchestrator.Errorf(orchestrator.ETICKETINVALID, "bad signature")
+		return nil, apierr.Errorf(apierr.ETICKETINVALID, "bad signature")
 	}
 	if f.used[r.Token] {
-		return nil, orchestrator.Errorf(orchestrator.ETICKETUSED, "ticket already used")
+		return nil, apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
 	}
 	f.used[r.Token] = true
 	if id, ok := strings.CutPrefix(r.Token, "tr-"); ok {
-		return &orchestrator.RedeemResult{Kind: "transfer", CharacterID: id, Epoch: 9, TransferID: r.Token,
-			State: &orchestrator.CharacterState{X: 42, Attributes: json.RawMessage(`{"gold":3}`)}}, nil
+		return &control.RedeemResult{Kind: "transfer", CharacterID: id, Epoch: 9, TransferID: r.Token,
+			State: &control.CharacterState{X: 42, Attributes: json.RawMessage(`{"gold":3}`)}}, nil
 	}
-	return &orchestrator.RedeemResult{Kind: "join", CharacterID: r.Token, Epoch: 2}, nil
+	return &control.RedeemResult{Kind: "join", CharacterID: r.Token, Epoch: 2}, nil
 }
 
 func (f *fakeOrch) PushDue() bool {
@@ -60,7 +62,7 @@ func (f *fakeOrch) PushDue() bool {
 	return due
 }
 
-func (f *fakeOrch) PushCharacter(id string, epoch, tick int64, st orchestrator.CharacterStatePayload) (int64, error) {
+func (f *fakeOrch) PushCharacter(id string, epoch, tick int64, st control.CharacterStatePayload) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pushes = append(f.pushes, st)
@@ -68,24 +70,24 @@ func (f *fakeOrch) PushCharacter(id string, epoch, tick int64, st orchestrator.C
 	return int64(len(f.pushes)), nil
 }
 
-func (f *fakeOrch) RequestTransfer(r orchestrator.TransferRequest, done func(orchlink.TransferOutcome)) error {
+func (f *fakeOrch) RequestTransfer(r control.TransferRequest, done func(orchlink.TransferOutcome)) error {
 	f.mu.Lock()
 	f.requests = append(f.requests, r)
 	deny := f.deny
 	f.mu.Unlock()
 	go func() {
 		if deny != "" {
-			done(orchlink.TransferOutcome{Err: orchestrator.Errorf(deny, "the destination is resting"), Code: deny})
+			done(orchlink.TransferOutcome{Err: apierr.Errorf(deny, "the destination is resting"), Code: deny})
 			return
 		}
-		done(orchlink.TransferOutcome{Answer: &orchestrator.TransferAnswer{
+		done(orchlink.TransferOutcome{Answer: &control.TransferAnswer{
 			TransferID: r.TransferID, Token: "tok", ToInstanceID: "frontier-1", WS: orchestrator.WSPath("frontier-1"), ExpiresAtMs: 99,
 		}})
 	}()
 	return nil
 }
 
-func (f *fakeOrch) ReportTransfer(r orchestrator.TransferResult) error {
+func (f *fakeOrch) ReportTransfer(r control.TransferResult) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reports = append(f.reports, r)
@@ -439,7 +441,7 @@ func TestPortal_Transfer(t *testing.T) {
 
 func TestPortal_DeniedStays(t *testing.T) {
 	h := newHarness(t, nil)
-	h.orch.deny = orchestrator.EMAPQUARANTINED
+	h.orch.deny = apierr.EMAPQUARANTINED
 	c := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
 	c.welcome()
 	c.send(`{"v":1,"kind":"command","seq":1,"feature":"test","action":"portal"}`)
@@ -464,7 +466,7 @@ func TestTransferArrival_Reported(t *testing.T) {
 	if s := c.snapshotWhere("full", func(s fakeSnapshot) bool { return s.Full }); s.X != 42 {
 		t.Fatalf("arrived at x %v, want the carried 42", s.X)
 	}
-	var reports []orchestrator.TransferResult
+	var reports []control.TransferResult
 	waitFor(t, "the arrival's report", func() bool {
 		h.orch.mu.Lock()
 		defer h.orch.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // op says what a message asks of the tick.
@@ -43,9 +43,9 @@ type message struct {
 
 // admission is a join or a resume waiting for the tick's answer.
 type admission struct {
-	res    *orchestrator.RedeemResult // a join's redeemed ticket
-	token  string                     // a resume's token
-	result chan error                 // buffered: the tick never waits for the reader
+	res    *control.RedeemResult // a join's redeemed ticket
+	token  string                // a resume's token
+	result chan error            // buffered: the tick never waits for the reader
 }
 
 // player is one character in the game state. Only the tick goroutine touches it.
@@ -129,7 +129,7 @@ func (l *Loop) push(p *player) {
 	if !ok {
 		return
 	}
-	payload := orchestrator.CharacterStatePayload{
+	payload := control.CharacterStatePayload{
 		MapID: l.world.Config.MapID, InstanceID: l.world.Config.InstanceID, X: st.X, Y: st.Y, Attributes: st.Attributes,
 	}
 	if _, err := l.Link.PushCharacter(p.id, p.epoch, int64(l.tick.Load()), payload); err != nil {

@@ -8,7 +8,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 var _ mapserver.Handshaker = (*Loop)(nil)
@@ -33,7 +34,7 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 	var in wire.Inbound
 	if binary || json.Unmarshal(first, &in) != nil || in.V != wire.Version ||
 		(in.Kind != wire.KindHello && in.Kind != wire.KindResume) || (in.Ticket == "" && in.Resume == "") {
-		refuse(p, orchestrator.Errorf(orchestrator.EBADREQUEST,
+		refuse(p, apierr.Errorf(apierr.EBADREQUEST,
 			`the first message must be {"v":1,"kind":"hello","ticket":"..."} or {"v":1,"kind":"hello","resume":"..."}`))
 		return nil
 	}
@@ -46,27 +47,27 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 		return sess
 	}
 	if _, ok := l.waitWorld(ctx); !ok {
-		refuse(p, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "the map is not ready yet; join again"))
+		refuse(p, apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is not ready yet; join again"))
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, l.RedeemWait)
-	res, err := l.Redeemer.Redeem(rctx, orchestrator.RedeemRequest{InstanceID: l.world.Config.InstanceID, Token: in.Ticket})
+	res, err := l.Redeemer.Redeem(rctx, control.RedeemRequest{InstanceID: l.world.Config.InstanceID, Token: in.Ticket})
 	cancel()
 	if err != nil {
-		var e *orchestrator.Error
+		var e *apierr.Error
 		if !errors.As(err, &e) {
 			l.Log.Error("redeem failed", "err", err)
-			err = orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "the map cannot reach the orchestrator; join again")
+			err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator; join again")
 		}
-		l.Log.Info("player refused", "code", orchestrator.ErrorCode(err), "remote", p.Remote())
+		l.Log.Info("player refused", "code", apierr.Code(err), "remote", p.Remote())
 		refuse(p, err)
 		return nil
 	}
 	err = l.ask(message{op: opJoin, sess: sess, admit: &admission{res: res}})
 	if res.TransferID != "" {
-		r := orchestrator.TransferResult{TransferID: res.TransferID, InstanceID: l.world.Config.InstanceID, Success: err == nil}
+		r := control.TransferResult{TransferID: res.TransferID, InstanceID: l.world.Config.InstanceID, Success: err == nil}
 		if err != nil {
-			r.Reason = orchestrator.ErrorMessage(err)
+			r.Reason = apierr.Message(err)
 		}
 		if rerr := l.Link.ReportTransfer(r); rerr != nil {
 			l.Log.Warn("transfer result not queued", "transfer", res.TransferID, "err", rerr)
@@ -83,7 +84,7 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 func (l *Loop) ask(m message) error {
 	m.admit.result = make(chan error, 1)
 	if !l.post(m) {
-		return orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "the map is stopping; join again")
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is stopping; join again")
 	}
 	select {
 	case err := <-m.admit.result:
@@ -93,7 +94,7 @@ func (l *Loop) ask(m message) error {
 		case err := <-m.admit.result:
 			return err
 		default:
-			return orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "the map is stopping; join again")
+			return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is stopping; join again")
 		}
 	}
 }
@@ -122,9 +123,9 @@ func (l *Loop) Ready() bool {
 
 // refuse answers a refused hello with the error and closes the connection.
 func refuse(p mapserver.Peer, err error) {
-	code := orchestrator.ErrorCode(err)
-	p.Send(wire.ErrorFrame(code, orchestrator.ErrorMessage(err), 0), false)
-	if code == orchestrator.EMAPUNAVAILABLE {
+	code := apierr.Code(err)
+	p.Send(wire.ErrorFrame(code, apierr.Message(err), 0), false)
+	if code == apierr.EMAPUNAVAILABLE {
 		p.Close(mapserver.CloseTryAgain, code)
 		return
 	}
@@ -135,16 +136,16 @@ func refuse(p mapserver.Peer, err error) {
 // an error frame and the connection stays open: a client bug must not cost the session.
 func (s *session) Receive(data []byte, binary bool) {
 	if binary {
-		s.fail(orchestrator.EBADREQUEST, "messages are JSON text frames", 0)
+		s.fail(apierr.EBADREQUEST, "messages are JSON text frames", 0)
 		return
 	}
 	var in wire.Inbound
 	if err := json.Unmarshal(data, &in); err != nil {
-		s.fail(orchestrator.EBADREQUEST, "invalid JSON: "+err.Error(), 0)
+		s.fail(apierr.EBADREQUEST, "invalid JSON: "+err.Error(), 0)
 		return
 	}
 	if in.V != wire.Version {
-		s.fail(orchestrator.EBADREQUEST, "unsupported envelope version; this server speaks v=1", 0)
+		s.fail(apierr.EBADREQUEST, "unsupported envelope version; this server speaks v=1", 0)
 		return
 	}
 	switch in.Kind {
@@ -155,22 +156,22 @@ func (s *session) Receive(data []byte, binary bool) {
 		}
 		frame, err := json.Marshal(wire.Pong{V: wire.Version, Kind: wire.KindPong, T: t})
 		if err != nil {
-			s.fail(orchestrator.EBADREQUEST, "t must be a number", 0)
+			s.fail(apierr.EBADREQUEST, "t must be a number", 0)
 			return
 		}
 		s.send(frame, false)
 	case wire.KindAck:
 		if in.Tick == 0 {
-			s.fail(orchestrator.EBADREQUEST, "an ack needs the tick of the snapshot it acknowledges", 0)
+			s.fail(apierr.EBADREQUEST, "an ack needs the tick of the snapshot it acknowledges", 0)
 			return
 		}
 		s.l.post(message{op: opAck, sess: s, tick: in.Tick})
 	case wire.KindCommand:
 		s.command(&in)
 	case wire.KindHello, wire.KindResume:
-		s.fail(orchestrator.EBADREQUEST, "already welcomed", 0)
+		s.fail(apierr.EBADREQUEST, "already welcomed", 0)
 	default:
-		s.fail(orchestrator.EBADREQUEST, "unknown kind "+quote(in.Kind), 0)
+		s.fail(apierr.EBADREQUEST, "unknown kind "+quote(in.Kind), 0)
 	}
 }
 
@@ -178,13 +179,13 @@ func (s *session) Receive(data []byte, binary bool) {
 func (s *session) command(in *wire.Inbound) {
 	if in.Seq == 0 {
 		s.l.Metrics.Commands.WithLabelValues(OutcomeMalformed).Inc()
-		s.fail(orchestrator.EBADREQUEST, "a command needs a seq of 1 or more", 0)
+		s.fail(apierr.EBADREQUEST, "a command needs a seq of 1 or more", 0)
 		return
 	}
 	cmd, err := s.l.decoder.Decode(in.Feature, in.Action, in.Payload)
 	if err != nil {
 		s.l.Metrics.Commands.WithLabelValues(OutcomeMalformed).Inc()
-		s.fail(orchestrator.ErrorCode(err), orchestrator.ErrorMessage(err), in.Seq)
+		s.fail(apierr.Code(err), apierr.Message(err), in.Seq)
 		return
 	}
 	s.l.post(message{op: opCommand, sess: s, seq: in.Seq, tick: in.Tick, feature: in.Feature, cmd: cmd})

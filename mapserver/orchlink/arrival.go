@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // ArrivalClearance is how far outside a portal's trigger radius (in centimetres) a
@@ -28,7 +28,7 @@ type Arrival struct {
 // map's portal that leads back there, on the side facing the map's centre; anything
 // else starts at the first spawn point. Everything else the character owns travels in
 // the state's attributes, untouched.
-func ArrivalPoint(w *mapgen.World, mapID string, st *orchestrator.CharacterState) Arrival {
+func ArrivalPoint(w *mapgen.World, mapID string, st *control.CharacterState) Arrival {
 	width, height := float64(w.Width)/100, float64(w.Height)/100
 	if st != nil && st.MapID == mapID && inside(st.X, st.Y, width, height) {
 		return Arrival{X: st.X, Y: st.Y, Via: "saved"}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 func TestArrivalPoint(t *testing.T) {
@@ -19,7 +19,7 @@ func TestArrivalPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("FromAnotherMapBesideItsPortal", func(t *testing.T) {
-		a := orchlink.ArrivalPoint(w, "frontier", &orchestrator.CharacterState{MapID: "default", X: 1, Y: 1})
+		a := orchlink.ArrivalPoint(w, "frontier", &control.CharacterState{MapID: "default", X: 1, Y: 1})
 		var back mapgen.Portal
 		for _, p := range w.Portals {
 			if p.TargetMapID == "default" {
@@ -32,7 +32,7 @@ func TestArrivalPoint(t *testing.T) {
 		}
 	})
 	t.Run("SavedOnThisMapKeepsPosition", func(t *testing.T) {
-		a := orchlink.ArrivalPoint(w, "frontier", &orchestrator.CharacterState{MapID: "frontier", X: 12.5, Y: 40})
+		a := orchlink.ArrivalPoint(w, "frontier", &control.CharacterState{MapID: "frontier", X: 12.5, Y: 40})
 		if a != (orchlink.Arrival{X: 12.5, Y: 40, Via: "saved"}) {
 			t.Fatalf("arrival %+v", a)
 		}
@@ -44,7 +44,7 @@ func TestArrivalPoint(t *testing.T) {
 		}
 	})
 	t.Run("FromAMapWithoutPortalHereAtSpawn", func(t *testing.T) {
-		if a := orchlink.ArrivalPoint(w, "frontier", &orchestrator.CharacterState{MapID: "elsewhere"}); a.Via != "spawn" {
+		if a := orchlink.ArrivalPoint(w, "frontier", &control.CharacterState{MapID: "elsewhere"}); a.Via != "spawn" {
 			t.Fatalf("arrival %+v, want spawn", a)
 		}
 	})

@@ -13,18 +13,18 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Orchestrator is the part of the control RPC client the link uses.
 type Orchestrator interface {
-	MapReady(ctx context.Context, r orchestrator.MapReady) error
+	MapReady(ctx context.Context, r control.MapReady) error
 	Heartbeat(ctx context.Context, h control.Heartbeat) (control.HeartbeatAnswer, error)
 	PersistSnapshot(ctx context.Context, r control.PersistSnapshot) (control.PersistSnapshotAnswer, error)
-	PersistCritical(ctx context.Context, ev orchestrator.CriticalEvent) (orchestrator.CriticalAck, error)
-	RequestTransfer(ctx context.Context, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error)
-	TransferResult(ctx context.Context, r orchestrator.TransferResult) error
+	PersistCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
+	RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error)
+	TransferResult(ctx context.Context, r control.TransferResult) error
 }
 
 var _ Orchestrator = (*control.Client)(nil)
@@ -77,7 +77,7 @@ type Link struct {
 	Now func() time.Time
 
 	mu     sync.Mutex
-	ready  orchestrator.MapReady
+	ready  control.MapReady
 	rebind chan struct{}
 
 	out      outbox
@@ -90,12 +90,12 @@ type Link struct {
 }
 
 // New returns a Link that registers r through orch and sends a heartbeat every interval.
-func New(orch Orchestrator, r orchestrator.MapReady, interval time.Duration, log *slog.Logger) *Link {
+func New(orch Orchestrator, r control.MapReady, interval time.Duration, log *slog.Logger) *Link {
 	return &Link{
 		Orch: orch, ready: r, Heartbeat: interval, Log: log,
 		RetryMin: DefaultRetryMin, RetryMax: DefaultRetryMax, QueueSize: DefaultQueueSize,
 		PushEvery: DefaultPushEvery, TransferLimit: DefaultTransferLimit,
-		SimCoreVersion: orchestrator.Version, Now: time.Now,
+		SimCoreVersion: mapserver.Version, Now: time.Now,
 		rebind: make(chan struct{}, 1),
 	}
 }
@@ -174,7 +174,7 @@ func (l *Link) Run(ctx context.Context) {
 }
 
 // Ready returns the registration the link currently sends.
-func (l *Link) Ready() orchestrator.MapReady {
+func (l *Link) Ready() control.MapReady {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ready

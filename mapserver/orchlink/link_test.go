@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/orchlink"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -30,9 +30,9 @@ type fakeOrch struct {
 	forgetAt                   int // the forgetAt-th heartbeat answers "not registered"
 	players                    []int
 	snaps                      []control.PersistSnapshot
-	events                     []orchestrator.CriticalEvent
-	transfers                  []orchestrator.TransferRequest
-	results                    []orchestrator.TransferResult
+	events                     []control.CriticalEvent
+	transfers                  []control.TransferRequest
+	results                    []control.TransferResult
 	changed                    chan struct{}
 }
 
@@ -70,10 +70,10 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		f.fail[path]--
 		code := f.failCode[path]
 		if code == "" {
-			code = orchestrator.EUNAVAILABLE
+			code = apierr.EUNAVAILABLE
 		}
-		w.WriteHeader(control.Status(code))
-		_ = json.NewEncoder(w).Encode(control.ErrorResponse{Error: orchestrator.Error{Code: code, Message: "fake"}})
+		w.WriteHeader(apierr.Status(code))
+		_ = json.NewEncoder(w).Encode(control.ErrorResponse{Error: apierr.Error{Code: code, Message: "fake"}})
 		return
 	}
 	var out any = map[string]bool{"ok": true}
@@ -92,18 +92,18 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		f.snaps = append(f.snaps, s)
 		out = control.PersistSnapshotAnswer{Accepted: true}
 	case control.PathPersistCritical:
-		var ev orchestrator.CriticalEvent
+		var ev control.CriticalEvent
 		_ = json.Unmarshal(body, &ev)
 		f.events = append(f.events, ev)
-		out = orchestrator.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}
+		out = control.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}
 	case control.PathRequestTransfer:
-		var tr orchestrator.TransferRequest
+		var tr control.TransferRequest
 		_ = json.Unmarshal(body, &tr)
 		f.transfers = append(f.transfers, tr)
-		out = orchestrator.TransferAnswer{TransferID: tr.TransferID, Token: "tok-" + tr.TransferID,
-			ToInstanceID: tr.ToMapID + "-1", WS: orchestrator.WSPath(tr.ToMapID + "-1")}
+		out = control.TransferAnswer{TransferID: tr.TransferID, Token: "tok-" + tr.TransferID,
+			ToInstanceID: tr.ToMapID + "-1", WS: "/maps/" + tr.ToMapID + "-1/ws"}
 	case control.PathTransferResult:
-		var tr orchestrator.TransferResult
+		var tr control.TransferResult
 		_ = json.Unmarshal(body, &tr)
 		f.results = append(f.results, tr)
 	}
@@ -131,7 +131,7 @@ func (f *fakeOrch) until(t *testing.T, what string, cond func() bool) {
 
 func openLink(t *testing.T, c orchlink.Orchestrator) *orchlink.Link {
 	t.Helper()
-	l := orchlink.New(c, orchestrator.MapReady{InstanceID: "a-1", MapID: "a"}, 5*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l := orchlink.New(c, control.MapReady{InstanceID: "a-1", MapID: "a"}, 5*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l.RetryMin, l.RetryMax = time.Millisecond, 5*time.Millisecond
 	l.QueueSize = 4
 	if err := l.Open(); err != nil {
@@ -177,7 +177,7 @@ func TestLink_Push(t *testing.T) {
 		l := openLink(t, c)
 		var revs []int64
 		push := func(x float64) {
-			rev, err := l.PushCharacter("c1", 3, int64(x), orchestrator.CharacterStatePayload{X: x})
+			rev, err := l.PushCharacter("c1", 3, int64(x), control.CharacterStatePayload{X: x})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +206,7 @@ func TestLink_Push(t *testing.T) {
 		if len(chars) != 2 || chars[0].Revision != revs[0] || chars[1].Revision != revs[2] {
 			t.Fatalf("sent %+v, want revision %d then only the newest %d", chars, revs[0], revs[2])
 		}
-		var st orchestrator.CharacterStatePayload
+		var st control.CharacterStatePayload
 		if err := json.Unmarshal(chars[1].Envelope.Payload, &st); err != nil || st.X != 3 || st.InstanceID != "a-1" || st.MapID != "a" {
 			t.Fatalf("newest payload %s (%v), want x=3 on a-1 of map a", chars[1].Envelope.Payload, err)
 		}
@@ -231,9 +231,9 @@ func TestLink_Push(t *testing.T) {
 	})
 	t.Run("DropsRefusedPush", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathPersistSnapshot], f.failCode[control.PathPersistSnapshot] = 1, orchestrator.ECONFLICT
+		f.fail[control.PathPersistSnapshot], f.failCode[control.PathPersistSnapshot] = 1, apierr.ECONFLICT
 		l := openLink(t, c)
-		if _, err := l.PushCharacter("gone", 1, 1, orchestrator.CharacterStatePayload{}); err != nil {
+		if _, err := l.PushCharacter("gone", 1, 1, control.CharacterStatePayload{}); err != nil {
 			t.Fatal(err)
 		}
 		flush(t, l)
@@ -265,7 +265,7 @@ func TestLink_Push(t *testing.T) {
 	t.Run("PushDueOncePerPeriod", func(t *testing.T) {
 		_, c := newFakeOrch(t)
 		now := time.Unix(1000, 0)
-		l := orchlink.New(c, orchestrator.MapReady{InstanceID: "a-1"}, time.Hour, slog.New(slog.DiscardHandler))
+		l := orchlink.New(c, control.MapReady{InstanceID: "a-1"}, time.Hour, slog.New(slog.DiscardHandler))
 		l.Now, l.PushEvery = func() time.Time { return now }, 10*time.Second
 		if err := l.Open(); err != nil {
 			t.Fatal(err)
@@ -289,7 +289,7 @@ func TestLink_Critical(t *testing.T) {
 		var mu sync.Mutex
 		var acked []string
 		for _, id := range []string{"e1", "e2", "e3"} {
-			err := l.Critical(orchestrator.CriticalEvent{EventID: id, Kind: "item_spend"}, func(a orchestrator.CriticalAck, err error) {
+			err := l.Critical(control.CriticalEvent{EventID: id, Kind: "item_spend"}, func(a control.CriticalAck, err error) {
 				if err != nil {
 					t.Errorf("event %s: %v", id, err)
 				}
@@ -313,13 +313,13 @@ func TestLink_Critical(t *testing.T) {
 	})
 	t.Run("RefusedEventReportsTheError", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathPersistCritical], f.failCode[control.PathPersistCritical] = 1, orchestrator.ECONFLICT
+		f.fail[control.PathPersistCritical], f.failCode[control.PathPersistCritical] = 1, apierr.ECONFLICT
 		l := openLink(t, c)
-		ch, err := l.CriticalChan(orchestrator.CriticalEvent{EventID: "e1"})
+		ch, err := l.CriticalChan(control.CriticalEvent{EventID: "e1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res := <-ch; orchestrator.ErrorCode(res.Err) != orchestrator.ECONFLICT {
+		if res := <-ch; apierr.Code(res.Err) != apierr.ECONFLICT {
 			t.Fatalf("err=%v, want conflict", res.Err)
 		}
 	})
@@ -327,7 +327,7 @@ func TestLink_Critical(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.fail[control.PathPersistCritical] = 1 << 30
 		l := openLink(t, c)
-		ch, err := l.CriticalChan(orchestrator.CriticalEvent{EventID: "e1"})
+		ch, err := l.CriticalChan(control.CriticalEvent{EventID: "e1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,7 +336,7 @@ func TestLink_Critical(t *testing.T) {
 		if res := <-ch; !errors.Is(res.Err, orchlink.ErrClosed) {
 			t.Fatalf("err=%v, want ErrClosed", res.Err)
 		}
-		if err := l.Critical(orchestrator.CriticalEvent{EventID: "e2"}, nil); !errors.Is(err, orchlink.ErrClosed) {
+		if err := l.Critical(control.CriticalEvent{EventID: "e2"}, nil); !errors.Is(err, orchlink.ErrClosed) {
 			t.Fatalf("after close: err=%v, want ErrClosed", err)
 		}
 	})
@@ -348,8 +348,8 @@ func TestLink_Transfer(t *testing.T) {
 		f.fail[control.PathRequestTransfer] = 5
 		l := openLink(t, c)
 		out := make(chan orchlink.TransferOutcome, 1)
-		err := l.RequestTransfer(orchestrator.TransferRequest{CharacterID: "c1", ToMapID: "b", Epoch: 2,
-			State: orchestrator.CharacterState{X: 4, Y: 5}}, func(o orchlink.TransferOutcome) { out <- o })
+		err := l.RequestTransfer(control.TransferRequest{CharacterID: "c1", ToMapID: "b", Epoch: 2,
+			State: control.CharacterState{X: 4, Y: 5}}, func(o orchlink.TransferOutcome) { out <- o })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,13 +367,13 @@ func TestLink_Transfer(t *testing.T) {
 	})
 	t.Run("DeniedQuarantined", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathRequestTransfer], f.failCode[control.PathRequestTransfer] = 100, orchestrator.EMAPQUARANTINED
+		f.fail[control.PathRequestTransfer], f.failCode[control.PathRequestTransfer] = 100, apierr.EMAPQUARANTINED
 		l := openLink(t, c)
 		out := make(chan orchlink.TransferOutcome, 1)
-		if err := l.RequestTransfer(orchestrator.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
+		if err := l.RequestTransfer(control.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
 			t.Fatal(err)
 		}
-		if o := <-out; !o.Denied() || o.Code != orchestrator.EMAPQUARANTINED {
+		if o := <-out; !o.Denied() || o.Code != apierr.EMAPQUARANTINED {
 			t.Fatalf("outcome %+v, want denied map_quarantined", o)
 		}
 	})
@@ -383,10 +383,10 @@ func TestLink_Transfer(t *testing.T) {
 		l := openLink(t, c)
 		l.TransferLimit = 50 * time.Millisecond
 		out := make(chan orchlink.TransferOutcome, 1)
-		if err := l.RequestTransfer(orchestrator.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
+		if err := l.RequestTransfer(control.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
 			t.Fatal(err)
 		}
-		if o := <-out; !o.Denied() || o.Code != orchestrator.EMAPUNAVAILABLE {
+		if o := <-out; !o.Denied() || o.Code != apierr.EMAPUNAVAILABLE {
 			t.Fatalf("outcome %+v, want denied map_unavailable", o)
 		}
 	})
@@ -394,7 +394,7 @@ func TestLink_Transfer(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.fail[control.PathTransferResult] = 5
 		l := openLink(t, c)
-		if err := l.ReportTransfer(orchestrator.TransferResult{TransferID: "tr-1", Success: true}); err != nil {
+		if err := l.ReportTransfer(control.TransferResult{TransferID: "tr-1", Success: true}); err != nil {
 			t.Fatal(err)
 		}
 		flush(t, l)

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -40,15 +40,15 @@ type push struct {
 // call is one ordered, retried call: a critical event (with its callback) or a
 // transfer report.
 type call struct {
-	event  *orchestrator.CriticalEvent
-	done   func(orchestrator.CriticalAck, error)
-	report *orchestrator.TransferResult
+	event  *control.CriticalEvent
+	done   func(control.CriticalAck, error)
+	report *control.TransferResult
 }
 
 // transfer is one transfer request and the callback of its answer.
 type transfer struct {
-	req  orchestrator.TransferRequest
-	done func(*orchestrator.TransferAnswer, error)
+	req  control.TransferRequest
+	done func(*control.TransferAnswer, error)
 }
 
 func (o *outbox) init(size int) {
@@ -123,7 +123,7 @@ func (o *outbox) abandon() {
 		select {
 		case c := <-o.calls:
 			if c.done != nil {
-				c.done(orchestrator.CriticalAck{}, ErrClosed)
+				c.done(control.CriticalAck{}, ErrClosed)
 			}
 			o.finished()
 		case t := <-o.transfers:
@@ -189,13 +189,13 @@ func transient(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	var e *orchestrator.Error
+	var e *apierr.Error
 	if errors.As(err, &e) {
 		switch e.Code {
-		case orchestrator.EMAPQUARANTINED, orchestrator.EMAPUNAVAILABLE:
+		case apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE:
 			return false
 		}
-		return control.Status(e.Code) >= 500
+		return apierr.Status(e.Code) >= 500
 	}
 	return true
 }

@@ -6,7 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // TransferOutcome is the answer to one transfer request. Exactly one of Answer and Err
@@ -14,7 +15,7 @@ import (
 // leaves the character where it stands; so does any other error, which the player sees
 // with Code "map_unavailable".
 type TransferOutcome struct {
-	Answer *orchestrator.TransferAnswer
+	Answer *control.TransferAnswer
 	Err    error
 	// Code is the public error code of Err: the orchestrator's own code, or
 	// map_unavailable for failures without one (the orchestrator did not answer).
@@ -39,7 +40,7 @@ func NewTransferID() string {
 // transfer, and keeps it where it stands when it is denied. A missing TransferID is
 // filled in; FromInstanceID defaults to the link's instance. Transient failures are
 // retried with the same TransferID for at most TransferLimit.
-func (l *Link) RequestTransfer(r orchestrator.TransferRequest, done func(TransferOutcome)) error {
+func (l *Link) RequestTransfer(r control.TransferRequest, done func(TransferOutcome)) error {
 	if r.TransferID == "" {
 		r.TransferID = NewTransferID()
 	}
@@ -52,18 +53,18 @@ func (l *Link) RequestTransfer(r orchestrator.TransferRequest, done func(Transfe
 	if done == nil {
 		done = func(TransferOutcome) {}
 	}
-	return enqueue(l, l.out.transfers, transfer{req: r, done: func(a *orchestrator.TransferAnswer, err error) {
+	return enqueue(l, l.out.transfers, transfer{req: r, done: func(a *control.TransferAnswer, err error) {
 		done(outcome(a, err))
 	}})
 }
 
-func outcome(a *orchestrator.TransferAnswer, err error) TransferOutcome {
+func outcome(a *control.TransferAnswer, err error) TransferOutcome {
 	if err == nil {
 		return TransferOutcome{Answer: a}
 	}
-	code := orchestrator.ErrorCode(err)
-	if code == orchestrator.EINTERNAL {
-		code = orchestrator.EMAPUNAVAILABLE
+	code := apierr.Code(err)
+	if code == apierr.EINTERNAL {
+		code = apierr.EMAPUNAVAILABLE
 	}
 	return TransferOutcome{Err: err, Code: code}
 }
@@ -82,7 +83,7 @@ func (l *Link) transferLoop(ctx context.Context) {
 	}
 }
 
-func (l *Link) sendTransfer(ctx context.Context, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
+func (l *Link) sendTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error) {
 	limit := l.TransferLimit
 	if limit <= 0 {
 		limit = DefaultTransferLimit
@@ -98,13 +99,13 @@ func (l *Link) sendTransfer(ctx context.Context, r orchestrator.TransferRequest)
 		if !transient(err) || ctx.Err() != nil {
 			l.Log.Info("transfer not granted", "transfer", r.TransferID, "character", r.CharacterID, "err", err)
 			if ctx.Err() != nil {
-				err = orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "no answer from the orchestrator within %s: %v", limit, err)
+				err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "no answer from the orchestrator within %s: %v", limit, err)
 			}
 			return nil, fmt.Errorf("request transfer %s: %w", r.TransferID, err)
 		}
 		l.Log.Warn("transfer request failed; retrying", "transfer", r.TransferID, "err", err, "in", b.delay)
 		if !b.wait(ctx) {
-			return nil, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "no answer from the orchestrator within %s", limit)
+			return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "no answer from the orchestrator within %s", limit)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -63,6 +64,8 @@ func FuzzDecodeInputBatch(f *testing.F) {
 	f.Add([]byte(`{"inputs":[{"seq":1,"dx":1,"dy":0,"up":true}]}`))
 	f.Add([]byte(`{"inputs":[{"seq":1}]} {}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(` {"inputs" :[ {"dy":-1, "seq":5,"dx":1}]}`))
+	f.Add([]byte(`{"inputs":[{"seq":5,"dx":-0,"dy":1,"dy":2}]}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		got, err := wire.DecodeInputBatch(payload, nil)
 		if err != nil {
@@ -78,6 +81,16 @@ func FuzzDecodeInputBatch(f *testing.F) {
 		for i, in := range got {
 			if in.Seq == 0 || i > 0 && in.Seq <= got[i-1].Seq || in.DX < -sim.MaxDir || in.DY < -sim.MaxDir {
 				t.Fatalf("accepted invalid input %d: %+v", i, in)
+			}
+		}
+		// Whatever the scanner accepts, encoding/json reads the same way.
+		var ref wire.InputBatch
+		if err := json.Unmarshal(payload, &ref); err != nil || len(ref.Inputs) != len(got) {
+			t.Fatalf("accepted %q, which encoding/json reads as %+v, %v", payload, ref, err)
+		}
+		for i, e := range ref.Inputs {
+			if e.Seq != got[i].Seq || e.DX != int(got[i].DX) || e.DY != int(got[i].DY) {
+				t.Fatalf("input %d decoded as %+v, encoding/json reads %+v", i, got[i], e)
 			}
 		}
 		again, err := wire.DecodeInputBatch(wire.EncodeInputBatch(nil, got), nil)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -51,14 +53,17 @@ const (
 	transferEventPrefix  = "transfer-"
 )
 
-// Service is the admission service. Set the exported fields (NewService does), then use
-// it from any goroutine.
+// Service is the admission service. Set the exported fields (NewService does), Open it
+// to start its sweeper, then use it from any goroutine; Close stops the sweeper.
 type Service struct {
 	Signer *ticket.Signer
 	Keys   *ticket.KeyHasher
 	Store  Store
 	Maps   Maps
 	Log    *slog.Logger
+	// Wanted finds the configs of running instances, the parents of derived maps;
+	// NewService sets it when the store provides it.
+	Wanted WantedInstances
 	Now    func() time.Time
 
 	JoinTTL, TransferTTL time.Duration
@@ -66,6 +71,11 @@ type Service struct {
 	// GuestLeaseTTL bounds the memory disposable characters hold: a guest lease not
 	// renewed for this long is forgotten by Sweep (its player re-joins as a new guest).
 	GuestLeaseTTL time.Duration
+	// SweepInterval is how often the sweeper started by Open runs Sweep.
+	SweepInterval time.Duration
+
+	cancel context.CancelCauseFunc // stops the sweeper; nil until Open
+	swept  chan struct{}           // closed when the sweeper has returned
 
 	locks [64]sync.Mutex // per-character critical sections, striped
 	seed  maphash.Seed
@@ -73,8 +83,8 @@ type Service struct {
 	used sync.Map // nonce → expiry: replays this process saw are refused without a write
 
 	mu        sync.Mutex
-	guests    map[string]guestLease                   // leases of disposable characters: never persisted
-	handovers map[string]*orchestrator.CharacterState // final states of disposable characters in transit
+	guests    map[string]guestLease              // leases of disposable characters: never persisted
+	handovers map[string]*control.CharacterState // final states of disposable characters in transit
 }
 
 // NewService returns a Service signing with secret.
@@ -84,8 +94,17 @@ func NewService(secret string, store Store, maps Maps, defaultInstanceID string,
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL,
-		handovers: make(map[string]*orchestrator.CharacterState),
+		handovers: make(map[string]*control.CharacterState), SweepInterval: DefaultSweepInterval,
+		Wanted: wanted(store),
 	}
+}
+
+// wanted returns the store as WantedInstances if it is one.
+func wanted(store Store) WantedInstances {
+	if w, ok := store.(WantedInstances); ok {
+		return w
+	}
+	return nil
 }
 
 // guestLease is a disposable character's lease and when it was last set.
@@ -139,7 +158,7 @@ func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 		characterID, subject = ch.ID, keyHash
 		if st, err := s.Store.CharacterState(ctx, ch.ID); err == nil {
 			target = st.InstanceID
-		} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		} else if apierr.Code(err) != apierr.ENOTFOUND {
 			return nil, fmt.Errorf("join: character state: %w", err)
 		}
 	}
@@ -183,14 +202,14 @@ func (s *Service) character(ctx context.Context, keyHash, name string) (*orchest
 		ch, err := s.Store.FindCharacterByKeyHash(ctx, keyHash)
 		if err == nil {
 			return ch, nil
-		} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		} else if apierr.Code(err) != apierr.ENOTFOUND {
 			return nil, fmt.Errorf("find character: %w", err)
 		}
 		ch = &orchestrator.Character{KeyHash: keyHash, Name: name}
 		if err := s.Store.CreateCharacter(ctx, ch); err == nil {
 			s.Log.Info("character created", "character", ch.ID)
 			return ch, nil
-		} else if orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		} else if apierr.Code(err) != apierr.ECONFLICT {
 			return nil, fmt.Errorf("create character: %w", err)
 		}
 	}
@@ -203,11 +222,11 @@ func cleanName(name string) (string, error) {
 		return DefaultName, nil
 	}
 	if len(name) > MaxNameLen {
-		return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "name must be at most %d bytes", MaxNameLen)
+		return "", apierr.Errorf(apierr.EBADREQUEST, "name must be at most %d bytes", MaxNameLen)
 	}
 	for _, r := range name {
 		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
-			return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "name must be printable text")
+			return "", apierr.Errorf(apierr.EBADREQUEST, "name must be printable text")
 		}
 	}
 	return name, nil
@@ -230,7 +249,7 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.guests[l.CharacterID].Epoch != prevEpoch {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "lease of %q changed", l.CharacterID)
+			return apierr.Errorf(apierr.ECONFLICT, "lease of %q changed", l.CharacterID)
 		}
 		if l.InstanceID == "" && l.TransferID == "" {
 			delete(s.guests, l.CharacterID)
@@ -251,7 +270,7 @@ func (s *Service) Authorize(ctx context.Context, characterID, instanceID string,
 		return err
 	}
 	if l.InstanceID != instanceID || l.Epoch != epoch || instanceID == "" {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "character %q is not authoritative in %q at epoch %d", characterID, instanceID, epoch)
+		return apierr.Errorf(apierr.ECONFLICT, "character %q is not authoritative in %q at epoch %d", characterID, instanceID, epoch)
 	}
 	return nil
 }

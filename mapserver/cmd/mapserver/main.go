@@ -15,10 +15,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -27,9 +25,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
-	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
-	"github.com/mapyard/mapyard/orchestrator/envconf"
+	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 )
 
 func main() {
@@ -40,7 +37,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	var cfg mapserver.Config
 	cmd := envconf.Command{
 		Name:  "mapserver",
-		Title: "mapyard map server " + orchestrator.Version,
+		Title: "mapyard map server " + mapserver.Version,
 		Note: "MAP_FAULT_* variables inject faults for tests of the orchestrator's supervision only;\n" +
 			"they are off by default and a deployment never sets them.",
 		Healthcheck: func() error { return healthcheck(cfg) },
@@ -87,18 +84,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 
 // healthcheck asks the local control listener for /health; the image's HEALTHCHECK runs it.
 func healthcheck(cfg mapserver.Config) error {
-	req, err := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort))+control.PathHealth, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set(control.SecretHeader, cfg.Secret)
-	resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/health answered %d", resp.StatusCode)
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := mapcontrol.NewMapClient(cfg.Secret, 3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)))
+	return err
 }

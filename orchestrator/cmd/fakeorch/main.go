@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,9 +23,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/envconf"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
@@ -41,6 +44,7 @@ type Config struct {
 	JoinTicketTTLMS    int    `env:"ORCH_JOIN_TICKET_TTL_MS" envDefault:"10000" help:"lifetime of a join ticket"`
 	TransferTokenTTLMS int    `env:"ORCH_TRANSFER_TOKEN_TTL_MS" envDefault:"10000" help:"lifetime of a transfer token"`
 	LogLevel           string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	MapConfigFile      string `env:"ORCH_FAKE_MAP_CONFIG" help:"MapConfig JSON file sent to the map that registers as its instanceId (default: the map's template); benchmarks use it"`
 }
 
 // Validate checks the values, naming the variable.
@@ -48,8 +52,8 @@ func (c *Config) Validate() error {
 	if c.Secret != "" && len(c.Secret) < 16 {
 		return errors.New("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
-	if !orchestrator.IDPattern.MatchString(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, orchestrator.IDPattern)
+	if !control.ValidName(c.DefaultInstanceID) {
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, control.IDPattern)
 	}
 	if c.JoinTicketTTLMS < 100 || c.TransferTokenTTLMS < 100 {
 		return errors.New("ORCH_JOIN_TICKET_TTL_MS and ORCH_TRANSFER_TOKEN_TTL_MS: must be at least 100")
@@ -97,10 +101,11 @@ type Main struct {
 	Log    *slog.Logger
 	Secret string
 
-	dir  string
-	DB   *sqlite.DB
-	Maps *fake.Registry
-	HTTP *httpapi.Server
+	dir       string
+	DB        *sqlite.DB
+	Maps      *fake.Registry
+	Admission *admission.Service
+	HTTP      *httpapi.Server
 }
 
 // Run opens a throwaway store and both listeners.
@@ -117,15 +122,38 @@ func (m *Main) Run() (err error) {
 		return err
 	}
 	m.Maps = fake.NewRegistry(m.Secret, m.Config.DefaultInstanceID, m.Log)
-	adm := admission.NewService(m.Secret, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
-	adm.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
-	adm.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
-	m.HTTP = httpapi.NewServer(m.Maps, adm, m.DB, m.Secret, m.Log)
+	if m.Config.MapConfigFile != "" {
+		if err := m.loadMapConfig(m.Config.MapConfigFile); err != nil {
+			return err
+		}
+	}
+	m.Admission = admission.NewService(m.Secret, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
+	m.Admission.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
+	m.Admission.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
+	if err := m.Admission.Open(); err != nil {
+		return err
+	}
+	m.HTTP = httpapi.NewServer(m.Maps, m.Admission, m.DB, m.Secret, m.Log)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = m.Config.PublicAddr, m.Config.ControlAddr
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
 	m.Log.Info("fake orchestrator listening", "public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL())
+	return nil
+}
+
+// loadMapConfig reads a MapConfig file and hands it to the map of its instance.
+func (m *Main) loadMapConfig(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("ORCH_FAKE_MAP_CONFIG: %w", err)
+	}
+	c, err := mapgen.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("ORCH_FAKE_MAP_CONFIG %s: %w", path, err)
+	}
+	m.Maps.Configs = map[string]json.RawMessage{c.InstanceID: raw}
+	m.Log.Info("map config loaded", "instance", c.InstanceID, "map", c.MapID)
 	return nil
 }
 
@@ -136,6 +164,9 @@ func (m *Main) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, m.HTTP.Close(ctx))
 		cancel()
+	}
+	if m.Admission != nil {
+		errs = append(errs, m.Admission.Close())
 	}
 	if m.DB != nil {
 		errs = append(errs, m.DB.Close())

@@ -1,7 +1,7 @@
-// Package apptest runs the fake orchestrator in-process for map server tests: the real
+// Package faketest runs the fake orchestrator in-process for map server tests: the real
 // admission and store over a throwaway SQLite file and a registry of hand-started maps,
 // exactly what cmd/fakeorch serves to map developers.
-package apptest
+package faketest
 
 import (
 	"context"
