@@ -58,3 +58,34 @@ func TestCentimetres(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcile: a client that takes the server's position at the acked seq and
+// replays its unacknowledged inputs predicts where the server will be once it applies
+// them.
+func TestReconcile(t *testing.T) {
+	_, w := defaultWorld(t)
+	s, _ := sim.New(w, sim.Options{})
+	slot, _ := s.AddPlayer(sim.PlayerState{Pos: s.SpawnPoint(1)})
+	c := sim.NewColliders(w)
+	var sent []sim.Input
+	for i := range 120 {
+		sent = append(sent, sim.Input{Seq: uint64(i + 1), DX: int8(i/20%3 - 1), DY: int8(i/45%3 - 1)})
+	}
+	s.Enqueue(slot, sent[:60])
+	for range 15 {
+		s.Step()
+	}
+	acked := s.Players[slot].LastSeq
+	if acked == 0 || acked >= 60 {
+		t.Fatalf("acked %d after 15 ticks: want some of the 60 queued inputs still pending", acked)
+	}
+	pending := sent[acked:]
+	pred := sim.Replay(c, s.Entities[slot].Pos, pending, sim.DefaultPlayerSpeed, sim.DefaultTickHz)
+	s.Enqueue(slot, sent[60:])
+	for s.Players[slot].LastSeq < 120 {
+		s.Step()
+	}
+	if got := s.Entities[slot].Pos; got != pred {
+		t.Fatalf("acked %d: replay predicts %+v, server at %+v", acked, pred, got)
+	}
+}
