@@ -25,8 +25,11 @@ func TestPredictionMatchesServer(t *testing.T) {
 		}
 		pred = sim.Move(c, pred, in, sim.DefaultPlayerSpeed, sim.DefaultTickHz)
 	}
-	for s.Players[slot].LastSeq < 900 {
+	for range 900 {
 		s.Step()
+	}
+	if s.Players[slot].LastSeq != 900 {
+		t.Fatalf("last seq %d, want 900", s.Players[slot].LastSeq)
 	}
 	if got := s.Entities[slot].Pos; got != pred {
 		t.Fatalf("server at %+v, prediction at %+v", got, pred)
@@ -64,7 +67,7 @@ func TestCentimetres(t *testing.T) {
 // them.
 func TestReconcile(t *testing.T) {
 	_, w := defaultWorld(t)
-	s, _ := sim.New(w, sim.Options{})
+	s, _ := sim.New(w, sim.Options{MaxQueue: 128})
 	slot, _ := s.AddPlayer(sim.PlayerState{Pos: s.SpawnPoint(1)})
 	c := sim.NewColliders(w)
 	var sent []sim.Input
@@ -81,8 +84,10 @@ func TestReconcile(t *testing.T) {
 	}
 	pending := sent[acked:]
 	pred := sim.Replay(c, s.Entities[slot].Pos, pending, sim.DefaultPlayerSpeed, sim.DefaultTickHz)
-	s.Enqueue(slot, sent[60:])
-	for s.Players[slot].LastSeq < 120 {
+	if n := s.Enqueue(slot, sent[60:]); n != 60 {
+		t.Fatalf("queued %d of 60 inputs", n)
+	}
+	for range 60 {
 		s.Step()
 	}
 	if got := s.Entities[slot].Pos; got != pred {
