@@ -195,6 +195,9 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 		dst = binary.AppendUvarint(dst, uint64(cur.tick-base.tick))
 	}
 	dst = binary.AppendUvarint(dst, seq)
+	if self < 0 || self >= MaxSlots {
+		self = -1
+	}
 	dst = binary.AppendUvarint(dst, uint64(self+1))
 
 	dst = binary.AppendUvarint(dst, uint64(len(c.despawns)))
