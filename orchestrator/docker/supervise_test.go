@@ -2,8 +2,8 @@ package docker_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +12,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
@@ -257,48 +258,18 @@ func TestSupervisor_IdleStop(t *testing.T) {
 	}
 }
 
-// memStore is an in-memory Store.
-type memStore struct {
-	mu   sync.Mutex
-	rows map[string]orchestrator.WantedInstance
-}
-
-var _ supervise.Store = (*memStore)(nil)
-
-func (m *memStore) PutInstance(_ context.Context, w orchestrator.WantedInstance) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.rows == nil {
-		m.rows = map[string]orchestrator.WantedInstance{}
-	}
-	m.rows[w.ID] = w
-	return nil
-}
-
-func (m *memStore) DeleteInstance(_ context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.rows, id)
-	return nil
-}
-
-func (m *memStore) ListInstances(context.Context) ([]orchestrator.WantedInstance, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []orchestrator.WantedInstance
-	for _, w := range m.rows {
-		out = append(out, w)
-	}
-	return out, nil
-}
-
 // TestSupervisor_AdoptHandedOutBeforeRename covers an orchestrator that died right
 // after handing out a pool container and before renaming it: the next supervisor asks
 // the pool-named container's /health, adopts it for its instance without a restart,
 // and renames it.
 func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 	t.Parallel()
-	store := &memStore{}
+	// The wanted set outlives the first supervisor in a real database, as in production.
+	store := sqlite.NewDB(filepath.Join(t.TempDir(), "mapyard.db"))
+	if err := store.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
 	h := newHarness(t, func(s *supervise.Supervisor) { s.PoolSize, s.Store = 1, store })
 	h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
 	id := h.deployment + "-w"

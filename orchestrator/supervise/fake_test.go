@@ -279,9 +279,10 @@ func (r *rig) waitFor(t *testing.T, what string, cond func() bool) {
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			instances := r.Instances() // before r.mu: OnTransition takes r.mu under the supervisor's lock
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			t.Fatalf("timed out waiting for %s; instances %+v; transitions %v", what, r.Instances(), r.transitions)
+			t.Fatalf("timed out waiting for %s; instances %+v; transitions %v", what, instances, r.transitions)
 		}
 		time.Sleep(time.Millisecond)
 	}
