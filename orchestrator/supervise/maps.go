@@ -47,7 +47,7 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapReady) erro
 }
 
 // registering returns the instance a map registers for with its current container and
-// ports, waiting (bounded by ctx) while the container is being started.
+// ports, waiting (bounded by ctx) while a start or handout is in flight.
 func (s *Supervisor) registering(ctx context.Context, id string) (*instance, string, Ports, error) {
 	for {
 		s.mu.Lock()
@@ -64,11 +64,13 @@ func (s *Supervisor) registering(ctx context.Context, id string) (*instance, str
 			// The container being replaced may still heartbeat during its stop grace;
 			// it must not make the instance ready again with ports about to vanish.
 			return nil, "", Ports{}, orchestrator.Errorf(orchestrator.ECONFLICT, "instance %q is being replaced", id)
-		case cid != "" && ports.Control != 0:
+		case !busy && cid != "" && ports.Control != 0:
 			return in, cid, ports, nil
 		case !busy:
 			return nil, "", Ports{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "instance %q has no container", id)
 		}
+		// A start or handout is in flight: the registration waits for its outcome, so
+		// a handout always finishes (and says so) before the map's own registration.
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -386,8 +386,10 @@ func TestRules_IdleStop(t *testing.T) {
 
 func TestRules_StuckPoolMemberReplaced(t *testing.T) {
 	r := newRig(t, func(r *rig) { r.StartTimeout = 30 * time.Second })
+	// A running container (so a resync leaves it alone) whose blank map never registers.
+	cid := r.rt.add("pool-stuck", "pool-stuck", true, true)
 	r.Supervisor.mu.Lock()
-	r.pool["pool-stuck"] = &poolMember{id: "pool-stuck", containerID: "cstuck", started: true, startedAt: r.clock.Now()}
+	r.pool["pool-stuck"] = &poolMember{id: "pool-stuck", containerID: cid, started: true, startedAt: r.clock.Now()}
 	r.Supervisor.mu.Unlock()
 	r.clock.Add(29 * time.Second)
 	r.check(context.Background())
@@ -399,4 +401,5 @@ func TestRules_StuckPoolMemberReplaced(t *testing.T) {
 	if r.Pool().Size != 0 {
 		t.Fatal("a pool member that never registered keeps its place")
 	}
+	r.waitFor(t, "stuck container removed", func() bool { return !r.rt.exists(cid) })
 }
