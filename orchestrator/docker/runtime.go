@@ -21,8 +21,9 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/go-connections/nat"
-	"github.com/mapyard/mapyard/orchestrator/supervise"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
 // Ports a map server listens on inside its container. They are fixed because every
@@ -248,9 +249,7 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 		}
 		if !c.Running {
 			if info, err := r.API.ContainerInspect(ctx, s.ID); err == nil && info.ContainerJSONBase != nil && info.State != nil {
-				if info.State.Running {
-					continue // started again since the list: the next list sees it whole
-				}
+				c.Running = info.State.Running // it may have started since the list
 				c.Exit = supervise.Exit{Code: info.State.ExitCode, OOM: info.State.OOMKilled}
 			}
 		}

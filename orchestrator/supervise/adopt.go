@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -135,9 +136,14 @@ func (s *Supervisor) probeAdopted(ctx context.Context, in *instance) {
 	s.mu.Lock()
 	ports := in.ports
 	s.mu.Unlock()
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err := s.RPC.Health(pctx, controlURL(ports.Control))
-	cancel()
+	var err error
+	if ports.Game == 0 || ports.Control == 0 {
+		err = fmt.Errorf("the runtime reports no published ports (%+v)", ports)
+	} else {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = s.RPC.Health(pctx, controlURL(ports.Control))
+		cancel()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
