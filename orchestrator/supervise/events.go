@@ -124,6 +124,17 @@ func exitKind(code int, oom bool) string {
 // resync compares the deployment's containers with the supervisor's records, for
 // everything the events stream may have missed: containers that exited or vanished.
 func (s *Supervisor) resync(ctx context.Context) error {
+	// The list speaks only for containers recorded before it was taken: one started
+	// meanwhile is simply not in it yet.
+	s.mu.Lock()
+	known := make(map[string]bool, len(s.instances)+len(s.pool))
+	for _, in := range s.instances {
+		known[in.ContainerID] = true
+	}
+	for _, m := range s.pool {
+		known[m.containerID] = true
+	}
+	s.mu.Unlock()
 	list, err := s.Runtime.List(ctx)
 	if err != nil {
 		return err
@@ -136,7 +147,10 @@ func (s *Supervisor) resync(ctx context.Context) error {
 	defer s.mu.Unlock()
 	gone := func(id string) (Exit, bool) {
 		c, ok := byID[id]
-		if !ok {
+		switch {
+		case !known[id]:
+			return Exit{}, false
+		case !ok:
 			return Exit{Code: -1}, true
 		}
 		return c.Exit, !c.Running

@@ -270,6 +270,10 @@ func newRig(t *testing.T, prepare func(*rig)) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
+	// The events loop takes its first event only after the resync that follows its
+	// connection: once this (ignored) event is taken, that resync is over and cannot
+	// race with what the test does next.
+	r.rt.events <- Event{}
 	return r
 }
 
