@@ -93,14 +93,14 @@ func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, err
 	return nil, apierr.Errorf(wire.CodeUnknownCommand, "unknown command %.32q/%.32q", feature, action)
 }
 
-// Spawn adds a character where orchlink.ArrivalPoint puts it: its saved position on
+// Spawn adds a character where orchlink.ArrivalPointOf puts it: its saved position on
 // this map, next to the portal leading back where it came from, or a spawn point. The
 // attributes it carries stay with it untouched.
 func (g *Game) Spawn(characterID string, st *control.CharacterState) error {
 	if _, ok := g.slots[characterID]; ok {
 		return fmt.Errorf("character %q is already in the world", characterID)
 	}
-	a := orchlink.ArrivalPoint(g.world, g.mapID, st)
+	a := orchlink.ArrivalPointOf(g.world, g.mapID, characterID, st)
 	pos := sim.Vec{X: toQuanta(a.X), Y: toQuanta(a.Y)}
 	slot, _ := g.state.AddPlayer(sim.PlayerState{Pos: pos})
 	for int(slot) >= len(g.owners) {

@@ -1,6 +1,7 @@
 package orchlink
 
 import (
+	"hash/fnv"
 	"math"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
@@ -29,6 +30,13 @@ type Arrival struct {
 // else starts at the first spawn point. Everything else the character owns travels in
 // the state's attributes, untouched.
 func ArrivalPoint(w *mapgen.World, mapID string, st *control.CharacterState) Arrival {
+	return ArrivalPointOf(w, mapID, "", st)
+}
+
+// ArrivalPointOf is ArrivalPoint for a named character: one that starts at a spawn
+// point gets the spawn point its id hashes to, so that new players spread over all of
+// them instead of piling up on the first.
+func ArrivalPointOf(w *mapgen.World, mapID, characterID string, st *control.CharacterState) Arrival {
 	width, height := float64(w.Width)/100, float64(w.Height)/100
 	if st != nil && st.MapID == mapID && inside(st.X, st.Y, width, height) {
 		return Arrival{X: st.X, Y: st.Y, Via: "saved"}
@@ -51,7 +59,12 @@ func ArrivalPoint(w *mapgen.World, mapID string, st *control.CharacterState) Arr
 		}
 	}
 	if len(w.Spawns) > 0 {
-		s := w.Spawns[0]
+		h := fnv.New32a()
+		h.Write([]byte(characterID))
+		s := w.Spawns[int(h.Sum32()%uint32(len(w.Spawns)))]
+		if characterID == "" {
+			s = w.Spawns[0]
+		}
 		return Arrival{X: float64(s.X) / 100, Y: float64(s.Y) / 100, Via: "spawn"}
 	}
 	return Arrival{X: width / 2, Y: height / 2, Via: "spawn"}

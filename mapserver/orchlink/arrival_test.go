@@ -1,6 +1,7 @@
 package orchlink_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -41,6 +42,23 @@ func TestArrivalPoint(t *testing.T) {
 		a := orchlink.ArrivalPoint(w, "frontier", nil)
 		if s := w.Spawns[0]; a != (orchlink.Arrival{X: float64(s.X) / 100, Y: float64(s.Y) / 100, Via: "spawn"}) {
 			t.Fatalf("arrival %+v, want the first spawn point", a)
+		}
+	})
+	t.Run("NewCharactersSpreadOverSpawnPoints", func(t *testing.T) {
+		seen := map[orchlink.Arrival]bool{}
+		for i := 0; i < 200; i++ {
+			a := orchlink.ArrivalPointOf(w, "frontier", fmt.Sprintf("guest-%d", i), nil)
+			if a.Via != "spawn" {
+				t.Fatalf("arrival %+v, want spawn", a)
+			}
+			seen[a] = true
+		}
+		if len(seen) != len(w.Spawns) {
+			t.Fatalf("200 new characters used %d of %d spawn points", len(seen), len(w.Spawns))
+		}
+		again := orchlink.ArrivalPointOf(w, "frontier", "guest-7", nil)
+		if again != orchlink.ArrivalPointOf(w, "frontier", "guest-7", nil) {
+			t.Fatal("a character's spawn point must not change between calls")
 		}
 	})
 	t.Run("FromAMapWithoutPortalHereAtSpawn", func(t *testing.T) {
