@@ -33,28 +33,37 @@ SERVER_CPUS=() BOT_CPUS=()
 if [ "$PIN" = 1 ]; then SERVER_CPUS=(--cpuset-cpus 0); BOT_CPUS=(taskset -c 1); fi
 
 FAKE_PID=""
+stop_fake() {
+	if [ -n "$FAKE_PID" ]; then kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; fi
+	FAKE_PID=""
+}
 cleanup() {
 	docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
-	if [ -n "$FAKE_PID" ]; then kill "$FAKE_PID" 2>/dev/null || true; fi
+	stop_fake
 }
 trap cleanup EXIT
 
-ORCH_PUBLIC_ADDR="127.0.0.1:$PUB" ORCH_CONTROL_ADDR="127.0.0.1:$CTL" ORCH_INTERNAL_RPC_SECRET="$SECRET" \
-	ORCH_DEFAULT_INSTANCE_ID=w1-1 ORCH_FAKE_MAP_CONFIG=scripts/bench/w1-map.json ORCH_LOG_LEVEL=warn \
-	bin/fakeorch >"$OUT/fakeorch.log" 2>&1 &
-FAKE_PID=$!
-scripts/wait-ready.sh "http://127.0.0.1:$PUB/healthz" 30 >/dev/null
+# start_fake runs the fake orchestrator handing map config $1 (instance $2) to the map.
+start_fake() {
+	stop_fake
+	ORCH_PUBLIC_ADDR="127.0.0.1:$PUB" ORCH_CONTROL_ADDR="127.0.0.1:$CTL" ORCH_INTERNAL_RPC_SECRET="$SECRET" \
+		ORCH_DEFAULT_INSTANCE_ID="$2" ORCH_FAKE_MAP_CONFIG="$1" ORCH_LOG_LEVEL=warn \
+		bin/fakeorch >>"$OUT/fakeorch.log" 2>&1 &
+	FAKE_PID=$!
+	scripts/wait-ready.sh "http://127.0.0.1:$PUB/healthz" 30 >/dev/null
+}
 
-# start_map runs a fresh map container and prints its host PID once it serves W1's map.
+# start_map runs a fresh map container of instance $1 (map $2, default W1's) and prints
+# its host PID once its world is generated.
 start_map() {
 	docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
 	docker run -d --rm --name "$CONTAINER" --network host "${SERVER_CPUS[@]}" \
-		-e MAP_INSTANCE_ID=w1-1 -e MAP_MAP_ID=w1 -e MAP_ORCH_URL="http://127.0.0.1:$CTL" \
+		-e MAP_INSTANCE_ID="${1:-w1-1}" -e MAP_MAP_ID="${2:-w1}" -e MAP_ORCH_URL="http://127.0.0.1:$CTL" \
 		-e MAP_INTERNAL_RPC_SECRET="$SECRET" -e MAP_LISTEN_HOST=127.0.0.1 -e MAP_GAME_PORT="$GP" \
 		-e MAP_CONTROL_PORT_BASE="$CP" -e MAP_LOG_LEVEL=warn -e MAP_HEARTBEAT_MS=1000 "$IMAGE" >/dev/null
 	for _ in $(seq 1 150); do
-		if curl -fsS -H "X-Mapyard-Secret: $SECRET" "http://127.0.0.1:$CP/metrics" 2>/dev/null |
-			grep -q '^mapyard_map_entities [1-9]'; then
+		if curl -fsS -H "X-Mapyard-Secret: $SECRET" "http://127.0.0.1:$CP/health" 2>/dev/null |
+			grep -q '"worldHash":"[0-9a-f]'; then
 			docker inspect -f '{{.State.Pid}}' "$CONTAINER"
 			return 0
 		fi
@@ -73,6 +82,7 @@ bots() {
 		-metrics "http://127.0.0.1:$CP/metrics" "$@"
 }
 
+start_fake scripts/bench/w1-map.json w1-1
 for N in $NS; do
 	pid=$(start_map)
 	sleep 1
@@ -91,11 +101,18 @@ for N in $NS; do
 	fi
 done
 
-# An idle player alone on the map (NPCs still wander around it), and the idle RSS.
+# An idle player alone on W1's map (its NPCs still wander around it), the idle RSS, and
+# an idle player on the same map without NPCs (nothing in view moves).
+IDLE_WINDOW=$(( WINDOW < 20 ? WINDOW : 20 ))
 pid=$(start_map)
 sleep 1
 echo "{\"rssMb\": $(rss_mb "$pid")}" >"$OUT/mapyard-idle-rss.json"
-bots -n 1 -idle -warmup 5s -window "$(( WINDOW < 20 ? WINDOW : 20 ))s" -server-pid "$pid" 2>>"$OUT/mapbots.log" >"$OUT/mapyard-idle.json"
+bots -n 1 -idle -warmup 5s -window "${IDLE_WINDOW}s" -server-pid "$pid" 2>>"$OUT/mapbots.log" >"$OUT/mapyard-idle.json"
+docker stop -t 5 "$CONTAINER" >/dev/null
+start_fake scripts/bench/w1-quiet-map.json w1-quiet-1
+pid=$(start_map w1-quiet-1 w1-quiet)
+sleep 1
+bots -n 1 -idle -warmup 5s -window "${IDLE_WINDOW}s" -server-pid "$pid" 2>>"$OUT/mapbots.log" >"$OUT/mapyard-idle-quiet.json"
 docker stop -t 5 "$CONTAINER" >/dev/null
 
 scripts/bench/w1-table.sh "$OUT" | tee "$OUT/table.md"

@@ -30,7 +30,7 @@ func Position(e wire.Entity) (x, y float64) {
 }
 
 // SelfEntity returns the player's own entity, if the snapshot shows it.
-func (m *Mirror) SelfEntity() (wire.Entity, bool) {
+func (m Mirror) SelfEntity() (wire.Entity, bool) {
 	for _, e := range m.Entities {
 		if e.Slot == m.Self {
 			return e, true

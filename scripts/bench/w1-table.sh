@@ -30,6 +30,9 @@ if [ -f "$dir/mapyard-idle.json" ]; then
 	echo
 	jq -r '"Idle player (one bot standing still on W1'"'"'s map): \(.bots.kbitDownPerClient*100|round/100) kbit/s down (target ≤ 2), \(.bots.entitiesInView*10|round/10) entities in view."' "$dir/mapyard-idle.json"
 fi
+if [ -f "$dir/mapyard-idle-quiet.json" ]; then
+	jq -r '"Idle player alone on the same map without NPCs (nothing in view moves): \(.bots.kbitDownPerClient*100|round/100) kbit/s down (target ≤ 2)."' "$dir/mapyard-idle-quiet.json"
+fi
 if [ -f "$dir/mapyard-idle-rss.json" ]; then
 	jq -r '"Idle map container (W1'"'"'s map, 200 NPCs, no player): RSS \(.rssMb) MB (target ≤ 20)."' "$dir/mapyard-idle-rss.json"
 fi
