@@ -62,6 +62,9 @@ type Service struct {
 	Store  Store
 	Maps   Maps
 	Log    *slog.Logger
+	// Wanted finds the configs of running instances, the parents of derived maps;
+	// NewService sets it when the store provides it.
+	Wanted WantedInstances
 	Now    func() time.Time
 
 	JoinTTL, TransferTTL time.Duration
@@ -93,7 +96,16 @@ func NewService(secret string, store Store, maps Maps, defaultInstanceID string,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL,
 		handovers: make(map[string]*control.CharacterState), SweepInterval: DefaultSweepInterval,
+		Wanted: wanted(store),
 	}
+}
+
+// wanted returns the store as WantedInstances if it is one.
+func wanted(store Store) WantedInstances {
+	if w, ok := store.(WantedInstances); ok {
+		return w
+	}
+	return nil
 }
 
 // guestLease is a disposable character's lease and when it was last set.

@@ -7,6 +7,7 @@ package fake
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -29,6 +30,9 @@ type Registry struct {
 	RPC               *mapcontrol.MapClient
 	Log               *slog.Logger
 	Now               func() time.Time
+	// Configs holds MapConfigs (JSON) by instance id, sent in start-instance to the map
+	// that registers as that instance; an instance without one runs its map's template.
+	Configs map[string]json.RawMessage
 
 	mu        sync.Mutex
 	instances map[string]*orchestrator.Instance
@@ -46,7 +50,8 @@ func NewRegistry(secret, defaultInstanceID string, log *slog.Logger) *Registry {
 }
 
 // MapReady registers a map server and, as the orchestrator does, answers with
-// /control/start-instance so the map loads its MapConfig (its map's template).
+// /control/start-instance so the map loads its MapConfig (the one in Configs, else its
+// map's template).
 func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
 	if !control.ValidName(m.InstanceID) || !control.ValidName(m.MapID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", control.IDPattern)
@@ -55,7 +60,7 @@ func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
 		return apierr.Errorf(apierr.EBADREQUEST, "gamePort and controlPort must be ports")
 	}
 	url := fmt.Sprintf("http://%s:%d", r.MapHost, m.ControlPort)
-	if err := r.RPC.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID}); err != nil {
+	if err := r.RPC.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID, Config: r.Configs[m.InstanceID]}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", m.InstanceID, err)
 	}
 	r.mu.Lock()
