@@ -173,6 +173,14 @@ func (m *Main) Close() error {
 		if m.Loop != nil {
 			errs = append(errs, m.Loop.Close())
 		}
+		if m.Players != nil {
+			// The loop closed every connection with 1001; let the close frames go out.
+			drain, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if err := m.Players.Drain(drain); err != nil {
+				m.Log.Warn("player connections still open at stop", "connections", m.Players.Active())
+			}
+			cancel()
+		}
 		if m.Link != nil {
 			if err := m.Link.Flush(ctx); err != nil {
 				m.Log.Warn("orchestrator link not flushed at stop", "err", err)

@@ -188,6 +188,29 @@ func (g *Game) Entities() int {
 	return g.state.PlayerCount() + g.state.Options().NPCs
 }
 
+// instanceState is the payload of the instance partition: the tick and where every
+// NPC stands and walks, in quanta.
+type instanceState struct {
+	MapID string     `json:"mapId"`
+	Tick  uint64     `json:"tick"`
+	NPCs  [][5]int64 `json:"npcs"` // id, x, y, dx, dy
+}
+
+// InstanceState returns the instance partition's payload.
+func (g *Game) InstanceState() json.RawMessage {
+	st := instanceState{MapID: g.mapID, Tick: g.state.Tick(), NPCs: make([][5]int64, 0, g.state.Options().NPCs)}
+	for i := range g.state.Entities {
+		if e := &g.state.Entities[i]; e.Kind == sim.KindNPC {
+			st.NPCs = append(st.NPCs, [5]int64{int64(e.ID), int64(e.Pos.X), int64(e.Pos.Y), int64(e.DX), int64(e.DY)})
+		}
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return json.RawMessage(`{}`)
+	}
+	return b
+}
+
 // NewView starts one connection's replication of a character: its first snapshot is
 // full.
 func (g *Game) NewView(characterID string) loop.View {

@@ -36,6 +36,9 @@ type Game interface {
 	NewView(characterID string) View
 	// Entities counts the entities in the world (players and NPCs).
 	Entities() int
+	// InstanceState is the payload of the instance's own snapshot partition (its
+	// dynamic world beyond the characters), a JSON object.
+	InstanceState() json.RawMessage
 }
 
 // View is one connection's replication state.
@@ -64,6 +67,8 @@ type Link interface {
 	// PushCharacter queues the "character:<id>" partition of a character held at lease
 	// epoch; newer pushes of a partition replace older ones still queued.
 	PushCharacter(characterID string, epoch, mapTick int64, st control.CharacterStatePayload) (int64, error)
+	// Push queues another partition's payload (the instance partition).
+	Push(partition string, mapTick int64, payload json.RawMessage) (int64, error)
 	// RequestTransfer asks for a transfer and calls done once, from the link's
 	// goroutine, with the answer or the refusal (map_quarantined, map_unavailable).
 	RequestTransfer(r control.TransferRequest, done func(orchlink.TransferOutcome)) error

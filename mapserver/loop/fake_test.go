@@ -135,6 +135,10 @@ func (g *fakeGame) NewView(id string) loop.View { return &fakeView{g: g, id: id}
 
 func (g *fakeGame) Entities() int { return len(g.chars) }
 
+func (g *fakeGame) InstanceState() json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"tick":%d}`, g.tick))
+}
+
 // Steps returns the times of every step so far.
 func (g *fakeGame) Steps() []time.Time {
 	g.mu.Lock()

@@ -306,6 +306,7 @@ func (l *Loop) shutdown() {
 		}
 		l.push(p)
 	}
+	l.pushInstance()
 	l.players.Store(0)
 	l.Log.Info("tick loop stopped", "tick", l.tick.Load(), "characters", len(l.chars))
 }

@@ -29,10 +29,12 @@ type fakeOrch struct {
 	used     map[string]bool
 	pushes   []control.CharacterStatePayload
 	pushedID []string
-	requests []control.TransferRequest
-	reports  []control.TransferResult
-	deny     string
-	pushDue  bool
+	// instancePushes are the partitions pushed with Push.
+	instancePushes []string
+	requests       []control.TransferRequest
+	reports        []control.TransferResult
+	deny           string
+	pushDue        bool
 }
 
 var _ loop.Link = (*fakeOrch)(nil)
@@ -68,6 +70,13 @@ func (f *fakeOrch) PushCharacter(id string, epoch, tick int64, st control.Charac
 	f.pushes = append(f.pushes, st)
 	f.pushedID = append(f.pushedID, id)
 	return int64(len(f.pushes)), nil
+}
+
+func (f *fakeOrch) Push(partition string, tick int64, payload json.RawMessage) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.instancePushes = append(f.instancePushes, partition)
+	return 1, nil
 }
 
 func (f *fakeOrch) RequestTransfer(r control.TransferRequest, done func(orchlink.TransferOutcome)) error {
@@ -532,6 +541,9 @@ func TestPeriodicPush(t *testing.T) {
 	waitFor(t, "a periodic push", func() bool { return len(h.orch.Pushed()) == 1 })
 	h.orch.mu.Lock()
 	defer h.orch.mu.Unlock()
+	if len(h.orch.instancePushes) != 1 || h.orch.instancePushes[0] != orchlink.InstancePartition {
+		t.Fatalf("instance pushes %v", h.orch.instancePushes)
+	}
 	if p := h.orch.pushes[0]; p.X != 100 || p.MapID != mapgen.DefaultMapID || p.InstanceID != "forest-1" {
 		t.Fatalf("push %+v", p)
 	}

@@ -137,10 +137,22 @@ func (l *Loop) push(p *player) {
 	}
 }
 
-// pushAll is the periodic push of every character (MAP_SNAPSHOT_PUSH_MS).
+// pushAll is the periodic push (MAP_SNAPSHOT_PUSH_MS) of every character and of the
+// instance partition.
 func (l *Loop) pushAll() {
 	for _, p := range l.chars {
 		l.push(p)
+	}
+	l.pushInstance()
+}
+
+// pushInstance queues the instance's own partition.
+func (l *Loop) pushInstance() {
+	if l.game == nil {
+		return
+	}
+	if _, err := l.Link.Push(orchlink.InstancePartition, int64(l.tick.Load()), l.game.InstanceState()); err != nil {
+		l.Log.Warn("instance state not pushed", "err", err)
 	}
 }
 

@@ -100,3 +100,13 @@ func Move(c *Colliders, p Vec, in Input, speed int32, hz int) Vec {
 	vx, vy := Velocity(in.DX, in.DY, speed)
 	return c.slide(p, Displacement(vx, in.Seq, hz), Displacement(vy, in.Seq, hz))
 }
+
+// Replay returns where a player at p ends after running inputs in order: how a client
+// reconciles, starting from the position a snapshot shows for the last seq the server
+// applied and replaying the inputs it sent after that seq.
+func Replay(c *Colliders, p Vec, inputs []Input, speed int32, hz int) Vec {
+	for _, in := range inputs {
+		p = Move(c, p, in, speed, hz)
+	}
+	return p
+}

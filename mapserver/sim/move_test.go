@@ -25,8 +25,11 @@ func TestPredictionMatchesServer(t *testing.T) {
 		}
 		pred = sim.Move(c, pred, in, sim.DefaultPlayerSpeed, sim.DefaultTickHz)
 	}
-	for s.Players[slot].LastSeq < 900 {
+	for range 900 {
 		s.Step()
+	}
+	if s.Players[slot].LastSeq != 900 {
+		t.Fatalf("last seq %d, want 900", s.Players[slot].LastSeq)
 	}
 	if got := s.Entities[slot].Pos; got != pred {
 		t.Fatalf("server at %+v, prediction at %+v", got, pred)
@@ -56,5 +59,38 @@ func TestCentimetres(t *testing.T) {
 		if back := sim.ToCentimetres(q); back-cm > 4 || cm-back > 4 {
 			t.Errorf("%d cm -> %d q -> %d cm", cm, q, back)
 		}
+	}
+}
+
+// TestReconcile: a client that takes the server's position at the acked seq and
+// replays its unacknowledged inputs predicts where the server will be once it applies
+// them.
+func TestReconcile(t *testing.T) {
+	_, w := defaultWorld(t)
+	s, _ := sim.New(w, sim.Options{MaxQueue: 128})
+	slot, _ := s.AddPlayer(sim.PlayerState{Pos: s.SpawnPoint(1)})
+	c := sim.NewColliders(w)
+	var sent []sim.Input
+	for i := range 120 {
+		sent = append(sent, sim.Input{Seq: uint64(i + 1), DX: int8(i/20%3 - 1), DY: int8(i/45%3 - 1)})
+	}
+	s.Enqueue(slot, sent[:60])
+	for range 15 {
+		s.Step()
+	}
+	acked := s.Players[slot].LastSeq
+	if acked == 0 || acked >= 60 {
+		t.Fatalf("acked %d after 15 ticks: want some of the 60 queued inputs still pending", acked)
+	}
+	pending := sent[acked:]
+	pred := sim.Replay(c, s.Entities[slot].Pos, pending, sim.DefaultPlayerSpeed, sim.DefaultTickHz)
+	if n := s.Enqueue(slot, sent[60:]); n != 60 {
+		t.Fatalf("queued %d of 60 inputs", n)
+	}
+	for range 60 {
+		s.Step()
+	}
+	if got := s.Entities[slot].Pos; got != pred {
+		t.Fatalf("acked %d: replay predicts %+v, server at %+v", acked, pred, got)
 	}
 }

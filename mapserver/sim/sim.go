@@ -266,7 +266,8 @@ type PlayerState struct {
 }
 
 // AddPlayer puts a player at st.Pos (clamped into the bounds) and returns its slot
-// and stable id.
+// and stable id. A player added inside a portal's area (arriving through the matching
+// portal) is not reported as entering it until it has left it once.
 func (s *State) AddPlayer(st PlayerState) (int32, EntityID) {
 	w, h := s.colliders.Bounds()
 	st.Pos.X = max(BodyRadius, min(st.Pos.X, w-BodyRadius))

@@ -188,3 +188,30 @@ func TestRemovePlayerReusesSlot(t *testing.T) {
 		t.Fatalf("position %+v not clamped into the bounds", p)
 	}
 }
+
+// TestPortalArrivalDoesNotBounce: a player added on a portal (arriving through it) is
+// not sent straight back; after it walks out, walking in again is reported.
+func TestPortalArrivalDoesNotBounce(t *testing.T) {
+	_, w := defaultWorld(t)
+	s, _ := sim.New(w, sim.Options{})
+	pt := w.Portals[0]
+	slot, _ := s.AddPlayer(sim.PlayerState{Pos: sim.Vec{X: sim.FromCentimetres(pt.X), Y: sim.FromCentimetres(pt.Y)}})
+	count := 0
+	seq := uint64(0)
+	walk := func(dy int8, ticks int) {
+		for range ticks {
+			seq++
+			s.Enqueue(slot, []sim.Input{{Seq: seq, DY: dy}})
+			count += len(s.Step().Portals)
+		}
+	}
+	walk(0, 10)
+	if count != 0 {
+		t.Fatal("a player arriving on a portal was reported entering it")
+	}
+	walk(-1, 60) // 10 units south, out of the 3-unit trigger
+	walk(1, 60)
+	if count != 1 {
+		t.Fatalf("%d portal events after walking out and back in, want 1", count)
+	}
+}

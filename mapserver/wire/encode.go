@@ -98,7 +98,7 @@ func (e *Encoder) find(tick uint32) *table {
 type sent struct {
 	tick  uint32
 	valid bool
-	slots []int32
+	slots []uint16 // fit: slots lie below MaxSlots
 }
 
 // Client is one client's side of the encoder: the snapshots recently sent to it and
@@ -106,7 +106,7 @@ type sent struct {
 type Client struct {
 	// scratch, reused by every Encode
 	mark                      []uint64
-	despawns, spawns, updates []int32
+	despawns, spawns, updates []uint16
 
 	ring   []sent
 	next   int
@@ -164,7 +164,7 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 	rec := &c.ring[c.next]
 	c.next = (c.next + 1) % len(c.ring)
 	var base *table
-	var baseSlots []int32
+	var baseSlots []uint16
 	if c.hasAck {
 		// A baseline about to be overwritten by this snapshot's record is unusable.
 		if s := c.find(c.acked); s != nil && s != rec && s.tick != cur.tick {
@@ -195,25 +195,28 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 		dst = binary.AppendUvarint(dst, uint64(cur.tick-base.tick))
 	}
 	dst = binary.AppendUvarint(dst, seq)
+	if self < 0 || self >= MaxSlots {
+		self = -1
+	}
 	dst = binary.AppendUvarint(dst, uint64(self+1))
 
 	dst = binary.AppendUvarint(dst, uint64(len(c.despawns)))
 	prev := int32(-1)
 	for _, s := range c.despawns {
-		dst = binary.AppendUvarint(dst, uint64(s-prev-1))
-		prev = s
+		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1))
+		prev = int32(s)
 	}
 
 	dst = binary.AppendUvarint(dst, uint64(len(c.spawns)))
 	prev = -1
 	for _, s := range c.spawns {
 		st := &cur.slots[s]
-		dst = binary.AppendUvarint(dst, uint64(s-prev-1))
+		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1))
 		dst = append(dst, st.Kind)
 		dst = binary.AppendUvarint(dst, st.ID)
 		dst = binary.AppendVarint(dst, int64(st.X))
 		dst = binary.AppendVarint(dst, int64(st.Y))
-		prev = s
+		prev = int32(s)
 	}
 
 	// Updates: the slot gap with the changed-field mask in its low two bits, then the
@@ -229,24 +232,24 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 		if b.Y != n.Y {
 			mask |= fieldY
 		}
-		dst = binary.AppendUvarint(dst, uint64(s-prev-1)<<2|mask)
+		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1)<<2|mask)
 		if mask&fieldX != 0 {
 			dst = binary.AppendVarint(dst, int64(n.X)-int64(b.X))
 		}
 		if mask&fieldY != 0 {
 			dst = binary.AppendVarint(dst, int64(n.Y)-int64(b.Y))
 		}
-		prev = s
+		prev = int32(s)
 	}
 	return dst, full
 }
 
 // visibleSorted appends to dst the occupied slots of visible, sorted and without
 // duplicates, through the client's bitset.
-func (c *Client) visibleSorted(dst []int32, cur *table, visible []int32) []int32 {
+func (c *Client) visibleSorted(dst []uint16, cur *table, visible []int32) []uint16 {
 	if cap(dst) < len(visible) {
 		// Room for more than this snapshot needs, so that a ring entry grows rarely.
-		dst = make([]int32, 0, len(visible)+len(visible)/2+8)
+		dst = make([]uint16, 0, len(visible)+len(visible)/2+8)
 	}
 	words := (len(cur.slots) + 63) / 64
 	if len(c.mark) < words {
@@ -260,7 +263,7 @@ func (c *Client) visibleSorted(dst []int32, cur *table, visible []int32) []int32
 	for w := range words {
 		m := c.mark[w]
 		for m != 0 {
-			dst = append(dst, int32(w*64+bits.TrailingZeros64(m)))
+			dst = append(dst, uint16(w*64+bits.TrailingZeros64(m)))
 			m &= m - 1
 		}
 		c.mark[w] = 0
@@ -271,7 +274,7 @@ func (c *Client) visibleSorted(dst []int32, cur *table, visible []int32) []int32
 // classify splits the slots seen at the baseline (was) and now into despawns (seen,
 // no longer visible), spawns (newly visible, or holding another entity than at the
 // baseline) and updates (the same entity, moved), in the client's scratch lists.
-func (c *Client) classify(base, cur *table, was, now []int32) {
+func (c *Client) classify(base, cur *table, was, now []uint16) {
 	c.despawns, c.spawns, c.updates = c.despawns[:0], c.spawns[:0], c.updates[:0]
 	i := 0
 	for _, s := range now {

@@ -8,6 +8,7 @@
 package ws
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -49,6 +50,10 @@ type Server struct {
 
 	upgradeOnce sync.Once
 	upgrader    websocket.Upgrader
+
+	mu     sync.Mutex
+	active int
+	idle   chan struct{} // closed when active drops to zero, for Drain
 }
 
 // NewServer returns a Server that hands connections to h.
@@ -85,7 +90,47 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logger().Debug("websocket upgrade refused", "err", err, "origin", r.Header.Get("Origin"))
 		return
 	}
+	s.track(1)
+	defer s.track(-1)
 	newConn(s, ws).run(r.Context())
+}
+
+// Active is the number of connections being served.
+func (s *Server) Active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
+}
+
+// Drain waits until every connection has ended (after the game closed them, so that
+// their close frames are written before the process exits), or until ctx ends.
+func (s *Server) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	if s.active == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Server) track(delta int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active += delta
+	if s.active == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
 }
 
 func (s *Server) logger() *slog.Logger {

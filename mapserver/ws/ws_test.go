@@ -204,7 +204,14 @@ func TestClose_FromGame(t *testing.T) {
 		t.Fatalf("got %q before the close", m)
 	}
 	wantClose(t, c, websocket.CloseGoingAway)
-	waitFor(t, "Closed", func() bool { return h.game.Closed() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Drain(ctx); err != nil || h.srv.Active() != 0 {
+		t.Fatalf("drain: %v, %d connections left", err, h.srv.Active())
+	}
+	if h.game.Closed() != 1 {
+		t.Fatal("the session did not learn the connection ended")
+	}
 }
 
 func TestReadLimit_Closes1009(t *testing.T) {

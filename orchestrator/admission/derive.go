@@ -58,7 +58,7 @@ func (s *Service) deriveConfig(ctx context.Context, fromInstanceID, mapID string
 // instanceConfig returns the MapConfig an instance runs: the config it was created with,
 // or its map's template.
 func (s *Service) instanceConfig(ctx context.Context, instanceID string) (mapgen.MapConfig, error) {
-	inst, err := s.Maps.Instance(instanceID)
+	inst, err := s.Maps.Gate(instanceID) // the source asks for the transfer, so it is ready
 	if err != nil {
 		return mapgen.MapConfig{}, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
@@ -191,5 +192,8 @@ func TestSIGTERM_ClosesPlayersPushesExitsZero(t *testing.T) {
 	}
 	if _, err := orch.DB.Snapshot(context.Background(), faketest.DefaultInstance, control.CharacterPartitionPrefix+j.CharacterID); err != nil {
 		t.Fatalf("the character's state was not pushed at stop: %v", err)
+	}
+	if _, err := orch.DB.Snapshot(context.Background(), faketest.DefaultInstance, orchlink.InstancePartition); err != nil {
+		t.Fatalf("the instance partition was not pushed at stop: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package docker
+package supervise
 
 import (
 	"context"
@@ -8,10 +8,6 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 )
-
-// ResyncInterval is how often the supervisor compares the engine's containers with
-// its records even when the events stream seems fine, in case an event was lost.
-const ResyncInterval = 30 * time.Second
 
 // probeLoop runs check every ProbeInterval, and a resync every ResyncInterval, until
 // ctx ends.
@@ -30,6 +26,10 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 			}
 		case <-t.C:
 			s.check(ctx)
+			// A round lasts as long as its slowest probe; restarting the ticker keeps a
+			// full interval between rounds, so one network hiccup that outlasts the
+			// interval is not counted as two failures back to back.
+			t.Reset(s.ProbeInterval)
 		}
 	}
 }
@@ -78,7 +78,7 @@ func (s *Supervisor) check(ctx context.Context) {
 	// A blank map that never registers would hold its pool place forever.
 	var stuck []*poolMember
 	for id, m := range s.pool {
-		if m.started && !m.ready && now.Sub(m.startedAt) > s.StartTimeout {
+		if m.started && !m.registered && now.Sub(m.startedAt) > s.StartTimeout {
 			delete(s.pool, id)
 			stuck = append(stuck, m)
 		}
@@ -87,7 +87,7 @@ func (s *Supervisor) check(ctx context.Context) {
 	for _, m := range stuck {
 		s.Log.Warn("warm pool container never registered; replacing it", "pool", m.id, "container", shortID(m.containerID))
 		s.group.Go(func() error {
-			if err := RemoveMap(context.WithoutCancel(ctx), s.API, m.containerID); err != nil {
+			if err := s.Runtime.Remove(context.WithoutCancel(ctx), m.containerID); err != nil {
 				s.Log.Warn("remove stuck pool container", "pool", m.id, "err", err)
 			}
 			return nil
