@@ -25,6 +25,11 @@ const (
 	ESCHEMAVERSION   = "schema_version"
 	EHASHMISMATCH    = "hash_mismatch"
 	EINVALIDENVELOPE = "invalid_envelope"
+
+	// Codes of HTTP-level refusals, so that they too carry a code a client can branch on.
+	EMETHODNOTALLOWED = "method_not_allowed"
+	EUNSUPPORTEDMEDIA = "unsupported_media_type"
+	EFORBIDDEN        = "forbidden"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;

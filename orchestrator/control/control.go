@@ -111,6 +111,10 @@ var statuses = map[string]int{
 	orchestrator.EMAPUNAVAILABLE:  http.StatusServiceUnavailable,
 	orchestrator.EUNAVAILABLE:     http.StatusServiceUnavailable,
 	orchestrator.ENOTIMPLEMENTED:  http.StatusNotImplemented,
+
+	orchestrator.EMETHODNOTALLOWED: http.StatusMethodNotAllowed,
+	orchestrator.EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
+	orchestrator.EFORBIDDEN:        http.StatusForbidden,
 }
 
 // Status returns the HTTP status for an error code.
@@ -158,6 +162,12 @@ func httpCode(status int) string {
 		return orchestrator.ETOOLARGE
 	case status == http.StatusUnauthorized:
 		return orchestrator.EUNAUTHORIZED
+	case status == http.StatusMethodNotAllowed:
+		return orchestrator.EMETHODNOTALLOWED
+	case status == http.StatusUnsupportedMediaType:
+		return orchestrator.EUNSUPPORTEDMEDIA
+	case status == http.StatusForbidden:
+		return orchestrator.EFORBIDDEN
 	case status < 500:
 		return orchestrator.EBADREQUEST
 	default:

@@ -225,10 +225,12 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		postJSON(t, child.control+control.PathRedeem, "", body, http.StatusUnauthorized, &e)
 	})
 
+	// Players come through the edge, which learns routes from the control listener.
+	edge := openEdge(t, child.control, secret)
 	t.Run("PlayOverWebSocketThroughEdge", func(t *testing.T) {
 		var j orchestrator.JoinResponse
-		postJSON(t, child.public+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
-		wsURL := "ws" + strings.TrimPrefix(child.public, "http") + j.WS
+		postJSON(t, edge.PublicURL()+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
+		wsURL := "ws" + strings.TrimPrefix(edge.PublicURL(), "http") + j.WS
 		hello := `{"v":1,"kind":"hello","ticket":"` + j.Ticket + `"}`
 
 		c := dialWS(t, wsURL)
@@ -275,7 +277,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 
 		// The edge refuses unknown maps before any upgrade.
-		_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(child.public, "http")+orchestrator.WSPath("nowhere-1"), nil)
+		_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(edge.PublicURL(), "http")+orchestrator.WSPath("nowhere-1"), nil)
 		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 			t.Fatalf("unknown map: %v %v, want 503", err, resp)
 		}
@@ -287,8 +289,8 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		dest := instance + "-f"
 		postJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+dest+`","mapId":"frontier"}`, http.StatusCreated, nil)
 		var j orchestrator.JoinResponse
-		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
-		base := "ws" + strings.TrimPrefix(child.public, "http")
+		postJSON(t, edge.PublicURL()+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
+		base := "ws" + strings.TrimPrefix(edge.PublicURL(), "http")
 		src := dialWS(t, base+j.WS)
 		sendWS(t, src, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
 		var w struct {

@@ -1,9 +1,10 @@
-package httpapi_test
+package edge_test
 
 import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/edge"
 )
 
 // benchRedeemer admits every ticket, so each benchmark connection gets a welcome.
@@ -26,7 +28,7 @@ func (benchRedeemer) TransferResult(context.Context, orchestrator.TransferResult
 
 // BenchmarkPingPong measures one ping/pong round trip of a single welcomed client
 // (C=1) against the real map WebSocket server, directly on its game port and through
-// the orchestrator's edge proxy, so the proxy's cost per message is the difference.
+// the edge, so the proxy hop's cost per message is the difference.
 func BenchmarkPingPong(b *testing.B) {
 	cfg, err := mapgen.Resolve("bench-1", mapgen.DefaultMapID, nil)
 	if err != nil {
@@ -36,13 +38,11 @@ func BenchmarkPingPong(b *testing.B) {
 	world.Set(cfg, "bench-hash")
 	game := httptest.NewServer(ws.NewServer(benchRedeemer{}, world, 30, 15, slog.New(slog.DiscardHandler)))
 	defer game.Close()
-	edge := MustOpenEdge(b, edgeMaps{inst: map[string]orchestrator.Instance{
-		"bench-1": {ID: "bench-1", State: orchestrator.StateReady, GamePort: portOf(b, game)},
-	}})
+	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = "bench-1=" + strconv.Itoa(portOf(b, game)) })
 
 	for _, tc := range []struct{ name, url string }{
 		{"direct", "ws" + strings.TrimPrefix(game.URL, "http") + "/ws"},
-		{"proxy", "ws" + strings.TrimPrefix(edge.PublicURL(), "http") + orchestrator.WSPath("bench-1")},
+		{"edge", wsURL(e, "bench-1")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			c, _, err := websocket.DefaultDialer.Dial(tc.url, nil)
