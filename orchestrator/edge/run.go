@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ func Run(args, environ []string, stdout, stderr io.Writer) int {
 	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
 		return code
 	}
+	runtime.GOMAXPROCS(cfg.Procs)
 	log := envconf.NewLogger(stderr, cfg.LogLevel)
 	e, err := New(cfg, log)
 	if err != nil {
@@ -41,7 +43,7 @@ func Run(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("edge listening", "version", orchestrator.Version, "public", e.PublicURL(), "metrics", e.MetricsURL(),
-		"orchestrator", cfg.OrchURL, "staticRoutes", cfg.StaticRoutes != "")
+		"orchestrator", cfg.OrchURL, "procs", cfg.Procs, "staticRoutes", cfg.StaticRoutes != "")
 	<-ctx.Done()
 	log.Info("draining", "connections", e.Proxy.Active(), "timeout", e.DrainTimeout)
 	if err := e.Close(context.Background()); err != nil {

@@ -28,7 +28,7 @@ import (
 func openEdge(t *testing.T, controlURL, secret string) *edge.Edge {
 	t.Helper()
 	e, err := edge.New(edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: controlURL,
-		Secret: secret, MaxConns: 100, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 1000, LogLevel: "info"},
+		Secret: secret, MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 1000, LogLevel: "info"},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

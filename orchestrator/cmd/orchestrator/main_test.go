@@ -58,6 +58,13 @@ func TestRun_Help(t *testing.T) {
 	}
 }
 
+func TestRun_EdgeSubcommand(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"edge", "-h"}, nil, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "EDGE_PUBLIC_ADDR") {
+		t.Fatalf("orchestrator edge -h: exit %d, %s", code, out.String())
+	}
+}
+
 func TestRun_InvalidConfig(t *testing.T) {
 	var stderr bytes.Buffer
 	code := run(nil, []string{"ORCH_CHECKPOINT_MS=often"}, io.Discard, &stderr)
