@@ -173,19 +173,10 @@ func (e *Edge) Close(ctx context.Context) error {
 
 // PublicURL is the base URL of the public listener, on loopback when it binds all
 // interfaces.
-func (e *Edge) PublicURL() string { return "http://" + loopbackHostPort(e.publicLn.Addr()) }
+func (e *Edge) PublicURL() string { return "http://" + control.LoopbackHostPort(e.publicLn.Addr()) }
 
 // MetricsURL is the base URL of the metrics listener.
-func (e *Edge) MetricsURL() string { return "http://" + loopbackHostPort(e.metricsLn.Addr()) }
-
-func loopbackHostPort(a net.Addr) string {
-	ta := a.(*net.TCPAddr)
-	host := ta.IP.String()
-	if ta.IP.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, strconv.Itoa(ta.Port))
-}
+func (e *Edge) MetricsURL() string { return "http://" + control.LoopbackHostPort(e.metricsLn.Addr()) }
 
 // secret returns the control secret, reading SecretFile until it exists: the
 // orchestrator writes it on its first start, which may come after the edge's.

@@ -129,19 +129,10 @@ func (s *Server) Close(ctx context.Context) error {
 
 // PublicURL is the base URL of the public listener, with a loopback host when it binds
 // all interfaces.
-func (s *Server) PublicURL() string { return "http://" + loopbackHostPort(s.publicLn.Addr()) }
+func (s *Server) PublicURL() string { return "http://" + control.LoopbackHostPort(s.publicLn.Addr()) }
 
 // ControlURL is the base URL of the control listener on loopback.
-func (s *Server) ControlURL() string { return "http://" + loopbackHostPort(s.controlLn.Addr()) }
+func (s *Server) ControlURL() string { return "http://" + control.LoopbackHostPort(s.controlLn.Addr()) }
 
 // ControlPort is the port of the control listener.
 func (s *Server) ControlPort() int { return s.controlLn.Addr().(*net.TCPAddr).Port }
-
-func loopbackHostPort(a net.Addr) string {
-	ta := a.(*net.TCPAddr)
-	host := ta.IP.String()
-	if ta.IP.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, strconv.Itoa(ta.Port))
-}
