@@ -45,7 +45,7 @@ func Run(args, environ []string, stdout, stderr io.Writer) int {
 	log.Info("edge listening", "version", orchestrator.Version, "public", e.PublicURL(), "metrics", e.MetricsURL(),
 		"orchestrator", cfg.OrchURL, "procs", cfg.Procs, "staticRoutes", cfg.StaticRoutes != "")
 	<-ctx.Done()
-	log.Info("draining", "connections", e.Proxy.Active(), "timeout", e.DrainTimeout)
+	log.Info("draining", "connections", e.Proxy.Active(), "timeout", e.DrainTimeout.String())
 	if err := e.Close(context.Background()); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
