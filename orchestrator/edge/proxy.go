@@ -360,8 +360,9 @@ func (s *splice) copy(dst, src net.Conn, dir string) int64 {
 	_ = src.SetReadDeadline(time.Now().Add(idle))
 	var total, wset int64
 	counter := s.p.Metrics.bytes(dir)
+	in, out := ioFor(src), ioFor(dst)
 	for {
-		n, err := src.Read(buf)
+		n, err := in.read(buf)
 		if n > 0 {
 			now := time.Now().UnixNano()
 			s.last.Store(now)
@@ -369,7 +370,7 @@ func (s *splice) copy(dst, src net.Conn, dir string) int64 {
 				_ = dst.SetWriteDeadline(time.Unix(0, now).Add(wto))
 				wset = now
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if werr := out.write(buf[:n]); werr != nil {
 				s.closeBoth()
 				return total
 			}
@@ -400,6 +401,28 @@ func (s *splice) copy(dst, src net.Conn, dir string) int64 {
 		_ = dst.SetReadDeadline(time.Now().Add(closeGrace))
 	}
 	return total
+}
+
+// connIO is how a splice reads one side and writes the other: raw system calls where
+// the platform allows (rawio_linux.go), net.Conn otherwise.
+type connIO interface {
+	read([]byte) (int, error)
+	write([]byte) error
+}
+
+type netIO struct{ net.Conn }
+
+func (c netIO) read(b []byte) (int, error) { return c.Read(b) }
+func (c netIO) write(b []byte) error {
+	_, err := c.Write(b)
+	return err
+}
+
+func ioFor(c net.Conn) connIO {
+	if r := newRawIO(c); r != nil {
+		return r
+	}
+	return netIO{c}
 }
 
 func (s *splice) closeBoth() {
