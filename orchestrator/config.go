@@ -17,7 +17,7 @@ var (
 // Config is every tunable of the orchestrator, read from the environment (see
 // envconf.Load). Durations are whole milliseconds, as in the variable names.
 type Config struct {
-	PublicAddr  string `env:"ORCH_PUBLIC_ADDR" envDefault:":8080" help:"public listener: join API, map WebSocket proxy, browser page, health"`
+	PublicAddr  string `env:"ORCH_PUBLIC_ADDR" envDefault:"127.0.0.1:8081" help:"the orchestrator's own HTTP listener: /healthz, /readyz and the join API (players come through the edge on :8080, which forwards joins to the control listener)"`
 	ControlAddr string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC and admin listener (loopback; also bound on the map network gateway)"`
 	DBPath      string `env:"ORCH_DB_PATH" envDefault:"/data/mapyard.db" help:"SQLite database file; the generated secret is kept beside it"`
 	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"shared secret of the control RPC; generated on first start and kept in the data dir when empty"`

@@ -20,7 +20,7 @@ func TestConfig_Defaults(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"ORCH_PUBLIC_ADDR", c.PublicAddr, ":8080"},
+		{"ORCH_PUBLIC_ADDR", c.PublicAddr, "127.0.0.1:8081"},
 		{"ORCH_CONTROL_ADDR", c.ControlAddr, "127.0.0.1:9000"},
 		{"ORCH_DB_PATH", c.DBPath, "/data/mapyard.db"},
 		{"ORCH_CHECKPOINT_MS", c.CheckpointMS, 300000},

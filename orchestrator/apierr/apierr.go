@@ -30,6 +30,11 @@ const (
 	ESCHEMAVERSION   = "schema_version"
 	EHASHMISMATCH    = "hash_mismatch"
 	EINVALIDENVELOPE = "invalid_envelope"
+
+	// Codes of HTTP-level refusals, so that they too carry a code a client can branch on.
+	EMETHODNOTALLOWED = "method_not_allowed"
+	EUNSUPPORTEDMEDIA = "unsupported_media_type"
+	EFORBIDDEN        = "forbidden"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;
@@ -93,6 +98,10 @@ var statuses = map[string]int{
 	EMAPUNAVAILABLE:  http.StatusServiceUnavailable,
 	EUNAVAILABLE:     http.StatusServiceUnavailable,
 	ENOTIMPLEMENTED:  http.StatusNotImplemented,
+
+	EMETHODNOTALLOWED: http.StatusMethodNotAllowed,
+	EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
+	EFORBIDDEN:        http.StatusForbidden,
 }
 
 // Status returns the HTTP status an error code is answered with, so both sides of the

@@ -5,6 +5,8 @@
 //
 //	orchestrator              run, configured by ORCH_* environment variables
 //	orchestrator healthcheck  exit 0 if the local orchestrator answers /healthz
+//	orchestrator edge ...     run the edge instead (see package edge), so that one image
+//	                          ships both processes
 //	orchestrator -h           list every variable with its default
 //
 // Fault injection is for tests only and off by default: with
@@ -18,8 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -37,6 +37,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/edge"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
@@ -47,6 +48,9 @@ func main() {
 }
 
 func run(args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "edge" {
+		return edge.Run(args[1:], environ, stdout, stderr)
+	}
 	var cfg orchestrator.Config
 	cmd := envconf.Command{
 		Name:  "orchestrator",
@@ -55,7 +59,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n" +
 			"\"MAP_FAULT_IGNORE_SIGTERM=true\"]\n" +
 			"for that instance's container; no other variable is ever accepted.",
-		Healthcheck: func() error { return healthcheck(cfg.PublicAddr) },
+		Healthcheck: func() error { return edge.Healthcheck(cfg.PublicAddr) },
 	}
 	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
 		return code
@@ -237,22 +241,4 @@ func mapEnv(environ []string, orchURL, secret string) []string {
 		fmt.Sprintf("MAP_GAME_PORT=%d", docker.MapGamePort),
 		fmt.Sprintf("MAP_CONTROL_PORT_BASE=%d", docker.MapControlPort),
 	)
-}
-
-// healthcheck asks the local public listener for /healthz; the image's HEALTHCHECK runs it.
-func healthcheck(publicAddr string) error {
-	_, port, err := net.SplitHostPort(publicAddr)
-	if err != nil {
-		return err
-	}
-	c := &http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Get("http://" + net.JoinHostPort("127.0.0.1", port) + "/healthz")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/healthz answered %d", resp.StatusCode)
-	}
-	return nil
 }

@@ -62,6 +62,13 @@ func TestRun_Help(t *testing.T) {
 	}
 }
 
+func TestRun_EdgeSubcommand(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"edge", "-h"}, nil, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "EDGE_PUBLIC_ADDR") {
+		t.Fatalf("orchestrator edge -h: exit %d, %s", code, out.String())
+	}
+}
+
 func TestRun_InvalidConfig(t *testing.T) {
 	var stderr bytes.Buffer
 	code := run(nil, []string{"ORCH_CHECKPOINT_MS=often"}, io.Discard, &stderr)
@@ -229,10 +236,12 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		testutil.PostJSON(t, child.control+control.PathRedeem, "", body, http.StatusUnauthorized, &e)
 	})
 
+	// Players come through the edge, which learns routes from the control listener.
+	edge := openEdge(t, child.control, secret)
 	t.Run("PlayOverWebSocketThroughEdge", func(t *testing.T) {
 		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
-		wsURL := "ws" + strings.TrimPrefix(child.public, "http") + j.WS
+		testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
+		wsURL := "ws" + strings.TrimPrefix(edge.PublicURL(), "http") + j.WS
 		hello := `{"v":1,"kind":"hello","ticket":"` + j.Ticket + `"}`
 
 		c := dialWS(t, wsURL)
@@ -279,7 +288,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 
 		// The edge refuses unknown maps before any upgrade.
-		_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(child.public, "http")+orchestrator.WSPath("nowhere-1"), nil)
+		_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(edge.PublicURL(), "http")+orchestrator.WSPath("nowhere-1"), nil)
 		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 			t.Fatalf("unknown map: %v %v, want 503", err, resp)
 		}
@@ -291,8 +300,8 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		dest := instance + "-f"
 		testutil.PostJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+dest+`","mapId":"frontier"}`, http.StatusCreated, nil)
 		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
-		base := "ws" + strings.TrimPrefix(child.public, "http")
+		testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
+		base := "ws" + strings.TrimPrefix(edge.PublicURL(), "http")
 		src := dialWS(t, base+j.WS)
 		sendWS(t, src, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
 		var w struct {
