@@ -62,8 +62,10 @@ type Swarm struct {
 
 	mu   sync.Mutex
 	bots []*Client
-	// JoinFailures counts bots that could not join or connect.
+	// JoinFailures counts bots that could not join or connect; JoinError is the first
+	// reason.
 	JoinFailures int
+	JoinError    error
 }
 
 // Connect joins and connects the N bots, at most JoinPerSec per second.
@@ -92,7 +94,9 @@ func (s *Swarm) Connect(ctx context.Context) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if err != nil {
-				s.JoinFailures++
+				if s.JoinFailures++; s.JoinError == nil {
+					s.JoinError = err
+				}
 				return
 			}
 			s.bots = append(s.bots, c)
@@ -100,7 +104,7 @@ func (s *Swarm) Connect(ctx context.Context) error {
 	}
 	wg.Wait()
 	if len(s.bots) == 0 {
-		return fmt.Errorf("no bot could join (%d failures)", s.JoinFailures)
+		return fmt.Errorf("no bot could join (%d failures, the first: %w)", s.JoinFailures, s.JoinError)
 	}
 	return nil
 }

@@ -4,8 +4,9 @@
 // client, snapshots per second, kbit/s down, entities in view, round trips and drops,
 // and the bots' own CPU.
 //
-//	mapbots -join http://127.0.0.1:8080 -n 250                 # through the public edge
-//	mapbots -join http://127.0.0.1:8080 -map ws://127.0.0.1:7000/ws -n 250   # tickets from the edge, straight to the map
+//	mapbots -join http://127.0.0.1:8080 -n 250                               # through the public edge
+//	mapbots -join http://127.0.0.1:8080 -map ws://127.0.0.1:7000/ws -n 250   # tickets from the edge or a
+//	                                                                         # fake orchestrator, straight to the map
 package main
 
 import (
