@@ -25,6 +25,15 @@ const (
 	ESCHEMAVERSION   = "schema_version"
 	EHASHMISMATCH    = "hash_mismatch"
 	EINVALIDENVELOPE = "invalid_envelope"
+	// EFORBIDDEN refuses a caller that is who it says but acts for someone else: a map
+	// calling for another instance, or for a character whose lease it does not hold.
+	EFORBIDDEN = "forbidden"
+	// ERATELIMITED refuses a client address over its request rate; Retry-After says when
+	// to come back.
+	ERATELIMITED = "rate_limited"
+	// ECAPACITY refuses what would grow state held in memory past its configured bound
+	// (for example disposable guest characters); it clears as players leave.
+	ECAPACITY = "capacity"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;
