@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"regexp"
 	"time"
 )
@@ -41,11 +42,19 @@ type Config struct {
 	DefaultInstanceID string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"default-1" help:"instance id of the default map (container mapyard-map-<id>)"`
 	LogLevel          string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
-	Deployment          string `env:"ORCH_DEPLOYMENT" envDefault:"mapyard" help:"name of this deployment: the orchestrator adopts and removes only map containers labelled with it"`
-	MapProbeMS          int    `env:"ORCH_MAP_PROBE_MS" envDefault:"2000" help:"interval between HTTP probes of each map's /health"`
-	MapStartTimeoutMS   int    `env:"ORCH_MAP_START_TIMEOUT_MS" envDefault:"30000" help:"a map that does not become ready this long after its start is unhealthy; also bounds how long a join waits for a lazily started map"`
-	MapOrphanGraceMS    int    `env:"ORCH_MAP_ORPHAN_GRACE_MS" envDefault:"10000" help:"labelled map containers of unknown instances found at start are removed after this long"`
-	AllowFaultInjection bool   `env:"ORCH_ALLOW_FAULT_INJECTION" envDefault:"false" help:"TESTS ONLY: let admin create pass MAP_FAULT_* variables to one instance's container"`
+	Deployment        string         `env:"ORCH_DEPLOYMENT" envDefault:"mapyard" help:"name of this deployment: the orchestrator adopts and removes only map containers labelled with it"`
+	MapProbeMS        int            `env:"ORCH_MAP_PROBE_MS" envDefault:"2000" help:"interval between HTTP probes of each map's /health"`
+	MapStartTimeoutMS int            `env:"ORCH_MAP_START_TIMEOUT_MS" envDefault:"30000" help:"a map that does not become ready this long after its start is unhealthy; also bounds how long a join waits for a lazily started map"`
+	MapOrphanGraceMS  int            `env:"ORCH_MAP_ORPHAN_GRACE_MS" envDefault:"10000" help:"labelled map containers of unknown instances found at start are removed after this long"`
+	JoinRatePerMin    int            `env:"ORCH_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); 0 = no limit"`
+	JoinRateBurst     int            `env:"ORCH_JOIN_RATE_BURST" envDefault:"10" help:"joins one client address may make at once"`
+	WSRatePerMin      int            `env:"ORCH_WS_RATE_PER_MIN" envDefault:"60" help:"map WebSocket upgrades a minute allowed from one client address; 0 = no limit"`
+	WSRateBurst       int            `env:"ORCH_WS_RATE_BURST" envDefault:"20" help:"map WebSocket upgrades one client address may make at once"`
+	RateLimitClients  int            `env:"ORCH_RATE_LIMIT_CLIENTS" envDefault:"65536" help:"client addresses each rate limit tracks; past it the least recently seen is forgotten"`
+	TrustedProxies    []netip.Prefix `env:"ORCH_TRUSTED_PROXIES" envSeparator:"," help:"comma-separated CIDRs without spaces (e.g. 127.0.0.1/32) of reverse proxies whose X-Forwarded-For names the client; empty = the TCP peer is the client"`
+	MaxGuests         int            `env:"ORCH_MAX_GUESTS" envDefault:"10000" help:"disposable guest characters held in memory; past it guest joins get 503 capacity (players with an authKey are not affected); 0 = no bound"`
+
+	AllowFaultInjection bool `env:"ORCH_ALLOW_FAULT_INJECTION" envDefault:"false" help:"TESTS ONLY: let admin create pass MAP_FAULT_* variables to one instance's container"`
 }
 
 // IDPattern is what map and instance ids look like. Ids become part of container names,
@@ -92,6 +101,12 @@ func (c *Config) Validate() error {
 		{"ORCH_MAP_PROBE_MS", c.MapProbeMS, 50},
 		{"ORCH_MAP_START_TIMEOUT_MS", c.MapStartTimeoutMS, 100},
 		{"ORCH_MAP_ORPHAN_GRACE_MS", c.MapOrphanGraceMS, 0},
+		{"ORCH_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 0},
+		{"ORCH_JOIN_RATE_BURST", c.JoinRateBurst, 1},
+		{"ORCH_WS_RATE_PER_MIN", c.WSRatePerMin, 0},
+		{"ORCH_WS_RATE_BURST", c.WSRateBurst, 1},
+		{"ORCH_RATE_LIMIT_CLIENTS", c.RateLimitClients, 1},
+		{"ORCH_MAX_GUESTS", c.MaxGuests, 0},
 	} {
 		if v.val < v.min {
 			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)

@@ -44,11 +44,15 @@ type Store interface {
 const (
 	DefaultTTL           = 10 * time.Second
 	DefaultGuestLeaseTTL = 24 * time.Hour
-	DefaultName          = "wanderer"
-	MaxNameLen           = 32
-	disposablePrefix     = "~" // Subject of a disposable session; never a base64url key hash
-	guestIDPrefix        = "guest-"
-	transferEventPrefix  = "transfer-"
+	// DefaultMaxGuests bounds the disposable characters held in memory (a few hundred
+	// bytes each): enough for a busy host, small enough that a flood of guest joins
+	// cannot exhaust the orchestrator.
+	DefaultMaxGuests    = 10000
+	DefaultName         = "wanderer"
+	MaxNameLen          = 32
+	disposablePrefix    = "~" // Subject of a disposable session; never a base64url key hash
+	guestIDPrefix       = "guest-"
+	transferEventPrefix = "transfer-"
 )
 
 // Service is the admission service. Set the exported fields (NewService does), then use
@@ -66,6 +70,10 @@ type Service struct {
 	// GuestLeaseTTL bounds the memory disposable characters hold: a guest lease not
 	// renewed for this long is forgotten by Sweep (its player re-joins as a new guest).
 	GuestLeaseTTL time.Duration
+	// MaxGuests bounds the disposable characters (their leases and hand-overs) held in
+	// memory; past it guest joins are refused with ECAPACITY until guests leave or are
+	// forgotten. Players with an authKey are not affected. 0 means no bound.
+	MaxGuests int
 
 	locks [64]sync.Mutex // per-character critical sections, striped
 	seed  maphash.Seed
@@ -83,7 +91,7 @@ func NewService(secret string, store Store, maps Maps, defaultInstanceID string,
 		Signer: ticket.NewSigner(secret), Keys: ticket.NewKeyHasher(secret),
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
-		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL,
+		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
 		handovers: make(map[string]*orchestrator.CharacterState),
 	}
 }
@@ -105,6 +113,41 @@ func (s *Service) forgetIdleGuests(now time.Time) {
 	}
 }
 
+// guestsFullLocked reports whether no new disposable character fits in memory. The
+// caller holds s.mu.
+func (s *Service) guestsFullLocked() bool {
+	return s.MaxGuests > 0 && len(s.guests) >= s.MaxGuests
+}
+
+// errGuestsFull is the answer to a guest past MaxGuests.
+var errGuestsFull = &orchestrator.Error{Code: orchestrator.ECAPACITY, Message: "this server holds as many guest players as it may; try again later, or join with an authKey"}
+
+// GuestsFull reports whether a new disposable character would be refused now.
+func (s *Service) GuestsFull() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.guestsFullLocked()
+}
+
+// guestWontFit reports whether characterID is a disposable character that holds no
+// lease yet and would not fit.
+func (s *Service) guestWontFit(characterID string) bool {
+	if !IsDisposable(characterID) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, held := s.guests[characterID]
+	return !held && s.guestsFullLocked()
+}
+
+// Guests is the number of disposable characters held in memory.
+func (s *Service) Guests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.guests)
+}
+
 // lock serializes everything that reads and then changes one character's lease.
 func (s *Service) lock(characterID string) func() {
 	m := &s.locks[maphash.String(s.seed, characterID)%uint64(len(s.locks))]
@@ -117,8 +160,9 @@ func IsDisposable(characterID string) bool { return strings.HasPrefix(characterI
 
 // Join resolves the identity of r into a character and returns a join ticket for the
 // map it should enter: the instance it was last saved in if that map is ready, else the
-// default map. Error codes: EBADREQUEST (bad authKey or name), EMAPQUARANTINED,
-// EMAPUNAVAILABLE (the default map cannot take players).
+// default map. Error codes: EBADREQUEST (bad authKey or name), ECAPACITY (no room for
+// another guest), EMAPQUARANTINED, EMAPUNAVAILABLE (the default map cannot take
+// players).
 func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
 	name, err := cleanName(r.Name)
 	if err != nil {
@@ -126,6 +170,9 @@ func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 	}
 	var characterID, subject, target string
 	if r.AuthKey == "" {
+		if s.GuestsFull() {
+			return nil, errGuestsFull
+		}
 		characterID, subject = guestIDPrefix+ticket.NewID(9), disposablePrefix+ticket.NewID(12)
 	} else {
 		keyHash, err := s.Keys.Hash(r.AuthKey)
@@ -235,6 +282,9 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 		if l.InstanceID == "" && l.TransferID == "" {
 			delete(s.guests, l.CharacterID)
 			return nil
+		}
+		if _, held := s.guests[l.CharacterID]; !held && s.guestsFullLocked() {
+			return errGuestsFull
 		}
 		s.guests[l.CharacterID] = guestLease{Lease: l, at: s.Now()}
 		return nil

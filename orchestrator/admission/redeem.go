@@ -17,7 +17,7 @@ import (
 // learns it on its next write (Authorize fails).
 //
 // Error codes: EBADREQUEST, ETICKETINVALID, ETICKETEXPIRED, ETICKETUSED, EWRONGMAP,
-// EMAPQUARANTINED, EMAPUNAVAILABLE.
+// ECAPACITY (a new guest past MaxGuests), EMAPQUARANTINED, EMAPUNAVAILABLE.
 func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
 	if !orchestrator.IDPattern.MatchString(r.InstanceID) {
 		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId must be a valid id")
@@ -53,6 +53,11 @@ func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*or
 		default:
 			return nil, orchestrator.Errorf(orchestrator.ETICKETUSED, "transfer token already used")
 		}
+	}
+	// A guest that would not fit is refused before its ticket is used up, so it can
+	// come back later with the same ticket while that is still valid.
+	if s.guestWontFit(c.CharacterID) {
+		return nil, errGuestsFull
 	}
 	if err := s.useNonce(ctx, c.Nonce, time.UnixMilli(c.ExpiresAtMs)); err != nil {
 		return nil, err

@@ -34,6 +34,9 @@ type Server struct {
 	// Metrics serves GET /metrics on the control listener (behind the secret, like
 	// everything there); nil answers 404.
 	Metrics http.Handler
+	// Limits rate-limits joins and WebSocket upgrades per client address; set before
+	// Open. The zero value limits nothing.
+	Limits PublicLimits
 
 	public, control *echo.Echo
 	gateway         *echo.Echo // the control port on ControlExtraIPs: map routes only
@@ -47,6 +50,7 @@ type Server struct {
 func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret string, log *slog.Logger) *Server {
 	s := &Server{Maps: maps, Admission: adm, Store: store, Secret: secret, Log: log,
 		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log)}
+	s.public.Use(s.rateLimit)
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
 	s.public.GET(PathMapWS, s.handleMapWS)

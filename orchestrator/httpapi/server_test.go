@@ -43,8 +43,9 @@ func (m readyMaps) Acquire(ctx context.Context, id string) (orchestrator.Instanc
 }
 func (m readyMaps) Ready() bool { return true }
 
-// MustOpenServer serves a real admission service over a real SQLite store.
-func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
+// MustOpenServer serves a real admission service over a real SQLite store, after the
+// optional set-up functions changed the server.
+func MustOpenServer(tb testing.TB, setup ...func(*httpapi.Server)) (*httpapi.Server, *sqlite.DB) {
 	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db := sqlite.NewDB(filepath.Join(tb.TempDir(), "mapyard.db"))
@@ -57,6 +58,9 @@ func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
 	s := httpapi.NewServer(maps, adm, db, secret, log)
 	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	s.ControlExtraIPs = []string{"127.0.0.2"} // stands in for the map network's gateway
+	for _, f := range setup {
+		f(s)
+	}
 	if err := s.Open(); err != nil {
 		tb.Fatal(err)
 	}

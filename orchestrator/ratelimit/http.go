@@ -21,28 +21,6 @@ type ClientAddr struct {
 	TrustedProxies []netip.Prefix
 }
 
-// ParsePrefixes parses a comma-separated list of CIDR prefixes or single addresses, as
-// ORCH_TRUSTED_PROXIES holds them. An empty list trusts no proxy.
-func ParsePrefixes(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		if a, err := netip.ParseAddr(f); err == nil {
-			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-			continue
-		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			return nil, fmt.Errorf("%q is neither an address nor a CIDR prefix", f)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
-}
-
 func (c ClientAddr) trusted(a netip.Addr) bool {
 	for _, p := range c.TrustedProxies {
 		if p.Contains(a) {
@@ -82,24 +60,32 @@ func (c ClientAddr) Of(r *http.Request) (a netip.Addr, ok bool) {
 	return a, true
 }
 
-// Middleware returns net/http middleware that takes one request from the client
-// address's bucket and refuses, with 429, code "rate_limited" and Retry-After (whole
-// seconds, rounded up), a request over the limit.
+// Middleware returns net/http middleware that passes on only the requests Refuse lets
+// through.
 func (l *Limiter) Middleware(addr ClientAddr) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			a, ok := addr.Of(r)
-			if !ok {
+			if !l.Refuse(w, r, addr) {
 				next.ServeHTTP(w, r)
-				return
 			}
-			if allowed, wait := l.Allow(a); !allowed {
-				refuse(w, wait)
-				return
-			}
-			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// Refuse takes one request from the bucket of r's client address. Over the limit it
+// answers 429 with code "rate_limited" and Retry-After (whole seconds, rounded up) and
+// returns true: the caller must not answer again. Routers with their own middleware
+// type (echo) call it directly.
+func (l *Limiter) Refuse(w http.ResponseWriter, r *http.Request, addr ClientAddr) bool {
+	a, ok := addr.Of(r)
+	if !ok {
+		return false
+	}
+	allowed, wait := l.Allow(a)
+	if !allowed {
+		refuse(w, wait)
+	}
+	return !allowed
 }
 
 // refuse writes the 429 answer in mapyard's error shape.

@@ -131,13 +131,7 @@ func TestKeyIPv6Network(t *testing.T) {
 }
 
 func TestClientAddr(t *testing.T) {
-	proxies, err := ratelimit.ParsePrefixes("127.0.0.1, 10.1.0.0/16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ratelimit.ParsePrefixes("nonsense"); err == nil {
-		t.Fatal("a bad prefix was accepted")
-	}
+	proxies := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.1.0.0/16")}
 	for _, tt := range []struct {
 		name, remote, xff, want string
 		trust                   bool

@@ -38,6 +38,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/envconf"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -154,8 +155,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Admission = admission.NewService(secret, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
 	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
+	m.Admission.MaxGuests = cfg.MaxGuests
 
 	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, secret, m.Log)
+	m.HTTP.Limits = publicLimits(&cfg)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
 	m.HTTP.Metrics = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
@@ -244,6 +247,20 @@ func mapEnv(environ []string, orchURL, secret string) []string {
 		fmt.Sprintf("MAP_GAME_PORT=%d", docker.MapGamePort),
 		fmt.Sprintf("MAP_CONTROL_PORT_BASE=%d", docker.MapControlPort),
 	)
+}
+
+// publicLimits are the per-client-address limits of joins and WebSocket upgrades.
+func publicLimits(cfg *orchestrator.Config) httpapi.PublicLimits {
+	limiter := func(perMin, burst int) *ratelimit.Limiter {
+		l := ratelimit.New(perMin, burst)
+		l.MaxClients = cfg.RateLimitClients
+		return l
+	}
+	return httpapi.PublicLimits{
+		Join:    limiter(cfg.JoinRatePerMin, cfg.JoinRateBurst),
+		WS:      limiter(cfg.WSRatePerMin, cfg.WSRateBurst),
+		Clients: ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies},
+	}
 }
 
 // healthcheck asks the local public listener for /healthz; the image's HEALTHCHECK runs it.
