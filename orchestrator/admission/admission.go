@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -85,10 +86,11 @@ type Service struct {
 	handovers map[string]*orchestrator.CharacterState // final states of disposable characters in transit
 }
 
-// NewService returns a Service signing with secret.
-func NewService(secret string, store Store, maps Maps, defaultInstanceID string, log *slog.Logger) *Service {
+// NewService returns a Service signing tickets and hashing authKeys with keys derived
+// from root.
+func NewService(root *keys.Root, store Store, maps Maps, defaultInstanceID string, log *slog.Logger) *Service {
 	return &Service{
-		Signer: ticket.NewSigner(secret), Keys: ticket.NewKeyHasher(secret),
+		Signer: ticket.NewSigner(root.TicketKey()), Keys: ticket.NewKeyHasher(root.AuthKeyHashKey()),
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
@@ -294,13 +296,23 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 
 // Authorize checks that instanceID holds characterID's lease at epoch: the gate every
 // per-character write from a map passes, so a map that lost a character (to a transfer
-// or a second login) can no longer change it. Error code: ECONFLICT.
+// or a second login) can no longer change it, and no map can change a character it
+// never held. Error codes: EFORBIDDEN (another instance, or none, holds the character),
+// ECONFLICT (this instance holds it at another epoch: a second login in the same map).
 func (s *Service) Authorize(ctx context.Context, characterID, instanceID string, epoch int64) error {
 	l, err := s.lease(ctx, characterID)
 	if err != nil {
 		return err
 	}
-	if l.InstanceID != instanceID || l.Epoch != epoch || instanceID == "" {
+	return holds(l, characterID, instanceID, epoch)
+}
+
+// holds is Authorize's rule over a lease already read.
+func holds(l orchestrator.Lease, characterID, instanceID string, epoch int64) error {
+	switch {
+	case l.InstanceID != instanceID || instanceID == "":
+		return orchestrator.Errorf(orchestrator.EFORBIDDEN, "character %q is not held by map instance %q", characterID, instanceID)
+	case l.Epoch != epoch:
 		return orchestrator.Errorf(orchestrator.ECONFLICT, "character %q is not authoritative in %q at epoch %d", characterID, instanceID, epoch)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -125,7 +126,7 @@ func (e *env) open(tb testing.TB) {
 	db := e.db
 	tb.Cleanup(func() { db.Close() })
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.svc = admission.NewService(secret, e.db, e.maps, "default-1", log)
+	e.svc = admission.NewService(mustRoot(tb), e.db, e.maps, "default-1", log)
 	e.svc.Now = e.clock.Now
 }
 
@@ -173,4 +174,14 @@ func wantCode(tb testing.TB, err error, code string) {
 	if got := orchestrator.ErrorCode(err); got != code {
 		tb.Fatalf("code %q (%v), want %q", got, err, code)
 	}
+}
+
+// mustRoot is the root secret of the tests' orchestrator.
+func mustRoot(tb testing.TB) *keys.Root {
+	tb.Helper()
+	r, err := keys.NewRoot(secret)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
 }

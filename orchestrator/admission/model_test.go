@@ -136,8 +136,8 @@ func (m *model) step() string {
 				Epoch: epoch, State: orchestrator.CharacterState{MapID: from, X: x, Revision: int64(m.nextID)},
 			})
 			if err != nil {
-				m.expect(err, orchestrator.ECONFLICT, orchestrator.EMAPQUARANTINED, orchestrator.EMAPUNAVAILABLE)
-				if orchestrator.ErrorCode(err) == orchestrator.ECONFLICT {
+				m.expect(err, orchestrator.ECONFLICT, orchestrator.EFORBIDDEN, orchestrator.EMAPQUARANTINED, orchestrator.EMAPUNAVAILABLE)
+				if code := orchestrator.ErrorCode(err); code == orchestrator.ECONFLICT || code == orchestrator.EFORBIDDEN {
 					delete(m.beliefs[from], ch) // the map learns it lost the character
 				}
 				return "transfer refused"

@@ -16,6 +16,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -54,7 +55,7 @@ func MustOpenServer(tb testing.TB, setup ...func(*httpapi.Server)) (*httpapi.Ser
 	}
 	tb.Cleanup(func() { db.Close() })
 	maps := readyMaps{ids: map[string]bool{"default-1": true, "frontier-1": true}}
-	adm := admission.NewService(secret, db, maps, "default-1", log)
+	adm := admission.NewService(mustRoot(tb), db, maps, "default-1", log)
 	s := httpapi.NewServer(maps, adm, db, secret, log)
 	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	s.ControlExtraIPs = []string{"127.0.0.2"} // stands in for the map network's gateway
@@ -66,6 +67,16 @@ func MustOpenServer(tb testing.TB, setup ...func(*httpapi.Server)) (*httpapi.Ser
 	}
 	tb.Cleanup(func() { s.Close(context.Background()) })
 	return s, db
+}
+
+// mustRoot is the root secret of the tests' orchestrator.
+func mustRoot(tb testing.TB) *keys.Root {
+	tb.Helper()
+	r, err := keys.NewRoot(secret)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
 }
 
 func post(tb testing.TB, url string, in any, wantStatus int, out any) {
@@ -117,10 +128,10 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 			t.Fatalf("code %q", e.Error.Code)
 		}
 	})
-	t.Run("ErrConflictOtherMap", func(t *testing.T) {
+	t.Run("ErrForbiddenOtherMap", func(t *testing.T) {
 		other := snap
 		other.InstanceID, other.Revision = "frontier-1", 3
-		post(t, s.ControlURL()+control.PathPersistSnapshot, other, http.StatusConflict, nil)
+		post(t, s.ControlURL()+control.PathPersistSnapshot, other, http.StatusForbidden, nil)
 	})
 	t.Run("ErrHashMismatch", func(t *testing.T) {
 		bad := snap
@@ -174,7 +185,7 @@ func TestPersistCritical_Lease(t *testing.T) {
 	var ack orchestrator.CriticalAck
 	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
 	var e control.ErrorResponse
-	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-2", "frontier-1", r.Epoch), http.StatusConflict, &e)
+	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-2", "frontier-1", r.Epoch), http.StatusForbidden, &e)
 	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
 	if e.Error.Code != orchestrator.ECONFLICT {
 		t.Fatalf("code %q", e.Error.Code)

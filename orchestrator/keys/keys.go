@@ -84,6 +84,13 @@ func (r *Root) TicketKey() []byte { return r.Derive(PurposeTicket) }
 // AuthKeyHashKey is the key of the keyed hash stored in place of players' authKeys.
 func (r *Root) AuthKeyHashKey() []byte { return r.Derive(PurposeAuthKeyHash) }
 
+// IsRoot reports, in constant time, whether presented is the root secret itself: the
+// credential of the admin API on the loopback control listener, which only whoever can
+// read the orchestrator's data directory holds.
+func (r *Root) IsRoot(presented string) bool {
+	return subtle.ConstantTimeCompare([]byte(presented), r.secret) == 1
+}
+
 // Identity is who a map credential speaks for: one map instance as run by one container.
 // Generation changes every time the instance gets a new container, so the credential of
 // a replaced container stops working when its successor starts.

@@ -46,7 +46,7 @@ func TestDeriveKeepsOldKeys(t *testing.T) {
 		t.Error("authKey hash key changed")
 	}
 	authKey := strings.Repeat("k", 22)
-	got, err := ticket.NewKeyHasher(secret).Hash(authKey)
+	got, err := ticket.NewKeyHasher(r.AuthKeyHashKey()).Hash(authKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/envconf"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
@@ -117,7 +118,11 @@ func (m *Main) Run() (err error) {
 		return err
 	}
 	m.Maps = fake.NewRegistry(m.Secret, m.Config.DefaultInstanceID, m.Log)
-	adm := admission.NewService(m.Secret, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
+	root, err := keys.NewRoot(m.Secret)
+	if err != nil {
+		return err
+	}
+	adm := admission.NewService(root, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
 	adm.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
 	adm.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
 	m.HTTP = httpapi.NewServer(m.Maps, adm, m.DB, m.Secret, m.Log)

@@ -38,6 +38,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/envconf"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
@@ -152,7 +153,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Supervisor.Configure(&cfg)
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = docker.NewMetrics(m.Registry)
-	m.Admission = admission.NewService(secret, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
+	root, err := keys.NewRoot(secret)
+	if err != nil {
+		return err
+	}
+	m.Admission = admission.NewService(root, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
 	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
 	m.Admission.MaxGuests = cfg.MaxGuests

@@ -322,10 +322,11 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		if w2.Kind != "welcome" || w2.CharacterID != w.CharacterID || w2.InstanceID != dest || w2.TransferID != transferID || w2.Epoch <= w.Epoch {
 			t.Fatalf("destination welcome %+v after %+v", w2, w)
 		}
-		// The source lost the character: a transfer request at its old epoch is refused.
+		// The source lost the character: a transfer request for it is refused, as one
+		// for a character the map never held would be.
 		var e control.ErrorResponse
 		postJSON(t, child.control+control.PathRequestTransfer, secret,
-			strings.Replace(req, transferID, transferID+"x", 1), http.StatusConflict, &e)
+			strings.Replace(req, transferID, transferID+"x", 1), http.StatusForbidden, &e)
 
 		// The destination reports the arrival on its own; a retry of the request tells
 		// the transfer's state without reaching into the orchestrator.
