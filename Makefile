@@ -4,7 +4,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 GO        ?= go
 BIN       := bin
-LDFLAGS   := -s -w -X github.com/mapyard/mapyard/orchestrator.Version=$(VERSION) -X github.com/mapyard/mapyard/orchestrator.Commit=$(COMMIT)
+LDFLAGS   := -s -w -X github.com/mapyard/mapyard/orchestrator.Version=$(VERSION) -X github.com/mapyard/mapyard/mapserver.Version=$(VERSION) -X github.com/mapyard/mapyard/orchestrator.Commit=$(COMMIT)
 GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 GOROOT    := $(shell $(GO) env GOROOT)
 
@@ -60,9 +60,10 @@ test-images: images
 		else echo "no compose installed: compose file not checked"; fi
 
 # Tests start the map image by its version tag: mapyard/map:latest may be another
-# checkout's build on a shared engine.
+# checkout's build on a shared engine. `make test` needs the engine (for the images)
+# and node (for test-wasm) anyway, so tests that use them fail here instead of skipping.
 test-go:
-	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -count=1 ./...
+	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -count=1 ./...
 
 test-wasm:
 	@for p in $(WASM_PKGS); do \

@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Config is every tunable of a map server, read from the environment. The orchestrator
@@ -49,11 +49,11 @@ type Config struct {
 
 // Validate checks values that parse but make no sense, naming the variable.
 func (c *Config) Validate() error {
-	if !orchestrator.IDPattern.MatchString(c.InstanceID) {
-		return fmt.Errorf("MAP_INSTANCE_ID=%q: must match %s", c.InstanceID, orchestrator.IDPattern)
+	if !control.ValidName(c.InstanceID) {
+		return fmt.Errorf("MAP_INSTANCE_ID=%q: must match %s", c.InstanceID, control.IDPattern)
 	}
-	if !orchestrator.IDPattern.MatchString(c.MapID) {
-		return fmt.Errorf("MAP_MAP_ID=%q: must match %s", c.MapID, orchestrator.IDPattern)
+	if !control.ValidName(c.MapID) {
+		return fmt.Errorf("MAP_MAP_ID=%q: must match %s", c.MapID, control.IDPattern)
 	}
 	if u, err := url.Parse(c.OrchURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("MAP_ORCH_URL=%q: must be an http(s) URL", c.OrchURL)
@@ -93,3 +93,7 @@ func (c *Config) Validate() error {
 
 // Heartbeat is MAP_HEARTBEAT_MS as a duration.
 func (c *Config) Heartbeat() time.Duration { return time.Duration(c.HeartbeatMS) * time.Millisecond }
+
+// Version identifies the map server's build; `make build` stamps it with -ldflags. The
+// map reports it in MapReady and /health so the orchestrator can log which build runs.
+var Version = "dev"

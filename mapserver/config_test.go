@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/orchestrator/envconf"
+	"github.com/mapyard/mapyard/mapserver/envconf"
 )
 
 const testSecret = "0123456789abcdef0123"

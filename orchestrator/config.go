@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"regexp"
 	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Version and Commit identify the build; `make build` stamps them with -ldflags.
@@ -56,10 +57,6 @@ type Config struct {
 
 	AllowFaultInjection bool `env:"ORCH_ALLOW_FAULT_INJECTION" envDefault:"false" help:"TESTS ONLY: let admin create pass MAP_FAULT_* variables to one instance's container"`
 }
-
-// IDPattern is what map and instance ids look like. Ids become part of container names,
-// log lines and URLs, so they are kept to a safe alphabet.
-var IDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)
 
 // Validate checks values that parse but make no sense, naming the variable.
 func (c *Config) Validate() error {
@@ -115,17 +112,17 @@ func (c *Config) Validate() error {
 	if _, err := c.MapNanoCPUs(); err != nil {
 		return err
 	}
-	if !IDPattern.MatchString(c.DefaultMapID) {
-		return fmt.Errorf("ORCH_DEFAULT_MAP_ID=%q: must match %s", c.DefaultMapID, IDPattern)
+	if !control.ValidName(c.DefaultMapID) {
+		return fmt.Errorf("ORCH_DEFAULT_MAP_ID=%q: must match %s", c.DefaultMapID, control.IDPattern)
 	}
-	if !IDPattern.MatchString(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, IDPattern)
+	if !control.ValidName(c.DefaultInstanceID) {
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, control.IDPattern)
 	}
-	if !IDPattern.MatchString(c.Deployment) {
-		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must match %s", c.Deployment, IDPattern)
+	if !control.ValidName(c.Deployment) {
+		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must match %s", c.Deployment, control.IDPattern)
 	}
-	if !IDPattern.MatchString(c.MapNetwork) {
-		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must match %s", c.MapNetwork, IDPattern)
+	if !control.ValidName(c.MapNetwork) {
+		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must match %s", c.MapNetwork, control.IDPattern)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/envconf"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/envconf"
 )
 
 func TestConfig_Defaults(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // InstanceState is where a map instance is in its life. Transitions are made by the
@@ -55,7 +57,7 @@ func ContainerName(instanceID string) string { return ContainerNamePrefix + inst
 // reports it (with or without the leading "/"), or ok=false for other names.
 func InstanceFromContainerName(name string) (id string, ok bool) {
 	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), ContainerNamePrefix)
-	return id, ok && IDPattern.MatchString(id)
+	return id, ok && control.ValidName(id)
 }
 
 // PoolIDPrefix starts the id of every warm-pool container ("pool-<hex>"). Instance ids
@@ -105,26 +107,17 @@ type CreateInstance struct {
 	Env []string `json:"env,omitempty"`
 }
 
-// MapReady is what a map server reports when it has started and can take players.
-type MapReady struct {
-	InstanceID  string `json:"instanceId"`
-	MapID       string `json:"mapId"`
-	GamePort    int    `json:"gamePort"`    // port inside the container
-	ControlPort int    `json:"controlPort"` // port inside the container
-	Version     string `json:"version"`
-}
-
 // Maps is what the control and public APIs need from the supervisor.
 type Maps interface {
 	// Instances lists every known instance, ordered by id.
 	Instances() []Instance
 
-	// Instance returns one instance. Error code: ENOTFOUND.
+	// Instance returns one instance. Error code: apierr.ENOTFOUND.
 	Instance(id string) (Instance, error)
 
-	// MapReady records that a map server registered. Error codes: EBADREQUEST,
-	// ENOTFOUND (no such instance is wanted).
-	MapReady(ctx context.Context, r MapReady) error
+	// MapReady records that a map server registered. Error codes: apierr.EBADREQUEST,
+	// apierr.ENOTFOUND (no such instance is wanted).
+	MapReady(ctx context.Context, r control.MapReady) error
 
 	// Registered reports whether the instance's map server has registered with this
 	// orchestrator; a heartbeat from an unregistered map makes it register again.
@@ -138,19 +131,19 @@ type Maps interface {
 	Heartbeat(instanceID string, players int) (registered bool)
 
 	// Acquire returns the instance once it is ready, starting it if it is not running and
-	// waiting a bounded time. Joins and transfers call it. Error codes: ENOTFOUND,
-	// EMAPQUARANTINED (fails fast), EMAPUNAVAILABLE (not ready in time).
+	// waiting a bounded time. Joins and transfers call it. Error codes: apierr.ENOTFOUND,
+	// apierr.EMAPQUARANTINED (fails fast), apierr.EMAPUNAVAILABLE (not ready in time).
 	Acquire(ctx context.Context, instanceID string) (Instance, error)
 
-	// Create adds a wanted instance at runtime and starts it. Error codes: EBADREQUEST,
-	// ECONFLICT (the id exists).
+	// Create adds a wanted instance at runtime and starts it. Error codes: apierr.EBADREQUEST,
+	// apierr.ECONFLICT (the id exists).
 	Create(ctx context.Context, r CreateInstance) (Instance, error)
 
 	// Restart replaces the instance's container; it is not counted as a crash. Error
-	// codes: ENOTFOUND, ECONFLICT (another start or stop is in progress).
+	// codes: apierr.ENOTFOUND, apierr.ECONFLICT (another start or stop is in progress).
 	Restart(ctx context.Context, instanceID string) error
 
 	// Stop stops the instance cleanly (SIGTERM, killed after the grace period). Error
-	// codes: ENOTFOUND, ECONFLICT.
+	// codes: apierr.ENOTFOUND, apierr.ECONFLICT.
 	Stop(ctx context.Context, instanceID string) error
 }

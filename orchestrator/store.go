@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"context"
 	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // SnapshotStore keeps the latest snapshot partition of every map instance. Ingest is
@@ -12,12 +14,12 @@ type SnapshotStore interface {
 	// PutSnapshot accepts revision of (instanceID, partition) if it is newer than the one
 	// held, and reports whether it was accepted; an older or equal revision is ignored
 	// without error, which makes retries and reordering harmless. It returns
-	// EBADREQUEST, ETOOLARGE, EINVALIDENVELOPE, EHASHMISMATCH or ESCHEMAVERSION for bad
+	// apierr.EBADREQUEST, apierr.ETOOLARGE, apierr.EINVALIDENVELOPE, apierr.EHASHMISMATCH or apierr.ESCHEMAVERSION for bad
 	// input and then changes nothing.
-	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env SnapshotEnvelope) (accepted bool, err error)
+	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (accepted bool, err error)
 
 	// Snapshot returns the latest accepted snapshot of a partition, flushed or not.
-	// It returns ENOTFOUND if none was ever accepted.
+	// It returns apierr.ENOTFOUND if none was ever accepted.
 	Snapshot(ctx context.Context, instanceID, partition string) (*Snapshot, error)
 
 	// Checkpoint durably writes every snapshot accepted since the last checkpoint in one
@@ -39,46 +41,46 @@ type CheckpointResult struct {
 type CriticalEventStore interface {
 	// CommitCritical returns only once ev and its effects on the structured tables
 	// (inventory, character state) are durable. A retry with the same EventID returns
-	// the first commit's ack. It returns EBADREQUEST or ETOOLARGE for a malformed event,
-	// ECONFLICT if the EventID was already used for a different event or the event
+	// the first commit's ack. It returns apierr.EBADREQUEST or apierr.ETOOLARGE for a malformed event,
+	// apierr.ECONFLICT if the EventID was already used for a different event or the event
 	// cannot apply (an item not held by the stated owner, too little quantity), and
-	// ENOTFOUND for an unknown item or character; a failed event changes nothing.
-	CommitCritical(ctx context.Context, ev CriticalEvent) (CriticalAck, error)
+	// apierr.ENOTFOUND for an unknown item or character; a failed event changes nothing.
+	CommitCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
 
-	// CriticalEvent returns a committed event by id, or ENOTFOUND.
-	CriticalEvent(ctx context.Context, eventID string) (*CriticalEvent, error)
+	// CriticalEvent returns a committed event by id, or apierr.ENOTFOUND.
+	CriticalEvent(ctx context.Context, eventID string) (*control.CriticalEvent, error)
 
 	// Items returns the inventory held by owner, ordered by item id.
-	Items(ctx context.Context, owner ItemOwner) ([]*Item, error)
+	Items(ctx context.Context, owner control.ItemOwner) ([]*Item, error)
 }
 
 // CharacterStore keeps persistent characters. Disposable session characters never reach it.
 type CharacterStore interface {
 	// CreateCharacter saves c, filling ID (if empty) and CreatedAt. It returns
-	// EBADREQUEST without a KeyHash and ECONFLICT if the KeyHash or ID is taken.
+	// apierr.EBADREQUEST without a KeyHash and apierr.ECONFLICT if the KeyHash or ID is taken.
 	CreateCharacter(ctx context.Context, c *Character) error
 
-	// FindCharacterByKeyHash returns the character of a keyed authKey hash, or ENOTFOUND.
+	// FindCharacterByKeyHash returns the character of a keyed authKey hash, or apierr.ENOTFOUND.
 	FindCharacterByKeyHash(ctx context.Context, keyHash string) (*Character, error)
 
 	// CharacterState returns where a character was last saved: the newest of its
-	// character partition snapshot and its durable state. It returns ENOTFOUND if the
+	// character partition snapshot and its durable state. It returns apierr.ENOTFOUND if the
 	// character has never been saved in a map.
-	CharacterState(ctx context.Context, characterID string) (*CharacterState, error)
+	CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error)
 }
 
 // NonceStore remembers one-time token nonces so that a ticket or transfer token is
 // redeemed at most once, across orchestrator restarts too.
 type NonceStore interface {
-	// UseNonce durably marks nonce used until expiresAt. It returns ETICKETUSED if the
-	// nonce was already used and EBADREQUEST for an empty nonce.
+	// UseNonce durably marks nonce used until expiresAt. It returns apierr.ETICKETUSED if the
+	// nonce was already used and apierr.EBADREQUEST for an empty nonce.
 	UseNonce(ctx context.Context, nonce string, expiresAt time.Time) error
 }
 
 // Store is everything the orchestrator persists. SQLite implements it today
 // (orchestrator/sqlite); a server database can replace it without touching callers,
 // which should depend on the narrowest of the interfaces above. Once a store is closing,
-// PutSnapshot and every method that writes return EUNAVAILABLE; nothing is accepted that
+// PutSnapshot and every method that writes return apierr.EUNAVAILABLE; nothing is accepted that
 // the final checkpoint would miss.
 type Store interface {
 	SnapshotStore

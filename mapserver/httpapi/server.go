@@ -13,13 +13,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Health is the answer of GET /health, as the control RPC contract defines it.
-type Health = control.MapHealth
+type Health = mapcontrol.MapHealth
 
 // Server owns a map server's listeners. Set the fields, call Open, and Close at shutdown.
 type Server struct {
@@ -36,11 +37,11 @@ type Server struct {
 	// OnStart is called (outside any lock) when /control/start-instance assigns the
 	// server its instance for the first time, with the resolved MapConfig, so the link
 	// can register under it and the world can be generated.
-	OnStart func(control.StartInstance, mapgen.MapConfig)
+	OnStart func(mapcontrol.StartInstance, mapgen.MapConfig)
 
 	mu      sync.Mutex
 	health  Health
-	started *control.StartInstance
+	started *mapcontrol.StartInstance
 
 	game, control *echo.Echo
 	gameLn        net.Listener
@@ -52,8 +53,8 @@ type Server struct {
 func NewServer(secret string, health Health, log *slog.Logger) *Server {
 	s := &Server{Secret: secret, health: health, Log: log, game: control.NewEcho(log), control: control.NewEcho(log)}
 	g := s.control.Group("", control.RequireSecret(secret))
-	g.GET(control.PathHealth, s.handleHealth)
-	g.POST(control.PathStartInstance, s.handleStartInstance)
+	g.GET(mapcontrol.PathHealth, s.handleHealth)
+	g.POST(mapcontrol.PathStartInstance, s.handleStartInstance)
 	return s
 }
 
@@ -80,7 +81,7 @@ func (s *Server) SetWorldHash(hash string) {
 
 // Started returns the instance assignment received through /control/start-instance,
 // or nil while there was none.
-func (s *Server) Started() *control.StartInstance {
+func (s *Server) Started() *mapcontrol.StartInstance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.started
@@ -88,7 +89,7 @@ func (s *Server) Started() *control.StartInstance {
 
 func (s *Server) handleHealth(c echo.Context) error {
 	if s.FailHealth {
-		return orchestrator.Errorf(orchestrator.EUNAVAILABLE, "health failure injected (MAP_FAULT_FAIL_HEALTH)")
+		return apierr.Errorf(apierr.EUNAVAILABLE, "health failure injected (MAP_FAULT_FAIL_HEALTH)")
 	}
 	return c.JSON(http.StatusOK, s.Health())
 }
@@ -96,18 +97,18 @@ func (s *Server) handleHealth(c echo.Context) error {
 // handleStartInstance assigns the server its instance and MapConfig. It is idempotent
 // for the same instance id, so the orchestrator may repeat it after a restart.
 func (s *Server) handleStartInstance(c echo.Context) error {
-	var r control.StartInstance
+	var r mapcontrol.StartInstance
 	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
 		return err
 	}
-	if !orchestrator.IDPattern.MatchString(r.InstanceID) || !orchestrator.IDPattern.MatchString(r.MapID) {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId and mapId must match %s", orchestrator.IDPattern)
+	if !control.ValidName(r.InstanceID) || !control.ValidName(r.MapID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", control.IDPattern)
 	}
 	// Resolve before taking the instance: a config this map cannot run is refused
 	// with the reason, and the server stays free for a good one.
 	cfg, err := mapgen.Resolve(r.InstanceID, r.MapID, r.Config)
 	if err != nil {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "map config: %v", err)
+		return apierr.Errorf(apierr.EBADREQUEST, "map config: %v", err)
 	}
 	s.mu.Lock()
 	switch {
@@ -117,7 +118,7 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 	case s.started != nil || (!s.Blank && r.InstanceID != s.health.InstanceID):
 		cur := s.health.InstanceID
 		s.mu.Unlock()
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "this map server runs instance %q", cur)
+		return apierr.Errorf(apierr.ECONFLICT, "this map server runs instance %q", cur)
 	}
 	s.started = &r
 	s.health.InstanceID, s.health.MapID = r.InstanceID, r.MapID

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/httpapi"
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -31,7 +32,7 @@ func MustOpenServer(tb testing.TB) *httpapi.Server {
 
 func TestServer_Health(t *testing.T) {
 	s := MustOpenServer(t)
-	url := "http://127.0.0.1:" + strconv.Itoa(s.ControlPort()) + control.PathHealth
+	url := "http://127.0.0.1:" + strconv.Itoa(s.ControlPort()) + mapcontrol.PathHealth
 	get := func(sec string) (*http.Response, []byte) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		if sec != "" {
@@ -56,7 +57,7 @@ func TestServer_Health(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			resp, body := get(sec)
 			var e control.ErrorResponse
-			if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &e) != nil || e.Error.Code != orchestrator.EUNAUTHORIZED {
+			if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &e) != nil || e.Error.Code != apierr.EUNAUTHORIZED {
 				t.Fatalf("status %d body %s, want 401 unauthorized", resp.StatusCode, body)
 			}
 		})
@@ -65,12 +66,12 @@ func TestServer_Health(t *testing.T) {
 
 func TestServer_StartInstance(t *testing.T) {
 	ctx := context.Background()
-	mc := control.NewMapClient(secret, 2*time.Second)
+	mc := mapcontrol.NewMapClient(secret, 2*time.Second)
 	open := func(t *testing.T, blank bool) (*httpapi.Server, string, *[]mapgen.MapConfig) {
 		s := httpapi.NewServer(secret, httpapi.Health{Status: "ok", InstanceID: "frontier-9", MapID: "frontier"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.GameAddr, s.ControlAddr, s.Blank = "127.0.0.1:0", "127.0.0.1:0", blank
 		var got []mapgen.MapConfig
-		s.OnStart = func(r control.StartInstance, c mapgen.MapConfig) { got = append(got, c) }
+		s.OnStart = func(r mapcontrol.StartInstance, c mapgen.MapConfig) { got = append(got, c) }
 		if err := s.Open(); err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func TestServer_StartInstance(t *testing.T) {
 		cfg := mapgen.Default()
 		cfg.InstanceID, cfg.Seed = "a-1", 1234
 		raw, _ := json.Marshal(cfg)
-		r := control.StartInstance{InstanceID: "a-1", MapID: "default", Config: raw}
+		r := mapcontrol.StartInstance{InstanceID: "a-1", MapID: "default", Config: raw}
 		if err := mc.StartInstance(ctx, url, r); err != nil {
 			t.Fatal(err)
 		}
@@ -95,35 +96,35 @@ func TestServer_StartInstance(t *testing.T) {
 		if len(*got) != 1 || (*got)[0].Seed != 1234 || (*got)[0].InstanceID != "a-1" {
 			t.Fatalf("OnStart calls %+v, want exactly one with the config", *got)
 		}
-		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "b-1", MapID: "frontier"})
-		if code := orchestrator.ErrorCode(err); code != orchestrator.ECONFLICT {
+		err := mc.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: "b-1", MapID: "frontier"})
+		if code := apierr.Code(err); code != apierr.ECONFLICT {
 			t.Fatalf("second instance: code %q (%v), want conflict", code, err)
 		}
 	})
 	t.Run("ErrConflictNotBlank", func(t *testing.T) {
 		_, url, _ := open(t, false)
-		err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "a-1", MapID: "frontier"})
-		if code := orchestrator.ErrorCode(err); code != orchestrator.ECONFLICT {
+		err := mc.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: "a-1", MapID: "frontier"})
+		if code := apierr.Code(err); code != apierr.ECONFLICT {
 			t.Fatalf("code %q (%v), want conflict", code, err)
 		}
-		if err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "frontier-9", MapID: "frontier"}); err != nil {
+		if err := mc.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: "frontier-9", MapID: "frontier"}); err != nil {
 			t.Fatalf("own instance: %v", err)
 		}
 	})
 	t.Run("ErrBadRequest", func(t *testing.T) {
 		_, url, _ := open(t, true)
-		for name, r := range map[string]control.StartInstance{
+		for name, r := range map[string]mapcontrol.StartInstance{
 			"BadID":      {InstanceID: "Bad Id", MapID: "frontier"},
 			"UnknownMap": {InstanceID: "forest-1", MapID: "forest"},
 			"BadConfig":  {InstanceID: "forest-1", MapID: "forest", Config: json.RawMessage(`{"mapId":"forest","instanceId":"forest-1","seed":7}`)},
 		} {
 			err := mc.StartInstance(ctx, url, r)
-			if code := orchestrator.ErrorCode(err); code != orchestrator.EBADREQUEST {
+			if code := apierr.Code(err); code != apierr.EBADREQUEST {
 				t.Fatalf("%s: code %q (%v), want bad_request", name, code, err)
 			}
 		}
 		// Refused configs leave the blank server free for a good one.
-		if err := mc.StartInstance(ctx, url, control.StartInstance{InstanceID: "frontier-2", MapID: "frontier"}); err != nil {
+		if err := mc.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: "frontier-2", MapID: "frontier"}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -133,7 +134,7 @@ func TestServer_StartInstance(t *testing.T) {
 			t.Fatalf("health %+v, %v", h, err)
 		}
 		s.FailHealth = true
-		if _, err := mc.Health(ctx, url); orchestrator.ErrorCode(err) != orchestrator.EUNAVAILABLE {
+		if _, err := mc.Health(ctx, url); apierr.Code(err) != apierr.EUNAVAILABLE {
 			t.Fatalf("health with fault injected: %v, want unavailable", err)
 		}
 	})

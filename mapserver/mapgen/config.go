@@ -18,8 +18,16 @@ const SchemaVersion = 1
 // Well-known identifiers of the default map. The orchestrator lands new players there.
 const (
 	DefaultMapID      = "default"
-	DefaultInstanceID = "default-1"
+	DefaultInstanceID = DefaultMapID + instanceSuffix
 )
+
+// instanceSuffix ends the id of the one instance mapyard runs of each map.
+const instanceSuffix = "-1"
+
+// InstanceOfMap is the id of the instance that serves a map, "<mapId>-1": mapyard runs
+// one instance per map, so a portal or a derived map that names only the map reaches
+// it. Every place that turns a map id into an instance id asks this function.
+func InstanceOfMap(mapID string) string { return mapID + instanceSuffix }
 
 // MaxSeed is the largest accepted seed: 2^53-1, the largest integer a JavaScript
 // number holds exactly, so a config that passes through the browser keeps its seed.

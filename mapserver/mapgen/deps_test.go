@@ -3,19 +3,15 @@
 package mapgen_test
 
 import (
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestBrowserSafeDeps fails if the generator or its wasm entry depend on a package that
 // cannot or must not run in the browser.
 func TestBrowserSafeDeps(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go command not in PATH")
-	}
 	forbidden := []string{"net", "os/exec", "github.com/docker/", "modernc.org/sqlite", "github.com/gorilla/"}
 	tests := []struct {
 		name string
@@ -29,13 +25,7 @@ func TestBrowserSafeDeps(t *testing.T) {
 	for _, tt := range tests {
 		pkg := tt.pkg
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command(goBin, "list", "-deps", pkg)
-			cmd.Env = append(os.Environ(), tt.env...)
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("go list -deps %s: %v", pkg, err)
-			}
-			deps := strings.Fields(string(out))
+			deps := testutil.GoList(t, ".", tt.env, "-deps", pkg)
 			if len(deps) < 10 {
 				t.Fatalf("go list -deps printed only %q", deps)
 			}

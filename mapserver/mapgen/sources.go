@@ -74,7 +74,7 @@ func DerivedMapID(parentMapID string, seed uint64) string {
 // seed (usually a Portal.TargetSeed of the parent's world). The same inputs always give
 // the same config: it keeps the parent's bounds, prop sets and collider rules, varies
 // terrain and biome parameters within valid ranges, and has one portal back to the
-// parent and one to a further discovered map. Its instance id is "<mapId>-1".
+// parent and one to a further discovered map. Its instance id is InstanceOfMap of its map id.
 func Derive(parent MapConfig, seed uint64) (MapConfig, error) {
 	if err := parent.Validate(); err != nil {
 		return MapConfig{}, fmt.Errorf("derive from %q: parent: %w", parent.MapID, err)
@@ -84,7 +84,7 @@ func Derive(parent MapConfig, seed uint64) (MapConfig, error) {
 	}
 	c := parent.Clone()
 	c.MapID = DerivedMapID(parent.MapID, seed)
-	c.InstanceID = c.MapID + "-1"
+	c.InstanceID = InstanceOfMap(c.MapID)
 	c.Seed = seed
 
 	r := newRNG(seed, streamDerive)

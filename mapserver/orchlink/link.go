@@ -9,13 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Orchestrator is the part of the control RPC client the link uses.
 type Orchestrator interface {
-	MapReady(ctx context.Context, r orchestrator.MapReady) error
+	MapReady(ctx context.Context, r control.MapReady) error
 	Heartbeat(ctx context.Context, h control.Heartbeat) (control.HeartbeatAnswer, error)
 }
 
@@ -34,18 +33,18 @@ type Link struct {
 	RetryMin, RetryMax time.Duration
 
 	mu     sync.Mutex
-	ready  orchestrator.MapReady
+	ready  control.MapReady
 	rebind chan struct{}
 }
 
 // New returns a Link that registers r through orch and sends a heartbeat every interval.
-func New(orch Orchestrator, r orchestrator.MapReady, interval time.Duration, log *slog.Logger) *Link {
+func New(orch Orchestrator, r control.MapReady, interval time.Duration, log *slog.Logger) *Link {
 	return &Link{Orch: orch, ready: r, Heartbeat: interval, Log: log, RetryMin: 200 * time.Millisecond, RetryMax: 5 * time.Second,
 		rebind: make(chan struct{}, 1)}
 }
 
 // Ready returns the registration the link currently sends.
-func (l *Link) Ready() orchestrator.MapReady {
+func (l *Link) Ready() control.MapReady {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ready

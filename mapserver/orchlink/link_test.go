@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/orchlink"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -26,7 +25,7 @@ type fakeOrch struct {
 	successes     int
 }
 
-func (f *fakeOrch) MapReady(ctx context.Context, r orchestrator.MapReady) error {
+func (f *fakeOrch) MapReady(ctx context.Context, r control.MapReady) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.readyCalls++
@@ -67,7 +66,7 @@ func TestLink_Run(t *testing.T) {
 
 func runUntil(t *testing.T, f *fakeOrch) {
 	t.Helper()
-	l := orchlink.New(f, orchestrator.MapReady{InstanceID: "a-1"}, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l := orchlink.New(f, control.MapReady{InstanceID: "a-1"}, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l.RetryMin, l.RetryMax = time.Millisecond, 2*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})

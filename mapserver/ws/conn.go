@@ -12,7 +12,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Close codes the server ends a connection with, besides gorilla's own 1009 for a frame
@@ -194,29 +195,29 @@ func (c *conn) read() (welcomed bool, code int, text string) {
 	typ, data, err := c.ws.ReadMessage()
 	if err != nil {
 		if isTimeout(err) {
-			c.sendError(orchestrator.EBADREQUEST, "no hello within "+c.helloTimeout.String())
+			c.sendError(apierr.EBADREQUEST, "no hello within "+c.helloTimeout.String())
 			return false, ClosePolicy, "hello timeout"
 		}
 		return false, 0, ""
 	}
 	var in Inbound
 	if typ != websocket.TextMessage || json.Unmarshal(data, &in) != nil || in.V != Version || in.Kind != KindHello || in.Ticket == "" {
-		c.sendError(orchestrator.EBADREQUEST, `the first message must be {"v":1,"kind":"hello","ticket":"..."}`)
+		c.sendError(apierr.EBADREQUEST, `the first message must be {"v":1,"kind":"hello","ticket":"..."}`)
 		return false, ClosePolicy, "expected hello"
 	}
 	w, err := c.admit(in.Ticket)
 	if err != nil {
-		code, msg := orchestrator.ErrorCode(err), orchestrator.ErrorMessage(err)
+		code, msg := apierr.Code(err), apierr.Message(err)
 		c.log.Info("player refused", "code", code)
 		c.sendError(code, msg)
-		if code == orchestrator.EMAPUNAVAILABLE {
+		if code == apierr.EMAPUNAVAILABLE {
 			return false, CloseTryAgain, code
 		}
 		return false, ClosePolicy, code
 	}
 	frame, err := json.Marshal(w)
 	if err != nil {
-		c.sendError(orchestrator.EINTERNAL, "internal error")
+		c.sendError(apierr.EINTERNAL, "internal error")
 		return false, websocket.CloseInternalServerErr, "internal"
 	}
 	// Counted before the welcome leaves, so a client that sees its welcome sees itself
@@ -251,16 +252,16 @@ func (c *conn) admit(ticket string) (*Welcome, error) {
 	cfg, hash, ok := c.s.World.Wait(ctx)
 	cancel()
 	if !ok {
-		return nil, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "the map is not ready yet; join again")
+		return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is not ready yet; join again")
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), orDuration(c.s.RedeemWait, DefaultRedeemWait))
 	defer cancel()
-	res, err := c.s.Redeemer.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: cfg.InstanceID, Token: ticket})
+	res, err := c.s.Redeemer.Redeem(ctx, control.RedeemRequest{InstanceID: cfg.InstanceID, Token: ticket})
 	if err != nil {
-		var e *orchestrator.Error
+		var e *apierr.Error
 		if !errors.As(err, &e) {
 			c.log.Error("redeem failed", "err", err)
-			return nil, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "the map cannot reach the orchestrator; join again")
+			return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator; join again")
 		}
 		return nil, err
 	}
@@ -275,7 +276,7 @@ func (c *conn) admit(ticket string) (*Welcome, error) {
 // the control client retries it, and a report that never arrives is settled by the
 // orchestrator's sweeper.
 func (c *conn) reportTransfer(w *Welcome, welcomed bool) {
-	r := orchestrator.TransferResult{TransferID: w.TransferID, InstanceID: w.InstanceID, Success: welcomed}
+	r := control.TransferResult{TransferID: w.TransferID, InstanceID: w.InstanceID, Success: welcomed}
 	if !welcomed {
 		r.Reason = "the player left before the welcome"
 	}
@@ -290,16 +291,16 @@ func (c *conn) reportTransfer(w *Welcome, welcomed bool) {
 // error frame and the connection stays open: a client bug must not cost the session.
 func (c *conn) handle(typ int, data []byte) {
 	if typ != websocket.TextMessage {
-		c.sendError(orchestrator.EBADREQUEST, "messages are JSON text frames")
+		c.sendError(apierr.EBADREQUEST, "messages are JSON text frames")
 		return
 	}
 	var in Inbound
 	if err := json.Unmarshal(data, &in); err != nil {
-		c.sendError(orchestrator.EBADREQUEST, "invalid JSON: "+err.Error())
+		c.sendError(apierr.EBADREQUEST, "invalid JSON: "+err.Error())
 		return
 	}
 	if in.V != Version {
-		c.sendError(orchestrator.EBADREQUEST, "unsupported envelope version; this server speaks v=1")
+		c.sendError(apierr.EBADREQUEST, "unsupported envelope version; this server speaks v=1")
 		return
 	}
 	switch in.Kind {
@@ -310,16 +311,16 @@ func (c *conn) handle(typ int, data []byte) {
 		}
 		frame, err := json.Marshal(Pong{V: Version, Kind: KindPong, T: t})
 		if err != nil {
-			c.sendError(orchestrator.EBADREQUEST, "t must be a number")
+			c.sendError(apierr.EBADREQUEST, "t must be a number")
 			return
 		}
 		c.send(frame)
 	case KindHello:
-		c.sendError(orchestrator.EBADREQUEST, "already welcomed")
+		c.sendError(apierr.EBADREQUEST, "already welcomed")
 	case KindCommand:
-		c.sendError(orchestrator.ENOTIMPLEMENTED, "commands are not simulated yet")
+		c.sendError(apierr.ENOTIMPLEMENTED, "commands are not simulated yet")
 	default:
-		c.sendError(orchestrator.EBADREQUEST, "unknown kind "+quote(in.Kind))
+		c.sendError(apierr.EBADREQUEST, "unknown kind "+quote(in.Kind))
 	}
 }
 

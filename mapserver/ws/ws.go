@@ -17,19 +17,18 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Redeemer redeems a player's join ticket or transfer token for this map through the
 // orchestrator. Error codes: ticket_invalid, ticket_expired, ticket_used, wrong_map,
-// map_quarantined, map_unavailable; any error that is not an *orchestrator.Error means
+// map_quarantined, map_unavailable; any error that is not an *apierr.Error means
 // the orchestrator could not be reached.
 type Redeemer interface {
-	Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error)
+	Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error)
 	// TransferResult reports, as the destination, whether a transferred player was
 	// welcomed, which completes (or aborts) the transfer at the orchestrator.
-	TransferResult(ctx context.Context, r orchestrator.TransferResult) error
+	TransferResult(ctx context.Context, r control.TransferResult) error
 }
 
 var _ Redeemer = (*control.Client)(nil)

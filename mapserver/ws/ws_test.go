@@ -16,7 +16,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // fakeRedeemer admits the tickets in ok once each and refuses the rest with the codes
@@ -27,18 +28,18 @@ type fakeRedeemer struct {
 	deny    map[string]error
 	used    map[string]bool
 	calls   int
-	last    orchestrator.RedeemRequest
-	results []orchestrator.TransferResult
+	last    control.RedeemRequest
+	results []control.TransferResult
 }
 
-func (f *fakeRedeemer) TransferResult(_ context.Context, r orchestrator.TransferResult) error {
+func (f *fakeRedeemer) TransferResult(_ context.Context, r control.TransferResult) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.results = append(f.results, r)
 	return nil
 }
 
-func (f *fakeRedeemer) Redeem(_ context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
+func (f *fakeRedeemer) Redeem(_ context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -48,16 +49,16 @@ func (f *fakeRedeemer) Redeem(_ context.Context, r orchestrator.RedeemRequest) (
 	}
 	id, ok := f.ok[r.Token]
 	if !ok {
-		return nil, orchestrator.Errorf(orchestrator.ETICKETINVALID, "bad signature")
+		return nil, apierr.Errorf(apierr.ETICKETINVALID, "bad signature")
 	}
 	if f.used[r.Token] {
-		return nil, orchestrator.Errorf(orchestrator.ETICKETUSED, "ticket already used")
+		return nil, apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
 	}
 	f.used[r.Token] = true
 	if strings.HasPrefix(r.Token, "transfer") {
-		return &orchestrator.RedeemResult{Kind: "transfer", TransferID: "tr-" + id, CharacterID: id, Epoch: 4}, nil
+		return &control.RedeemResult{Kind: "transfer", TransferID: "tr-" + id, CharacterID: id, Epoch: 4}, nil
 	}
-	return &orchestrator.RedeemResult{Kind: "join", CharacterID: id, Epoch: 3}, nil
+	return &control.RedeemResult{Kind: "join", CharacterID: id, Epoch: 3}, nil
 }
 
 func (f *fakeRedeemer) Calls() int {
@@ -86,8 +87,8 @@ func newHarness(t *testing.T, tune func(*ws.Server)) *harness {
 	h := &harness{cfg: cfg, hash: "hash-of-forest-1", redeem: &fakeRedeemer{
 		ok: map[string]string{"good": "char-1", "good2": "char-2", "transfer-1": "char-3"}, used: map[string]bool{},
 		deny: map[string]error{
-			"expired": orchestrator.Errorf(orchestrator.ETICKETEXPIRED, "ticket expired"),
-			"other":   orchestrator.Errorf(orchestrator.EWRONGMAP, "ticket is for another map"),
+			"expired": apierr.Errorf(apierr.ETICKETEXPIRED, "ticket expired"),
+			"other":   apierr.Errorf(apierr.EWRONGMAP, "ticket is for another map"),
 			"down":    errors.New("dial tcp: connection refused"),
 		},
 	}}
@@ -186,7 +187,7 @@ func TestHello_Welcome(t *testing.T) {
 	if got, want := w.MapConfig.Seed, h.cfg.Seed; got != want || w.MapConfig.InstanceID != "forest-1" {
 		t.Fatalf("welcome map config %+v, want %+v", w.MapConfig, h.cfg)
 	}
-	if got, want := h.redeem.last, (orchestrator.RedeemRequest{InstanceID: "forest-1", Token: "good"}); got != want {
+	if got, want := h.redeem.last, (control.RedeemRequest{InstanceID: "forest-1", Token: "good"}); got != want {
 		t.Fatalf("redeem request %+v, want %+v", got, want)
 	}
 	if got := h.srv.Players(); got != 1 {
@@ -202,7 +203,7 @@ func TestHello_Welcome(t *testing.T) {
 	t.Run("ErrBadRequestKeepsConnection", func(t *testing.T) {
 		for _, msg := range []string{`{not json`, `{"v":1,"kind":"dance"}`, `{"v":2,"kind":"ping","t":1}`, `{"v":1,"kind":"hello","ticket":"good2"}`} {
 			send(t, c, msg)
-			wantError(t, recv(t, c), orchestrator.EBADREQUEST)
+			wantError(t, recv(t, c), apierr.EBADREQUEST)
 		}
 		send(t, c, `{"v":1,"kind":"ping","t":7}`)
 		if m := recv(t, c); m["kind"] != "pong" || m["t"] != float64(7) {
@@ -233,10 +234,10 @@ func TestHello_Denied(t *testing.T) {
 		name, ticket, code string
 		close              int
 	}{
-		{"ErrTicketInvalid", "forged", orchestrator.ETICKETINVALID, websocket.ClosePolicyViolation},
-		{"ErrTicketExpired", "expired", orchestrator.ETICKETEXPIRED, websocket.ClosePolicyViolation},
-		{"ErrWrongMap", "other", orchestrator.EWRONGMAP, websocket.ClosePolicyViolation},
-		{"ErrMapUnavailableWhenOrchestratorDown", "down", orchestrator.EMAPUNAVAILABLE, websocket.CloseTryAgainLater},
+		{"ErrTicketInvalid", "forged", apierr.ETICKETINVALID, websocket.ClosePolicyViolation},
+		{"ErrTicketExpired", "expired", apierr.ETICKETEXPIRED, websocket.ClosePolicyViolation},
+		{"ErrWrongMap", "other", apierr.EWRONGMAP, websocket.ClosePolicyViolation},
+		{"ErrMapUnavailableWhenOrchestratorDown", "down", apierr.EMAPUNAVAILABLE, websocket.CloseTryAgainLater},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := hello(t, h, tc.ticket)
@@ -250,7 +251,7 @@ func TestHello_Denied(t *testing.T) {
 			t.Fatalf("first use: %v", m)
 		}
 		c2 := hello(t, h, "good")
-		wantError(t, recv(t, c2), orchestrator.ETICKETUSED)
+		wantError(t, recv(t, c2), apierr.ETICKETUSED)
 		wantClose(t, c2, websocket.ClosePolicyViolation)
 		if got := h.srv.Players(); got != 1 {
 			t.Fatalf("players %d after denials, want the one welcomed", got)
@@ -263,7 +264,7 @@ func TestHello_Malformed(t *testing.T) {
 	for _, msg := range []string{`{"v":1,"kind":"ping","t":1}`, `hello`, `{"v":1,"kind":"hello"}`, `{"v":9,"kind":"hello","ticket":"good"}`} {
 		c := dial(t, h.url, nil)
 		send(t, c, msg)
-		wantError(t, recv(t, c), orchestrator.EBADREQUEST)
+		wantError(t, recv(t, c), apierr.EBADREQUEST)
 		wantClose(t, c, websocket.ClosePolicyViolation)
 	}
 	if got := h.redeem.Calls(); got != 0 {
@@ -274,7 +275,7 @@ func TestHello_Malformed(t *testing.T) {
 func TestHello_Timeout(t *testing.T) {
 	h := newHarness(t, func(s *ws.Server) { s.HelloTimeout = 100 * time.Millisecond })
 	c := dial(t, h.url, nil)
-	wantError(t, recv(t, c), orchestrator.EBADREQUEST)
+	wantError(t, recv(t, c), apierr.EBADREQUEST)
 	wantClose(t, c, websocket.ClosePolicyViolation)
 }
 
@@ -286,7 +287,7 @@ func TestHello_WorldNotGenerated(t *testing.T) {
 	defer ts.Close()
 	c := dial(t, "ws"+strings.TrimPrefix(ts.URL, "http"), nil)
 	send(t, c, `{"v":1,"kind":"hello","ticket":"good"}`)
-	wantError(t, recv(t, c), orchestrator.EMAPUNAVAILABLE)
+	wantError(t, recv(t, c), apierr.EMAPUNAVAILABLE)
 	wantClose(t, c, websocket.CloseTryAgainLater)
 	if red.Calls() != 0 {
 		t.Fatal("ticket redeemed on a map without a world")
@@ -390,7 +391,7 @@ func TestTransferArrivalReported(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		h.redeem.mu.Lock()
-		results := append([]orchestrator.TransferResult(nil), h.redeem.results...)
+		results := append([]control.TransferResult(nil), h.redeem.results...)
 		h.redeem.mu.Unlock()
 		if len(results) == 1 {
 			if r := results[0]; r.TransferID != "tr-char-3" || r.InstanceID != "forest-1" || !r.Success {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
@@ -56,8 +58,8 @@ const (
 	transferEventPrefix = "transfer-"
 )
 
-// Service is the admission service. Set the exported fields (NewService does), then use
-// it from any goroutine.
+// Service is the admission service. Set the exported fields (NewService does), Open it
+// to start its sweeper, then use it from any goroutine; Close stops the sweeper.
 type Service struct {
 	Signer *ticket.Signer
 	Keys   *ticket.KeyHasher
@@ -75,6 +77,11 @@ type Service struct {
 	// memory; past it guest joins are refused with ECAPACITY until guests leave or are
 	// forgotten. Players with an authKey are not affected. 0 means no bound.
 	MaxGuests int
+	// SweepInterval is how often the sweeper started by Open runs Sweep.
+	SweepInterval time.Duration
+
+	cancel context.CancelCauseFunc // stops the sweeper; nil until Open
+	swept  chan struct{}           // closed when the sweeper has returned
 
 	locks [64]sync.Mutex // per-character critical sections, striped
 	seed  maphash.Seed
@@ -82,8 +89,8 @@ type Service struct {
 	used sync.Map // nonce → expiry: replays this process saw are refused without a write
 
 	mu        sync.Mutex
-	guests    map[string]guestLease                   // leases of disposable characters: never persisted
-	handovers map[string]*orchestrator.CharacterState // final states of disposable characters in transit
+	guests    map[string]guestLease              // leases of disposable characters: never persisted
+	handovers map[string]*control.CharacterState // final states of disposable characters in transit
 }
 
 // NewService returns a Service signing tickets and hashing authKeys with keys derived
@@ -94,7 +101,7 @@ func NewService(root *keys.Root, store Store, maps Maps, defaultInstanceID strin
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
-		handovers: make(map[string]*orchestrator.CharacterState),
+		handovers: make(map[string]*control.CharacterState), SweepInterval: DefaultSweepInterval,
 	}
 }
 
@@ -122,7 +129,7 @@ func (s *Service) guestsFullLocked() bool {
 }
 
 // errGuestsFull is the answer to a guest past MaxGuests.
-var errGuestsFull = &orchestrator.Error{Code: orchestrator.ECAPACITY, Message: "this server holds as many guest players as it may; try again later, or join with an authKey"}
+var errGuestsFull = &apierr.Error{Code: apierr.ECAPACITY, Message: "this server holds as many guest players as it may; try again later, or join with an authKey"}
 
 // GuestsFull reports whether a new disposable character would be refused now.
 func (s *Service) GuestsFull() bool {
@@ -188,7 +195,7 @@ func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 		characterID, subject = ch.ID, keyHash
 		if st, err := s.Store.CharacterState(ctx, ch.ID); err == nil {
 			target = st.InstanceID
-		} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		} else if apierr.Code(err) != apierr.ENOTFOUND {
 			return nil, fmt.Errorf("join: character state: %w", err)
 		}
 	}
@@ -232,14 +239,14 @@ func (s *Service) character(ctx context.Context, keyHash, name string) (*orchest
 		ch, err := s.Store.FindCharacterByKeyHash(ctx, keyHash)
 		if err == nil {
 			return ch, nil
-		} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		} else if apierr.Code(err) != apierr.ENOTFOUND {
 			return nil, fmt.Errorf("find character: %w", err)
 		}
 		ch = &orchestrator.Character{KeyHash: keyHash, Name: name}
 		if err := s.Store.CreateCharacter(ctx, ch); err == nil {
 			s.Log.Info("character created", "character", ch.ID)
 			return ch, nil
-		} else if orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		} else if apierr.Code(err) != apierr.ECONFLICT {
 			return nil, fmt.Errorf("create character: %w", err)
 		}
 	}
@@ -252,11 +259,11 @@ func cleanName(name string) (string, error) {
 		return DefaultName, nil
 	}
 	if len(name) > MaxNameLen {
-		return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "name must be at most %d bytes", MaxNameLen)
+		return "", apierr.Errorf(apierr.EBADREQUEST, "name must be at most %d bytes", MaxNameLen)
 	}
 	for _, r := range name {
 		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
-			return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "name must be printable text")
+			return "", apierr.Errorf(apierr.EBADREQUEST, "name must be printable text")
 		}
 	}
 	return name, nil
@@ -279,7 +286,7 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.guests[l.CharacterID].Epoch != prevEpoch {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "lease of %q changed", l.CharacterID)
+			return apierr.Errorf(apierr.ECONFLICT, "lease of %q changed", l.CharacterID)
 		}
 		if l.InstanceID == "" && l.TransferID == "" {
 			delete(s.guests, l.CharacterID)
@@ -311,9 +318,9 @@ func (s *Service) Authorize(ctx context.Context, characterID, instanceID string,
 func holds(l orchestrator.Lease, characterID, instanceID string, epoch int64) error {
 	switch {
 	case l.InstanceID != instanceID || instanceID == "":
-		return orchestrator.Errorf(orchestrator.EFORBIDDEN, "character %q is not held by map instance %q", characterID, instanceID)
+		return apierr.Errorf(apierr.EFORBIDDEN, "character %q is not held by map instance %q", characterID, instanceID)
 	case l.Epoch != epoch:
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "character %q is not authoritative in %q at epoch %d", characterID, instanceID, epoch)
+		return apierr.Errorf(apierr.ECONFLICT, "character %q is not authoritative in %q at epoch %d", characterID, instanceID, epoch)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
@@ -47,7 +49,7 @@ func (m *fakeMaps) Instance(id string) (orchestrator.Instance, error) {
 	defer m.mu.Unlock()
 	st, ok := m.states[id]
 	if !ok {
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no instance %q", id)
+		return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no instance %q", id)
 	}
 	return orchestrator.Instance{ID: id, MapID: id[:len(id)-2], State: st}, nil
 }
@@ -61,9 +63,9 @@ func (m *fakeMaps) Acquire(ctx context.Context, id string) (orchestrator.Instanc
 	case orchestrator.StateReady:
 		return inst, nil
 	case orchestrator.StateQuarantined:
-		return inst, orchestrator.Errorf(orchestrator.EMAPQUARANTINED, "%q is quarantined", id)
+		return inst, apierr.Errorf(apierr.EMAPQUARANTINED, "%q is quarantined", id)
 	default:
-		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "%q is %s", id, inst.State)
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "%q is %s", id, inst.State)
 	}
 }
 
@@ -71,7 +73,7 @@ func (m *fakeMaps) Create(ctx context.Context, r orchestrator.CreateInstance) (o
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.states[r.InstanceID]; ok {
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ECONFLICT, "%q exists", r.InstanceID)
+		return orchestrator.Instance{}, apierr.Errorf(apierr.ECONFLICT, "%q exists", r.InstanceID)
 	}
 	m.states[r.InstanceID] = orchestrator.StateReady
 	m.created = append(m.created, r.InstanceID)
@@ -160,9 +162,9 @@ func (e *env) join(tb testing.TB, key string) *orchestrator.JoinResponse {
 	return res
 }
 
-func (e *env) redeem(tb testing.TB, instance, tok string) *orchestrator.RedeemResult {
+func (e *env) redeem(tb testing.TB, instance, tok string) *control.RedeemResult {
 	tb.Helper()
-	res, err := e.svc.Redeem(context.Background(), orchestrator.RedeemRequest{InstanceID: instance, Token: tok})
+	res, err := e.svc.Redeem(context.Background(), control.RedeemRequest{InstanceID: instance, Token: tok})
 	if err != nil {
 		tb.Fatalf("redeem at %s: %v", instance, err)
 	}
@@ -171,7 +173,7 @@ func (e *env) redeem(tb testing.TB, instance, tok string) *orchestrator.RedeemRe
 
 func wantCode(tb testing.TB, err error, code string) {
 	tb.Helper()
-	if got := orchestrator.ErrorCode(err); got != code {
+	if got := apierr.Code(err); got != code {
 		tb.Fatalf("code %q (%v), want %q", got, err, code)
 	}
 }

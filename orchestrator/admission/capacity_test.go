@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // TestGuestCapacity checks that disposable characters held in memory are bounded: past
@@ -27,11 +29,11 @@ func TestGuestCapacity(t *testing.T) {
 
 	t.Run("ErrCapacityOnJoin", func(t *testing.T) {
 		_, err := e.svc.Join(ctx, orchestrator.JoinRequest{})
-		wantCode(t, err, orchestrator.ECAPACITY)
+		wantCode(t, err, apierr.ECAPACITY)
 	})
 	t.Run("ErrCapacityOnRedeem", func(t *testing.T) {
-		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: late.Ticket})
-		wantCode(t, err, orchestrator.ECAPACITY)
+		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: late.Ticket})
+		wantCode(t, err, apierr.ECAPACITY)
 	})
 	t.Run("SavedCharactersStillJoin", func(t *testing.T) {
 		e.redeem(t, "default-1", e.join(t, authKey).Ticket)

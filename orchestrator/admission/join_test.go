@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 func TestJoin(t *testing.T) {
@@ -41,14 +43,14 @@ func TestJoin(t *testing.T) {
 			{Name: strings.Repeat("n", 33)}, {Name: "bad\x00name"},
 		} {
 			_, err := e.svc.Join(ctx, r)
-			wantCode(t, err, orchestrator.EBADREQUEST)
+			wantCode(t, err, apierr.EBADREQUEST)
 		}
 	})
 	t.Run("ErrMapQuarantined", func(t *testing.T) {
 		e := newEnv(t)
 		e.maps.set("default-1", orchestrator.StateQuarantined)
 		_, err := e.svc.Join(ctx, orchestrator.JoinRequest{})
-		wantCode(t, err, orchestrator.EMAPQUARANTINED)
+		wantCode(t, err, apierr.EMAPQUARANTINED)
 	})
 }
 
@@ -61,11 +63,11 @@ func TestAuthKeyNeverLeaks(t *testing.T) {
 	var errs []error
 	j := e.join(t, authKey)
 	r := e.redeem(t, "default-1", j.Ticket)
-	_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+	_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
 	errs = append(errs, err)
-	_, err = e.svc.RequestTransfer(ctx, orchestrator.TransferRequest{
+	_, err = e.svc.RequestTransfer(ctx, control.TransferRequest{
 		TransferID: "tr-leak", CharacterID: r.CharacterID, FromInstanceID: "default-1", ToMapID: "frontier", Epoch: r.Epoch,
-		State: orchestrator.CharacterState{MapID: "default", X: 10, Y: 20, Revision: 1},
+		State: control.CharacterState{MapID: "default", X: 10, Y: 20, Revision: 1},
 	})
 	errs = append(errs, err)
 	_, err = e.svc.Join(ctx, orchestrator.JoinRequest{AuthKey: authKey + "!"})

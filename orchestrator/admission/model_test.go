@@ -10,6 +10,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // model is the test's picture of the world around the admission service: what each map
@@ -86,7 +88,7 @@ func (m *model) step() string {
 		}
 		res, err := m.e.svc.Join(ctx, orchestrator.JoinRequest{AuthKey: key})
 		if err != nil {
-			m.expect(err, orchestrator.EMAPQUARANTINED, orchestrator.EMAPUNAVAILABLE)
+			m.expect(err, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
 			return "join refused"
 		}
 		if key != "" {
@@ -101,10 +103,10 @@ func (m *model) step() string {
 		if m.rng.IntN(8) == 0 {
 			at = m.maps[m.rng.IntN(len(m.maps))]
 		}
-		res, err := m.e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: at, Token: p.token})
+		res, err := m.e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: at, Token: p.token})
 		if err != nil {
-			m.expect(err, orchestrator.ETICKETUSED, orchestrator.ETICKETEXPIRED, orchestrator.EWRONGMAP, orchestrator.EMAPQUARANTINED, orchestrator.EMAPUNAVAILABLE)
-			if orchestrator.ErrorCode(err) != orchestrator.EWRONGMAP {
+			m.expect(err, apierr.ETICKETUSED, apierr.ETICKETEXPIRED, apierr.EWRONGMAP, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
+			if apierr.Code(err) != apierr.EWRONGMAP {
 				m.tickets = append(m.tickets[:i], m.tickets[i+1:]...)
 			}
 			return "redeem refused"
@@ -131,13 +133,13 @@ func (m *model) step() string {
 			}
 			m.nextID++
 			x := float64(m.nextID)
-			a, err := m.e.svc.RequestTransfer(ctx, orchestrator.TransferRequest{
+			a, err := m.e.svc.RequestTransfer(ctx, control.TransferRequest{
 				TransferID: fmt.Sprintf("tr-%d", m.nextID), CharacterID: ch, FromInstanceID: from, ToInstanceID: to,
-				Epoch: epoch, State: orchestrator.CharacterState{MapID: from, X: x, Revision: int64(m.nextID)},
+				Epoch: epoch, State: control.CharacterState{MapID: from, X: x, Revision: int64(m.nextID)},
 			})
 			if err != nil {
-				m.expect(err, orchestrator.ECONFLICT, orchestrator.EFORBIDDEN, orchestrator.EMAPQUARANTINED, orchestrator.EMAPUNAVAILABLE)
-				if code := orchestrator.ErrorCode(err); code == orchestrator.ECONFLICT || code == orchestrator.EFORBIDDEN {
+				m.expect(err, apierr.ECONFLICT, apierr.EFORBIDDEN, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
+				if code := apierr.Code(err); code == apierr.ECONFLICT || code == apierr.EFORBIDDEN {
 					delete(m.beliefs[from], ch) // the map learns it lost the character
 				}
 				return "transfer refused"
@@ -155,9 +157,9 @@ func (m *model) step() string {
 		a := m.accepts[i]
 		m.accepts = append(m.accepts[:i], m.accepts[i+1:]...)
 		ok := m.rng.IntN(4) > 0
-		err := m.e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: a.transferID, InstanceID: a.to, Success: ok})
+		err := m.e.svc.TransferResult(ctx, control.TransferResult{TransferID: a.transferID, InstanceID: a.to, Success: ok})
 		if err != nil {
-			m.expect(err, orchestrator.ECONFLICT)
+			m.expect(err, apierr.ECONFLICT)
 		}
 		return fmt.Sprintf("transfer result %v", ok)
 	case n < 85:
@@ -214,7 +216,7 @@ func (m *model) check() error {
 
 func (m *model) expect(err error, codes ...string) {
 	m.t.Helper()
-	got := orchestrator.ErrorCode(err)
+	got := apierr.Code(err)
 	for _, c := range codes {
 		if got == c {
 			return

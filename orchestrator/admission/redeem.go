@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -18,21 +20,21 @@ import (
 //
 // Error codes: EBADREQUEST, ETICKETINVALID, ETICKETEXPIRED, ETICKETUSED, EWRONGMAP,
 // ECAPACITY (a new guest past MaxGuests), EMAPQUARANTINED, EMAPUNAVAILABLE.
-func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
-	if !orchestrator.IDPattern.MatchString(r.InstanceID) {
-		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId must be a valid id")
+func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
+	if !control.ValidName(r.InstanceID) {
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "instanceId must be a valid id")
 	}
 	c, err := s.Signer.Verify(r.Token, s.Now())
 	if err != nil {
 		return nil, err
 	}
 	if c.To != r.InstanceID {
-		return nil, orchestrator.Errorf(orchestrator.EWRONGMAP, "ticket is for map instance %q, not %q", c.To, r.InstanceID)
+		return nil, apierr.Errorf(apierr.EWRONGMAP, "ticket is for map instance %q, not %q", c.To, r.InstanceID)
 	}
 	if inst, err := s.Maps.Instance(r.InstanceID); err != nil {
-		return nil, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q is not known", r.InstanceID)
+		return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is not known", r.InstanceID)
 	} else if inst.State == orchestrator.StateQuarantined {
-		return nil, orchestrator.Errorf(orchestrator.EMAPQUARANTINED, "map instance %q is quarantined", r.InstanceID)
+		return nil, apierr.Errorf(apierr.EMAPQUARANTINED, "map instance %q is quarantined", r.InstanceID)
 	}
 
 	unlock := s.lock(c.CharacterID)
@@ -41,17 +43,17 @@ func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*or
 	var tr *orchestrator.Transfer
 	if c.Kind == ticket.KindTransfer {
 		if tr, err = s.Store.Transfer(ctx, c.ID); err != nil {
-			if orchestrator.ErrorCode(err) == orchestrator.ENOTFOUND {
-				return nil, orchestrator.Errorf(orchestrator.ETICKETINVALID, "transfer %q is not known", c.ID)
+			if apierr.Code(err) == apierr.ENOTFOUND {
+				return nil, apierr.Errorf(apierr.ETICKETINVALID, "transfer %q is not known", c.ID)
 			}
 			return nil, err
 		}
 		switch tr.State {
 		case orchestrator.TransferTokenIssued:
 		case orchestrator.TransferAborted:
-			return nil, orchestrator.Errorf(orchestrator.ETICKETEXPIRED, "transfer was aborted: %s", tr.Reason)
+			return nil, apierr.Errorf(apierr.ETICKETEXPIRED, "transfer was aborted: %s", tr.Reason)
 		default:
-			return nil, orchestrator.Errorf(orchestrator.ETICKETUSED, "transfer token already used")
+			return nil, apierr.Errorf(apierr.ETICKETUSED, "transfer token already used")
 		}
 	}
 	// A guest that would not fit is refused before its ticket is used up, so it can
@@ -70,7 +72,7 @@ func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*or
 	if tr == nil && prev.TransferID != "" {
 		// A join while a transfer is in flight (say, the player reloaded the page):
 		// the join wins and the transfer's token stops working.
-		if _, err := s.Store.AdvanceTransfer(ctx, prev.TransferID, pendingStates, orchestrator.TransferAborted, "superseded by a join"); err != nil && orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		if _, err := s.Store.AdvanceTransfer(ctx, prev.TransferID, pendingStates, orchestrator.TransferAborted, "superseded by a join"); err != nil && apierr.Code(err) != apierr.ECONFLICT {
 			return nil, err
 		}
 	}
@@ -79,7 +81,7 @@ func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*or
 		return nil, fmt.Errorf("redeem: lease: %w", err)
 	}
 
-	res := &orchestrator.RedeemResult{
+	res := &control.RedeemResult{
 		Kind: "join", CharacterID: c.CharacterID, Disposable: IsDisposable(c.CharacterID), Epoch: next.Epoch,
 	}
 	if tr != nil {
@@ -100,10 +102,10 @@ func (s *Service) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*or
 // keeps a flood of replays from costing an fsync each.
 func (s *Service) useNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
 	if _, seen := s.used.LoadOrStore(nonce, expiresAt); seen {
-		return orchestrator.Errorf(orchestrator.ETICKETUSED, "ticket already used")
+		return apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
 	}
 	err := s.Store.UseNonce(ctx, nonce, expiresAt)
-	if err != nil && orchestrator.ErrorCode(err) != orchestrator.ETICKETUSED {
+	if err != nil && apierr.Code(err) != apierr.ETICKETUSED {
 		s.used.Delete(nonce) // not used after all: the write failed
 	}
 	return err
@@ -122,7 +124,7 @@ func (s *Service) forgetExpiredNonces(now time.Time) {
 
 // state is the character's last saved state (nil if never saved). Disposable characters
 // carry theirs in memory from the source map to the destination.
-func (s *Service) state(ctx context.Context, characterID, transferID string) (*orchestrator.CharacterState, error) {
+func (s *Service) state(ctx context.Context, characterID, transferID string) (*control.CharacterState, error) {
 	if IsDisposable(characterID) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -131,7 +133,7 @@ func (s *Service) state(ctx context.Context, characterID, transferID string) (*o
 		return st, nil
 	}
 	st, err := s.Store.CharacterState(ctx, characterID)
-	if orchestrator.ErrorCode(err) == orchestrator.ENOTFOUND {
+	if apierr.Code(err) == apierr.ENOTFOUND {
 		return nil, nil
 	}
 	return st, err

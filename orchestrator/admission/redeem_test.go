@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 func TestRedeem(t *testing.T) {
@@ -18,29 +20,29 @@ func TestRedeem(t *testing.T) {
 		if r := e.redeem(t, "default-1", j.Ticket); r.CharacterID != j.CharacterID || r.Epoch != 1 || r.Kind != "join" {
 			t.Fatalf("redeem %+v", r)
 		}
-		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
-		wantCode(t, err, orchestrator.ETICKETUSED)
+		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+		wantCode(t, err, apierr.ETICKETUSED)
 	})
 	t.Run("ErrTicketExpired", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
 		e.clock.Add(10 * time.Second)
-		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
-		wantCode(t, err, orchestrator.ETICKETEXPIRED)
+		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+		wantCode(t, err, apierr.ETICKETEXPIRED)
 	})
 	t.Run("ErrTicketInvalid", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
 		for _, tok := range []string{j.Ticket[:len(j.Ticket)-2], j.Ticket + "A", "", "not-a-ticket"} {
-			_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: tok})
-			wantCode(t, err, orchestrator.ETICKETINVALID)
+			_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: tok})
+			wantCode(t, err, apierr.ETICKETINVALID)
 		}
 	})
 	t.Run("ErrWrongMap", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
-		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "frontier-1", Token: j.Ticket})
-		wantCode(t, err, orchestrator.EWRONGMAP)
+		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "frontier-1", Token: j.Ticket})
+		wantCode(t, err, apierr.EWRONGMAP)
 		// The refused attempt did not use the ticket up.
 		e.redeem(t, "default-1", j.Ticket)
 	})
@@ -48,8 +50,8 @@ func TestRedeem(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
 		e.maps.set("default-1", orchestrator.StateQuarantined)
-		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
-		wantCode(t, err, orchestrator.EMAPQUARANTINED)
+		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+		wantCode(t, err, apierr.EMAPQUARANTINED)
 	})
 	t.Run("RestartBetweenIssueAndRedeem", func(t *testing.T) {
 		e := newEnv(t)
@@ -57,13 +59,13 @@ func TestRedeem(t *testing.T) {
 		e.redeem(t, "default-1", a.Ticket)
 		e.restart(t)
 		// Used before the restart: still used.
-		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: a.Ticket})
-		wantCode(t, err, orchestrator.ETICKETUSED)
+		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: a.Ticket})
+		wantCode(t, err, apierr.ETICKETUSED)
 		// Issued before the restart, redeemed after: once.
 		e.redeem(t, "default-1", b.Ticket)
 		e.restart(t)
-		_, err = e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: b.Ticket})
-		wantCode(t, err, orchestrator.ETICKETUSED)
+		_, err = e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: b.Ticket})
+		wantCode(t, err, apierr.ETICKETUSED)
 	})
 	t.Run("IdleGuestLeasesForgotten", func(t *testing.T) {
 		e := newEnv(t)
@@ -86,7 +88,7 @@ func TestRedeem(t *testing.T) {
 		if second.Epoch <= first.Epoch {
 			t.Fatalf("epochs %d then %d, want growth", first.Epoch, second.Epoch)
 		}
-		wantCode(t, e.svc.Authorize(ctx, first.CharacterID, "default-1", first.Epoch), orchestrator.ECONFLICT)
+		wantCode(t, e.svc.Authorize(ctx, first.CharacterID, "default-1", first.Epoch), apierr.ECONFLICT)
 		if err := e.svc.Authorize(ctx, second.CharacterID, "default-1", second.Epoch); err != nil {
 			t.Fatal(err)
 		}
@@ -116,11 +118,11 @@ func TestRedeem_Concurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: tok})
-				switch orchestrator.ErrorCode(err) {
+				_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: tok})
+				switch apierr.Code(err) {
 				case "":
 					wins.Add(1)
-				case orchestrator.ETICKETUSED:
+				case apierr.ETICKETUSED:
 					used.Add(1)
 				default:
 					t.Errorf("round %d: unexpected error %v", round, err)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -17,41 +19,39 @@ var pendingStates = []orchestrator.TransferState{
 	orchestrator.TransferDestinationAccepted, orchestrator.TransferSourceReleased,
 }
 
-// InstanceOfMap is the instance that serves a map when a portal names only the map:
-// mapyard runs one instance per map, "<mapId>-1".
-func InstanceOfMap(mapID string) string { return mapID + "-1" }
-
 // RequestTransfer moves a character out of its source map. In order, each step durable
 // before the next: the transfer is recorded (requested); the character's final state is
-// committed as a critical event; the source's lease ends (the character is in transit,
-// authoritative nowhere); the token is minted (token_issued). A retry with the same
+// committed as a critical event; the source's lease ends (source_released: the character
+// is in transit, authoritative nowhere); the token is minted (token_issued). A retry with the same
 // TransferID returns the same token. The destination is started if needed; if it cannot
 // take players the request fails and the character stays where it is.
 //
 // Error codes: EBADREQUEST, EFORBIDDEN (the source does not hold the character),
 // ECONFLICT (it holds it at another epoch, or the id was used for another transfer),
 // EMAPQUARANTINED, EMAPUNAVAILABLE.
-func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
+func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error) {
 	toMapID := r.ToMapID
 	if r.ToInstanceID == "" && r.ToMapID != "" {
-		r.ToInstanceID = InstanceOfMap(r.ToMapID)
+		r.ToInstanceID = mapgen.InstanceOfMap(r.ToMapID)
 	}
-	for _, f := range []struct{ name, v string }{
-		{"transferId", r.TransferID}, {"characterId", r.CharacterID},
-		{"fromInstanceId", r.FromInstanceID}, {"toInstanceId", r.ToInstanceID},
-	} {
-		if !validID(f.v) {
-			return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "%s must be 1 to 64 characters of A-Z a-z 0-9 - _", f.name)
+	for _, f := range []struct{ name, v string }{{"transferId", r.TransferID}, {"characterId", r.CharacterID}} {
+		if !control.ValidKey(f.v) {
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be 1 to %d printable characters without spaces", f.name, control.MaxKeyLen)
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"fromInstanceId", r.FromInstanceID}, {"toInstanceId", r.ToInstanceID}} {
+		if !control.ValidName(f.v) {
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must match %s", f.name, control.IDPattern)
 		}
 	}
 	if r.FromInstanceID == r.ToInstanceID {
-		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "a transfer must change map instance")
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "a transfer must change map instance")
 	}
 
 	// The destination may take seconds to start: wait for it before taking the
 	// character's lock (which other characters share a stripe of), after a cheap check
 	// that the request could succeed at all; everything is checked again under the lock.
-	if _, err := s.Store.Transfer(ctx, r.TransferID); orchestrator.ErrorCode(err) == orchestrator.ENOTFOUND {
+	if _, err := s.Store.Transfer(ctx, r.TransferID); apierr.Code(err) == apierr.ENOTFOUND {
 		if err := s.Authorize(ctx, r.CharacterID, r.FromInstanceID, r.Epoch); err != nil {
 			return nil, err
 		}
@@ -65,7 +65,7 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 
 	if tr, err := s.Store.Transfer(ctx, r.TransferID); err == nil {
 		return s.retry(tr, r)
-	} else if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+	} else if apierr.Code(err) != apierr.ENOTFOUND {
 		return nil, err
 	}
 
@@ -95,7 +95,12 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 		s.abort(ctx, tr.ID, "lease changed")
 		return nil, fmt.Errorf("request transfer: lease: %w", err)
 	}
-	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferRequested}, orchestrator.TransferTokenIssued, ""); err != nil {
+	// The source gave the character up with the lease: record it now, not when the
+	// destination reports.
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferRequested}, orchestrator.TransferSourceReleased, ""); err != nil {
+		return nil, fmt.Errorf("request transfer: %w", err)
+	}
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferSourceReleased}, orchestrator.TransferTokenIssued, ""); err != nil {
 		return nil, fmt.Errorf("request transfer: %w", err)
 	}
 	s.Log.Info("transfer token issued", "transfer", tr.ID, "character", tr.CharacterID, "from", tr.FromInstanceID, "to", tr.ToInstanceID)
@@ -107,16 +112,16 @@ func (s *Service) RequestTransfer(ctx context.Context, r orchestrator.TransferRe
 // anything else unknown is map_unavailable.
 func (s *Service) destination(ctx context.Context, instanceID, mapID string) (orchestrator.Instance, error) {
 	inst, err := s.Maps.Acquire(ctx, instanceID)
-	if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+	if apierr.Code(err) != apierr.ENOTFOUND {
 		return inst, err
 	}
-	if mapID == "" || instanceID != InstanceOfMap(mapID) {
-		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q does not exist", instanceID)
+	if mapID == "" || instanceID != mapgen.InstanceOfMap(mapID) {
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q does not exist", instanceID)
 	}
 	if _, err := mapgen.Template(mapID); err != nil {
-		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map %q has no template to start an instance from", mapID)
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map %q has no template to start an instance from", mapID)
 	}
-	if _, err := s.Maps.Create(ctx, orchestrator.CreateInstance{InstanceID: instanceID, MapID: mapID}); err != nil && orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+	if _, err := s.Maps.Create(ctx, orchestrator.CreateInstance{InstanceID: instanceID, MapID: mapID}); err != nil && apierr.Code(err) != apierr.ECONFLICT {
 		return inst, err
 	}
 	s.Log.Info("map instance created for a transfer", "instance", instanceID, "map", mapID)
@@ -124,21 +129,21 @@ func (s *Service) destination(ctx context.Context, instanceID, mapID string) (or
 }
 
 // retry answers a repeated request: the same token while it is valid.
-func (s *Service) retry(tr *orchestrator.Transfer, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
+func (s *Service) retry(tr *orchestrator.Transfer, r control.TransferRequest) (*control.TransferAnswer, error) {
 	if tr.CharacterID != r.CharacterID || tr.FromInstanceID != r.FromInstanceID || tr.ToInstanceID != r.ToInstanceID {
-		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "transfer id %q was used for another transfer", tr.ID)
+		return nil, apierr.Errorf(apierr.ECONFLICT, "transfer id %q was used for another transfer", tr.ID)
 	}
 	switch tr.State {
 	case orchestrator.TransferTokenIssued:
 		return s.answer(tr)
 	case orchestrator.TransferAborted:
-		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q was aborted: %s", tr.ID, tr.Reason)
+		return nil, apierr.Errorf(apierr.ECONFLICT, "transfer %q was aborted: %s", tr.ID, tr.Reason)
 	default:
-		return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q is %s", tr.ID, tr.State)
+		return nil, apierr.Errorf(apierr.ECONFLICT, "transfer %q is %s", tr.ID, tr.State)
 	}
 }
 
-func (s *Service) answer(tr *orchestrator.Transfer) (*orchestrator.TransferAnswer, error) {
+func (s *Service) answer(tr *orchestrator.Transfer) (*control.TransferAnswer, error) {
 	tok, err := s.Signer.Mint(ticket.Claims{
 		Kind: ticket.KindTransfer, ID: tr.ID, Subject: tr.Subject, CharacterID: tr.CharacterID,
 		From: tr.FromInstanceID, To: tr.ToInstanceID, IssuedAtMs: tr.IssuedAt.UnixMilli(),
@@ -147,7 +152,7 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*orchestrator.TransferAnswe
 	if err != nil {
 		return nil, err
 	}
-	return &orchestrator.TransferAnswer{
+	return &control.TransferAnswer{
 		TransferID: tr.ID, Token: tok, ToInstanceID: tr.ToInstanceID,
 		WS: orchestrator.WSPath(tr.ToInstanceID), ExpiresAtMs: tr.ExpiresAt.UnixMilli(),
 	}, nil
@@ -155,7 +160,7 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*orchestrator.TransferAnswe
 
 // handOver makes the character's final state in the source durable: a transfer_boundary
 // critical event for saved characters, memory for disposable ones.
-func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st orchestrator.CharacterState, epoch int64) error {
+func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st control.CharacterState, epoch int64) error {
 	st.CharacterID, st.InstanceID = tr.CharacterID, tr.FromInstanceID
 	if IsDisposable(tr.CharacterID) {
 		s.mu.Lock()
@@ -170,9 +175,9 @@ func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st or
 	if err != nil {
 		return fmt.Errorf("hand over: %w", err)
 	}
-	_, err = s.Store.CommitCritical(ctx, orchestrator.CriticalEvent{
+	_, err = s.Store.CommitCritical(ctx, control.CriticalEvent{
 		EventID: transferEventPrefix + tr.ID, InstanceID: tr.FromInstanceID,
-		Kind: orchestrator.EventTransferBoundary, Payload: payload,
+		Kind: control.EventTransferBoundary, Payload: payload,
 	})
 	return err
 }
@@ -183,13 +188,13 @@ func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st or
 //
 // Error codes: EBADREQUEST, ENOTFOUND, ECONFLICT (not the destination, or the transfer
 // is not at that step).
-func (s *Service) TransferResult(ctx context.Context, r orchestrator.TransferResult) error {
+func (s *Service) TransferResult(ctx context.Context, r control.TransferResult) error {
 	tr, err := s.Store.Transfer(ctx, r.TransferID)
 	if err != nil {
 		return err
 	}
 	if tr.ToInstanceID != r.InstanceID {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "only the destination reports a transfer's result")
+		return apierr.Errorf(apierr.ECONFLICT, "only the destination reports a transfer's result")
 	}
 	unlock := s.lock(tr.CharacterID)
 	defer unlock()
@@ -199,10 +204,7 @@ func (s *Service) TransferResult(ctx context.Context, r orchestrator.TransferRes
 	if tr.State == orchestrator.TransferCompleted {
 		return nil // a retried report
 	}
-	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferDestinationAccepted}, orchestrator.TransferSourceReleased, ""); err != nil {
-		return err
-	}
-	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferSourceReleased}, orchestrator.TransferCompleted, ""); err != nil {
+	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferDestinationAccepted}, orchestrator.TransferCompleted, ""); err != nil {
 		return err
 	}
 	s.Log.Info("transfer completed", "transfer", tr.ID, "character", tr.CharacterID, "to", tr.ToInstanceID)
@@ -253,14 +255,14 @@ func (s *Service) Sweep(ctx context.Context, grace time.Duration) (aborted int, 
 	}
 	for _, tr := range pending {
 		deadline := tr.ExpiresAt
-		if tr.State != orchestrator.TransferRequested && tr.State != orchestrator.TransferTokenIssued {
+		if tr.State == orchestrator.TransferDestinationAccepted {
 			deadline = deadline.Add(grace)
 		}
 		if now.Before(deadline) {
 			continue
 		}
 		unlock := s.lock(tr.CharacterID)
-		if tr.State == orchestrator.TransferDestinationAccepted || tr.State == orchestrator.TransferSourceReleased {
+		if tr.State == orchestrator.TransferDestinationAccepted {
 			// The destination admitted the player but never reported: it holds the
 			// lease, so the transfer happened; record it as completed.
 			_, err = s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{tr.State}, orchestrator.TransferCompleted, "no report from destination")
@@ -269,22 +271,9 @@ func (s *Service) Sweep(ctx context.Context, grace time.Duration) (aborted int, 
 			aborted++
 		}
 		unlock()
-		if err != nil && orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		if err != nil && apierr.Code(err) != apierr.ECONFLICT {
 			return aborted, err
 		}
 	}
 	return aborted, nil
-}
-
-func validID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }

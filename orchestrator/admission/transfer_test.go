@@ -7,18 +7,20 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // enter joins with key and redeems at the default map.
-func enter(t *testing.T, e *env, key string) *orchestrator.RedeemResult {
+func enter(t *testing.T, e *env, key string) *control.RedeemResult {
 	t.Helper()
 	return e.redeem(t, "default-1", e.join(t, key).Ticket)
 }
 
-func transferReq(id string, r *orchestrator.RedeemResult, from, toMap string, x float64) orchestrator.TransferRequest {
-	return orchestrator.TransferRequest{
+func transferReq(id string, r *control.RedeemResult, from, toMap string, x float64) control.TransferRequest {
+	return control.TransferRequest{
 		TransferID: id, CharacterID: r.CharacterID, FromInstanceID: from, ToMapID: toMap, Epoch: r.Epoch,
-		State: orchestrator.CharacterState{MapID: from[:len(from)-2], X: x, Y: 2, Attributes: json.RawMessage(`{"hp":7}`), Revision: r.Epoch*10 + 1},
+		State: control.CharacterState{MapID: from[:len(from)-2], X: x, Y: 2, Attributes: json.RawMessage(`{"hp":7}`), Revision: r.Epoch*10 + 1},
 	}
 }
 
@@ -42,13 +44,13 @@ func TestTransfer(t *testing.T) {
 		}
 	})
 	t.Run("SourceLostAuthority", func(t *testing.T) {
-		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch), orchestrator.EFORBIDDEN)
+		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch), apierr.EFORBIDDEN)
 	})
 	t.Run("ErrWrongMap", func(t *testing.T) {
-		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "default-1", Token: a.Token})
-		wantCode(t, err, orchestrator.EWRONGMAP)
+		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: a.Token})
+		wantCode(t, err, apierr.EWRONGMAP)
 	})
-	var in *orchestrator.RedeemResult
+	var in *control.RedeemResult
 	t.Run("DestinationGetsState", func(t *testing.T) {
 		in = e.redeem(t, "frontier-1", a.Token)
 		if in.Kind != "transfer" || in.TransferID != "tr-1" || in.FromID != "default-1" || in.State == nil || in.State.X != 12.5 {
@@ -59,11 +61,11 @@ func TestTransfer(t *testing.T) {
 		}
 	})
 	t.Run("ErrTicketUsed", func(t *testing.T) {
-		_, err := e.svc.Redeem(ctx, orchestrator.RedeemRequest{InstanceID: "frontier-1", Token: a.Token})
-		wantCode(t, err, orchestrator.ETICKETUSED)
+		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "frontier-1", Token: a.Token})
+		wantCode(t, err, apierr.ETICKETUSED)
 	})
 	t.Run("Completed", func(t *testing.T) {
-		if err := e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
+		if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
 			t.Fatal(err)
 		}
 		tr, err := e.db.Transfer(ctx, "tr-1")
@@ -76,7 +78,7 @@ func TestTransfer(t *testing.T) {
 	})
 	t.Run("ErrForbiddenNotHeld", func(t *testing.T) {
 		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-2", r, "default-1", "cave", 1))
-		wantCode(t, err, orchestrator.EFORBIDDEN)
+		wantCode(t, err, apierr.EFORBIDDEN)
 	})
 }
 
@@ -87,7 +89,7 @@ func TestTransfer_Failures(t *testing.T) {
 		r := enter(t, e, authKey)
 		e.maps.set("frontier-1", orchestrator.StateQuarantined)
 		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-q", r, "default-1", "frontier", 1))
-		wantCode(t, err, orchestrator.EMAPQUARANTINED)
+		wantCode(t, err, apierr.EMAPQUARANTINED)
 		if err := e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch); err != nil {
 			t.Fatalf("the character must stay in its source map: %v", err)
 		}
@@ -100,7 +102,7 @@ func TestTransfer_Failures(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := e.redeem(t, "frontier-1", a.Token)
-		if err := e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: "tr-x", InstanceID: "frontier-1", Success: true}); err != nil {
+		if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-x", InstanceID: "frontier-1", Success: true}); err != nil {
 			t.Fatal(err)
 		}
 		// Now in frontier-1; a transfer to cave-1 is never redeemed.
@@ -133,10 +135,10 @@ func TestTransfer_Failures(t *testing.T) {
 		if in.State == nil || in.State.X != 5 {
 			t.Fatalf("a disposable character's state must travel too: %+v", in.State)
 		}
-		if err := e.svc.TransferResult(ctx, orchestrator.TransferResult{TransferID: "tr-f", InstanceID: "frontier-1", Reason: "spawn failed"}); err != nil {
+		if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-f", InstanceID: "frontier-1", Reason: "spawn failed"}); err != nil {
 			t.Fatal(err)
 		}
-		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch), orchestrator.EFORBIDDEN)
+		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch), apierr.EFORBIDDEN)
 	})
 	t.Run("LazyCreatesTemplateInstance", func(t *testing.T) {
 		e := newEnv(t)
@@ -153,7 +155,7 @@ func TestTransfer_Failures(t *testing.T) {
 		e := newEnv(t)
 		r := enter(t, e, "")
 		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-u", r, "default-1", "forest", 1))
-		wantCode(t, err, orchestrator.EMAPUNAVAILABLE)
+		wantCode(t, err, apierr.EMAPUNAVAILABLE)
 		if len(e.maps.created) != 0 {
 			t.Fatalf("created %v for a map without template", e.maps.created)
 		}
@@ -163,8 +165,8 @@ func TestTransfer_Failures(t *testing.T) {
 		r := enter(t, e, "")
 		req := transferReq("tr bad", r, "default-1", "frontier", 1)
 		_, err := e.svc.RequestTransfer(ctx, req)
-		wantCode(t, err, orchestrator.EBADREQUEST)
+		wantCode(t, err, apierr.EBADREQUEST)
 		_, err = e.svc.RequestTransfer(ctx, transferReq("tr-self", r, "default-1", "default", 1))
-		wantCode(t, err, orchestrator.EBADREQUEST)
+		wantCode(t, err, apierr.EBADREQUEST)
 	})
 }

@@ -1,16 +1,12 @@
 package control
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // Client calls the orchestrator's side of the control RPC. Map servers use it.
@@ -30,7 +26,7 @@ func NewClient(baseURL, secret string) *Client {
 
 // MapReady registers a started map server. It is idempotent: the orchestrator treats a
 // repeated registration of the same instance as the same fact.
-func (c *Client) MapReady(ctx context.Context, r orchestrator.MapReady) error {
+func (c *Client) MapReady(ctx context.Context, r MapReady) error {
 	return c.retry(ctx, PathMapReady, r, nil)
 }
 
@@ -45,8 +41,8 @@ func (c *Client) Heartbeat(ctx context.Context, h Heartbeat) (HeartbeatAnswer, e
 // Redeem redeems a player's join ticket or transfer token for this map. It is never
 // retried: a redeem that reached the orchestrator used the token, and a retry would be
 // answered ticket_used.
-func (c *Client) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
-	var res orchestrator.RedeemResult
+func (c *Client) Redeem(ctx context.Context, r RedeemRequest) (*RedeemResult, error) {
+	var res RedeemResult
 	if err := c.do(ctx, PathRedeem, r, &res); err != nil {
 		return nil, err
 	}
@@ -55,8 +51,8 @@ func (c *Client) Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orc
 
 // RequestTransfer asks to move a character to another map. Retried: the map-chosen
 // TransferID makes a repeat the same request, answered with the same token.
-func (c *Client) RequestTransfer(ctx context.Context, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error) {
-	var a orchestrator.TransferAnswer
+func (c *Client) RequestTransfer(ctx context.Context, r TransferRequest) (*TransferAnswer, error) {
+	var a TransferAnswer
 	if err := c.retry(ctx, PathRequestTransfer, r, &a); err != nil {
 		return nil, err
 	}
@@ -65,7 +61,7 @@ func (c *Client) RequestTransfer(ctx context.Context, r orchestrator.TransferReq
 
 // TransferResult reports, as the destination, whether a transferred player spawned.
 // Retried: reporting the same result twice is harmless.
-func (c *Client) TransferResult(ctx context.Context, r orchestrator.TransferResult) error {
+func (c *Client) TransferResult(ctx context.Context, r TransferResult) error {
 	return c.retry(ctx, PathTransferResult, r, nil)
 }
 
@@ -79,8 +75,8 @@ func (c *Client) PersistSnapshot(ctx context.Context, r PersistSnapshot) (Persis
 
 // PersistCritical commits a critical event and returns once it is durable. Retried:
 // events are idempotent by EventID, and a retry returns the first commit's ack.
-func (c *Client) PersistCritical(ctx context.Context, ev orchestrator.CriticalEvent) (orchestrator.CriticalAck, error) {
-	var a orchestrator.CriticalAck
+func (c *Client) PersistCritical(ctx context.Context, ev CriticalEvent) (CriticalAck, error) {
+	var a CriticalAck
 	err := c.retry(ctx, PathPersistCritical, ev, &a)
 	return a, err
 }
@@ -111,46 +107,14 @@ func (c *Client) retry(ctx context.Context, path string, in, out any) error {
 // transient reports whether err may go away on retry: transport failures and 5xx
 // answers, but never a 4xx, which would fail the same way again.
 func transient(err error) bool {
-	var e *orchestrator.Error
+	var e *apierr.Error
 	if errors.As(err, &e) {
-		return Status(e.Code) >= 500
+		return apierr.Status(e.Code) >= 500
 	}
 	return true
 }
 
-// do POSTs in as JSON and decodes a 2xx answer into out (when not nil). Error answers
-// come back as *orchestrator.Error with the server's code and message.
+// do POSTs in to the orchestrator's path with Call.
 func (c *Client) do(ctx context.Context, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+path, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("request %s: %w", path, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(SecretHeader, c.Secret)
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return fmt.Errorf("call %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxBodySize))
-	if err != nil {
-		return fmt.Errorf("read %s answer: %w", path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var e ErrorResponse
-		if json.Unmarshal(buf, &e) == nil && e.Error.Code != "" {
-			return &e.Error
-		}
-		return fmt.Errorf("call %s: status %d", path, resp.StatusCode)
-	}
-	if out != nil {
-		if err := json.Unmarshal(buf, out); err != nil {
-			return fmt.Errorf("decode %s answer: %w", path, err)
-		}
-	}
-	return nil
+	return Call(ctx, c.HTTP, http.MethodPost, c.BaseURL+path, c.Secret, in, out)
 }

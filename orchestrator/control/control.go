@@ -1,8 +1,11 @@
 // Package control is the contract of mapyard's control RPC: HTTP+JSON between the
 // orchestrator and its map servers, on host-local listeners only, every request
 // carrying the shared secret. It holds the route names, the secret check, strict JSON
-// decoding, the error mapping both sides use, and the typed client that map servers use
-// to call the orchestrator. The contract lives with the orchestrator, which serves it.
+// decoding, the error mapping both sides use, the one HTTP call helper, the /orch/*
+// messages and the typed client that map servers use to call the orchestrator. The
+// contract lives with the orchestrator, which serves it; what a map serves lives in
+// mapserver/mapcontrol. It imports no other mapyard package but apierr, so a map server
+// can depend on it without depending on the orchestrator.
 package control
 
 import (
@@ -17,7 +20,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // SecretHeader carries the internal shared secret on every control request.
@@ -37,44 +40,12 @@ const (
 	DefaultMaxBodySize  = 1 << 20
 )
 
-// Map-side routes (served on each map's control listener) and the public join route.
-const (
-	PathHealth = "/health"
-	PathJoin   = "/api/v1/join"
-)
-
-// PersistSnapshot is the body of POST /orch/persist-snapshot. Epoch is the lease epoch
-// the map holds for the character of a "character:<id>" partition (ignored otherwise).
-type PersistSnapshot struct {
-	InstanceID string                        `json:"instanceId"`
-	Partition  string                        `json:"partition"`
-	Revision   int64                         `json:"revision"`
-	Epoch      int64                         `json:"epoch,omitempty"`
-	Envelope   orchestrator.SnapshotEnvelope `json:"envelope"`
-}
-
-// PersistSnapshotAnswer says whether the revision was newer than the one held; an older
-// or equal one is ignored, which makes retries harmless.
-type PersistSnapshotAnswer struct {
-	Accepted bool `json:"accepted"`
-}
-
-// Heartbeat is what a map server sends every MAP_HEARTBEAT_MS.
-type Heartbeat struct {
-	InstanceID string `json:"instanceId"`
-	Players    int    `json:"players"`
-	Tick       uint64 `json:"tick"`
-}
-
-// HeartbeatAnswer tells a map whether the orchestrator knows it as registered; a map
-// that is not registers again with MapReady.
-type HeartbeatAnswer struct {
-	Registered bool `json:"registered"`
-}
+// PathJoin is the orchestrator's public join route.
+const PathJoin = "/api/v1/join"
 
 // ErrorResponse is the body of every error answer: {"error": {"code", "message"}}.
 type ErrorResponse struct {
-	Error orchestrator.Error `json:"error"`
+	Error apierr.Error `json:"error"`
 }
 
 // RequireSecret returns middleware that refuses, with 401 and code "unauthorized", any
@@ -86,42 +57,11 @@ func RequireSecret(secret string) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			got := []byte(c.Request().Header.Get(SecretHeader))
 			if len(want) == 0 || subtle.ConstantTimeCompare(got, want) != 1 {
-				return orchestrator.Errorf(orchestrator.EUNAUTHORIZED, "missing or wrong %s header", SecretHeader)
+				return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong %s header", SecretHeader)
 			}
 			return next(c)
 		}
 	}
-}
-
-// statuses maps error codes to HTTP statuses; codes not listed are 500.
-var statuses = map[string]int{
-	orchestrator.EBADREQUEST:      http.StatusBadRequest,
-	orchestrator.EINVALIDENVELOPE: http.StatusBadRequest,
-	orchestrator.EHASHMISMATCH:    http.StatusBadRequest,
-	orchestrator.ESCHEMAVERSION:   http.StatusBadRequest,
-	orchestrator.EUNAUTHORIZED:    http.StatusUnauthorized,
-	orchestrator.EFORBIDDEN:       http.StatusForbidden,
-	orchestrator.ERATELIMITED:     http.StatusTooManyRequests,
-	orchestrator.ECAPACITY:        http.StatusServiceUnavailable,
-	orchestrator.ETICKETINVALID:   http.StatusUnauthorized,
-	orchestrator.ETICKETEXPIRED:   http.StatusUnauthorized,
-	orchestrator.ETICKETUSED:      http.StatusConflict,
-	orchestrator.EWRONGMAP:        http.StatusConflict,
-	orchestrator.ECONFLICT:        http.StatusConflict,
-	orchestrator.ENOTFOUND:        http.StatusNotFound,
-	orchestrator.ETOOLARGE:        http.StatusRequestEntityTooLarge,
-	orchestrator.EMAPQUARANTINED:  http.StatusServiceUnavailable,
-	orchestrator.EMAPUNAVAILABLE:  http.StatusServiceUnavailable,
-	orchestrator.EUNAVAILABLE:     http.StatusServiceUnavailable,
-	orchestrator.ENOTIMPLEMENTED:  http.StatusNotImplemented,
-}
-
-// Status returns the HTTP status for an error code.
-func Status(code string) int {
-	if s, ok := statuses[code]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
 }
 
 // ErrorHandler returns echo's error handler for both listeners of both binaries: every
@@ -133,19 +73,19 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if c.Response().Committed {
 			return
 		}
-		code, msg := orchestrator.ErrorCode(err), orchestrator.ErrorMessage(err)
-		status := Status(code)
+		code, msg := apierr.Code(err), apierr.Message(err)
+		status := apierr.Status(code)
 		var he *echo.HTTPError
 		if errors.As(err, &he) {
 			status, code, msg = he.Code, httpCode(he.Code), fmt.Sprint(he.Message)
-		} else if code == orchestrator.EINTERNAL {
+		} else if code == apierr.EINTERNAL {
 			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
 		var werr error
 		if c.Request().Method == http.MethodHead {
 			werr = c.NoContent(status)
 		} else {
-			werr = c.JSON(status, ErrorResponse{Error: orchestrator.Error{Code: code, Message: msg}})
+			werr = c.JSON(status, ErrorResponse{Error: apierr.Error{Code: code, Message: msg}})
 		}
 		if werr != nil {
 			log.Debug("write error response", "err", werr)
@@ -156,15 +96,15 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 func httpCode(status int) string {
 	switch {
 	case status == http.StatusNotFound:
-		return orchestrator.ENOTFOUND
+		return apierr.ENOTFOUND
 	case status == http.StatusRequestEntityTooLarge:
-		return orchestrator.ETOOLARGE
+		return apierr.ETOOLARGE
 	case status == http.StatusUnauthorized:
-		return orchestrator.EUNAUTHORIZED
+		return apierr.EUNAUTHORIZED
 	case status < 500:
-		return orchestrator.EBADREQUEST
+		return apierr.EBADREQUEST
 	default:
-		return orchestrator.EINTERNAL
+		return apierr.EINTERNAL
 	}
 }
 
@@ -179,10 +119,10 @@ func DecodeJSON(c echo.Context, v any, limit int64) error {
 	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(BodyReadTimeout))
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, limit+1))
 	if err != nil {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "read body: %v", err)
+		return apierr.Errorf(apierr.EBADREQUEST, "read body: %v", err)
 	}
 	if int64(len(body)) > limit {
-		return orchestrator.Errorf(orchestrator.ETOOLARGE, "body larger than %d bytes", limit)
+		return apierr.Errorf(apierr.ETOOLARGE, "body larger than %d bytes", limit)
 	}
 	return Unmarshal(body, v)
 }
@@ -196,10 +136,10 @@ func Unmarshal(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "invalid JSON: %v", err)
+		return apierr.Errorf(apierr.EBADREQUEST, "invalid JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "invalid JSON: trailing data after the value")
+		return apierr.Errorf(apierr.EBADREQUEST, "invalid JSON: trailing data after the value")
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -20,7 +21,7 @@ func TestUnmarshal(t *testing.T) {
 	if err := control.Unmarshal([]byte(" \n"), &empty); err != nil || empty != (orchestrator.JoinRequest{}) {
 		t.Fatalf("empty body: %v %+v, want no fields", err, empty)
 	}
-	var v orchestrator.MapReady
+	var v control.MapReady
 	if err := control.Unmarshal([]byte(`{"instanceId":"a-1","gamePort":7000}`), &v); err != nil || v.InstanceID != "a-1" {
 		t.Fatalf("valid body: %v %+v", err, v)
 	}
@@ -32,7 +33,7 @@ func TestUnmarshal(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := control.Unmarshal([]byte(body), &v)
-			if got := orchestrator.ErrorCode(err); got != orchestrator.EBADREQUEST {
+			if got := apierr.Code(err); got != apierr.EBADREQUEST {
 				t.Fatalf("code %q (%v), want bad_request", got, err)
 			}
 		})
@@ -51,12 +52,12 @@ func newServer(t *testing.T, h echo.HandlerFunc) *httptest.Server {
 
 func TestClient_Errors(t *testing.T) {
 	srv := newServer(t, func(c echo.Context) error {
-		var r orchestrator.MapReady
+		var r control.MapReady
 		if err := control.DecodeJSON(c, &r, 128); err != nil {
 			return err
 		}
 		if r.InstanceID == "gone" {
-			return orchestrator.Errorf(orchestrator.ENOTFOUND, "instance %q is not wanted", r.InstanceID)
+			return apierr.Errorf(apierr.ENOTFOUND, "instance %q is not wanted", r.InstanceID)
 		}
 		if r.InstanceID == "boom" {
 			return io.ErrUnexpectedEOF // an internal error: its text must not reach the client
@@ -65,21 +66,21 @@ func TestClient_Errors(t *testing.T) {
 	})
 	ctx := context.Background()
 	t.Run("OK", func(t *testing.T) {
-		if err := control.NewClient(srv.URL, "0123456789abcdef").MapReady(ctx, orchestrator.MapReady{InstanceID: "a-1"}); err != nil {
+		if err := control.NewClient(srv.URL, "0123456789abcdef").MapReady(ctx, control.MapReady{InstanceID: "a-1"}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	for _, tt := range []struct {
 		name, secret, id, code string
 	}{
-		{"ErrUnauthorized", "wrong-secret-0000", "a-1", orchestrator.EUNAUTHORIZED},
-		{"ErrNotFound", "0123456789abcdef", "gone", orchestrator.ENOTFOUND},
-		{"ErrTooLarge", "0123456789abcdef", strings.Repeat("x", 200), orchestrator.ETOOLARGE},
-		{"ErrInternalHidden", "0123456789abcdef", "boom", orchestrator.EINTERNAL},
+		{"ErrUnauthorized", "wrong-secret-0000", "a-1", apierr.EUNAUTHORIZED},
+		{"ErrNotFound", "0123456789abcdef", "gone", apierr.ENOTFOUND},
+		{"ErrTooLarge", "0123456789abcdef", strings.Repeat("x", 200), apierr.ETOOLARGE},
+		{"ErrInternalHidden", "0123456789abcdef", "boom", apierr.EINTERNAL},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := control.NewClient(srv.URL, tt.secret).MapReady(ctx, orchestrator.MapReady{InstanceID: tt.id})
-			if got := orchestrator.ErrorCode(err); got != tt.code {
+			err := control.NewClient(srv.URL, tt.secret).MapReady(ctx, control.MapReady{InstanceID: tt.id})
+			if got := apierr.Code(err); got != tt.code {
 				t.Fatalf("code %q (%v), want %q", got, err, tt.code)
 			}
 			if strings.Contains(err.Error(), "unexpected EOF") {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -22,12 +23,12 @@ func FuzzUnmarshal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, v := range []any{
-			&orchestrator.MapReady{}, &control.Heartbeat{}, &orchestrator.RedeemRequest{},
-			&orchestrator.TransferRequest{}, &orchestrator.TransferResult{}, &control.PersistSnapshot{},
-			&orchestrator.CriticalEvent{}, &orchestrator.JoinRequest{},
+			&control.MapReady{}, &control.Heartbeat{}, &control.RedeemRequest{},
+			&control.TransferRequest{}, &control.TransferResult{}, &control.PersistSnapshot{},
+			&control.CriticalEvent{}, &orchestrator.JoinRequest{},
 		} {
 			err := control.Unmarshal(body, v)
-			if err != nil && orchestrator.ErrorCode(err) != orchestrator.EBADREQUEST {
+			if err != nil && apierr.Code(err) != apierr.EBADREQUEST {
 				t.Fatalf("%T: unstructured error %v", v, err)
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -29,8 +29,8 @@ func flaky(t *testing.T, fail int32, status int, code, body string) (*httptest.S
 func TestClient_Retry(t *testing.T) {
 	ctx := context.Background()
 	t.Run("IdempotentRetried", func(t *testing.T) {
-		srv, calls := flaky(t, 2, http.StatusServiceUnavailable, orchestrator.EUNAVAILABLE, `{"eventId":"e1","seq":7}`)
-		ack, err := control.NewClient(srv.URL, "s").PersistCritical(ctx, orchestrator.CriticalEvent{EventID: "e1"})
+		srv, calls := flaky(t, 2, http.StatusServiceUnavailable, apierr.EUNAVAILABLE, `{"eventId":"e1","seq":7}`)
+		ack, err := control.NewClient(srv.URL, "s").PersistCritical(ctx, control.CriticalEvent{EventID: "e1"})
 		if err != nil || ack.Seq != 7 {
 			t.Fatalf("ack %+v err %v", ack, err)
 		}
@@ -39,9 +39,9 @@ func TestClient_Retry(t *testing.T) {
 		}
 	})
 	t.Run("RedeemNeverRetried", func(t *testing.T) {
-		srv, calls := flaky(t, 2, http.StatusServiceUnavailable, orchestrator.EUNAVAILABLE, `{}`)
-		_, err := control.NewClient(srv.URL, "s").Redeem(ctx, orchestrator.RedeemRequest{})
-		if orchestrator.ErrorCode(err) != orchestrator.EUNAVAILABLE {
+		srv, calls := flaky(t, 2, http.StatusServiceUnavailable, apierr.EUNAVAILABLE, `{}`)
+		_, err := control.NewClient(srv.URL, "s").Redeem(ctx, control.RedeemRequest{})
+		if apierr.Code(err) != apierr.EUNAVAILABLE {
 			t.Fatalf("err %v", err)
 		}
 		if got := calls.Load(); got != 1 {
@@ -49,8 +49,8 @@ func TestClient_Retry(t *testing.T) {
 		}
 	})
 	t.Run("ClientErrorNotRetried", func(t *testing.T) {
-		srv, calls := flaky(t, 5, http.StatusBadRequest, orchestrator.EBADREQUEST, `{}`)
-		_, err := control.NewClient(srv.URL, "s").RequestTransfer(ctx, orchestrator.TransferRequest{})
+		srv, calls := flaky(t, 5, http.StatusBadRequest, apierr.EBADREQUEST, `{}`)
+		_, err := control.NewClient(srv.URL, "s").RequestTransfer(ctx, control.TransferRequest{})
 		if err == nil {
 			t.Fatal("want error")
 		}

@@ -8,32 +8,34 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Create adds a wanted instance and starts it.
 func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
-	if !orchestrator.IDPattern.MatchString(r.InstanceID) || strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId %q must match %s and not start with %q", r.InstanceID, orchestrator.IDPattern, orchestrator.PoolIDPrefix)
+	if !control.ValidName(r.InstanceID) || strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must match %s and not start with %q", r.InstanceID, control.IDPattern, orchestrator.PoolIDPrefix)
 	}
-	if !orchestrator.IDPattern.MatchString(r.MapID) {
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "mapId %q must match %s", r.MapID, orchestrator.IDPattern)
+	if !control.ValidName(r.MapID) {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must match %s", r.MapID, control.IDPattern)
 	}
 	if len(r.Config) > 0 && !json.Valid(r.Config) {
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "config is not valid JSON")
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "config is not valid JSON")
 	}
 	for _, kv := range r.Env {
 		if !s.AllowFaultEnv {
-			return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "env is accepted only with ORCH_ALLOW_FAULT_INJECTION=1")
+			return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "env is accepted only with ORCH_ALLOW_FAULT_INJECTION=1")
 		}
 		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "MAP_FAULT_") {
-			return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "env %q: only MAP_FAULT_* variables are accepted", k)
+			return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "env %q: only MAP_FAULT_* variables are accepted", k)
 		}
 	}
 	w := orchestrator.WantedInstance{ID: r.InstanceID, MapID: r.MapID, Config: r.Config, Status: orchestrator.StatusRunning, CreatedAt: s.Now()}
 	s.mu.Lock()
 	if _, ok := s.instances[r.InstanceID]; ok {
 		s.mu.Unlock()
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q exists", r.InstanceID)
+		return orchestrator.Instance{}, apierr.Errorf(apierr.ECONFLICT, "map instance %q exists", r.InstanceID)
 	}
 	in := s.addLocked(w, r.Env)
 	in.busy = true // nobody starts it before it is persisted
@@ -137,7 +139,7 @@ func (s *Supervisor) lockIdle(ctx context.Context, instanceID string) (*instance
 		in, ok := s.instances[instanceID]
 		if !ok {
 			s.mu.Unlock()
-			return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no map instance %q", instanceID)
+			return nil, apierr.Errorf(apierr.ENOTFOUND, "no map instance %q", instanceID)
 		}
 		if !in.busy {
 			return in, nil
@@ -147,9 +149,9 @@ func (s *Supervisor) lockIdle(ctx context.Context, instanceID string) (*instance
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q is %s; try again", instanceID, st)
+			return nil, apierr.Errorf(apierr.ECONFLICT, "map instance %q is %s; try again", instanceID, st)
 		case <-timer.C:
-			return nil, orchestrator.Errorf(orchestrator.ECONFLICT, "map instance %q is %s; try again", instanceID, st)
+			return nil, apierr.Errorf(apierr.ECONFLICT, "map instance %q is %s; try again", instanceID, st)
 		}
 	}
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // adopt reconciles the deployment's labelled containers with the wanted set when the
@@ -108,7 +108,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 func (s *Supervisor) adoptPooled(ctx context.Context, c container.Summary) (in *instance, orphan, drop bool) {
 	poolID, _ := orchestrator.InstanceFromContainerName(c.Names[0])
 	_, ctrl, err := PublishedPorts(ctx, s.API, c.ID)
-	var h control.MapHealth
+	var h mapcontrol.MapHealth
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		h, err = s.RPC.Health(pctx, controlURL(ctrl))

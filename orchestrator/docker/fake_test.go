@@ -18,6 +18,7 @@ import (
 	"github.com/docker/go-connections/nat"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
@@ -189,13 +190,13 @@ type fakeRPC struct {
 
 var _ MapRPC = (*fakeRPC)(nil)
 
-func (r *fakeRPC) Health(context.Context, string) (control.MapHealth, error) {
+func (r *fakeRPC) Health(context.Context, string) (mapcontrol.MapHealth, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return control.MapHealth{Status: "ok"}, r.err
+	return mapcontrol.MapHealth{Status: "ok"}, r.err
 }
 
-func (r *fakeRPC) StartInstance(context.Context, string, control.StartInstance) error {
+func (r *fakeRPC) StartInstance(context.Context, string, mapcontrol.StartInstance) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.err
@@ -260,7 +261,7 @@ func (f *fakeSupervisor) ready(t *testing.T) orchestrator.Instance {
 	f.spawn(in, orchestrator.StateStarting, "test")
 	f.Supervisor.mu.Unlock()
 	f.settle(t)
-	if err := f.MapReady(context.Background(), orchestrator.MapReady{InstanceID: "d-1"}); err != nil {
+	if err := f.MapReady(context.Background(), control.MapReady{InstanceID: "d-1"}); err != nil {
 		t.Fatal(err)
 	}
 	inst, _ := f.Instance("d-1")

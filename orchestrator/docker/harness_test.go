@@ -15,8 +15,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
@@ -86,7 +86,7 @@ func newHarness(tb testing.TB, configure func(*docker.Supervisor)) *harness {
 		Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway, Deployment: h.deployment,
 		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
 	}
-	sup := docker.NewSupervisor(cli, spec, control.NewMapClient(secret, time.Second), log)
+	sup := docker.NewSupervisor(cli, spec, mapcontrol.NewMapClient(secret, time.Second), log)
 	sup.DefaultInstanceID, sup.DefaultMapID = h.deployment+"-d", "default"
 	sup.ProbeInterval = 200 * time.Millisecond
 	sup.HeartbeatTimeout = 5 * time.Second

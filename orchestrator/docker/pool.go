@@ -8,7 +8,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -137,7 +139,7 @@ func (s *Supervisor) readyPoolLocked() int {
 }
 
 // poolReady records a blank map's registration.
-func (s *Supervisor) poolReady(ctx context.Context, r orchestrator.MapReady) error {
+func (s *Supervisor) poolReady(ctx context.Context, r control.MapReady) error {
 	s.mu.Lock()
 	m, ok := s.pool[r.InstanceID]
 	var cid string
@@ -146,7 +148,7 @@ func (s *Supervisor) poolReady(ctx context.Context, r orchestrator.MapReady) err
 	}
 	s.mu.Unlock()
 	if !ok {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "no warm pool container %q", r.InstanceID)
+		return apierr.Errorf(apierr.ENOTFOUND, "no warm pool container %q", r.InstanceID)
 	}
 	game, ctrl, err := PublishedPorts(ctx, s.API, cid)
 	if err != nil {
@@ -155,7 +157,7 @@ func (s *Supervisor) poolReady(ctx context.Context, r orchestrator.MapReady) err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pool[r.InstanceID] != m {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "warm pool container %q was handed out or removed", r.InstanceID)
+		return apierr.Errorf(apierr.ENOTFOUND, "warm pool container %q was handed out or removed", r.InstanceID)
 	}
 	if !m.ready {
 		s.Log.Info("warm pool container ready", "pool", m.id, "container", shortID(cid))
@@ -195,7 +197,7 @@ func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) e
 	s.mu.Lock()
 	in.ContainerID, in.GamePort, in.ControlPort = m.containerID, m.gamePort, m.ctrlPort
 	s.mu.Unlock()
-	if err := s.RPC.StartInstance(ctx, controlURL(m.ctrlPort), control.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+	if err := s.RPC.StartInstance(ctx, controlURL(m.ctrlPort), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
 		return fmt.Errorf("start-instance on pool container %s: %w", m.id, err)
 	}
 	s.mu.Lock()

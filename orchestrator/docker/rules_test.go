@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // These tests drive the supervisor's rules over a fake engine and a fake clock; the
@@ -30,7 +32,7 @@ func TestRules_CrashesThenQuarantineThenRetry(t *testing.T) {
 			t.Fatalf("after crash %d: restarts %d", i, inst.Restarts)
 		}
 		f.clock.Add(time.Second)
-		if err := f.MapReady(context.Background(), orchestrator.MapReady{InstanceID: "d-1"}); err != nil {
+		if err := f.MapReady(context.Background(), control.MapReady{InstanceID: "d-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -39,7 +41,7 @@ func TestRules_CrashesThenQuarantineThenRetry(t *testing.T) {
 	if inst.State != orchestrator.StateQuarantined || inst.Restarts != 3 {
 		t.Fatalf("after the 4th crash: %+v, want quarantined with 3 restarts", inst)
 	}
-	if _, err := f.Acquire(context.Background(), "d-1"); orchestrator.ErrorCode(err) != orchestrator.EMAPQUARANTINED {
+	if _, err := f.Acquire(context.Background(), "d-1"); apierr.Code(err) != apierr.EMAPQUARANTINED {
 		t.Fatalf("Acquire: %v, want map_quarantined", err)
 	}
 	creates := f.api.count("create")
@@ -243,8 +245,8 @@ func TestRules_ReplacedContainerCannotRegister(t *testing.T) {
 	in := f.instances["d-1"]
 	in.busy, in.expectExit = true, in.ContainerID // being replaced: its stop is in flight
 	f.Supervisor.mu.Unlock()
-	err := f.MapReady(context.Background(), orchestrator.MapReady{InstanceID: "d-1"})
-	if orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+	err := f.MapReady(context.Background(), control.MapReady{InstanceID: "d-1"})
+	if apierr.Code(err) != apierr.ECONFLICT {
 		t.Fatalf("map-ready from the container being replaced: %v, want conflict", err)
 	}
 	f.Supervisor.mu.Lock()

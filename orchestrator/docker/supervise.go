@@ -13,7 +13,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -28,11 +30,11 @@ type Store interface {
 // MapRPC is the part of the control RPC's map client the supervisor uses: health
 // probes and handing an instance to a map.
 type MapRPC interface {
-	Health(ctx context.Context, baseURL string) (control.MapHealth, error)
-	StartInstance(ctx context.Context, baseURL string, r control.StartInstance) error
+	Health(ctx context.Context, baseURL string) (mapcontrol.MapHealth, error)
+	StartInstance(ctx context.Context, baseURL string, r mapcontrol.StartInstance) error
 }
 
-var _ MapRPC = (*control.MapClient)(nil)
+var _ MapRPC = (*mapcontrol.MapClient)(nil)
 
 // Defaults of the Supervisor's options, matching the ORCH_* defaults of DESIGN.md.
 const (
@@ -413,9 +415,9 @@ func (s *Supervisor) unhealthy(in *instance, reason string) {
 
 // MapReady records a map server's registration. A warm-pool map becomes available for
 // handout; an instance's map is (again) told its MapConfig and becomes ready.
-func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapReady) error {
-	if !orchestrator.IDPattern.MatchString(r.InstanceID) {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId %q is not a valid id", r.InstanceID)
+func (s *Supervisor) MapReady(ctx context.Context, r control.MapReady) error {
+	if !control.ValidName(r.InstanceID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId %q is not a valid id", r.InstanceID)
 	}
 	if strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
 		return s.poolReady(ctx, r)
@@ -430,28 +432,28 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapReady) erro
 	}
 	s.mu.Unlock()
 	if !ok {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "instance %q is not wanted by this orchestrator", r.InstanceID)
+		return apierr.Errorf(apierr.ENOTFOUND, "instance %q is not wanted by this orchestrator", r.InstanceID)
 	}
 	if leaving {
 		// The container being replaced may still heartbeat during its stop grace; it
 		// must not make the instance ready again with ports about to vanish.
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "instance %q is being replaced", r.InstanceID)
+		return apierr.Errorf(apierr.ECONFLICT, "instance %q is being replaced", r.InstanceID)
 	}
 	if cid == "" {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "instance %q has no container", r.InstanceID)
+		return apierr.Errorf(apierr.ENOTFOUND, "instance %q has no container", r.InstanceID)
 	}
 	game, ctrl, err := PublishedPorts(ctx, s.API, cid)
 	if err != nil {
 		return fmt.Errorf("map-ready %q: %w", r.InstanceID, err)
 	}
-	if err := s.RPC.StartInstance(ctx, controlURL(ctrl), control.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+	if err := s.RPC.StartInstance(ctx, controlURL(ctrl), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", r.InstanceID, err)
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if in.ContainerID != cid {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "instance %q was replaced while it registered", r.InstanceID)
+		return apierr.Errorf(apierr.ECONFLICT, "instance %q was replaced while it registered", r.InstanceID)
 	}
 	in.GamePort, in.ControlPort = game, ctrl
 	in.Registered, in.lastBeat, in.probeFails = true, s.Now(), 0
@@ -505,7 +507,7 @@ func (s *Supervisor) Acquire(ctx context.Context, instanceID string) (orchestrat
 		in, ok := s.instances[instanceID]
 		if !ok {
 			s.mu.Unlock()
-			return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no map instance %q", instanceID)
+			return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no map instance %q", instanceID)
 		}
 		in.lastActive = s.Now()
 		switch in.State {
@@ -516,7 +518,7 @@ func (s *Supervisor) Acquire(ctx context.Context, instanceID string) (orchestrat
 		case orchestrator.StateQuarantined:
 			until := in.until
 			s.mu.Unlock()
-			return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EMAPQUARANTINED,
+			return orchestrator.Instance{}, apierr.Errorf(apierr.EMAPQUARANTINED,
 				"map instance %q keeps failing and is quarantined until %s", instanceID, until.UTC().Format(time.RFC3339))
 		case orchestrator.StateStopped:
 			if !in.busy {
@@ -531,9 +533,9 @@ func (s *Supervisor) Acquire(ctx context.Context, instanceID string) (orchestrat
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q is not ready", instanceID)
+			return orchestrator.Instance{}, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is not ready", instanceID)
 		case <-timer.C:
-			return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q was not ready within %s", instanceID, s.StartTimeout)
+			return orchestrator.Instance{}, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q was not ready within %s", instanceID, s.StartTimeout)
 		}
 	}
 }
@@ -556,7 +558,7 @@ func (s *Supervisor) Instance(id string) (orchestrator.Instance, error) {
 	defer s.mu.Unlock()
 	in, ok := s.instances[id]
 	if !ok {
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no map instance %q", id)
+		return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no map instance %q", id)
 	}
 	return in.Instance, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 )
 
@@ -81,7 +82,7 @@ func TestSupervisor_CrashLoopQuarantine(t *testing.T) {
 	t.Run("ErrMapQuarantined", func(t *testing.T) {
 		start := time.Now()
 		_, err := h.sup.Acquire(context.Background(), id)
-		if code := orchestrator.ErrorCode(err); code != orchestrator.EMAPQUARANTINED {
+		if code := apierr.Code(err); code != apierr.EMAPQUARANTINED {
 			t.Fatalf("Acquire: code %q (%v), want map_quarantined", code, err)
 		}
 		if d := time.Since(start); d > 100*time.Millisecond {
@@ -162,7 +163,7 @@ func TestSupervisor_CleanStop(t *testing.T) {
 		}
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
-		if _, err := h.sup.Acquire(ctx, "nope"); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		if _, err := h.sup.Acquire(ctx, "nope"); apierr.Code(err) != apierr.ENOTFOUND {
 			t.Fatalf("Acquire of an unknown instance: %v", err)
 		}
 	})
@@ -226,11 +227,11 @@ func TestSupervisor_Create(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := h.sup.Create(ctx, r)
-			want := orchestrator.EBADREQUEST
+			want := apierr.EBADREQUEST
 			if name == "ErrDuplicateDef" {
-				want = orchestrator.ECONFLICT
+				want = apierr.ECONFLICT
 			}
-			if code := orchestrator.ErrorCode(err); code != want {
+			if code := apierr.Code(err); code != want {
 				t.Fatalf("code %q (%v), want %q", code, err, want)
 			}
 		})

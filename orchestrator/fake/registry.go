@@ -13,7 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -24,7 +26,7 @@ type Registry struct {
 	MapHost string
 	// DefaultInstanceID is the instance whose registration makes /readyz answer 200.
 	DefaultInstanceID string
-	RPC               *control.MapClient
+	RPC               *mapcontrol.MapClient
 	Log               *slog.Logger
 	Now               func() time.Time
 
@@ -38,22 +40,22 @@ var _ orchestrator.Maps = (*Registry)(nil)
 func NewRegistry(secret, defaultInstanceID string, log *slog.Logger) *Registry {
 	return &Registry{
 		MapHost: "127.0.0.1", DefaultInstanceID: defaultInstanceID,
-		RPC: control.NewMapClient(secret, 2*time.Second), Log: log, Now: time.Now,
+		RPC: mapcontrol.NewMapClient(secret, 2*time.Second), Log: log, Now: time.Now,
 		instances: make(map[string]*orchestrator.Instance),
 	}
 }
 
 // MapReady registers a map server and, as the orchestrator does, answers with
 // /control/start-instance so the map loads its MapConfig (its map's template).
-func (r *Registry) MapReady(ctx context.Context, m orchestrator.MapReady) error {
-	if !orchestrator.IDPattern.MatchString(m.InstanceID) || !orchestrator.IDPattern.MatchString(m.MapID) {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "instanceId and mapId must match %s", orchestrator.IDPattern)
+func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
+	if !control.ValidName(m.InstanceID) || !control.ValidName(m.MapID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", control.IDPattern)
 	}
 	if m.GamePort <= 0 || m.ControlPort <= 0 || m.GamePort > 65535 || m.ControlPort > 65535 {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "gamePort and controlPort must be ports")
+		return apierr.Errorf(apierr.EBADREQUEST, "gamePort and controlPort must be ports")
 	}
 	url := fmt.Sprintf("http://%s:%d", r.MapHost, m.ControlPort)
-	if err := r.RPC.StartInstance(ctx, url, control.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID}); err != nil {
+	if err := r.RPC.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", m.InstanceID, err)
 	}
 	r.mu.Lock()
@@ -99,7 +101,7 @@ func (r *Registry) Instance(id string) (orchestrator.Instance, error) {
 	if in, ok := r.instances[id]; ok {
 		return *in, nil
 	}
-	return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no map instance %q has registered", id)
+	return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no map instance %q has registered", id)
 }
 
 // Acquire returns a registered instance. The fake cannot start maps, so an instance
@@ -107,7 +109,7 @@ func (r *Registry) Instance(id string) (orchestrator.Instance, error) {
 func (r *Registry) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
 	in, err := r.Instance(id)
 	if err != nil {
-		return in, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q has not registered with the fake orchestrator", id)
+		return in, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q has not registered with the fake orchestrator", id)
 	}
 	return in, nil
 }
@@ -123,4 +125,4 @@ func (r *Registry) Restart(ctx context.Context, id string) error { return errNoD
 // Stop is not available without Docker.
 func (r *Registry) Stop(ctx context.Context, id string) error { return errNoDocker }
 
-var errNoDocker = &orchestrator.Error{Code: orchestrator.ENOTIMPLEMENTED, Message: "the fake orchestrator does not run containers: start map servers yourself"}
+var errNoDocker = &apierr.Error{Code: apierr.ENOTIMPLEMENTED, Message: "the fake orchestrator does not run containers: start map servers yourself"}

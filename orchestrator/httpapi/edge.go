@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // PathMapWS is the public route of a map instance's player WebSocket; see
@@ -30,11 +31,11 @@ func (s *Server) handleMapWS(c echo.Context) error {
 	inst, err := s.Maps.Instance(id)
 	switch {
 	case err != nil:
-		return orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "no map instance %q", id)
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "no map instance %q", id)
 	case inst.State == orchestrator.StateQuarantined:
-		return orchestrator.Errorf(orchestrator.EMAPQUARANTINED, "map instance %q is quarantined after repeated crashes", id)
+		return apierr.Errorf(apierr.EMAPQUARANTINED, "map instance %q is quarantined after repeated crashes", id)
 	case inst.State != orchestrator.StateReady || inst.GamePort == 0:
-		return orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q is %s", id, inst.State)
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is %s", id, inst.State)
 	}
 	target := &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(inst.GamePort))}
 	proxy := &httputil.ReverseProxy{
@@ -50,7 +51,7 @@ func (s *Server) handleMapWS(c echo.Context) error {
 			s.Log.Warn("map websocket proxy failed", "instance", id, "err", err)
 			// Before the upgrade the answer is still ours to write; after it, the
 			// connection is the map's and there is nothing to answer.
-			c.Error(orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "map instance %q did not answer", id))
+			c.Error(apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q did not answer", id))
 		},
 	}
 	proxy.ServeHTTP(c.Response(), c.Request())

@@ -13,16 +13,17 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // benchRedeemer admits every ticket, so each benchmark connection gets a welcome.
 type benchRedeemer struct{}
 
-func (benchRedeemer) Redeem(_ context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error) {
-	return &orchestrator.RedeemResult{Kind: "join", CharacterID: "bench-" + r.Token, Epoch: 1}, nil
+func (benchRedeemer) Redeem(_ context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
+	return &control.RedeemResult{Kind: "join", CharacterID: "bench-" + r.Token, Epoch: 1}, nil
 }
 
-func (benchRedeemer) TransferResult(context.Context, orchestrator.TransferResult) error { return nil }
+func (benchRedeemer) TransferResult(context.Context, control.TransferResult) error { return nil }
 
 // BenchmarkPingPong measures one ping/pong round trip of a single welcomed client
 // (C=1) against the real map WebSocket server, directly on its game port and through

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 )
@@ -29,7 +30,7 @@ type edgeMaps struct {
 func (m edgeMaps) Instance(id string) (orchestrator.Instance, error) {
 	inst, ok := m.inst[id]
 	if !ok {
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no %q", id)
+		return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no %q", id)
 	}
 	return inst, nil
 }
@@ -126,10 +127,10 @@ func TestEdge_Refusals(t *testing.T) {
 	}})
 	public := strings.TrimPrefix(s.PublicURL(), "http://")
 	for _, tc := range []struct{ name, id, code string }{
-		{"ErrMapUnavailableUnknown", "nowhere-1", orchestrator.EMAPUNAVAILABLE},
-		{"ErrMapQuarantined", "quarantined-1", orchestrator.EMAPQUARANTINED},
-		{"ErrMapUnavailableStarting", "starting-1", orchestrator.EMAPUNAVAILABLE},
-		{"ErrMapUnavailableNoAnswer", "gone-1", orchestrator.EMAPUNAVAILABLE},
+		{"ErrMapUnavailableUnknown", "nowhere-1", apierr.EMAPUNAVAILABLE},
+		{"ErrMapQuarantined", "quarantined-1", apierr.EMAPQUARANTINED},
+		{"ErrMapUnavailableStarting", "starting-1", apierr.EMAPUNAVAILABLE},
+		{"ErrMapUnavailableNoAnswer", "gone-1", apierr.EMAPUNAVAILABLE},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, resp, err := websocket.DefaultDialer.Dial("ws://"+public+orchestrator.WSPath(tc.id), nil)

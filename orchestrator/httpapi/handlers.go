@@ -7,6 +7,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -18,13 +19,13 @@ func (s *Server) handleHealthz(c echo.Context) error {
 // handleReadyz answers 200 once the default map is ready to take players, 503 before.
 func (s *Server) handleReadyz(c echo.Context) error {
 	if !s.Maps.Ready() {
-		return orchestrator.Errorf(orchestrator.EUNAVAILABLE, "default map is not ready")
+		return apierr.Errorf(apierr.EUNAVAILABLE, "default map is not ready")
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *Server) handleMapReady(c echo.Context) error {
-	var r orchestrator.MapReady
+	var r control.MapReady
 	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func (s *Server) handleAdminCreate(c echo.Context) error {
 	// Refuse here, with the reason, a config the map server would refuse: otherwise
 	// the instance would be created and then never become ready.
 	if _, err := mapgen.Resolve(r.InstanceID, r.MapID, r.Config); err != nil {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "map config: %v", err)
+		return apierr.Errorf(apierr.EBADREQUEST, "map config: %v", err)
 	}
 	inst, err := s.Maps.Create(c.Request().Context(), r)
 	if err != nil {
@@ -90,7 +91,7 @@ func (s *Server) adminInstance(c echo.Context, status int) error {
 
 func (s *Server) handleMetrics(c echo.Context) error {
 	if s.Metrics == nil {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "metrics are not enabled")
+		return apierr.Errorf(apierr.ENOTFOUND, "metrics are not enabled")
 	}
 	s.Metrics.ServeHTTP(c.Response(), c.Request())
 	return nil

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
@@ -64,7 +64,7 @@ func TestJoinFlood(t *testing.T) {
 		switch {
 		case status == http.StatusOK:
 			ok++
-		case status == http.StatusTooManyRequests && code == orchestrator.ERATELIMITED && retry != "":
+		case status == http.StatusTooManyRequests && code == apierr.ERATELIMITED && retry != "":
 			limited++
 		default:
 			t.Fatalf("join %d: status %d code %q Retry-After %q", i+1, status, code, retry)
@@ -103,7 +103,7 @@ func TestWSUpgradeLimit(t *testing.T) {
 		}
 	}
 	status, retry, code := call(t, c, http.MethodGet, url)
-	if status != http.StatusTooManyRequests || code != orchestrator.ERATELIMITED || retry == "" {
+	if status != http.StatusTooManyRequests || code != apierr.ERATELIMITED || retry == "" {
 		t.Fatalf("fourth upgrade: %d %q Retry-After %q, want 429 rate_limited", status, code, retry)
 	}
 	// Joins are not counted against upgrades.

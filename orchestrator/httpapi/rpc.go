@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -14,25 +15,25 @@ import (
 // service.
 type Admission interface {
 	Join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error)
-	Redeem(ctx context.Context, r orchestrator.RedeemRequest) (*orchestrator.RedeemResult, error)
-	RequestTransfer(ctx context.Context, r orchestrator.TransferRequest) (*orchestrator.TransferAnswer, error)
-	TransferResult(ctx context.Context, r orchestrator.TransferResult) error
+	Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error)
+	RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error)
+	TransferResult(ctx context.Context, r control.TransferResult) error
 	Authorize(ctx context.Context, characterID, instanceID string, epoch int64) error
 }
 
 // Persistence is what the persist routes need from the store.
 type Persistence interface {
-	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env orchestrator.SnapshotEnvelope) (bool, error)
-	CommitCritical(ctx context.Context, ev orchestrator.CriticalEvent) (orchestrator.CriticalAck, error)
-	CriticalEvent(ctx context.Context, eventID string) (*orchestrator.CriticalEvent, error)
+	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (bool, error)
+	CommitCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
+	CriticalEvent(ctx context.Context, eventID string) (*control.CriticalEvent, error)
 }
 
 // Body limits. A join is tiny; a snapshot partition may carry up to
 // MaxSnapshotPayloadBytes of payload plus its envelope.
 const (
 	maxJoinBody     = 4 << 10
-	maxSnapshotBody = orchestrator.MaxSnapshotPayloadBytes + 16<<10
-	maxCriticalBody = orchestrator.MaxCriticalPayloadBytes + 16<<10
+	maxSnapshotBody = control.MaxSnapshotPayloadBytes + 16<<10
+	maxCriticalBody = control.MaxCriticalPayloadBytes + 16<<10
 )
 
 // rpc adapts a method that takes one JSON request and returns one JSON answer into an
@@ -66,7 +67,7 @@ func ok[Req any](fn func(context.Context, Req) error) func(context.Context, Req)
 // accepted from the map that holds the character's lease at the quoted epoch, so a map
 // that lost the character cannot overwrite where it is now.
 func (s *Server) persistSnapshot(ctx context.Context, r control.PersistSnapshot) (control.PersistSnapshotAnswer, error) {
-	if id, ok := orchestrator.CharacterOfPartition(r.Partition); ok {
+	if id, ok := control.CharacterOfPartition(r.Partition); ok {
 		if err := s.Admission.Authorize(ctx, id, r.InstanceID, r.Epoch); err != nil {
 			return control.PersistSnapshotAnswer{}, err
 		}
@@ -81,20 +82,20 @@ func (s *Server) persistSnapshot(ctx context.Context, r control.PersistSnapshot)
 // boundaries are the orchestrator's own (written by request-transfer), never a map's.
 // A retry of an event already committed is answered from the store before the lease
 // check, so an ack lost on the way is never turned into a refusal.
-func (s *Server) persistCritical(ctx context.Context, ev orchestrator.CriticalEvent) (orchestrator.CriticalAck, error) {
-	if ev.Kind == orchestrator.EventTransferBoundary {
-		return orchestrator.CriticalAck{}, orchestrator.Errorf(orchestrator.EBADREQUEST, "transfer boundaries are recorded through %s", control.PathRequestTransfer)
+func (s *Server) persistCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error) {
+	if ev.Kind == control.EventTransferBoundary {
+		return control.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "transfer boundaries are recorded through %s", control.PathRequestTransfer)
 	}
 	if _, err := s.Store.CriticalEvent(ctx, ev.EventID); err == nil {
 		return s.Store.CommitCritical(ctx, ev)
 	}
 	chars, err := ev.Characters()
 	if err != nil {
-		return orchestrator.CriticalAck{}, err
+		return control.CriticalAck{}, err
 	}
 	for _, id := range chars {
 		if err := s.Admission.Authorize(ctx, id, ev.InstanceID, ev.Epochs[id]); err != nil {
-			return orchestrator.CriticalAck{}, err
+			return control.CriticalAck{}, err
 		}
 	}
 	return s.Store.CommitCritical(ctx, ev)

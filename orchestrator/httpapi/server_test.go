@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -14,10 +13,12 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 const secret = "test-secret-0123456789abcdef"
@@ -31,14 +32,14 @@ type readyMaps struct {
 
 func (m readyMaps) Instance(id string) (orchestrator.Instance, error) {
 	if !m.ids[id] {
-		return orchestrator.Instance{}, orchestrator.Errorf(orchestrator.ENOTFOUND, "no %q", id)
+		return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no %q", id)
 	}
 	return orchestrator.Instance{ID: id, MapID: strings.TrimSuffix(id, "-1"), State: orchestrator.StateReady}, nil
 }
 func (m readyMaps) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
 	inst, err := m.Instance(id)
 	if err != nil {
-		return inst, orchestrator.Errorf(orchestrator.EMAPUNAVAILABLE, "no %q", id)
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "no %q", id)
 	}
 	return inst, nil
 }
@@ -79,43 +80,22 @@ func mustRoot(tb testing.TB) *keys.Root {
 	return r
 }
 
-func post(tb testing.TB, url string, in any, wantStatus int, out any) {
-	tb.Helper()
-	body, _ := json.Marshal(in)
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set(control.SecretHeader, secret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	buf, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != wantStatus {
-		tb.Fatalf("POST %s: %d %s, want %d", url, resp.StatusCode, buf, wantStatus)
-	}
-	if out != nil {
-		if err := json.Unmarshal(buf, out); err != nil {
-			tb.Fatal(err)
-		}
-	}
-}
-
 // TestPersistSnapshot_Lease checks that a character partition is accepted only from the
 // map holding the character's lease at the quoted epoch.
 func TestPersistSnapshot_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
-	post(t, s.PublicURL()+control.PathJoin, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
-	var r orchestrator.RedeemResult
-	post(t, s.ControlURL()+control.PathRedeem, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, secret, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	var r control.RedeemResult
+	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, secret, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
 	snap := control.PersistSnapshot{
-		InstanceID: "default-1", Partition: orchestrator.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
-		Envelope: orchestrator.NewSnapshotEnvelope("sim-1", 10, 0, payload),
+		InstanceID: "default-1", Partition: control.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
+		Envelope: control.NewSnapshotEnvelope("sim-1", 10, 0, payload),
 	}
 	var a control.PersistSnapshotAnswer
-	post(t, s.ControlURL()+control.PathPersistSnapshot, snap, http.StatusOK, &a)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, snap, http.StatusOK, &a)
 	if !a.Accepted {
 		t.Fatal("snapshot from the lease holder not accepted")
 	}
@@ -123,23 +103,23 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 		stale := snap
 		stale.Revision, stale.Epoch = 2, r.Epoch-1
 		var e control.ErrorResponse
-		post(t, s.ControlURL()+control.PathPersistSnapshot, stale, http.StatusConflict, &e)
-		if e.Error.Code != orchestrator.ECONFLICT {
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, stale, http.StatusConflict, &e)
+		if e.Error.Code != apierr.ECONFLICT {
 			t.Fatalf("code %q", e.Error.Code)
 		}
 	})
 	t.Run("ErrForbiddenOtherMap", func(t *testing.T) {
 		other := snap
 		other.InstanceID, other.Revision = "frontier-1", 3
-		post(t, s.ControlURL()+control.PathPersistSnapshot, other, http.StatusForbidden, nil)
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, other, http.StatusForbidden, nil)
 	})
 	t.Run("ErrHashMismatch", func(t *testing.T) {
 		bad := snap
 		bad.Revision = 4
 		bad.Envelope.PayloadHash = strings.Repeat("0", 64)
 		var e control.ErrorResponse
-		post(t, s.ControlURL()+control.PathPersistSnapshot, bad, http.StatusBadRequest, &e)
-		if e.Error.Code != orchestrator.EHASHMISMATCH {
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, bad, http.StatusBadRequest, &e)
+		if e.Error.Code != apierr.EHASHMISMATCH {
 			t.Fatalf("code %q", e.Error.Code)
 		}
 	})
@@ -165,8 +145,8 @@ func TestGatewayServesMapRoutesOnly(t *testing.T) {
 			t.Fatalf("GET %s on the gateway: %d, want 404", path, resp.StatusCode)
 		}
 	}
-	var ev orchestrator.CriticalAck
-	post(t, gw+control.PathPersistCritical, orchestrator.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
+	var ev control.CriticalAck
+	testutil.PostJSON(t, gw+control.PathPersistCritical, secret, control.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
 }
 
 // TestPersistCritical_Lease checks that item events are committed only for characters
@@ -174,32 +154,32 @@ func TestGatewayServesMapRoutesOnly(t *testing.T) {
 func TestPersistCritical_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
-	post(t, s.PublicURL()+control.PathJoin, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
-	var r orchestrator.RedeemResult
-	post(t, s.ControlURL()+control.PathRedeem, orchestrator.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
-	grant := func(id, instance string, epoch int64) orchestrator.CriticalEvent {
-		return orchestrator.CriticalEvent{EventID: id, InstanceID: instance, Kind: orchestrator.EventItemGrant,
+	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, secret, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	var r control.RedeemResult
+	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, secret, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	grant := func(id, instance string, epoch int64) control.CriticalEvent {
+		return control.CriticalEvent{EventID: id, InstanceID: instance, Kind: control.EventItemGrant,
 			Payload: json.RawMessage(`{"itemId":"` + id + `","itemKind":"gold","quantity":5,"to":{"characterId":"` + r.CharacterID + `"}}`),
 			Epochs:  map[string]int64{r.CharacterID: epoch}}
 	}
-	var ack orchestrator.CriticalAck
-	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
+	var ack control.CriticalAck
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
 	var e control.ErrorResponse
-	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-2", "frontier-1", r.Epoch), http.StatusForbidden, &e)
-	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
-	if e.Error.Code != orchestrator.ECONFLICT {
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-2", "frontier-1", r.Epoch), http.StatusForbidden, &e)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
+	if e.Error.Code != apierr.ECONFLICT {
 		t.Fatalf("code %q", e.Error.Code)
 	}
 	// A retry of a committed event is answered even by a map that since lost the lease.
-	var again orchestrator.CriticalAck
-	post(t, s.ControlURL()+control.PathPersistCritical, grant("it-1", "default-1", r.Epoch-1), http.StatusOK, &again)
+	var again control.CriticalAck
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-1", "default-1", r.Epoch-1), http.StatusOK, &again)
 	if !again.Duplicate || again.Seq != ack.Seq {
 		t.Fatalf("retry ack %+v, want the first %+v", again, ack)
 	}
-	boundary := orchestrator.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: orchestrator.EventTransferBoundary,
+	boundary := control.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: control.EventTransferBoundary,
 		Payload: json.RawMessage(`{"characterId":"` + r.CharacterID + `","mapId":"default","instanceId":"default-1","x":1,"y":1,"revision":99}`)}
-	post(t, s.ControlURL()+control.PathPersistCritical, boundary, http.StatusBadRequest, &e)
-	items, err := db.Items(context.Background(), orchestrator.ItemOwner{CharacterID: r.CharacterID})
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, boundary, http.StatusBadRequest, &e)
+	items, err := db.Items(context.Background(), control.ItemOwner{CharacterID: r.CharacterID})
 	if err != nil || len(items) != 1 || items[0].ItemID != "it-1" {
 		t.Fatalf("items %+v %v, want it-1 only", items, err)
 	}
@@ -207,10 +187,10 @@ func TestPersistCritical_Lease(t *testing.T) {
 
 func TestPersistCritical(t *testing.T) {
 	s, _ := MustOpenServer(t)
-	ev := orchestrator.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}
-	var a, b orchestrator.CriticalAck
-	post(t, s.ControlURL()+control.PathPersistCritical, ev, http.StatusOK, &a)
-	post(t, s.ControlURL()+control.PathPersistCritical, ev, http.StatusOK, &b)
+	ev := control.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}
+	var a, b control.CriticalAck
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, ev, http.StatusOK, &a)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, ev, http.StatusOK, &b)
 	if a.Seq == 0 || b.Seq != a.Seq || !b.Duplicate {
 		t.Fatalf("acks %+v then %+v: a retry must get the first ack", a, b)
 	}

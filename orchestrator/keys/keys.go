@@ -26,7 +26,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Purposes of the derived keys. The first two are the derivations mapyard used before the
@@ -115,8 +116,8 @@ func NewGeneration() string {
 func ValidGeneration(g string) bool { return generationPattern.MatchString(g) }
 
 func (id Identity) validate() error {
-	if !orchestrator.IDPattern.MatchString(id.InstanceID) {
-		return fmt.Errorf("identity: instance id %q must match %s", id.InstanceID, orchestrator.IDPattern)
+	if !control.ValidName(id.InstanceID) {
+		return fmt.Errorf("identity: instance id %q must match %s", id.InstanceID, control.IDPattern)
 	}
 	if !ValidGeneration(id.Generation) {
 		return fmt.Errorf("identity: generation %q must match %s", id.Generation, generationPattern)
@@ -178,4 +179,4 @@ func (r *Root) OrchCredential(id Identity) (string, error) {
 	return orchCredentialPrefix + mac(r.orchKey, id), nil
 }
 
-var errBadCredential = &orchestrator.Error{Code: orchestrator.EUNAUTHORIZED, Message: "missing or invalid map credential"}
+var errBadCredential = &apierr.Error{Code: apierr.EUNAUTHORIZED, Message: "missing or invalid map credential"}

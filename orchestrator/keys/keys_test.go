@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
@@ -115,7 +115,7 @@ func TestMapCredential(t *testing.T) {
 	} {
 		t.Run("Refused"+name, func(t *testing.T) {
 			_, err := r.VerifyMapCredential(bad)
-			if got, want := orchestrator.ErrorCode(err), orchestrator.EUNAUTHORIZED; got != want {
+			if got, want := apierr.Code(err), apierr.EUNAUTHORIZED; got != want {
 				t.Fatalf("code = %q, want %q", got, want)
 			}
 		})

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // ClientAddr finds the address a request comes from. By default that is the TCP peer:
@@ -98,9 +98,9 @@ func refuse(w http.ResponseWriter, wait time.Duration) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusTooManyRequests)
 	_ = json.NewEncoder(w).Encode(struct {
-		Error orchestrator.Error `json:"error"`
-	}{orchestrator.Error{
-		Code:    orchestrator.ERATELIMITED,
+		Error apierr.Error `json:"error"`
+	}{apierr.Error{
+		Code:    apierr.ERATELIMITED,
 		Message: fmt.Sprintf("too many requests from this address; retry in %d s", secs),
 	}})
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
 
@@ -185,9 +185,9 @@ func TestMiddleware(t *testing.T) {
 	if got := w.Header().Get("Retry-After"); got != "10" {
 		t.Errorf("Retry-After = %q, want 10", got)
 	}
-	var body struct{ Error orchestrator.Error }
-	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error.Code != orchestrator.ERATELIMITED {
-		t.Errorf("body %s (%v), want code %s", w.Body, err, orchestrator.ERATELIMITED)
+	var body struct{ Error apierr.Error }
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error.Code != apierr.ERATELIMITED {
+		t.Errorf("body %s (%v), want code %s", w.Body, err, apierr.ERATELIMITED)
 	}
 	if w := call("192.0.2.2:1000"); w.Code != http.StatusNoContent {
 		t.Fatalf("another address: status %d", w.Code)

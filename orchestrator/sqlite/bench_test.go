@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -50,7 +50,7 @@ func benchCommitCritical(b *testing.B, db *sqlite.DB, submitters int) {
 					return
 				}
 				id := fmt.Sprintf("ev-%d", i)
-				ev := orchestrator.CriticalEvent{EventID: id, InstanceID: "i1", Kind: orchestrator.EventItemGrant, MapTick: int64(i),
+				ev := control.CriticalEvent{EventID: id, InstanceID: "i1", Kind: control.EventItemGrant, MapTick: int64(i),
 					Payload: []byte(`{"itemId":"` + id + `","itemKind":"coin","quantity":1,"to":{"containerId":"i1/ground"}}`)}
 				t0 := time.Now()
 				if _, err := db.CommitCritical(ctx, ev); err != nil {
@@ -79,7 +79,7 @@ func BenchmarkPutSnapshot(b *testing.B) {
 	db := MustOpenDB(b, func(db *sqlite.DB) { db.CheckpointInterval = -1 })
 	ctx := context.Background()
 	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 500) + `"}`)
-	env := orchestrator.NewSnapshotEnvelope("sim-1", 1, 0, payload)
+	env := control.NewSnapshotEnvelope("sim-1", 1, 0, payload)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := db.PutSnapshot(ctx, "i1", fmt.Sprintf("p%d", i%1000), int64(i/1000+1), env); err != nil {
@@ -96,7 +96,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	db := MustOpenDB(b, func(db *sqlite.DB) { db.CheckpointInterval = -1 })
 	ctx := context.Background()
 	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 500) + `"}`)
-	env := orchestrator.NewSnapshotEnvelope("sim-1", 1, 0, payload)
+	env := control.NewSnapshotEnvelope("sim-1", 1, 0, payload)
 	var flushed time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

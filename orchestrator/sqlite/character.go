@@ -10,17 +10,19 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // CreateCharacter saves a new persistent character, filling c.ID (if empty) and
 // c.CreatedAt. See orchestrator.CharacterStore for the error codes.
 func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character) error {
-	if c.KeyHash == "" || len(c.KeyHash) > maxIDLen {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "character: key hash required")
+	if c.KeyHash == "" || len(c.KeyHash) > control.MaxKeyLen {
+		return apierr.Errorf(apierr.EBADREQUEST, "character: key hash required")
 	} else if len(c.Name) > 64 {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "character: name longer than 64 bytes")
-	} else if c.ID != "" && !validID(c.ID) {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "character: id longer than %d bytes", maxIDLen)
+		return apierr.Errorf(apierr.EBADREQUEST, "character: name longer than 64 bytes")
+	} else if c.ID != "" && !control.ValidKey(c.ID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "character: id longer than %d bytes", control.MaxKeyLen)
 	}
 	id := c.ID
 	if id == "" {
@@ -34,7 +36,7 @@ func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character) er
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM characters WHERE character_id = ? OR key_hash = ?`, id, c.KeyHash).Scan(&n); err != nil {
 			return err
 		} else if n != 0 {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "character already exists")
+			return apierr.Errorf(apierr.ECONFLICT, "character already exists")
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO characters (character_id, key_hash, name, created_at_ms) VALUES (?, ?, ?, ?)`,
 			id, c.KeyHash, c.Name, now.UnixMilli())
@@ -54,7 +56,7 @@ func (db *DB) FindCharacterByKeyHash(ctx context.Context, keyHash string) (*orch
 	err := db.read.QueryRowContext(ctx, `SELECT character_id, name, created_at_ms FROM characters WHERE key_hash = ?`, keyHash).
 		Scan(&c.ID, &c.Name, &ms)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no character for this key")
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "no character for this key")
 	} else if err != nil {
 		return nil, fmt.Errorf("find character: %w", err)
 	}
@@ -64,8 +66,8 @@ func (db *DB) FindCharacterByKeyHash(ctx context.Context, keyHash string) (*orch
 
 // CharacterState returns where a character was last saved: its durable state, unless the
 // cache holds a newer character partition that is not checkpointed yet.
-func (db *DB) CharacterState(ctx context.Context, characterID string) (*orchestrator.CharacterState, error) {
-	s := &orchestrator.CharacterState{CharacterID: characterID}
+func (db *DB) CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error) {
+	s := &control.CharacterState{CharacterID: characterID}
 	var attrs string
 	var ms int64
 	err := db.read.QueryRowContext(ctx, `SELECT map_id, instance_id, x, y, attributes_json, revision, updated_at_ms
@@ -83,7 +85,7 @@ func (db *DB) CharacterState(ctx context.Context, characterID string) (*orchestr
 	c.mu.Lock()
 	if key, ok := c.byChar[characterID]; ok {
 		if e := c.entries[key]; e != nil && e.char != nil && (s == nil || e.snap.Revision > s.Revision) {
-			s = &orchestrator.CharacterState{
+			s = &control.CharacterState{
 				CharacterID: characterID, MapID: e.char.MapID, InstanceID: e.char.InstanceID,
 				X: e.char.X, Y: e.char.Y, Attributes: e.char.Attributes, Revision: e.snap.Revision,
 				UpdatedAt: fromMs(e.snap.Envelope.ServerTimeMs),
@@ -92,7 +94,7 @@ func (db *DB) CharacterState(ctx context.Context, characterID string) (*orchestr
 	}
 	c.mu.Unlock()
 	if s == nil {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "character %q has no saved state", characterID)
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "character %q has no saved state", characterID)
 	}
 	return s, nil
 }
@@ -118,8 +120,8 @@ func characterStateArgs(charID, mapID, instanceID string, x, y float64, attrs js
 
 // putCharacterState applies a transfer_boundary event: the character must exist, and an
 // older revision than the stored one leaves the state alone (the event is still recorded).
-func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *orchestrator.CharacterState, nowMs int64) error {
-	if err := db.requireCharacter(ctx, tx, orchestrator.ItemOwner{CharacterID: s.CharacterID}); err != nil {
+func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *control.CharacterState, nowMs int64) error {
+	if err := db.requireCharacter(ctx, tx, control.ItemOwner{CharacterID: s.CharacterID}); err != nil {
 		return err
 	}
 	_, err := db.stmt(ctx, tx, upsertCharacterStateSQL).ExecContext(ctx,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -35,17 +36,17 @@ func TestDB_Characters(t *testing.T) {
 		if err := db.CreateCharacter(ctx, &orchestrator.Character{KeyHash: "kh1"}); err != nil {
 			t.Fatal(err)
 		}
-		WantCode(t, db.CreateCharacter(ctx, &orchestrator.Character{KeyHash: "kh1"}), orchestrator.ECONFLICT)
+		WantCode(t, db.CreateCharacter(ctx, &orchestrator.Character{KeyHash: "kh1"}), apierr.ECONFLICT)
 	})
 	t.Run("ErrBadRequestNoKeyHash", func(t *testing.T) {
-		WantCode(t, MustOpenDB(t).CreateCharacter(ctx, &orchestrator.Character{Name: "x"}), orchestrator.EBADREQUEST)
+		WantCode(t, MustOpenDB(t).CreateCharacter(ctx, &orchestrator.Character{Name: "x"}), apierr.EBADREQUEST)
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		db := MustOpenDB(t)
 		_, err := db.FindCharacterByKeyHash(ctx, "nope")
-		WantCode(t, err, orchestrator.ENOTFOUND)
+		WantCode(t, err, apierr.ENOTFOUND)
 		_, err = db.CharacterState(ctx, "nope")
-		WantCode(t, err, orchestrator.ENOTFOUND)
+		WantCode(t, err, apierr.ENOTFOUND)
 	})
 	t.Run("StateFromCheckpointAfterReopen", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "mapyard.db")
@@ -89,7 +90,7 @@ func TestDB_UseNonce(t *testing.T) {
 		if err := db.UseNonce(ctx, "n1", now.Add(10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		WantCode(t, db.UseNonce(ctx, "n1", now.Add(10*time.Second)), orchestrator.ETICKETUSED)
+		WantCode(t, db.UseNonce(ctx, "n1", now.Add(10*time.Second)), apierr.ETICKETUSED)
 		if err := db.UseNonce(ctx, "n2", now.Add(10*time.Second)); err != nil {
 			t.Fatalf("other nonce: %v", err)
 		}
@@ -105,7 +106,7 @@ func TestDB_UseNonce(t *testing.T) {
 			t.Fatal(err)
 		}
 		db2 := MustOpenDBAt(t, path, func(db *sqlite.DB) { db.Now = clock }) // db never closed: a crash
-		WantCode(t, db2.UseNonce(ctx, "n1", now.Add(10*time.Second)), orchestrator.ETICKETUSED)
+		WantCode(t, db2.UseNonce(ctx, "n1", now.Add(10*time.Second)), apierr.ETICKETUSED)
 		db.Close()
 	})
 	t.Run("PruneForgetsOnlyExpired", func(t *testing.T) {
@@ -121,9 +122,9 @@ func TestDB_UseNonce(t *testing.T) {
 		if n, err := db.PruneNonces(ctx); err != nil || n != 1 {
 			t.Fatalf("pruned %d, %v; want 1", n, err)
 		}
-		WantCode(t, db.UseNonce(ctx, "fresh", now.Add(time.Minute)), orchestrator.ETICKETUSED)
+		WantCode(t, db.UseNonce(ctx, "fresh", now.Add(time.Minute)), apierr.ETICKETUSED)
 	})
 	t.Run("ErrBadRequestEmpty", func(t *testing.T) {
-		WantCode(t, MustOpenDB(t).UseNonce(ctx, "", now), orchestrator.EBADREQUEST)
+		WantCode(t, MustOpenDB(t).UseNonce(ctx, "", now), apierr.EBADREQUEST)
 	})
 }

@@ -9,38 +9,37 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
-
-// maxIDLen bounds every id a map server sends (event, instance, item, character ids).
-const maxIDLen = 200
 
 // criticalReq is a validated critical event on its way to the writer, with its payload
 // compacted (so retries compare equal whatever their whitespace) and decoded.
 type criticalReq struct {
-	ev      orchestrator.CriticalEvent
-	payload any // *itemGrant, *itemMove, *itemSpend, *trade, *orchestrator.CharacterState or nil
+	ev      control.CriticalEvent
+	payload any // *itemGrant, *itemMove, *itemSpend, *trade, *control.CharacterState or nil
 }
 
 // itemGrant is the payload of an item_grant event.
 type itemGrant struct {
-	ItemID   string                 `json:"itemId"`
-	ItemKind string                 `json:"itemKind"`
-	Quantity int64                  `json:"quantity"`
-	To       orchestrator.ItemOwner `json:"to"`
+	ItemID   string            `json:"itemId"`
+	ItemKind string            `json:"itemKind"`
+	Quantity int64             `json:"quantity"`
+	To       control.ItemOwner `json:"to"`
 }
 
 // itemMove is the payload of item_transfer and item_drop events and one move of a trade.
 type itemMove struct {
-	ItemID string                 `json:"itemId"`
-	From   orchestrator.ItemOwner `json:"from"`
-	To     orchestrator.ItemOwner `json:"to"`
+	ItemID string            `json:"itemId"`
+	From   control.ItemOwner `json:"from"`
+	To     control.ItemOwner `json:"to"`
 }
 
 // itemSpend is the payload of an item_spend event.
 type itemSpend struct {
-	ItemID   string                 `json:"itemId"`
-	From     orchestrator.ItemOwner `json:"from"`
-	Quantity int64                  `json:"quantity"`
+	ItemID   string            `json:"itemId"`
+	From     control.ItemOwner `json:"from"`
+	Quantity int64             `json:"quantity"`
 }
 
 // trade is the payload of a trade event.
@@ -51,34 +50,34 @@ type trade struct {
 // CommitCritical makes ev and its effects durable and then acknowledges it. Concurrent
 // callers are group-committed by the writer goroutine. See
 // orchestrator.CriticalEventStore for the error codes.
-func (db *DB) CommitCritical(ctx context.Context, ev orchestrator.CriticalEvent) (orchestrator.CriticalAck, error) {
+func (db *DB) CommitCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error) {
 	req, err := parseCritical(ev)
 	if err != nil {
-		return orchestrator.CriticalAck{}, err
+		return control.CriticalAck{}, err
 	}
 	res := db.submit(ctx, &writeReq{ev: req})
 	if res.err != nil {
-		return orchestrator.CriticalAck{}, fmt.Errorf("commit critical event %q: %w", ev.EventID, res.err)
+		return control.CriticalAck{}, fmt.Errorf("commit critical event %q: %w", ev.EventID, res.err)
 	}
 	return res.ack, nil
 }
 
 // parseCritical validates ev and decodes the payload of the kinds the store applies.
-func parseCritical(ev orchestrator.CriticalEvent) (*criticalReq, error) {
+func parseCritical(ev control.CriticalEvent) (*criticalReq, error) {
 	bad := func(format string, args ...any) error {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "critical event: "+format, args...)
+		return apierr.Errorf(apierr.EBADREQUEST, "critical event: "+format, args...)
 	}
 	switch {
-	case ev.EventID == "" || len(ev.EventID) > maxIDLen:
-		return nil, bad("eventId must be 1 to %d characters", maxIDLen)
-	case ev.InstanceID == "" || len(ev.InstanceID) > maxIDLen:
-		return nil, bad("instanceId must be 1 to %d characters", maxIDLen)
+	case ev.EventID == "" || len(ev.EventID) > control.MaxKeyLen:
+		return nil, bad("eventId must be 1 to %d characters", control.MaxKeyLen)
+	case ev.InstanceID == "" || len(ev.InstanceID) > control.MaxKeyLen:
+		return nil, bad("instanceId must be 1 to %d characters", control.MaxKeyLen)
 	case ev.Kind == "" || len(ev.Kind) > 64:
 		return nil, bad("kind must be 1 to 64 characters")
 	case ev.MapTick < 0:
 		return nil, bad("mapTick must not be negative")
-	case len(ev.Payload) > orchestrator.MaxCriticalPayloadBytes:
-		return nil, orchestrator.Errorf(orchestrator.ETOOLARGE, "critical event payload is %d bytes, limit is %d", len(ev.Payload), orchestrator.MaxCriticalPayloadBytes)
+	case len(ev.Payload) > control.MaxCriticalPayloadBytes:
+		return nil, apierr.Errorf(apierr.ETOOLARGE, "critical event payload is %d bytes, limit is %d", len(ev.Payload), control.MaxCriticalPayloadBytes)
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, ev.Payload); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
@@ -88,33 +87,33 @@ func parseCritical(ev orchestrator.CriticalEvent) (*criticalReq, error) {
 
 	req := &criticalReq{ev: ev}
 	switch ev.Kind {
-	case orchestrator.EventItemGrant:
+	case control.EventItemGrant:
 		p := &itemGrant{}
 		if err := decodeStrict(ev.Payload, p); err != nil {
 			return nil, bad("%s payload: %v", ev.Kind, err)
-		} else if !validID(p.ItemID) || p.ItemKind == "" || p.Quantity <= 0 || !p.To.Valid() {
+		} else if !control.ValidKey(p.ItemID) || p.ItemKind == "" || p.Quantity <= 0 || !p.To.Valid() {
 			return nil, bad("%s payload needs itemId, itemKind, a positive quantity and one owner in to", ev.Kind)
 		}
 		req.payload = p
-	case orchestrator.EventItemTransfer, orchestrator.EventItemDrop:
+	case control.EventItemTransfer, control.EventItemDrop:
 		p := &itemMove{}
 		if err := decodeStrict(ev.Payload, p); err != nil {
 			return nil, bad("%s payload: %v", ev.Kind, err)
 		} else if err := p.validate(); err != nil {
 			return nil, bad("%s payload: %v", ev.Kind, err)
-		} else if ev.Kind == orchestrator.EventItemDrop && (p.From.CharacterID == "" || p.To.ContainerID == "") {
+		} else if ev.Kind == control.EventItemDrop && (p.From.CharacterID == "" || p.To.ContainerID == "") {
 			return nil, bad("%s moves an item from a character to a container", ev.Kind)
 		}
 		req.payload = p
-	case orchestrator.EventItemSpend:
+	case control.EventItemSpend:
 		p := &itemSpend{}
 		if err := decodeStrict(ev.Payload, p); err != nil {
 			return nil, bad("%s payload: %v", ev.Kind, err)
-		} else if !validID(p.ItemID) || p.Quantity <= 0 || !p.From.Valid() {
+		} else if !control.ValidKey(p.ItemID) || p.Quantity <= 0 || !p.From.Valid() {
 			return nil, bad("%s payload needs itemId, one owner in from and a positive quantity", ev.Kind)
 		}
 		req.payload = p
-	case orchestrator.EventTrade:
+	case control.EventTrade:
 		p := &trade{}
 		if err := decodeStrict(ev.Payload, p); err != nil {
 			return nil, bad("%s payload: %v", ev.Kind, err)
@@ -127,11 +126,11 @@ func parseCritical(ev orchestrator.CriticalEvent) (*criticalReq, error) {
 			}
 		}
 		req.payload = p
-	case orchestrator.EventTransferBoundary:
-		p := &orchestrator.CharacterState{}
+	case control.EventTransferBoundary:
+		p := &control.CharacterState{}
 		if err := json.Unmarshal(ev.Payload, p); err != nil {
 			return nil, bad("%s payload: %v", ev.Kind, err)
-		} else if !validID(p.CharacterID) || p.MapID == "" || p.InstanceID == "" || p.Revision <= 0 {
+		} else if !control.ValidKey(p.CharacterID) || p.MapID == "" || p.InstanceID == "" || p.Revision <= 0 {
 			return nil, bad("%s payload needs characterId, mapId, instanceId and a positive revision", ev.Kind)
 		} else if len(p.Attributes) > 0 && !json.Valid(p.Attributes) {
 			return nil, bad("%s attributes must be JSON", ev.Kind)
@@ -142,15 +141,13 @@ func parseCritical(ev orchestrator.CriticalEvent) (*criticalReq, error) {
 }
 
 func (m *itemMove) validate() error {
-	if !validID(m.ItemID) || !m.From.Valid() || !m.To.Valid() {
+	if !control.ValidKey(m.ItemID) || !m.From.Valid() || !m.To.Valid() {
 		return errors.New("needs itemId and one owner in each of from and to")
 	} else if m.From == m.To {
 		return errors.New("from and to are the same owner")
 	}
 	return nil
 }
-
-func validID(s string) bool { return s != "" && len(s) <= maxIDLen }
 
 // decodeStrict decodes b into v, refusing unknown fields so that a misspelt field in an
 // economy event is an error rather than a silent zero.
@@ -162,9 +159,9 @@ func decodeStrict(b []byte, v any) error {
 
 // applyCritical records one event and applies its effects inside the writer's current
 // transaction. A retried event id returns the first commit's ack.
-func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, req *criticalReq, nowMs int64) (orchestrator.CriticalAck, error) {
+func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, req *criticalReq, nowMs int64) (control.CriticalAck, error) {
 	ev := req.ev
-	ack := orchestrator.CriticalAck{EventID: ev.EventID, CommittedAtMs: nowMs}
+	ack := control.CriticalAck{EventID: ev.EventID, CommittedAtMs: nowMs}
 	// Exec rather than RETURNING: cheaper per event, and the rowid SQLite reports is the
 	// event's own even though the audit trigger inserts a row too.
 	res, err := db.stmt(ctx, tx, sqlInsertEvent).ExecContext(ctx,
@@ -194,7 +191,7 @@ func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, req *criticalReq, n
 				break
 			}
 		}
-	case *orchestrator.CharacterState:
+	case *control.CharacterState:
 		err = db.putCharacterState(ctx, tx, p, nowMs)
 	}
 	return ack, err
@@ -202,50 +199,50 @@ func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, req *criticalReq, n
 
 // duplicateCritical answers a retried event id with its first commit, or ECONFLICT if the
 // id was used for a different event.
-func (db *DB) duplicateCritical(ctx context.Context, tx *sql.Tx, ev orchestrator.CriticalEvent) (orchestrator.CriticalAck, error) {
-	var first orchestrator.CriticalEvent
-	ack := orchestrator.CriticalAck{EventID: ev.EventID, Duplicate: true}
+func (db *DB) duplicateCritical(ctx context.Context, tx *sql.Tx, ev control.CriticalEvent) (control.CriticalAck, error) {
+	var first control.CriticalEvent
+	ack := control.CriticalAck{EventID: ev.EventID, Duplicate: true}
 	var payload []byte
 	if err := db.stmt(ctx, tx, sqlSelectEvent).QueryRowContext(ctx, ev.EventID).Scan(
 		&ack.Seq, &first.InstanceID, &first.Kind, &first.MapTick, &payload, &ack.CommittedAtMs); err != nil {
-		return orchestrator.CriticalAck{}, fmt.Errorf("read event: %w", err)
+		return control.CriticalAck{}, fmt.Errorf("read event: %w", err)
 	}
 	if first.InstanceID != ev.InstanceID || first.Kind != ev.Kind || first.MapTick != ev.MapTick || !bytes.Equal(payload, ev.Payload) {
-		return orchestrator.CriticalAck{}, orchestrator.Errorf(orchestrator.ECONFLICT, "event id %q was already used for a different event", ev.EventID)
+		return control.CriticalAck{}, apierr.Errorf(apierr.ECONFLICT, "event id %q was already used for a different event", ev.EventID)
 	}
 	return ack, nil
 }
 
 // ownerArgs returns an owner as the two nullable owner columns.
-func ownerArgs(o orchestrator.ItemOwner) (character, container sql.NullString) {
+func ownerArgs(o control.ItemOwner) (character, container sql.NullString) {
 	return sql.NullString{String: o.CharacterID, Valid: o.CharacterID != ""},
 		sql.NullString{String: o.ContainerID, Valid: o.ContainerID != ""}
 }
 
 // requireCharacter returns ENOTFOUND unless the owner is a container or a known character.
-func (db *DB) requireCharacter(ctx context.Context, tx *sql.Tx, o orchestrator.ItemOwner) error {
+func (db *DB) requireCharacter(ctx context.Context, tx *sql.Tx, o control.ItemOwner) error {
 	if o.CharacterID == "" {
 		return nil
 	}
 	var one int
 	err := db.stmt(ctx, tx, sqlCharExists).QueryRowContext(ctx, o.CharacterID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return orchestrator.Errorf(orchestrator.ENOTFOUND, "character %q not found", o.CharacterID)
+		return apierr.Errorf(apierr.ENOTFOUND, "character %q not found", o.CharacterID)
 	}
 	return err
 }
 
 // readItem returns an item's owner and quantity, or ENOTFOUND.
-func (db *DB) readItem(ctx context.Context, tx *sql.Tx, itemID string) (owner orchestrator.ItemOwner, qty int64, err error) {
+func (db *DB) readItem(ctx context.Context, tx *sql.Tx, itemID string) (owner control.ItemOwner, qty int64, err error) {
 	var kind string
 	var ch, co sql.NullString
 	err = db.stmt(ctx, tx, sqlReadItem).QueryRowContext(ctx, itemID).Scan(&kind, &ch, &co, &qty)
 	if errors.Is(err, sql.ErrNoRows) {
-		return owner, 0, orchestrator.Errorf(orchestrator.ENOTFOUND, "item %q not found", itemID)
+		return owner, 0, apierr.Errorf(apierr.ENOTFOUND, "item %q not found", itemID)
 	} else if err != nil {
 		return owner, 0, fmt.Errorf("read item %q: %w", itemID, err)
 	}
-	return orchestrator.ItemOwner{CharacterID: ch.String, ContainerID: co.String}, qty, nil
+	return control.ItemOwner{CharacterID: ch.String, ContainerID: co.String}, qty, nil
 }
 
 // grantItem creates the item, or adds to it if it exists with the same kind and owner.
@@ -261,7 +258,7 @@ func (db *DB) grantItem(ctx context.Context, tx *sql.Tx, p *itemGrant, nowMs int
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("grant item %q: %w", p.ItemID, err)
 	} else if n == 0 {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q exists with another kind or owner", p.ItemID)
+		return apierr.Errorf(apierr.ECONFLICT, "item %q exists with another kind or owner", p.ItemID)
 	}
 	return nil
 }
@@ -272,7 +269,7 @@ func (db *DB) moveItem(ctx context.Context, tx *sql.Tx, p *itemMove, nowMs int64
 	if err != nil {
 		return err
 	} else if owner != p.From {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q is not held by the stated owner", p.ItemID)
+		return apierr.Errorf(apierr.ECONFLICT, "item %q is not held by the stated owner", p.ItemID)
 	} else if err := db.requireCharacter(ctx, tx, p.To); err != nil {
 		return err
 	}
@@ -287,9 +284,9 @@ func (db *DB) spendItem(ctx context.Context, tx *sql.Tx, p *itemSpend, nowMs int
 	if err != nil {
 		return err
 	} else if owner != p.From {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q is not held by the stated owner", p.ItemID)
+		return apierr.Errorf(apierr.ECONFLICT, "item %q is not held by the stated owner", p.ItemID)
 	} else if qty < p.Quantity {
-		return orchestrator.Errorf(orchestrator.ECONFLICT, "item %q has %d, cannot spend %d", p.ItemID, qty, p.Quantity)
+		return apierr.Errorf(apierr.ECONFLICT, "item %q has %d, cannot spend %d", p.ItemID, qty, p.Quantity)
 	}
 	if qty == p.Quantity {
 		_, err = db.stmt(ctx, tx, sqlDeleteItem).ExecContext(ctx, p.ItemID)
@@ -300,13 +297,13 @@ func (db *DB) spendItem(ctx context.Context, tx *sql.Tx, p *itemSpend, nowMs int
 }
 
 // CriticalEvent returns a committed critical event by id, or ENOTFOUND.
-func (db *DB) CriticalEvent(ctx context.Context, eventID string) (*orchestrator.CriticalEvent, error) {
-	ev := &orchestrator.CriticalEvent{EventID: eventID}
+func (db *DB) CriticalEvent(ctx context.Context, eventID string) (*control.CriticalEvent, error) {
+	ev := &control.CriticalEvent{EventID: eventID}
 	var payload []byte
 	err := db.read.QueryRowContext(ctx, `SELECT instance_id, kind, map_tick, payload FROM critical_events WHERE event_id = ?`, eventID).
 		Scan(&ev.InstanceID, &ev.Kind, &ev.MapTick, &payload)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "critical event %q not found", eventID)
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "critical event %q not found", eventID)
 	} else if err != nil {
 		return nil, fmt.Errorf("read critical event %q: %w", eventID, err)
 	}
@@ -315,9 +312,9 @@ func (db *DB) CriticalEvent(ctx context.Context, eventID string) (*orchestrator.
 }
 
 // Items returns the inventory held by owner, ordered by item id.
-func (db *DB) Items(ctx context.Context, owner orchestrator.ItemOwner) ([]*orchestrator.Item, error) {
+func (db *DB) Items(ctx context.Context, owner control.ItemOwner) ([]*orchestrator.Item, error) {
 	if !owner.Valid() {
-		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "items: exactly one of characterId and containerId required")
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "items: exactly one of characterId and containerId required")
 	}
 	col, id := "owner_character_id", owner.CharacterID
 	if owner.ContainerID != "" {

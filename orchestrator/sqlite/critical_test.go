@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -20,12 +22,12 @@ func MustCharacter(tb testing.TB, db *sqlite.DB, id string) {
 }
 
 // Event returns a critical event of kind with payload.
-func Event(id, kind, payload string) orchestrator.CriticalEvent {
-	return orchestrator.CriticalEvent{EventID: id, InstanceID: "i1", Kind: kind, MapTick: 42, Payload: []byte(payload)}
+func Event(id, kind, payload string) control.CriticalEvent {
+	return control.CriticalEvent{EventID: id, InstanceID: "i1", Kind: kind, MapTick: 42, Payload: []byte(payload)}
 }
 
 // MustCommit commits ev and fails the test on error.
-func MustCommit(tb testing.TB, db *sqlite.DB, ev orchestrator.CriticalEvent) orchestrator.CriticalAck {
+func MustCommit(tb testing.TB, db *sqlite.DB, ev control.CriticalEvent) control.CriticalAck {
 	tb.Helper()
 	ack, err := db.CommitCritical(context.Background(), ev)
 	if err != nil {
@@ -35,7 +37,7 @@ func MustCommit(tb testing.TB, db *sqlite.DB, ev orchestrator.CriticalEvent) orc
 }
 
 // WantItems fails the test unless owner holds exactly want (item id -> quantity).
-func WantItems(tb testing.TB, db *sqlite.DB, owner orchestrator.ItemOwner, want map[string]int64) {
+func WantItems(tb testing.TB, db *sqlite.DB, owner control.ItemOwner, want map[string]int64) {
 	tb.Helper()
 	items, err := db.Items(context.Background(), owner)
 	if err != nil {
@@ -51,9 +53,9 @@ func WantItems(tb testing.TB, db *sqlite.DB, owner orchestrator.ItemOwner, want 
 }
 
 var (
-	alice = orchestrator.ItemOwner{CharacterID: "alice"}
-	bob   = orchestrator.ItemOwner{CharacterID: "bob"}
-	chest = orchestrator.ItemOwner{ContainerID: "i1/chest-1"}
+	alice = control.ItemOwner{CharacterID: "alice"}
+	bob   = control.ItemOwner{CharacterID: "bob"}
+	chest = control.ItemOwner{ContainerID: "i1/chest-1"}
 )
 
 func TestDB_CommitCritical(t *testing.T) {
@@ -105,7 +107,7 @@ func TestDB_CommitCritical(t *testing.T) {
 	t.Run("DuplicateGrantAppliedOnce", func(t *testing.T) {
 		db := MustOpenDB(t)
 		MustCharacter(t, db, "alice")
-		grant := Event("g1", orchestrator.EventItemGrant, `{"itemId":"gold","itemKind":"coin","quantity":10,"to":{"characterId":"alice"}}`)
+		grant := Event("g1", control.EventItemGrant, `{"itemId":"gold","itemKind":"coin","quantity":10,"to":{"characterId":"alice"}}`)
 		var wg sync.WaitGroup
 		for i := 0; i < 8; i++ { // concurrent retries land in one group or several
 			wg.Add(1)
@@ -123,26 +125,26 @@ func TestDB_CommitCritical(t *testing.T) {
 		db := MustOpenDB(t)
 		MustCommit(t, db, Event("e1", "quest_flag", `{"a":1}`))
 		_, err := db.CommitCritical(ctx, Event("e1", "quest_flag", `{"a":2}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		WantCode(t, err, apierr.ECONFLICT)
 	})
 	t.Run("BadInput", func(t *testing.T) {
-		big := fmt.Sprintf(`{"x":"%0*d"}`, orchestrator.MaxCriticalPayloadBytes, 0)
+		big := fmt.Sprintf(`{"x":"%0*d"}`, control.MaxCriticalPayloadBytes, 0)
 		for _, tc := range []struct {
 			name string
-			ev   orchestrator.CriticalEvent
+			ev   control.CriticalEvent
 			code string
 		}{
-			{"ErrNoEventID", Event("", "k", `{}`), orchestrator.EBADREQUEST},
-			{"ErrNoKind", Event("e", "", `{}`), orchestrator.EBADREQUEST},
-			{"ErrMalformedPayload", Event("e", "k", `{"a":`), orchestrator.EBADREQUEST},
-			{"ErrPayloadNotObject", Event("e", "k", `"str"`), orchestrator.EBADREQUEST},
-			{"ErrTooLarge", Event("e", "k", big), orchestrator.ETOOLARGE},
-			{"ErrGrantUnknownField", Event("e", orchestrator.EventItemGrant, `{"itemId":"x","itemKind":"k","quantity":1,"to":{"characterId":"alice"},"qty":2}`), orchestrator.EBADREQUEST},
-			{"ErrGrantTwoOwners", Event("e", orchestrator.EventItemGrant, `{"itemId":"x","itemKind":"k","quantity":1,"to":{"characterId":"alice","containerId":"c"}}`), orchestrator.EBADREQUEST},
-			{"ErrSpendZero", Event("e", orchestrator.EventItemSpend, `{"itemId":"x","from":{"characterId":"alice"},"quantity":0}`), orchestrator.EBADREQUEST},
-			{"ErrDropToCharacter", Event("e", orchestrator.EventItemDrop, `{"itemId":"x","from":{"characterId":"alice"},"to":{"characterId":"bob"}}`), orchestrator.EBADREQUEST},
-			{"ErrEmptyTrade", Event("e", orchestrator.EventTrade, `{"moves":[]}`), orchestrator.EBADREQUEST},
-			{"ErrBoundaryNoRevision", Event("e", orchestrator.EventTransferBoundary, `{"characterId":"alice","mapId":"m","instanceId":"i"}`), orchestrator.EBADREQUEST},
+			{"ErrNoEventID", Event("", "k", `{}`), apierr.EBADREQUEST},
+			{"ErrNoKind", Event("e", "", `{}`), apierr.EBADREQUEST},
+			{"ErrMalformedPayload", Event("e", "k", `{"a":`), apierr.EBADREQUEST},
+			{"ErrPayloadNotObject", Event("e", "k", `"str"`), apierr.EBADREQUEST},
+			{"ErrTooLarge", Event("e", "k", big), apierr.ETOOLARGE},
+			{"ErrGrantUnknownField", Event("e", control.EventItemGrant, `{"itemId":"x","itemKind":"k","quantity":1,"to":{"characterId":"alice"},"qty":2}`), apierr.EBADREQUEST},
+			{"ErrGrantTwoOwners", Event("e", control.EventItemGrant, `{"itemId":"x","itemKind":"k","quantity":1,"to":{"characterId":"alice","containerId":"c"}}`), apierr.EBADREQUEST},
+			{"ErrSpendZero", Event("e", control.EventItemSpend, `{"itemId":"x","from":{"characterId":"alice"},"quantity":0}`), apierr.EBADREQUEST},
+			{"ErrDropToCharacter", Event("e", control.EventItemDrop, `{"itemId":"x","from":{"characterId":"alice"},"to":{"characterId":"bob"}}`), apierr.EBADREQUEST},
+			{"ErrEmptyTrade", Event("e", control.EventTrade, `{"moves":[]}`), apierr.EBADREQUEST},
+			{"ErrBoundaryNoRevision", Event("e", control.EventTransferBoundary, `{"characterId":"alice","mapId":"m","instanceId":"i"}`), apierr.EBADREQUEST},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				db := MustOpenDB(t)
@@ -203,73 +205,73 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 		db := MustOpenDB(t)
 		MustCharacter(t, db, "alice")
 		MustCharacter(t, db, "bob")
-		MustCommit(t, db, Event("g1", orchestrator.EventItemGrant, `{"itemId":"sword","itemKind":"sword","quantity":1,"to":{"characterId":"alice"}}`))
-		MustCommit(t, db, Event("g2", orchestrator.EventItemGrant, `{"itemId":"gold-a","itemKind":"coin","quantity":50,"to":{"characterId":"alice"}}`))
-		MustCommit(t, db, Event("g3", orchestrator.EventItemGrant, `{"itemId":"gem","itemKind":"gem","quantity":1,"to":{"characterId":"bob"}}`))
+		MustCommit(t, db, Event("g1", control.EventItemGrant, `{"itemId":"sword","itemKind":"sword","quantity":1,"to":{"characterId":"alice"}}`))
+		MustCommit(t, db, Event("g2", control.EventItemGrant, `{"itemId":"gold-a","itemKind":"coin","quantity":50,"to":{"characterId":"alice"}}`))
+		MustCommit(t, db, Event("g3", control.EventItemGrant, `{"itemId":"gem","itemKind":"gem","quantity":1,"to":{"characterId":"bob"}}`))
 		return db
 	}
 	t.Run("GrantAddsToStack", func(t *testing.T) {
 		db := setup(t)
-		MustCommit(t, db, Event("g4", orchestrator.EventItemGrant, `{"itemId":"gold-a","itemKind":"coin","quantity":5,"to":{"characterId":"alice"}}`))
+		MustCommit(t, db, Event("g4", control.EventItemGrant, `{"itemId":"gold-a","itemKind":"coin","quantity":5,"to":{"characterId":"alice"}}`))
 		WantItems(t, db, alice, map[string]int64{"gold-a": 55, "sword": 1})
 	})
 	t.Run("ErrConflictGrantOtherOwner", func(t *testing.T) {
 		db := setup(t)
-		_, err := db.CommitCritical(ctx, Event("g4", orchestrator.EventItemGrant, `{"itemId":"gold-a","itemKind":"coin","quantity":5,"to":{"characterId":"bob"}}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		_, err := db.CommitCritical(ctx, Event("g4", control.EventItemGrant, `{"itemId":"gold-a","itemKind":"coin","quantity":5,"to":{"characterId":"bob"}}`))
+		WantCode(t, err, apierr.ECONFLICT)
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "sword": 1})
 		WantItems(t, db, bob, map[string]int64{"gem": 1})
 	})
 	t.Run("TransferMovesOwnership", func(t *testing.T) {
 		db := setup(t)
-		MustCommit(t, db, Event("t1", orchestrator.EventItemTransfer, `{"itemId":"sword","from":{"characterId":"alice"},"to":{"characterId":"bob"}}`))
+		MustCommit(t, db, Event("t1", control.EventItemTransfer, `{"itemId":"sword","from":{"characterId":"alice"},"to":{"characterId":"bob"}}`))
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50})
 		WantItems(t, db, bob, map[string]int64{"gem": 1, "sword": 1})
 	})
 	t.Run("DropToContainer", func(t *testing.T) {
 		db := setup(t)
-		MustCommit(t, db, Event("d1", orchestrator.EventItemDrop, `{"itemId":"sword","from":{"characterId":"alice"},"to":{"containerId":"i1/chest-1"}}`))
+		MustCommit(t, db, Event("d1", control.EventItemDrop, `{"itemId":"sword","from":{"characterId":"alice"},"to":{"containerId":"i1/chest-1"}}`))
 		WantItems(t, db, chest, map[string]int64{"sword": 1})
 	})
 	t.Run("SpendDecrementsThenDeletes", func(t *testing.T) {
 		db := setup(t)
-		MustCommit(t, db, Event("s1", orchestrator.EventItemSpend, `{"itemId":"gold-a","from":{"characterId":"alice"},"quantity":20}`))
+		MustCommit(t, db, Event("s1", control.EventItemSpend, `{"itemId":"gold-a","from":{"characterId":"alice"},"quantity":20}`))
 		WantItems(t, db, alice, map[string]int64{"gold-a": 30, "sword": 1})
-		MustCommit(t, db, Event("s2", orchestrator.EventItemSpend, `{"itemId":"gold-a","from":{"characterId":"alice"},"quantity":30}`))
+		MustCommit(t, db, Event("s2", control.EventItemSpend, `{"itemId":"gold-a","from":{"characterId":"alice"},"quantity":30}`))
 		WantItems(t, db, alice, map[string]int64{"sword": 1})
 	})
 	t.Run("ErrConflictOverspend", func(t *testing.T) {
 		db := setup(t)
-		_, err := db.CommitCritical(ctx, Event("s1", orchestrator.EventItemSpend, `{"itemId":"gold-a","from":{"characterId":"alice"},"quantity":51}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		_, err := db.CommitCritical(ctx, Event("s1", control.EventItemSpend, `{"itemId":"gold-a","from":{"characterId":"alice"},"quantity":51}`))
+		WantCode(t, err, apierr.ECONFLICT)
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "sword": 1})
-		if _, err := db.CriticalEvent(ctx, "s1"); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		if _, err := db.CriticalEvent(ctx, "s1"); apierr.Code(err) != apierr.ENOTFOUND {
 			t.Fatalf("failed event was recorded: %v", err)
 		}
 	})
 	t.Run("ErrConflictNotOwner", func(t *testing.T) {
 		db := setup(t)
-		_, err := db.CommitCritical(ctx, Event("t1", orchestrator.EventItemTransfer, `{"itemId":"gem","from":{"characterId":"alice"},"to":{"characterId":"alice2"}}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		_, err := db.CommitCritical(ctx, Event("t1", control.EventItemTransfer, `{"itemId":"gem","from":{"characterId":"alice"},"to":{"characterId":"alice2"}}`))
+		WantCode(t, err, apierr.ECONFLICT)
 		WantItems(t, db, bob, map[string]int64{"gem": 1})
 	})
 	t.Run("ErrNotFoundCharacter", func(t *testing.T) {
 		db := setup(t)
-		_, err := db.CommitCritical(ctx, Event("t1", orchestrator.EventItemTransfer, `{"itemId":"sword","from":{"characterId":"alice"},"to":{"characterId":"nobody"}}`))
-		WantCode(t, err, orchestrator.ENOTFOUND)
+		_, err := db.CommitCritical(ctx, Event("t1", control.EventItemTransfer, `{"itemId":"sword","from":{"characterId":"alice"},"to":{"characterId":"nobody"}}`))
+		WantCode(t, err, apierr.ENOTFOUND)
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "sword": 1})
 	})
 	t.Run("TradeAllOrNothing", func(t *testing.T) {
 		db := setup(t)
 		// The second move is invalid (alice does not hold the gem), so the first is undone.
-		_, err := db.CommitCritical(ctx, Event("tr1", orchestrator.EventTrade, `{"moves":[
+		_, err := db.CommitCritical(ctx, Event("tr1", control.EventTrade, `{"moves":[
 			{"itemId":"sword","from":{"characterId":"alice"},"to":{"characterId":"bob"}},
 			{"itemId":"gem","from":{"characterId":"alice"},"to":{"characterId":"bob"}}]}`))
-		WantCode(t, err, orchestrator.ECONFLICT)
+		WantCode(t, err, apierr.ECONFLICT)
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "sword": 1})
 		WantItems(t, db, bob, map[string]int64{"gem": 1})
 
-		MustCommit(t, db, Event("tr2", orchestrator.EventTrade, `{"moves":[
+		MustCommit(t, db, Event("tr2", control.EventTrade, `{"moves":[
 			{"itemId":"sword","from":{"characterId":"alice"},"to":{"characterId":"bob"}},
 			{"itemId":"gem","from":{"characterId":"bob"},"to":{"characterId":"alice"}}]}`))
 		WantItems(t, db, alice, map[string]int64{"gold-a": 50, "gem": 1})
@@ -286,10 +288,10 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				ev := Event(fmt.Sprintf("g-%d", i), orchestrator.EventItemGrant,
+				ev := Event(fmt.Sprintf("g-%d", i), control.EventItemGrant,
 					fmt.Sprintf(`{"itemId":"it-%d","itemKind":"k","quantity":1,"to":{"characterId":"bob"}}`, i))
 				if i%2 == 1 {
-					ev = Event(fmt.Sprintf("bad-%d", i), orchestrator.EventItemSpend,
+					ev = Event(fmt.Sprintf("bad-%d", i), control.EventItemSpend,
 						fmt.Sprintf(`{"itemId":"missing-%d","from":{"characterId":"bob"},"quantity":1}`, i))
 				}
 				_, errs[i] = db.CommitCritical(ctx, ev)
@@ -299,7 +301,7 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 		want := map[string]int64{"gem": 1}
 		for i, err := range errs {
 			if i%2 == 1 {
-				if orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+				if apierr.Code(err) != apierr.ENOTFOUND {
 					t.Errorf("event %d: err=%v, want not_found", i, err)
 				}
 				continue
@@ -321,7 +323,7 @@ func TestDB_CommitCritical_TransferBoundary(t *testing.T) {
 	if _, err := db.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	MustCommit(t, db, Event("b1", orchestrator.EventTransferBoundary,
+	MustCommit(t, db, Event("b1", control.EventTransferBoundary,
 		`{"characterId":"alice","mapId":"cave","instanceId":"i2","x":5,"y":6,"attributes":{"hp":9},"revision":4}`))
 	s, err := db.CharacterState(ctx, "alice")
 	if err != nil {
@@ -331,7 +333,7 @@ func TestDB_CommitCritical_TransferBoundary(t *testing.T) {
 		t.Fatalf("state=%+v attrs=%s", s, s.Attributes)
 	}
 	// An older boundary is recorded but does not move the character back.
-	MustCommit(t, db, Event("b0", orchestrator.EventTransferBoundary,
+	MustCommit(t, db, Event("b0", control.EventTransferBoundary,
 		`{"characterId":"alice","mapId":"meadow","instanceId":"i1","x":0,"y":0,"revision":2}`))
 	if s, err := db.CharacterState(ctx, "alice"); err != nil || s.MapID != "cave" {
 		t.Fatalf("state=%+v, %v; want cave", s, err)
@@ -349,8 +351,8 @@ func TestDB_CommitCritical_TransferBoundary(t *testing.T) {
 		t.Fatal("character state table not updated by checkpoint")
 	}
 	t.Run("ErrNotFoundCharacter", func(t *testing.T) {
-		_, err := db.CommitCritical(ctx, Event("b9", orchestrator.EventTransferBoundary,
+		_, err := db.CommitCritical(ctx, Event("b9", control.EventTransferBoundary,
 			`{"characterId":"ghost","mapId":"m","instanceId":"i","revision":1}`))
-		WantCode(t, err, orchestrator.ENOTFOUND)
+		WantCode(t, err, apierr.ENOTFOUND)
 	})
 }

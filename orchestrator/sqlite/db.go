@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // DefaultCheckpointInterval is how often snapshots cached in memory are flushed when
@@ -52,17 +53,17 @@ type DB struct {
 	// event in its own transaction, which benchmarks use as the baseline.
 	MaxCriticalBatch int
 
-	// MaxPayloadBytes caps one snapshot payload (orchestrator.MaxSnapshotPayloadBytes).
+	// MaxPayloadBytes caps one snapshot payload (control.MaxSnapshotPayloadBytes).
 	MaxPayloadBytes int
 
 	// SchemaVersion is the snapshot schema version the store keeps payloads in
-	// (orchestrator.SnapshotSchemaVersion). Pushed and stored snapshots of older versions
+	// (control.SnapshotSchemaVersion). Pushed and stored snapshots of older versions
 	// are upgraded through SnapshotMigrations; any other version is refused with
 	// ESCHEMAVERSION, and Open fails rather than load a stored one it cannot upgrade.
 	SchemaVersion int
 
 	// SnapshotMigrations upgrades payloads from version k to k+1, keyed by k.
-	SnapshotMigrations map[int]orchestrator.SnapshotMigration
+	SnapshotMigrations map[int]control.SnapshotMigration
 
 	// Logger receives failures of background checkpoints, which have no caller to
 	// return them to (the cache keeps the rows and the next checkpoint retries).
@@ -97,8 +98,8 @@ func NewDB(path string) *DB {
 		Now:                time.Now,
 		CheckpointInterval: DefaultCheckpointInterval,
 		MaxCriticalBatch:   DefaultMaxCriticalBatch,
-		MaxPayloadBytes:    orchestrator.MaxSnapshotPayloadBytes,
-		SchemaVersion:      orchestrator.SnapshotSchemaVersion,
+		MaxPayloadBytes:    control.MaxSnapshotPayloadBytes,
+		SchemaVersion:      control.SnapshotSchemaVersion,
 		Logger:             slog.Default(),
 	}
 }
@@ -139,13 +140,13 @@ func (db *DB) Open() (err error) {
 		db.MaxCriticalBatch = DefaultMaxCriticalBatch
 	}
 	if db.MaxPayloadBytes <= 0 {
-		db.MaxPayloadBytes = orchestrator.MaxSnapshotPayloadBytes
+		db.MaxPayloadBytes = control.MaxSnapshotPayloadBytes
 	}
 	if db.Logger == nil {
 		db.Logger = slog.Default()
 	}
 	if db.SchemaVersion <= 0 {
-		db.SchemaVersion = orchestrator.SnapshotSchemaVersion
+		db.SchemaVersion = control.SnapshotSchemaVersion
 	}
 	ctx := context.Background()
 

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -62,7 +63,7 @@ func MustCount(tb testing.TB, raw *sql.DB, query string, args ...any) int {
 // WantCode fails the test unless err carries the application error code want.
 func WantCode(tb testing.TB, err error, want string) {
 	tb.Helper()
-	if got := orchestrator.ErrorCode(err); got != want {
+	if got := apierr.Code(err); got != want {
 		tb.Fatalf("error code=%q (%v), want %q", got, err, want)
 	}
 }
@@ -125,7 +126,7 @@ func TestDB_Open(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := db.UseNonce(context.Background(), "n", time.Now())
-		WantCode(t, err, orchestrator.EUNAVAILABLE)
+		WantCode(t, err, apierr.EUNAVAILABLE)
 		if err := db.Close(); err != nil {
 			t.Fatalf("second close: %v", err)
 		}
@@ -135,7 +136,7 @@ func TestDB_Open(t *testing.T) {
 func TestDB_AuditLogAppendOnly(t *testing.T) {
 	db := MustOpenDB(t)
 	ctx := context.Background()
-	if _, err := db.CommitCritical(ctx, orchestrator.CriticalEvent{EventID: "e1", InstanceID: "i1", Kind: "quest_flag", Payload: []byte(`{}`)}); err != nil {
+	if _, err := db.CommitCritical(ctx, control.CriticalEvent{EventID: "e1", InstanceID: "i1", Kind: "quest_flag", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -131,7 +131,7 @@ func verifyAfterKill(t *testing.T, path string, run int, acked map[string]bool, 
 	}
 	rows.Close()
 	items := map[string]int64{}
-	list, err := db.Items(ctx, orchestrator.ItemOwner{ContainerID: "i1/ground"})
+	list, err := db.Items(ctx, control.ItemOwner{ContainerID: "i1/ground"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestDB_KillChild(t *testing.T) {
 			for _, p := range killPartitions {
 				revs[p]++
 				payload := json.RawMessage(fmt.Sprintf(`{"rev":%d}`, revs[p]))
-				if _, err := db.PutSnapshot(ctx, "i1", p, revs[p], orchestrator.NewSnapshotEnvelope("sim-1", revs[p], 0, payload)); err != nil {
+				if _, err := db.PutSnapshot(ctx, "i1", p, revs[p], control.NewSnapshotEnvelope("sim-1", revs[p], 0, payload)); err != nil {
 					fmt.Fprintln(os.Stderr, "child put:", err)
 					os.Exit(2)
 				}
@@ -218,10 +218,10 @@ func TestDB_KillChild(t *testing.T) {
 		go func() {
 			for n := 0; ; n++ {
 				id := fmt.Sprintf("r%s-g%d-%d", run, g, n)
-				ev := orchestrator.CriticalEvent{EventID: id, InstanceID: "i1", Kind: "quest_flag", MapTick: int64(n), Payload: []byte(`{}`)}
+				ev := control.CriticalEvent{EventID: id, InstanceID: "i1", Kind: "quest_flag", MapTick: int64(n), Payload: []byte(`{}`)}
 				if n%2 == 0 {
 					id += "-grant"
-					ev.EventID, ev.Kind = id, orchestrator.EventItemGrant
+					ev.EventID, ev.Kind = id, control.EventItemGrant
 					ev.Payload = []byte(fmt.Sprintf(`{"itemId":%q,"itemKind":"coin","quantity":1,"to":{"containerId":"i1/ground"}}`, id))
 				}
 				if _, err := db.CommitCritical(ctx, ev); err != nil {

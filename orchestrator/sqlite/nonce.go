@@ -6,15 +6,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // UseNonce durably marks a token nonce used until expiresAt, so the token is redeemed at
 // most once even across restarts. It returns ETICKETUSED if the nonce was already used.
 // Callers check the token's expiry themselves: a nonce is forgotten once it has expired.
 func (db *DB) UseNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
-	if !validID(nonce) {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "nonce must be 1 to %d characters", maxIDLen)
+	if !control.ValidKey(nonce) {
+		return apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", control.MaxKeyLen)
 	}
 	nowMs := db.Now().UnixMilli()
 	return db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -26,7 +27,7 @@ func (db *DB) UseNonce(ctx context.Context, nonce string, expiresAt time.Time) e
 		if n, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("use nonce: %w", err)
 		} else if n == 0 {
-			return orchestrator.Errorf(orchestrator.ETICKETUSED, "ticket already used")
+			return apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
 		}
 		return nil
 	})

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // snapKey names one snapshot partition of one map instance.
@@ -20,7 +22,7 @@ type snapKey struct{ instanceID, partition string }
 // what the database holds and the next checkpoint must write it.
 type snapEntry struct {
 	snap  orchestrator.Snapshot
-	char  *orchestrator.CharacterStatePayload // decoded payload of character partitions
+	char  *control.CharacterStatePayload // decoded payload of character partitions
 	dirty bool
 }
 
@@ -57,24 +59,24 @@ func (db *DB) Recovery() Recovery { return db.recovery }
 // PutSnapshot accepts a snapshot partition into the in-memory cache if its revision is
 // newer than the one held; the next checkpoint makes it durable. See
 // orchestrator.SnapshotStore for the error codes.
-func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env orchestrator.SnapshotEnvelope) (bool, error) {
+func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (bool, error) {
 	switch {
-	case !validID(instanceID):
-		return false, orchestrator.Errorf(orchestrator.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", maxIDLen)
-	case !validID(partition):
-		return false, orchestrator.Errorf(orchestrator.EBADREQUEST, "snapshot: partition must be 1 to %d characters", maxIDLen)
+	case !control.ValidKey(instanceID):
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", control.MaxKeyLen)
+	case !control.ValidKey(partition):
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: partition must be 1 to %d characters", control.MaxKeyLen)
 	case revision <= 0:
-		return false, orchestrator.Errorf(orchestrator.EBADREQUEST, "snapshot: revision must be positive")
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: revision must be positive")
 	}
 	if err := env.ValidatePayload(db.MaxPayloadBytes); err != nil {
 		return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 	}
-	env, err := orchestrator.MigrateSnapshot(env, db.SchemaVersion, db.SnapshotMigrations)
+	env, err := control.MigrateSnapshot(env, db.SchemaVersion, db.SnapshotMigrations)
 	if err != nil {
 		return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 	}
-	var char *orchestrator.CharacterStatePayload
-	if charID, ok := strings.CutPrefix(partition, orchestrator.CharacterPartitionPrefix); ok {
+	var char *control.CharacterStatePayload
+	if charID, ok := strings.CutPrefix(partition, control.CharacterPartitionPrefix); ok {
 		if char, err = decodeCharacterPartition(charID, env.Payload); err != nil {
 			return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 		}
@@ -100,16 +102,16 @@ func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, rev
 }
 
 // decodeCharacterPartition checks the payload of a "character:<id>" partition.
-func decodeCharacterPartition(charID string, payload []byte) (*orchestrator.CharacterStatePayload, error) {
-	var p orchestrator.CharacterStatePayload
-	if !validID(charID) {
-		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "character partition needs a character id")
+func decodeCharacterPartition(charID string, payload []byte) (*control.CharacterStatePayload, error) {
+	var p control.CharacterStatePayload
+	if !control.ValidKey(charID) {
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "character partition needs a character id")
 	} else if err := json.Unmarshal(payload, &p); err != nil {
-		return nil, orchestrator.Errorf(orchestrator.EINVALIDENVELOPE, "character partition payload: %v", err)
+		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload: %v", err)
 	} else if p.MapID == "" || p.InstanceID == "" {
-		return nil, orchestrator.Errorf(orchestrator.EINVALIDENVELOPE, "character partition payload needs mapId and instanceId")
+		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload needs mapId and instanceId")
 	} else if len(p.Attributes) > 0 && !json.Valid(p.Attributes) {
-		return nil, orchestrator.Errorf(orchestrator.EINVALIDENVELOPE, "character partition attributes must be JSON")
+		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition attributes must be JSON")
 	}
 	return &p, nil
 }
@@ -125,7 +127,7 @@ func (c *snapshotCache) put(key snapKey, e *snapEntry) {
 	if e.char == nil {
 		return
 	}
-	charID := strings.TrimPrefix(key.partition, orchestrator.CharacterPartitionPrefix)
+	charID := strings.TrimPrefix(key.partition, control.CharacterPartitionPrefix)
 	if old, ok := c.byChar[charID]; !ok || c.entries[old].snap.Revision <= e.snap.Revision {
 		c.byChar[charID] = key
 	}
@@ -138,7 +140,7 @@ func (db *DB) Snapshot(ctx context.Context, instanceID, partition string) (*orch
 	defer c.mu.Unlock()
 	e := c.entries[snapKey{instanceID, partition}]
 	if e == nil {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no snapshot of %s/%s", instanceID, partition)
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "no snapshot of %s/%s", instanceID, partition)
 	}
 	s := e.snap
 	return &s, nil // payloads are never mutated in place, so sharing the bytes is safe
@@ -225,7 +227,7 @@ func (db *DB) writePartitions(ctx context.Context, tx *sql.Tx, entries []*snapEn
 			return fmt.Errorf("write partition %s/%s: %w", s.InstanceID, s.Partition, err)
 		}
 		if e.char != nil {
-			charID := strings.TrimPrefix(s.Partition, orchestrator.CharacterPartitionPrefix)
+			charID := strings.TrimPrefix(s.Partition, control.CharacterPartitionPrefix)
 			if _, err := charState.ExecContext(ctx, characterStateArgs(charID, e.char.MapID, e.char.InstanceID,
 				e.char.X, e.char.Y, e.char.Attributes, s.Revision, now.UnixMilli())...); err != nil {
 				return fmt.Errorf("write character state %q: %w", charID, err)
@@ -275,14 +277,14 @@ func (db *DB) rehydrate(ctx context.Context) error {
 			// Upgrade explicitly and mark dirty so the next checkpoint stores the new
 			// version; a version that cannot be upgraded stops Open instead of being
 			// served under a schema it was not written for.
-			up, err := orchestrator.MigrateSnapshot(*env, db.SchemaVersion, db.SnapshotMigrations)
+			up, err := control.MigrateSnapshot(*env, db.SchemaVersion, db.SnapshotMigrations)
 			if err != nil {
 				return fmt.Errorf("stored snapshot %s/%s: %w", s.InstanceID, s.Partition, err)
 			}
 			e.snap.Envelope, e.dirty = up, true
 			payload = up.Payload
 		}
-		if charID, ok := strings.CutPrefix(s.Partition, orchestrator.CharacterPartitionPrefix); ok {
+		if charID, ok := strings.CutPrefix(s.Partition, control.CharacterPartitionPrefix); ok {
 			// Checked on ingest; a row that no longer decodes is kept but not projected.
 			e.char, _ = decodeCharacterPartition(charID, payload)
 		}

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
 // Envelope returns a valid envelope for payload.
-func Envelope(payload string) orchestrator.SnapshotEnvelope {
-	return orchestrator.NewSnapshotEnvelope("sim-1", 100, 1700000000000, json.RawMessage(payload))
+func Envelope(payload string) control.SnapshotEnvelope {
+	return control.NewSnapshotEnvelope("sim-1", 100, 1700000000000, json.RawMessage(payload))
 }
 
 // MustPut puts a snapshot and fails the test unless its acceptance is want.
@@ -76,7 +77,7 @@ func TestDB_PutSnapshot(t *testing.T) {
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		_, err := MustOpenDB(t).Snapshot(ctx, "i1", "nope")
-		WantCode(t, err, orchestrator.ENOTFOUND)
+		WantCode(t, err, apierr.ENOTFOUND)
 	})
 }
 
@@ -87,47 +88,47 @@ func TestDB_PutSnapshot_BadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name, instance, partition string
 		revision                  int64
-		env                       orchestrator.SnapshotEnvelope
+		env                       control.SnapshotEnvelope
 		code                      string
 	}{
-		{"ErrMalformedPayload", "i1", "world", 1, Envelope(`{"a":`), orchestrator.EINVALIDENVELOPE},
-		{"ErrPayloadNotObject", "i1", "world", 1, Envelope(`[1,2]`), orchestrator.EINVALIDENVELOPE},
-		{"ErrEmptyPayload", "i1", "world", 1, Envelope(``), orchestrator.EINVALIDENVELOPE},
-		{"ErrHashMismatch", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
+		{"ErrMalformedPayload", "i1", "world", 1, Envelope(`{"a":`), apierr.EINVALIDENVELOPE},
+		{"ErrPayloadNotObject", "i1", "world", 1, Envelope(`[1,2]`), apierr.EINVALIDENVELOPE},
+		{"ErrEmptyPayload", "i1", "world", 1, Envelope(``), apierr.EINVALIDENVELOPE},
+		{"ErrHashMismatch", "i1", "world", 1, func() control.SnapshotEnvelope {
 			e := good
 			e.Payload = json.RawMessage(`{"a":2}`)
 			return e
-		}(), orchestrator.EHASHMISMATCH},
-		{"ErrMalformedHash", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
+		}(), apierr.EHASHMISMATCH},
+		{"ErrMalformedHash", "i1", "world", 1, func() control.SnapshotEnvelope {
 			e := good
 			e.PayloadHash = "xyz"
 			return e
-		}(), orchestrator.EINVALIDENVELOPE},
-		{"ErrUppercaseHash", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
+		}(), apierr.EINVALIDENVELOPE},
+		{"ErrUppercaseHash", "i1", "world", 1, func() control.SnapshotEnvelope {
 			e := good
 			e.PayloadHash = strings.ToUpper(e.PayloadHash)
 			return e
-		}(), orchestrator.EINVALIDENVELOPE},
-		{"ErrSimCoreVersionMissing", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
+		}(), apierr.EINVALIDENVELOPE},
+		{"ErrSimCoreVersionMissing", "i1", "world", 1, func() control.SnapshotEnvelope {
 			e := good
 			e.SimCoreVersion = ""
 			return e
-		}(), orchestrator.EINVALIDENVELOPE},
-		{"ErrUnknownSchemaVersion", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
+		}(), apierr.EINVALIDENVELOPE},
+		{"ErrUnknownSchemaVersion", "i1", "world", 1, func() control.SnapshotEnvelope {
 			e := good
-			e.SchemaVersion = orchestrator.SnapshotSchemaVersion + 1
+			e.SchemaVersion = control.SnapshotSchemaVersion + 1
 			return e
-		}(), orchestrator.ESCHEMAVERSION},
-		{"ErrSchemaVersionZero", "i1", "world", 1, func() orchestrator.SnapshotEnvelope {
+		}(), apierr.ESCHEMAVERSION},
+		{"ErrSchemaVersionZero", "i1", "world", 1, func() control.SnapshotEnvelope {
 			e := good
 			e.SchemaVersion = 0
 			return e
-		}(), orchestrator.ESCHEMAVERSION},
-		{"ErrTooLarge", "i1", "world", 1, Envelope(big), orchestrator.ETOOLARGE},
-		{"ErrNoInstance", "", "world", 1, good, orchestrator.EBADREQUEST},
-		{"ErrNoPartition", "i1", "", 1, good, orchestrator.EBADREQUEST},
-		{"ErrZeroRevision", "i1", "world", 0, good, orchestrator.EBADREQUEST},
-		{"ErrCharacterPartitionShape", "i1", "character:c1", 1, Envelope(`{"x":1}`), orchestrator.EINVALIDENVELOPE},
+		}(), apierr.ESCHEMAVERSION},
+		{"ErrTooLarge", "i1", "world", 1, Envelope(big), apierr.ETOOLARGE},
+		{"ErrNoInstance", "", "world", 1, good, apierr.EBADREQUEST},
+		{"ErrNoPartition", "i1", "", 1, good, apierr.EBADREQUEST},
+		{"ErrZeroRevision", "i1", "world", 0, good, apierr.EBADREQUEST},
+		{"ErrCharacterPartitionShape", "i1", "character:c1", 1, Envelope(`{"x":1}`), apierr.EINVALIDENVELOPE},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := MustOpenDB(t, func(db *sqlite.DB) { db.MaxPayloadBytes = 1024 })
@@ -140,7 +141,7 @@ func TestDB_PutSnapshot_BadInput(t *testing.T) {
 			if accepted {
 				t.Fatal("accepted bad input")
 			}
-			if _, err := db.Snapshot(ctx, tc.instance, tc.partition); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+			if _, err := db.Snapshot(ctx, tc.instance, tc.partition); apierr.Code(err) != apierr.ENOTFOUND {
 				t.Fatalf("bad snapshot reached the cache: %v", err)
 			}
 			if res, err := db.Checkpoint(ctx); err != nil {
@@ -217,7 +218,7 @@ func TestDB_Checkpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := db.PutSnapshot(ctx, "i1", "world", 1, Envelope(`{}`))
-		WantCode(t, err, orchestrator.EUNAVAILABLE)
+		WantCode(t, err, apierr.EUNAVAILABLE)
 	})
 	t.Run("Timer", func(t *testing.T) {
 		db := MustOpenDB(t, func(db *sqlite.DB) { db.CheckpointInterval = 10 * time.Millisecond })
@@ -271,7 +272,7 @@ func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
 	ctx := context.Background()
 	v2 := func(db *sqlite.DB) {
 		db.SchemaVersion = 2
-		db.SnapshotMigrations = map[int]orchestrator.SnapshotMigration{1: renameHP}
+		db.SnapshotMigrations = map[int]control.SnapshotMigration{1: renameHP}
 	}
 	t.Run("OlderVersionMigrated", func(t *testing.T) {
 		db := MustOpenDB(t, v2)
@@ -281,32 +282,32 @@ func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := s.Envelope
-		if env.SchemaVersion != 2 || string(env.Payload) != `{"health":3}` || env.PayloadHash != orchestrator.PayloadHash(env.Payload) {
+		if env.SchemaVersion != 2 || string(env.Payload) != `{"health":3}` || env.PayloadHash != control.PayloadHash(env.Payload) {
 			t.Fatalf("envelope=%+v payload=%s, want version 2 {\"health\":3} with its hash", env, env.Payload)
 		}
 	})
 	t.Run("ErrSchemaVersionNoMigration", func(t *testing.T) {
 		db := MustOpenDB(t, func(db *sqlite.DB) { db.SchemaVersion = 2 })
 		_, err := db.PutSnapshot(ctx, "i1", "world", 1, Envelope(`{"hp":3}`))
-		WantCode(t, err, orchestrator.ESCHEMAVERSION)
+		WantCode(t, err, apierr.ESCHEMAVERSION)
 	})
 	t.Run("ErrSchemaVersionNewer", func(t *testing.T) {
 		db := MustOpenDB(t, v2)
 		env := Envelope(`{"hp":3}`)
 		env.SchemaVersion = 3
 		_, err := db.PutSnapshot(ctx, "i1", "world", 1, env)
-		WantCode(t, err, orchestrator.ESCHEMAVERSION)
+		WantCode(t, err, apierr.ESCHEMAVERSION)
 	})
 	t.Run("ErrMigrationFails", func(t *testing.T) {
 		db := MustOpenDB(t, func(db *sqlite.DB) {
 			db.SchemaVersion = 2
-			db.SnapshotMigrations = map[int]orchestrator.SnapshotMigration{1: func(json.RawMessage) (json.RawMessage, error) {
+			db.SnapshotMigrations = map[int]control.SnapshotMigration{1: func(json.RawMessage) (json.RawMessage, error) {
 				return json.RawMessage(`[1]`), nil
 			}}
 		})
 		_, err := db.PutSnapshot(ctx, "i1", "world", 1, Envelope(`{"hp":3}`))
-		WantCode(t, err, orchestrator.EINVALIDENVELOPE)
-		if _, err := db.Snapshot(ctx, "i1", "world"); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		WantCode(t, err, apierr.EINVALIDENVELOPE)
+		if _, err := db.Snapshot(ctx, "i1", "world"); apierr.Code(err) != apierr.ENOTFOUND {
 			t.Fatalf("failed migration reached the cache: %v", err)
 		}
 	})
@@ -323,7 +324,7 @@ func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
 
 		refused := sqlite.NewDB(path)
 		refused.SchemaVersion = 2
-		if err := refused.Open(); orchestrator.ErrorCode(err) != orchestrator.ESCHEMAVERSION {
+		if err := refused.Open(); apierr.Code(err) != apierr.ESCHEMAVERSION {
 			refused.Close()
 			t.Fatalf("open without migration: err=%v, want schema_version", err)
 		}

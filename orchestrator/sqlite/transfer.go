@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 var _ orchestrator.TransferStore = (*DB)(nil)
@@ -17,8 +19,8 @@ const transferColumns = `transfer_id, character_id, subject, from_instance_id, t
 
 // CreateTransfer saves a new transfer. See orchestrator.TransferStore.
 func (db *DB) CreateTransfer(ctx context.Context, t *orchestrator.Transfer) error {
-	if !validID(t.ID) || !validID(t.CharacterID) || !validID(t.FromInstanceID) || !validID(t.ToInstanceID) {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "transfer: ids must be 1 to %d characters", maxIDLen)
+	if !control.ValidKey(t.ID) || !control.ValidKey(t.CharacterID) || !control.ValidKey(t.FromInstanceID) || !control.ValidKey(t.ToInstanceID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "transfer: ids must be 1 to %d characters", control.MaxKeyLen)
 	}
 	now := db.Now()
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -32,7 +34,7 @@ func (db *DB) CreateTransfer(ctx context.Context, t *orchestrator.Transfer) erro
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q already exists", t.ID)
+			return apierr.Errorf(apierr.ECONFLICT, "transfer %q already exists", t.ID)
 		}
 		return nil
 	})
@@ -47,7 +49,7 @@ func (db *DB) CreateTransfer(ctx context.Context, t *orchestrator.Transfer) erro
 func (db *DB) Transfer(ctx context.Context, id string) (*orchestrator.Transfer, error) {
 	t, err := scanTransfer(db.read.QueryRowContext(ctx, `SELECT `+transferColumns+` FROM transfers WHERE transfer_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, orchestrator.Errorf(orchestrator.ENOTFOUND, "no transfer %q", id)
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "no transfer %q", id)
 	} else if err != nil {
 		return nil, fmt.Errorf("read transfer %q: %w", id, err)
 	}
@@ -58,7 +60,7 @@ func (db *DB) Transfer(ctx context.Context, id string) (*orchestrator.Transfer, 
 // racing callers exactly one advances it. See orchestrator.TransferStore.
 func (db *DB) AdvanceTransfer(ctx context.Context, id string, from []orchestrator.TransferState, to orchestrator.TransferState, reason string) (*orchestrator.Transfer, error) {
 	if len(from) == 0 {
-		return nil, orchestrator.Errorf(orchestrator.EBADREQUEST, "advance transfer: no from state")
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "advance transfer: no from state")
 	}
 	args := []any{string(to), reason, db.Now().UnixMilli(), id}
 	marks := make([]string, len(from))
@@ -79,12 +81,12 @@ func (db *DB) AdvanceTransfer(ctx context.Context, id string, from []orchestrato
 		}
 		t, err = scanTransfer(tx.QueryRowContext(ctx, `SELECT `+transferColumns+` FROM transfers WHERE transfer_id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
-			return orchestrator.Errorf(orchestrator.ENOTFOUND, "no transfer %q", id)
+			return apierr.Errorf(apierr.ENOTFOUND, "no transfer %q", id)
 		} else if err != nil {
 			return err
 		}
 		if n == 0 {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "transfer %q is %s, not %v", id, t.State, from)
+			return apierr.Errorf(apierr.ECONFLICT, "transfer %q is %s, not %v", id, t.State, from)
 		}
 		return nil
 	})
@@ -145,8 +147,8 @@ func (db *DB) Lease(ctx context.Context, characterID string) (orchestrator.Lease
 // returns ECONFLICT otherwise: the compare-and-set that keeps a character authoritative
 // in at most one map even if two writers race.
 func (db *DB) SetLease(ctx context.Context, l orchestrator.Lease, prevEpoch int64) error {
-	if !validID(l.CharacterID) || l.Epoch <= prevEpoch {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "lease: character id required and epoch must grow")
+	if !control.ValidKey(l.CharacterID) || l.Epoch <= prevEpoch {
+		return apierr.Errorf(apierr.EBADREQUEST, "lease: character id required and epoch must grow")
 	}
 	nowMs := db.Now().UnixMilli()
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -162,7 +164,7 @@ func (db *DB) SetLease(ctx context.Context, l orchestrator.Lease, prevEpoch int6
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return orchestrator.Errorf(orchestrator.ECONFLICT, "lease of %q changed since epoch %d", l.CharacterID, prevEpoch)
+			return apierr.Errorf(apierr.ECONFLICT, "lease of %q changed since epoch %d", l.CharacterID, prevEpoch)
 		}
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 func TestTransfers(t *testing.T) {
@@ -19,7 +20,7 @@ func TestTransfers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("ErrConflictDuplicate", func(t *testing.T) {
-		if err := db.CreateTransfer(ctx, tr); orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		if err := db.CreateTransfer(ctx, tr); apierr.Code(err) != apierr.ECONFLICT {
 			t.Fatalf("err %v, want conflict", err)
 		}
 	})
@@ -28,7 +29,7 @@ func TestTransfers(t *testing.T) {
 		if err != nil || got.Nonce != "n1" || got.ExpiresAt.UnixMilli() != 11000 || got.State != orchestrator.TransferRequested {
 			t.Fatalf("got %+v %v", got, err)
 		}
-		if _, err := db.Transfer(ctx, "nope"); orchestrator.ErrorCode(err) != orchestrator.ENOTFOUND {
+		if _, err := db.Transfer(ctx, "nope"); apierr.Code(err) != apierr.ENOTFOUND {
 			t.Fatalf("err %v, want not_found", err)
 		}
 	})
@@ -42,7 +43,7 @@ func TestTransfers(t *testing.T) {
 				_, err := db.AdvanceTransfer(ctx, "tr-1", []orchestrator.TransferState{orchestrator.TransferRequested}, orchestrator.TransferTokenIssued, "")
 				if err == nil {
 					wins.Add(1)
-				} else if orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+				} else if apierr.Code(err) != apierr.ECONFLICT {
 					t.Error(err)
 				}
 			}()
@@ -75,13 +76,13 @@ func TestLeases(t *testing.T) {
 	}
 	t.Run("ErrConflictStaleEpoch", func(t *testing.T) {
 		err := db.SetLease(ctx, orchestrator.Lease{CharacterID: "c1", InstanceID: "b-1", Epoch: 1}, 0)
-		if orchestrator.ErrorCode(err) != orchestrator.ECONFLICT {
+		if apierr.Code(err) != apierr.ECONFLICT {
 			t.Fatalf("err %v, want conflict", err)
 		}
 	})
 	t.Run("ErrBadRequestEpochMustGrow", func(t *testing.T) {
 		err := db.SetLease(ctx, orchestrator.Lease{CharacterID: "c1", InstanceID: "b-1", Epoch: 1}, 1)
-		if orchestrator.ErrorCode(err) != orchestrator.EBADREQUEST {
+		if apierr.Code(err) != apierr.EBADREQUEST {
 			t.Fatalf("err %v, want bad_request", err)
 		}
 	})

@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // writeReq is one request to the writer goroutine: either a critical event, which the
@@ -20,7 +21,7 @@ type writeReq struct {
 
 // writeRes answers a writeReq.
 type writeRes struct {
-	ack orchestrator.CriticalAck
+	ack control.CriticalAck
 	err error
 }
 
@@ -76,7 +77,7 @@ func (db *DB) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
 }
 
 // errClosed answers requests made after Close.
-var errClosed = &orchestrator.Error{Code: orchestrator.EUNAVAILABLE, Message: "store is closed"}
+var errClosed = &apierr.Error{Code: apierr.EUNAVAILABLE, Message: "store is closed"}
 
 // submit hands r to the writer goroutine and waits for its answer. If ctx ends after the
 // writer took r, the outcome is unknown to the caller (the writer still finishes it);

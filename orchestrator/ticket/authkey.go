@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // AuthKey length bounds. 22 URL-safe characters hold 128 bits, the least a client-held
@@ -43,12 +43,12 @@ func (k *KeyHasher) Hash(authKey string) (string, error) {
 // ValidateAuthKey checks that authKey is 22 to 128 URL-safe characters (A-Z a-z 0-9 - _).
 func ValidateAuthKey(authKey string) error {
 	if n := len(authKey); n < MinAuthKeyLen || n > MaxAuthKeyLen {
-		return orchestrator.Errorf(orchestrator.EBADREQUEST, "authKey must be %d to %d URL-safe characters (got %d characters)", MinAuthKeyLen, MaxAuthKeyLen, n)
+		return apierr.Errorf(apierr.EBADREQUEST, "authKey must be %d to %d URL-safe characters (got %d characters)", MinAuthKeyLen, MaxAuthKeyLen, n)
 	}
 	for i := 0; i < len(authKey); i++ {
 		c := authKey[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return orchestrator.Errorf(orchestrator.EBADREQUEST, "authKey must contain only URL-safe characters (A-Z a-z 0-9 - _); character %d is not", i+1)
+			return apierr.Errorf(apierr.EBADREQUEST, "authKey must contain only URL-safe characters (A-Z a-z 0-9 - _); character %d is not", i+1)
 		}
 	}
 	return nil

@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // Kind says what a token admits to.
@@ -93,11 +93,11 @@ func NewID(n int) string {
 func (s *Signer) Mint(c Claims) (string, error) {
 	for _, f := range []string{c.ID, c.Subject, c.CharacterID, c.From, c.To, c.Nonce} {
 		if f == "" || strings.IndexByte(f, '.') >= 0 {
-			return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "token claims must be non-empty and contain no '.'")
+			return "", apierr.Errorf(apierr.EBADREQUEST, "token claims must be non-empty and contain no '.'")
 		}
 	}
 	if c.Kind != KindJoin && c.Kind != KindTransfer {
-		return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "unknown token kind %q", c.Kind)
+		return "", apierr.Errorf(apierr.EBADREQUEST, "unknown token kind %q", c.Kind)
 	}
 	var b strings.Builder
 	b.Grow(MaxLen / 2)
@@ -118,7 +118,7 @@ func (s *Signer) Mint(c Claims) (string, error) {
 	s.mac(body, &mac)
 	tok := body + "." + string(mac[:])
 	if len(tok) > MaxLen {
-		return "", orchestrator.Errorf(orchestrator.EBADREQUEST, "token longer than %d bytes", MaxLen)
+		return "", apierr.Errorf(apierr.EBADREQUEST, "token longer than %d bytes", MaxLen)
 	}
 	return tok, nil
 }
@@ -190,8 +190,8 @@ func (s *Signer) Verify(tok string, now time.Time) (Claims, error) {
 }
 
 var (
-	errInvalid = &orchestrator.Error{Code: orchestrator.ETICKETINVALID, Message: "ticket is malformed or its signature is wrong"}
-	errExpired = &orchestrator.Error{Code: orchestrator.ETICKETEXPIRED, Message: "ticket has expired"}
+	errInvalid = &apierr.Error{Code: apierr.ETICKETINVALID, Message: "ticket is malformed or its signature is wrong"}
+	errExpired = &apierr.Error{Code: apierr.ETICKETEXPIRED, Message: "ticket has expired"}
 )
 
 // constantTimeEqual compares a MAC with a string without converting (and allocating)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -46,7 +46,7 @@ func TestVerify(t *testing.T) {
 	})
 	t.Run("ErrTicketExpired", func(t *testing.T) {
 		_, err := s.Verify(tok, t0.Add(10*time.Second))
-		if got := orchestrator.ErrorCode(err); got != orchestrator.ETICKETEXPIRED {
+		if got := apierr.Code(err); got != apierr.ETICKETEXPIRED {
 			t.Fatalf("code %q, want ticket_expired", got)
 		}
 	})
@@ -74,7 +74,7 @@ func TestVerify(t *testing.T) {
 	for name, bad := range invalid {
 		t.Run("ErrTicketInvalid/"+name, func(t *testing.T) {
 			_, err := s.Verify(bad, t0)
-			if got := orchestrator.ErrorCode(err); got != orchestrator.ETICKETINVALID {
+			if got := apierr.Code(err); got != apierr.ETICKETINVALID {
 				t.Fatalf("code %q (%v), want ticket_invalid", got, err)
 			}
 		})
@@ -91,7 +91,7 @@ func TestMint_Refuses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := claims()
 			mut(&c)
-			if _, err := s.Mint(c); orchestrator.ErrorCode(err) != orchestrator.EBADREQUEST {
+			if _, err := s.Mint(c); apierr.Code(err) != apierr.EBADREQUEST {
 				t.Fatalf("Mint()=%v, want bad_request", err)
 			}
 		})
@@ -120,7 +120,7 @@ func TestKeyHasher(t *testing.T) {
 	} {
 		t.Run("ErrBadRequest/"+name, func(t *testing.T) {
 			_, err := k.Hash(bad)
-			if orchestrator.ErrorCode(err) != orchestrator.EBADREQUEST {
+			if apierr.Code(err) != apierr.EBADREQUEST {
 				t.Fatalf("err=%v, want bad_request", err)
 			}
 			if len(bad) > 3 && strings.Contains(err.Error(), bad) {
@@ -146,8 +146,8 @@ func FuzzVerify(f *testing.F) {
 			}
 			return
 		}
-		switch orchestrator.ErrorCode(err) {
-		case orchestrator.ETICKETINVALID, orchestrator.ETICKETEXPIRED:
+		switch apierr.Code(err) {
+		case apierr.ETICKETINVALID, apierr.ETICKETEXPIRED:
 		default:
 			t.Fatalf("unstructured error %v", err)
 		}

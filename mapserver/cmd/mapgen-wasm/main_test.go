@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // nodeScript loads the wasm module the way a browser page does (wasm_exec.js, then
@@ -39,11 +40,11 @@ WebAssembly.instantiate(fs.readFileSync(wasmPath), go.importObject).then(({insta
 func TestMapyardGenerateInNode(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("go command not in PATH")
+		t.Fatalf("go command not in PATH: %v", err)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node not in PATH")
+		testutil.Unavailable(t, "node not in PATH: the native-vs-WebAssembly comparison needs it")
 	}
 	dir := t.TempDir()
 	wasm := filepath.Join(dir, "mapgen.wasm")

@@ -15,10 +15,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -26,13 +24,13 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/envconf"
 	"github.com/mapyard/mapyard/mapserver/httpapi"
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
-	"github.com/mapyard/mapyard/orchestrator/envconf"
 )
 
 func main() {
@@ -43,7 +41,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	var cfg mapserver.Config
 	cmd := envconf.Command{
 		Name:  "mapserver",
-		Title: "mapyard map server " + orchestrator.Version,
+		Title: "mapyard map server " + mapserver.Version,
 		Note: "MAP_FAULT_* variables inject faults for tests of the orchestrator's supervision only;\n" +
 			"they are off by default and a deployment never sets them.",
 		Healthcheck: func() error { return healthcheck(cfg) },
@@ -65,7 +63,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	srv := httpapi.NewServer(cfg.Secret, httpapi.Health{
-		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: orchestrator.Version,
+		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: mapserver.Version,
 	}, log)
 	srv.Blank, srv.FailHealth = cfg.Blank, cfg.FaultFailHealth
 	world := ws.NewWorld()
@@ -79,17 +77,17 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		log.Error("start failed", "err", err)
 		return 1
 	}
-	log.Info("map server listening", "gamePort", srv.GamePort(), "controlPort", srv.ControlPort(), "version", orchestrator.Version)
+	log.Info("map server listening", "gamePort", srv.GamePort(), "controlPort", srv.ControlPort(), "version", mapserver.Version)
 
-	link := orchlink.New(orch, orchestrator.MapReady{
+	link := orchlink.New(orch, control.MapReady{
 		InstanceID:  cfg.InstanceID,
 		MapID:       cfg.MapID,
 		GamePort:    srv.GamePort(),
 		ControlPort: srv.ControlPort(),
-		Version:     orchestrator.Version,
+		Version:     mapserver.Version,
 	}, cfg.Heartbeat(), log)
 	link.Players = players.Players
-	srv.OnStart = func(r control.StartInstance, mc mapgen.MapConfig) {
+	srv.OnStart = func(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
 		link.Rebind(r.InstanceID, r.MapID)
 		// Generate off the request path: a warm-pool handout answers at once, and the
 		// world (milliseconds for a 2 km map) is ready before a player can arrive.
@@ -130,18 +128,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 
 // healthcheck asks the local control listener for /health; the image's HEALTHCHECK runs it.
 func healthcheck(cfg mapserver.Config) error {
-	req, err := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort))+control.PathHealth, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set(control.SecretHeader, cfg.Secret)
-	resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/health answered %d", resp.StatusCode)
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := mapcontrol.NewMapClient(cfg.Secret, 3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)))
+	return err
 }

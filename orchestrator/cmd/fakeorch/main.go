@@ -22,9 +22,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/envconf"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/envconf"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -49,8 +50,8 @@ func (c *Config) Validate() error {
 	if c.Secret != "" && len(c.Secret) < 16 {
 		return errors.New("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
-	if !orchestrator.IDPattern.MatchString(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, orchestrator.IDPattern)
+	if !control.ValidName(c.DefaultInstanceID) {
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, control.IDPattern)
 	}
 	if c.JoinTicketTTLMS < 100 || c.TransferTokenTTLMS < 100 {
 		return errors.New("ORCH_JOIN_TICKET_TTL_MS and ORCH_TRANSFER_TOKEN_TTL_MS: must be at least 100")
@@ -98,10 +99,11 @@ type Main struct {
 	Log    *slog.Logger
 	Secret string
 
-	dir  string
-	DB   *sqlite.DB
-	Maps *fake.Registry
-	HTTP *httpapi.Server
+	dir       string
+	DB        *sqlite.DB
+	Maps      *fake.Registry
+	Admission *admission.Service
+	HTTP      *httpapi.Server
 }
 
 // Run opens a throwaway store and both listeners.
@@ -122,10 +124,13 @@ func (m *Main) Run() (err error) {
 	if err != nil {
 		return err
 	}
-	adm := admission.NewService(root, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
-	adm.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
-	adm.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
-	m.HTTP = httpapi.NewServer(m.Maps, adm, m.DB, m.Secret, m.Log)
+	m.Admission = admission.NewService(root, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
+	m.Admission.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
+	m.Admission.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
+	if err := m.Admission.Open(); err != nil {
+		return err
+	}
+	m.HTTP = httpapi.NewServer(m.Maps, m.Admission, m.DB, m.Secret, m.Log)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = m.Config.PublicAddr, m.Config.ControlAddr
 	if err := m.HTTP.Open(); err != nil {
 		return err
@@ -141,6 +146,9 @@ func (m *Main) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, m.HTTP.Close(ctx))
 		cancel()
+	}
+	if m.Admission != nil {
+		errs = append(errs, m.Admission.Close())
 	}
 	if m.DB != nil {
 		errs = append(errs, m.DB.Close())

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestFakeOrchestrator_MapAlone runs a real map server process against the fake
@@ -74,7 +76,7 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mc := control.NewMapClient(m.Secret, 2*time.Second)
+		mc := mapcontrol.NewMapClient(m.Secret, 2*time.Second)
 		var got string
 		waitFor(t, "the world hash", func() bool {
 			h, err := mc.Health(context.Background(), fmt.Sprintf("http://127.0.0.1:%d", inst.ControlPort))
@@ -87,26 +89,26 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 	})
 	t.Run("DevTicketRedeemedOnce", func(t *testing.T) {
 		var j orchestrator.JoinResponse
-		post(t, m.HTTP.PublicURL()+control.PathJoin, "", ``, http.StatusOK, &j) // no body: a disposable character
+		testutil.PostJSON(t, m.HTTP.PublicURL()+control.PathJoin, "", ``, http.StatusOK, &j) // no body: a disposable character
 		if j.InstanceID != "dev-1" || !j.Disposable {
 			t.Fatalf("join %+v", j)
 		}
 		body := `{"instanceId":"dev-1","token":"` + j.Ticket + `"}`
-		var r orchestrator.RedeemResult
-		post(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusOK, &r)
+		var r control.RedeemResult
+		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusOK, &r)
 		if r.CharacterID != j.CharacterID {
 			t.Fatalf("redeem %+v", r)
 		}
 		var e control.ErrorResponse
-		post(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusConflict, &e)
-		if e.Error.Code != orchestrator.ETICKETUSED {
+		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusConflict, &e)
+		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: %+v", e.Error)
 		}
 	})
 	t.Run("ErrNotImplementedWithoutDocker", func(t *testing.T) {
 		var e control.ErrorResponse
-		post(t, m.HTTP.ControlURL()+control.PathAdminMaps, m.Secret, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusNotImplemented, &e)
-		if e.Error.Code != orchestrator.ENOTIMPLEMENTED {
+		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathAdminMaps, m.Secret, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusNotImplemented, &e)
+		if e.Error.Code != apierr.ENOTIMPLEMENTED {
 			t.Fatalf("create: %+v", e.Error)
 		}
 	})
@@ -127,25 +129,5 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func post(t *testing.T, url, secret, body string, wantStatus int, out any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if secret != "" {
-		req.Header.Set(control.SecretHeader, secret)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	buf, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != wantStatus {
-		t.Fatalf("POST %s: %d %s, want %d", url, resp.StatusCode, buf, wantStatus)
-	}
-	if err := json.Unmarshal(buf, out); err != nil {
-		t.Fatal(err)
 	}
 }

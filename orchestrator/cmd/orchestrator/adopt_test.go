@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestOrchestrator_AdoptAfterSIGKILL kills the orchestrator with SIGKILL while maps run
@@ -39,7 +39,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	// the running maps keep calling it.
 	env := []string{
 		"ORCH_PUBLIC_ADDR=127.0.0.1:0",
-		"ORCH_CONTROL_ADDR=127.0.0.1:" + freePort(t),
+		"ORCH_CONTROL_ADDR=127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)),
 		"ORCH_DB_PATH=" + filepath.Join(t.TempDir(), "mapyard.db"),
 		"ORCH_INTERNAL_RPC_SECRET=" + secret,
 		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
@@ -56,7 +56,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	// An instance created at runtime through the admin API, which the database keeps.
 	// It is created after the pool is ready, so it is handed the pool container.
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
-	postJSON(t, first.control+control.PathAdminMaps, secret,
+	testutil.PostJSON(t, first.control+control.PathAdminMaps, secret,
 		`{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusCreated, nil)
 	waitInstance(t, first.control, secret, created, orchestrator.StateReady, 30*time.Second)
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
@@ -135,19 +135,19 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 		}
 	})
 	t.Run("AdminStopAndRestart", func(t *testing.T) {
-		postJSON(t, second.control+control.PathAdminMaps+"/"+created+"/stop", secret, ``, http.StatusOK, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps+"/"+created+"/stop", secret, ``, http.StatusOK, nil)
 		if inst := getInstance(t, second.control, secret, created); inst.State != orchestrator.StateStopped || inst.Restarts != 0 {
 			t.Fatalf("after admin stop: %+v", inst)
 		}
-		postJSON(t, second.control+control.PathAdminMaps+"/"+created+"/restart", secret, ``, http.StatusAccepted, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps+"/"+created+"/restart", secret, ``, http.StatusAccepted, nil)
 		inst := waitInstance(t, second.control, secret, created, orchestrator.StateReady, 30*time.Second)
 		if inst.Restarts != 0 {
 			t.Fatalf("admin restart counted as a crash: %+v", inst)
 		}
-		postJSON(t, second.control+control.PathAdminMaps+"/nope/stop", secret, ``, http.StatusNotFound, nil)
-		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusConflict, nil)
-		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest"}`, http.StatusBadRequest, nil)
-		postJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"frontier","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps+"/nope/stop", secret, ``, http.StatusNotFound, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusConflict, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest"}`, http.StatusBadRequest, nil)
+		testutil.PostJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"frontier","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest, nil)
 	})
 	t.Run("ErrMetricsUnauthorized", func(t *testing.T) {
 		resp, err := http.Get(second.control + control.PathMetrics)
@@ -166,17 +166,6 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	if err := second.wait(15 * time.Second); err != nil {
 		t.Fatalf("orchestrator did not exit cleanly: %v", err)
 	}
-}
-
-// freePort returns a TCP port that was free on loopback a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
 func poolContainers(t *testing.T, cli *client.Client, deployment string) []string {
@@ -207,7 +196,7 @@ func inspect(t *testing.T, cli *client.Client, id string) container.InspectRespo
 func getInstance(t *testing.T, controlURL, secret, id string) orchestrator.Instance {
 	t.Helper()
 	var inst orchestrator.Instance
-	getJSON(t, controlURL+control.PathAdminMaps+"/"+id, secret, http.StatusOK, &inst)
+	testutil.GetJSON(t, controlURL+control.PathAdminMaps+"/"+id, secret, http.StatusOK, &inst)
 	return inst
 }
 

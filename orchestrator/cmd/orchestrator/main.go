@@ -32,11 +32,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
-	"github.com/mapyard/mapyard/orchestrator/envconf"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
@@ -91,9 +91,6 @@ type Main struct {
 	Admission  *admission.Service
 	HTTP       *httpapi.Server
 	Registry   *prometheus.Registry
-
-	stopSweep context.CancelFunc
-	sweepDone chan struct{}
 }
 
 // NewMain returns a Main for cfg.
@@ -149,7 +146,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Supervisor = docker.NewSupervisor(m.Docker, spec, control.NewMapClient(secret, 2*time.Second), m.Log)
+	m.Supervisor = docker.NewSupervisor(m.Docker, spec, mapcontrol.NewMapClient(secret, 2*time.Second), m.Log)
 	m.Supervisor.Configure(&cfg)
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = docker.NewMetrics(m.Registry)
@@ -177,39 +174,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.Supervisor.Open(ctx); err != nil {
 		return err
 	}
-	sweepCtx, cancelSweep := context.WithCancel(context.Background())
-	m.stopSweep, m.sweepDone = cancelSweep, make(chan struct{})
-	go func() {
-		defer close(m.sweepDone)
-		m.sweepTransfers(sweepCtx)
-	}()
-	return nil
-}
-
-// sweepTransfers aborts expired transfers every second, so a player whose destination
-// never redeemed the token is freed to re-join.
-func (m *Main) sweepTransfers(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := m.Admission.Sweep(ctx, orchestrator.Ms(m.Config.TransferTokenTTLMS)); err != nil && ctx.Err() == nil {
-			m.Log.Error("sweep transfers", "err", err)
-		}
-	}
+	return m.Admission.Open()
 }
 
 // Close stops the listeners and closes the database. Map containers are left running on
 // purpose: players stay connected to them and the next orchestrator adopts them.
 func (m *Main) Close() error {
 	var errs []error
-	if m.stopSweep != nil {
-		m.stopSweep()
-		<-m.sweepDone
+	if m.Admission != nil {
+		errs = append(errs, m.Admission.Close())
 	}
 	// Listeners first: no request may reach the supervisor once it is closing.
 	if m.HTTP != nil {

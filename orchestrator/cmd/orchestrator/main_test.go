@@ -21,11 +21,14 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/gorilla/websocket"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestMain lets tests run the real orchestrator as a child process: the test binary
@@ -143,7 +146,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	})
 	t.Run("ReadyThroughControlRPC", func(t *testing.T) {
 		var got struct{ Instances []orchestrator.Instance }
-		getJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
+		testutil.GetJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
 		if len(got.Instances) != 1 || got.Instances[0].ID != instance || got.Instances[0].State != orchestrator.StateReady {
 			t.Fatalf("instances %+v, want %s ready", got.Instances, instance)
 		}
@@ -164,9 +167,9 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		// The map generated its world from the default template; the hash must be the
 		// one this process computes with the same package (and the browser with wasm).
 		var got struct{ Instances []orchestrator.Instance }
-		getJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
+		testutil.GetJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
 		url := fmt.Sprintf("http://127.0.0.1:%d", got.Instances[0].ControlPort)
-		mc := control.NewMapClient(secret, 2*time.Second)
+		mc := mapcontrol.NewMapClient(secret, 2*time.Second)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			h, err := mc.Health(ctx, url)
@@ -184,11 +187,11 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	})
 	t.Run("ErrUnauthorized", func(t *testing.T) {
 		var e control.ErrorResponse
-		getJSON(t, child.control+control.PathAdminMaps, "", http.StatusUnauthorized, &e)
-		if e.Error.Code != orchestrator.EUNAUTHORIZED {
-			t.Fatalf("code %q, want %q", e.Error.Code, orchestrator.EUNAUTHORIZED)
+		testutil.GetJSON(t, child.control+control.PathAdminMaps, "", http.StatusUnauthorized, &e)
+		if e.Error.Code != apierr.EUNAUTHORIZED {
+			t.Fatalf("code %q, want %q", e.Error.Code, apierr.EUNAUTHORIZED)
 		}
-		getJSON(t, child.control+control.PathAdminMaps, secret+"x", http.StatusUnauthorized, &e)
+		testutil.GetJSON(t, child.control+control.PathAdminMaps, secret+"x", http.StatusUnauthorized, &e)
 		resp, err := http.Post(child.control+control.PathMapReady, "application/json",
 			strings.NewReader(`{"instanceId":"`+instance+`"}`))
 		if err != nil {
@@ -202,32 +205,32 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 
 	t.Run("JoinAndRedeemOverHTTP", func(t *testing.T) {
 		var j orchestrator.JoinResponse
-		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","name":"ada"}`, http.StatusOK, &j)
+		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","name":"ada"}`, http.StatusOK, &j)
 		if j.InstanceID != instance || j.WS != orchestrator.WSPath(instance) || j.Ticket == "" || j.Disposable {
 			t.Fatalf("join answer %+v", j)
 		}
 		body := `{"instanceId":"` + instance + `","token":"` + j.Ticket + `"}`
-		var r orchestrator.RedeemResult
-		postJSON(t, child.control+control.PathRedeem, secret, body, http.StatusOK, &r)
+		var r control.RedeemResult
+		testutil.PostJSON(t, child.control+control.PathRedeem, secret, body, http.StatusOK, &r)
 		if r.CharacterID != j.CharacterID || r.Epoch != 1 {
 			t.Fatalf("redeem answer %+v", r)
 		}
 		var e control.ErrorResponse
-		postJSON(t, child.control+control.PathRedeem, secret, body, http.StatusConflict, &e)
-		if e.Error.Code != orchestrator.ETICKETUSED {
+		testutil.PostJSON(t, child.control+control.PathRedeem, secret, body, http.StatusConflict, &e)
+		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: code %q, want ticket_used", e.Error.Code)
 		}
-		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"short"}`, http.StatusBadRequest, &e)
-		if e.Error.Code != orchestrator.EBADREQUEST || strings.Contains(e.Error.Message, "short") {
+		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"authKey":"short"}`, http.StatusBadRequest, &e)
+		if e.Error.Code != apierr.EBADREQUEST || strings.Contains(e.Error.Message, "short") {
 			t.Fatalf("bad key: %+v", e.Error)
 		}
-		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","extra":1}`, http.StatusBadRequest, &e)
-		postJSON(t, child.control+control.PathRedeem, "", body, http.StatusUnauthorized, &e)
+		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","extra":1}`, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, child.control+control.PathRedeem, "", body, http.StatusUnauthorized, &e)
 	})
 
 	t.Run("PlayOverWebSocketThroughEdge", func(t *testing.T) {
 		var j orchestrator.JoinResponse
-		postJSON(t, child.public+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
+		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
 		wsURL := "ws" + strings.TrimPrefix(child.public, "http") + j.WS
 		hello := `{"v":1,"kind":"hello","ticket":"` + j.Ticket + `"}`
 
@@ -266,7 +269,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		sendWS(t, replay, hello)
 		var e struct{ Kind, Code, Message string }
 		readWS(t, replay, &e)
-		if e.Kind != "error" || e.Code != orchestrator.ETICKETUSED {
+		if e.Kind != "error" || e.Code != apierr.ETICKETUSED {
 			t.Fatalf("replayed ticket: %+v, want error ticket_used", e)
 		}
 		_ = replay.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -285,9 +288,9 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	t.Run("TransferBetweenMapsOverWebSocket", func(t *testing.T) {
 		// A second map, then a saved character that enters the default map.
 		dest := instance + "-f"
-		postJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+dest+`","mapId":"frontier"}`, http.StatusCreated, nil)
+		testutil.PostJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+dest+`","mapId":"frontier"}`, http.StatusCreated, nil)
 		var j orchestrator.JoinResponse
-		postJSON(t, child.public+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
+		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
 		base := "ws" + strings.TrimPrefix(child.public, "http")
 		src := dialWS(t, base+j.WS)
 		sendWS(t, src, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
@@ -305,8 +308,8 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		transferID = "tr-" + randomHex(t, 6)
 		req := fmt.Sprintf(`{"transferId":%q,"characterId":%q,"fromInstanceId":%q,"toInstanceId":%q,"epoch":%d,`+
 			`"state":{"mapId":"default","x":321.5,"y":42,"revision":7}}`, transferID, w.CharacterID, instance, dest, w.Epoch)
-		var a orchestrator.TransferAnswer
-		postJSON(t, child.control+control.PathRequestTransfer, secret, req, http.StatusOK, &a)
+		var a control.TransferAnswer
+		testutil.PostJSON(t, child.control+control.PathRequestTransfer, secret, req, http.StatusOK, &a)
 		if a.ToInstanceID != dest || a.WS != orchestrator.WSPath(dest) {
 			t.Fatalf("transfer answer %+v", a)
 		}
@@ -325,7 +328,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		// The source lost the character: a transfer request for it is refused, as one
 		// for a character the map never held would be.
 		var e control.ErrorResponse
-		postJSON(t, child.control+control.PathRequestTransfer, secret,
+		testutil.PostJSON(t, child.control+control.PathRequestTransfer, secret,
 			strings.Replace(req, transferID, transferID+"x", 1), http.StatusForbidden, &e)
 
 		// The destination reports the arrival on its own; a retry of the request tells
@@ -483,49 +486,6 @@ func waitStatus(t *testing.T, url string, want int, timeout time.Duration) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s: status %d after %s, want %d", url, last, timeout, want)
-}
-
-func getJSON(t *testing.T, url, secret string, wantStatus int, out any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	if secret != "" {
-		req.Header.Set(control.SecretHeader, secret)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != wantStatus {
-		t.Fatalf("GET %s: status %d, want %d", url, resp.StatusCode, wantStatus)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-}
-
-func postJSON(t *testing.T, url, secret, body string, wantStatus int, out any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if secret != "" {
-		req.Header.Set(control.SecretHeader, secret)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	buf, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != wantStatus {
-		t.Fatalf("POST %s: status %d (%s), want %d", url, resp.StatusCode, buf, wantStatus)
-	}
-	if out == nil {
-		return
-	}
-	if err := json.Unmarshal(buf, out); err != nil {
-		t.Fatalf("POST %s: %v (%s)", url, err, buf)
-	}
 }
 
 func randomHex(t *testing.T, n int) string {

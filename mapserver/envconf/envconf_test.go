@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/orchestrator/envconf"
+	"github.com/mapyard/mapyard/mapserver/envconf"
 )
 
 type testConfig struct {

@@ -1,8 +1,13 @@
-package orchestrator
+// Package apierr holds mapyard's one application error type, its stable codes and the
+// HTTP status of each code. It is a leaf (standard library only) so that the
+// orchestrator, the map server and both control contracts can share it without
+// importing one another.
+package apierr
 
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // Error codes shared by every part of mapyard. They are part of the public contract:
@@ -54,9 +59,9 @@ func Errorf(code string, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrorCode returns the code of the first *Error in err's chain, EINTERNAL for any other
+// Code returns the code of the first *Error in err's chain, EINTERNAL for any other
 // error, and "" for nil.
-func ErrorCode(err error) string {
+func Code(err error) string {
 	var e *Error
 	if err == nil {
 		return ""
@@ -66,10 +71,10 @@ func ErrorCode(err error) string {
 	return EINTERNAL
 }
 
-// ErrorMessage returns the message of the first *Error in err's chain, or a generic
+// Message returns the message of the first *Error in err's chain, or a generic
 // message for internal errors so that their details (paths, SQL, secrets) never reach a
 // client.
-func ErrorMessage(err error) string {
+func Message(err error) string {
 	var e *Error
 	if err == nil {
 		return ""
@@ -77,4 +82,37 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "internal error"
+}
+
+// statuses maps error codes to HTTP statuses; codes not listed are 500.
+var statuses = map[string]int{
+	EBADREQUEST:      http.StatusBadRequest,
+	EINVALIDENVELOPE: http.StatusBadRequest,
+	EHASHMISMATCH:    http.StatusBadRequest,
+	ESCHEMAVERSION:   http.StatusBadRequest,
+	EUNAUTHORIZED:    http.StatusUnauthorized,
+	EFORBIDDEN:       http.StatusForbidden,
+	ERATELIMITED:     http.StatusTooManyRequests,
+	ECAPACITY:        http.StatusServiceUnavailable,
+	ETICKETINVALID:   http.StatusUnauthorized,
+	ETICKETEXPIRED:   http.StatusUnauthorized,
+	ETICKETUSED:      http.StatusConflict,
+	EWRONGMAP:        http.StatusConflict,
+	ECONFLICT:        http.StatusConflict,
+	ENOTFOUND:        http.StatusNotFound,
+	ETOOLARGE:        http.StatusRequestEntityTooLarge,
+	EMAPQUARANTINED:  http.StatusServiceUnavailable,
+	EMAPUNAVAILABLE:  http.StatusServiceUnavailable,
+	EUNAVAILABLE:     http.StatusServiceUnavailable,
+	ENOTIMPLEMENTED:  http.StatusNotImplemented,
+}
+
+// Status returns the HTTP status an error code is answered with, so both sides of the
+// control RPC and the public API agree on it (and a client can tell a retryable 5xx
+// from a final 4xx).
+func Status(code string) int {
+	if s, ok := statuses[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
 }

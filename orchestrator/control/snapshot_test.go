@@ -1,15 +1,16 @@
-package orchestrator_test
+package control_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 func TestSnapshotEnvelope_JSON(t *testing.T) {
-	env := orchestrator.NewSnapshotEnvelope("sim-1", 7, 1700000000000, json.RawMessage(`{"hp":3}`))
+	env := control.NewSnapshotEnvelope("sim-1", 7, 1700000000000, json.RawMessage(`{"hp":3}`))
 	buf, err := json.Marshal(env)
 	if err != nil {
 		t.Fatal(err)
@@ -19,7 +20,7 @@ func TestSnapshotEnvelope_JSON(t *testing.T) {
 			t.Errorf("%s lacks %s", buf, field)
 		}
 	}
-	var back orchestrator.SnapshotEnvelope
+	var back control.SnapshotEnvelope
 	if err := json.Unmarshal(buf, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -30,21 +31,21 @@ func TestSnapshotEnvelope_JSON(t *testing.T) {
 
 func TestSnapshotEnvelope_Validate(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
-		env := orchestrator.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{}`))
+		env := control.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{}`))
 		if err := env.Validate(0); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("ErrHashMismatch", func(t *testing.T) {
-		env := orchestrator.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":1}`))
+		env := control.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":1}`))
 		env.Payload = json.RawMessage(`{"a":2}`)
-		if got, want := orchestrator.ErrorCode(env.Validate(0)), orchestrator.EHASHMISMATCH; got != want {
+		if got, want := apierr.Code(env.Validate(0)), apierr.EHASHMISMATCH; got != want {
 			t.Fatalf("code=%q, want %q", got, want)
 		}
 	})
 	t.Run("ErrTooLarge", func(t *testing.T) {
-		env := orchestrator.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":"0123456789"}`))
-		if got, want := orchestrator.ErrorCode(env.Validate(8)), orchestrator.ETOOLARGE; got != want {
+		env := control.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":"0123456789"}`))
+		if got, want := apierr.Code(env.Validate(8)), apierr.ETOOLARGE; got != want {
 			t.Fatalf("code=%q, want %q", got, want)
 		}
 	})

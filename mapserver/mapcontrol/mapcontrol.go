@@ -1,20 +1,22 @@
-package control
+// Package mapcontrol is the contract a map server serves on its control listener: the
+// /control/* routes and /health, their messages, and the typed client the orchestrator
+// calls them with. It lives with the map server, which serves it, and shares the
+// secret header, error answers and HTTP call helper of orchestrator/control.
+package mapcontrol
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Map-side routes (served on each map server's control listener).
 const (
 	PathStartInstance = "/control/start-instance"
+	PathHealth        = "/health"
 )
 
 // StartInstance tells a map server which instance it runs and with what MapConfig. A
@@ -65,43 +67,9 @@ func (c *MapClient) Health(ctx context.Context, baseURL string) (MapHealth, erro
 // StartInstance posts r to the map at baseURL. Error codes from the map: EBADREQUEST,
 // ECONFLICT (the map already runs another instance).
 func (c *MapClient) StartInstance(ctx context.Context, baseURL string, r StartInstance) error {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("encode start-instance: %w", err)
-	}
-	return c.call(ctx, http.MethodPost, baseURL+PathStartInstance, body, nil)
+	return c.call(ctx, http.MethodPost, baseURL+PathStartInstance, r, nil)
 }
 
-func (c *MapClient) call(ctx context.Context, method, url string, body []byte, out any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set(SecretHeader, c.Secret)
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	defer resp.Body.Close()
-	buf, _ := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxBodySize))
-	if resp.StatusCode/100 != 2 {
-		var e ErrorResponse
-		if json.Unmarshal(buf, &e) == nil && e.Error.Code != "" {
-			return &e.Error
-		}
-		return orchestrator.Errorf(orchestrator.EUNAVAILABLE, "%s %s: status %d", method, url, resp.StatusCode)
-	}
-	if out != nil {
-		if err := json.Unmarshal(buf, out); err != nil {
-			return fmt.Errorf("decode %s %s answer: %w", method, url, err)
-		}
-	}
-	return nil
+func (c *MapClient) call(ctx context.Context, method, url string, in, out any) error {
+	return control.Call(ctx, c.HTTP, method, url, c.Secret, in, out)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/orchestrator/envconf"
+	"github.com/mapyard/mapyard/mapserver/envconf"
 )
 
 type checkedConfig struct {

@@ -1,0 +1,34 @@
+package control
+
+import "regexp"
+
+// The id rules of the control contract, in one place. Two kinds of ids cross it:
+// names an operator or a map template chooses for maps and instances, which become
+// container names, URL path segments and log fields; and opaque keys that maps and the
+// orchestrator mint (characters, transfers, events, items, partitions, nonces), which
+// are only stored and compared.
+
+// IDPattern is what map and instance ids look like. Ids become part of container names,
+// log lines and URLs, so they are kept to a safe alphabet.
+var IDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)
+
+// MaxKeyLen bounds every opaque key, so a map cannot make the store keep arbitrarily
+// long ones.
+const MaxKeyLen = 200
+
+// ValidName reports whether s is a valid map or instance id (IDPattern).
+func ValidName(s string) bool { return IDPattern.MatchString(s) }
+
+// ValidKey reports whether s is a valid opaque key: 1 to MaxKeyLen bytes of printable
+// ASCII without spaces, so it is safe in logs, tokens and JSON as is.
+func ValidKey(s string) bool {
+	if len(s) == 0 || len(s) > MaxKeyLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,32 @@
+package control_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+func TestIDRules(t *testing.T) {
+	for _, tt := range []struct {
+		id        string
+		name, key bool
+	}{
+		{"frontier-1", true, true},
+		{"character:guest-AbC_9", false, true},
+		{"i1/chest-1", false, true},
+		{"Forest-1", false, true},
+		{"", false, false},
+		{"a b", false, false},
+		{"naïve", false, false},
+		{strings.Repeat("a", control.MaxKeyLen), false, true},
+		{strings.Repeat("a", control.MaxKeyLen+1), false, false},
+	} {
+		if got := control.ValidName(tt.id); got != tt.name {
+			t.Errorf("ValidName(%q) = %v, want %v", tt.id, got, tt.name)
+		}
+		if got := control.ValidKey(tt.id); got != tt.key {
+			t.Errorf("ValidKey(%q) = %v, want %v", tt.id, got, tt.key)
+		}
+	}
+}
