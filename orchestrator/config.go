@@ -21,7 +21,9 @@ type Config struct {
 	PublicAddr  string `env:"ORCH_PUBLIC_ADDR" envDefault:":8080" help:"public listener: join API, map WebSocket proxy, browser page, health"`
 	ControlAddr string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC and admin listener (loopback; also bound on the map network gateway)"`
 	DBPath      string `env:"ORCH_DB_PATH" envDefault:"/data/mapyard.db" help:"SQLite database file; the generated secret is kept beside it"`
-	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"shared secret of the control RPC; generated on first start and kept in the data dir when empty"`
+	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"root secret every key and credential is derived from (never given to maps); generated on first start and kept in the data dir when empty"`
+	// PreviousSecret is the root before the last rotation (see docs/security.md).
+	PreviousSecret string `env:"ORCH_PREVIOUS_INTERNAL_RPC_SECRET" help:"root secret before the last rotation, so saved characters are found by their players' authKeys (also read from internal-rpc-secret.previous in the data dir)"`
 
 	CheckpointMS          int `env:"ORCH_CHECKPOINT_MS" envDefault:"300000" help:"interval between snapshot checkpoints to the database"`
 	TransferTokenTTLMS    int `env:"ORCH_TRANSFER_TOKEN_TTL_MS" envDefault:"10000" help:"lifetime of a transfer token"`
@@ -78,6 +80,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Secret != "" && len(c.Secret) < 16 {
 		return fmt.Errorf("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
+	}
+	if c.PreviousSecret != "" && len(c.PreviousSecret) < 16 {
+		return fmt.Errorf("ORCH_PREVIOUS_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
 	for _, v := range []struct {
 		name     string

@@ -63,6 +63,9 @@ const (
 type Service struct {
 	Signer *ticket.Signer
 	Keys   *ticket.KeyHasher
+	// PreviousKeys hashes authKeys as the root secret before the last rotation did; nil
+	// when there is none. See rekey.
+	PreviousKeys *ticket.KeyHasher
 	Store  Store
 	Maps   Maps
 	Log    *slog.Logger
@@ -186,6 +189,9 @@ func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 	} else {
 		keyHash, err := s.Keys.Hash(r.AuthKey)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.rekey(ctx, r.AuthKey, keyHash); err != nil {
 			return nil, err
 		}
 		ch, err := s.character(ctx, keyHash, name)

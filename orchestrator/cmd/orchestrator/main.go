@@ -41,6 +41,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
 func main() {
@@ -158,6 +159,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
 	m.Admission.MaxGuests = cfg.MaxGuests
+	if m.Admission.PreviousKeys, err = previousKeys(cfg.PreviousSecret, dir); err != nil {
+		return err
+	}
 
 	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, secret, m.Log)
 	m.HTTP.Limits = publicLimits(&cfg)
@@ -225,6 +229,22 @@ func mapEnv(environ []string, orchURL, secret string) []string {
 		fmt.Sprintf("MAP_GAME_PORT=%d", docker.MapGamePort),
 		fmt.Sprintf("MAP_CONTROL_PORT_BASE=%d", docker.MapControlPort),
 	)
+}
+
+// previousKeys hashes authKeys as the root before the last rotation did, from secret or
+// else the .previous file in dir; nil when there was no rotation.
+func previousKeys(secret, dir string) (*ticket.KeyHasher, error) {
+	if secret == "" {
+		var err error
+		if secret, err = orchestrator.LoadPreviousSecret(dir); err != nil || secret == "" {
+			return nil, err
+		}
+	}
+	root, err := keys.NewRoot(secret)
+	if err != nil {
+		return nil, fmt.Errorf("previous root secret: %w", err)
+	}
+	return ticket.NewKeyHasher(root.AuthKeyHashKey()), nil
 }
 
 // publicLimits are the per-client-address limits of joins and WebSocket upgrades.
