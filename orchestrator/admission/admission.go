@@ -66,10 +66,10 @@ type Service struct {
 	// PreviousKeys hashes authKeys as the root secret before the last rotation did; nil
 	// when there is none. See rekey.
 	PreviousKeys *ticket.KeyHasher
-	Store  Store
-	Maps   Maps
-	Log    *slog.Logger
-	Now    func() time.Time
+	Store        Store
+	Maps         Maps
+	Log          *slog.Logger
+	Now          func() time.Time
 
 	JoinTTL, TransferTTL time.Duration
 	DefaultInstanceID    string
