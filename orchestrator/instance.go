@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -43,39 +42,6 @@ type Instance struct {
 	OOMKilled    bool      `json:"oomKilled"`
 	Since        time.Time `json:"since"`
 }
-
-// ContainerNamePrefix starts the Docker name of every map container.
-const ContainerNamePrefix = "mapyard-map-"
-
-// ContainerName is the Docker container name of a map instance, the name ops type in
-// `docker logs`. A warm-pool container is renamed to it when it is handed the
-// instance, so the name, not the io.mapyard.instance label (fixed at create), says
-// which instance a container runs.
-func ContainerName(instanceID string) string { return ContainerNamePrefix + instanceID }
-
-// InstanceFromContainerName returns the instance id of a map container name as Docker
-// reports it (with or without the leading "/"), or ok=false for other names.
-func InstanceFromContainerName(name string) (id string, ok bool) {
-	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), ContainerNamePrefix)
-	return id, ok && control.ValidName(id)
-}
-
-// PoolIDPrefix starts the id of every warm-pool container ("pool-<hex>"). Instance ids
-// with this prefix are refused so they never collide with pool members.
-const PoolIDPrefix = "pool-"
-
-// Container labels. The orchestrator owns containers by label, never by name alone, so
-// it can find (and adopt or remove) its containers after a restart.
-const (
-	LabelManaged  = "io.mapyard.managed"
-	LabelInstance = "io.mapyard.instance"
-	LabelMap      = "io.mapyard.map"
-	// LabelPool marks warm-pool containers, created blank.
-	LabelPool = "io.mapyard.pool"
-	// LabelDeployment scopes containers to one orchestrator deployment (ORCH_DEPLOYMENT),
-	// so an orchestrator never adopts or removes another deployment's maps (or a test's).
-	LabelDeployment = "io.mapyard.deployment"
-)
 
 // Wanted-set statuses kept in the database: a "running" instance is started (or
 // adopted) when the orchestrator starts; a "stopped" one only when a join needs it.
@@ -129,6 +95,11 @@ type Maps interface {
 	// Heartbeat records a map's heartbeat with its player count and reports whether the
 	// map is registered; an unregistered map registers again.
 	Heartbeat(instanceID string, players int) (registered bool)
+
+	// Gate reports whether the instance can take players now and returns it when it
+	// can: the one readiness rule the edge, admission and Acquire all ask. Error codes:
+	// EMAPQUARANTINED, EMAPUNAVAILABLE (unknown, or in any state but ready).
+	Gate(instanceID string) (Instance, error)
 
 	// Acquire returns the instance once it is ready, starting it if it is not running and
 	// waiting a bounded time. Joins and transfers call it. Error codes: apierr.ENOTFOUND,

@@ -27,8 +27,9 @@ type Maps interface {
 	// bounded time for it. Error codes: EMAPQUARANTINED, EMAPUNAVAILABLE, ENOTFOUND.
 	Acquire(ctx context.Context, instanceID string) (orchestrator.Instance, error)
 
-	// Instance returns an instance's current state without starting it.
-	Instance(id string) (orchestrator.Instance, error)
+	// Gate returns the instance if it can take players now, without starting it. Error
+	// codes: EMAPQUARANTINED, EMAPUNAVAILABLE.
+	Gate(instanceID string) (orchestrator.Instance, error)
 
 	// Create adds a wanted instance and starts it. Error codes: EBADREQUEST, ECONFLICT
 	// (it exists already).
@@ -231,7 +232,7 @@ func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 // (seed 000's failure policy).
 func (s *Service) joinTarget(ctx context.Context, last string) (orchestrator.Instance, error) {
 	if last != "" && last != s.DefaultInstanceID {
-		if inst, err := s.Maps.Instance(last); err == nil && inst.State == orchestrator.StateReady {
+		if inst, err := s.Maps.Gate(last); err == nil {
 			return inst, nil
 		}
 	}

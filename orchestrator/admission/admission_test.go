@@ -54,18 +54,31 @@ func (m *fakeMaps) Instance(id string) (orchestrator.Instance, error) {
 	return orchestrator.Instance{ID: id, MapID: id[:len(id)-2], State: st}, nil
 }
 
+// Gate answers from the instance's state the way the supervisor's gate does.
+func (m *fakeMaps) Gate(id string) (orchestrator.Instance, error) {
+	inst, err := m.Instance(id)
+	if err != nil {
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "no instance %q", id)
+	}
+	return m.gate(inst)
+}
+
 func (m *fakeMaps) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
 	inst, err := m.Instance(id)
 	if err != nil {
 		return inst, err // ENOTFOUND, as the supervisor answers
 	}
+	return m.gate(inst)
+}
+
+func (m *fakeMaps) gate(inst orchestrator.Instance) (orchestrator.Instance, error) {
 	switch inst.State {
 	case orchestrator.StateReady:
 		return inst, nil
 	case orchestrator.StateQuarantined:
-		return inst, apierr.Errorf(apierr.EMAPQUARANTINED, "%q is quarantined", id)
+		return inst, apierr.Errorf(apierr.EMAPQUARANTINED, "%q is quarantined", inst.ID)
 	default:
-		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "%q is %s", id, inst.State)
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "%q is %s", inst.ID, inst.State)
 	}
 }
 

@@ -31,10 +31,8 @@ func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (*control
 	if c.To != r.InstanceID {
 		return nil, apierr.Errorf(apierr.EWRONGMAP, "ticket is for map instance %q, not %q", c.To, r.InstanceID)
 	}
-	if inst, err := s.Maps.Instance(r.InstanceID); err != nil {
-		return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is not known", r.InstanceID)
-	} else if inst.State == orchestrator.StateQuarantined {
-		return nil, apierr.Errorf(apierr.EMAPQUARANTINED, "map instance %q is quarantined", r.InstanceID)
+	if _, err := s.Maps.Gate(r.InstanceID); err != nil {
+		return nil, err
 	}
 
 	unlock := s.lock(c.CharacterID)

@@ -13,6 +13,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
 // Each benchmark iteration takes several samples, because one sample costs about a
@@ -32,19 +33,15 @@ func BenchmarkColdSpawn(b *testing.B) {
 	for b.Loop() {
 		for range benchSamples {
 			n++
-			spec := h.sup.Spec
-			spec.InstanceID, spec.MapID = fmt.Sprintf("%s-raw%d", h.deployment, n), "forest"
-			spec.Env = append(spec.Env, "MAP_INSTANCE_ID="+spec.InstanceID)
+			spec := supervise.Spec{InstanceID: fmt.Sprintf("%s-raw%d", h.deployment, n), MapID: "forest"}
+			spec.Env = append(append([]string(nil), h.sup.Env...), "MAP_INSTANCE_ID="+spec.InstanceID)
 			t0 := time.Now()
-			id, err := docker.CreateMap(ctx, h.cli, spec)
-			if err == nil {
-				err = docker.StartMap(ctx, h.cli, id)
-			}
+			id, err := docker.CreateStart(ctx, h.rt, spec)
 			if err != nil {
 				b.Fatal(err)
 			}
 			raw = append(raw, time.Since(t0))
-			if err := docker.RemoveMap(ctx, h.cli, id); err != nil {
+			if err := h.rt.Remove(ctx, id); err != nil {
 				b.Fatal(err)
 			}
 
@@ -69,7 +66,7 @@ func BenchmarkColdSpawn(b *testing.B) {
 // BenchmarkWarmPoolHandout measures creating an instance when a warm-pool container is
 // ready until the instance is ready (rename, start-instance); the target p99 is ≤ 10 ms.
 func BenchmarkWarmPoolHandout(b *testing.B) {
-	h := newHarness(b, func(s *docker.Supervisor) { s.PoolSize = 1 })
+	h := newHarness(b, func(s *supervise.Supervisor) { s.PoolSize = 1 })
 	ctx := context.Background()
 	h.waitState(h.deployment+"-d", orchestrator.StateReady, 30*time.Second)
 	var d []time.Duration
@@ -100,8 +97,8 @@ func BenchmarkWarmPoolHandout(b *testing.B) {
 // BenchmarkKillToRestart measures the time from `docker kill -s KILL` of a ready map to
 // the supervisor beginning its restart (state restarting); the target is ≤ 0.5 s.
 func BenchmarkKillToRestart(b *testing.B) {
-	h := newHarness(b, func(s *docker.Supervisor) {
-		s.Policy = docker.RestartPolicy{Window: time.Minute, Max: 1000, Quarantine: time.Second}
+	h := newHarness(b, func(s *supervise.Supervisor) {
+		s.Policy = supervise.RestartPolicy{Window: time.Minute, Max: 1000, Quarantine: time.Second}
 	})
 	ctx := context.Background()
 	id := h.deployment + "-d"
@@ -148,7 +145,7 @@ func BenchmarkRawCreateStartScratch(b *testing.B) {
 			b.Fatal(err)
 		}
 		d = append(d, time.Since(t0))
-		docker.RemoveMap(ctx, cli, id)
+		docker.NewRuntime(cli, docker.Template{}).Remove(ctx, id)
 	}
 	b.ReportMetric(msf(median(d)), "median-ms")
 }
@@ -171,7 +168,7 @@ func createTrivial(ctx context.Context, cli *client.Client, deployment string) (
 	c, err := cli.ContainerCreate(ctx, &container.Config{
 		Image:  dockertest.MapImage(),
 		Cmd:    []string{"-h"},
-		Labels: map[string]string{orchestrator.LabelDeployment: deployment},
+		Labels: map[string]string{docker.LabelDeployment: deployment},
 	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
 	if err != nil {
 		return "", err

@@ -20,6 +20,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
 // harness is one supervisor with its control listener, run against the real Docker
@@ -28,13 +29,39 @@ import (
 type harness struct {
 	tb         testing.TB
 	cli        *client.Client
-	sup        *docker.Supervisor
+	sup        *supervise.Supervisor
+	rt         *docker.Runtime
 	srv        *httpapi.Server
 	deployment string
 	gateway    string
 
 	mu          sync.Mutex
 	transitions []transition
+	beats       map[string]int // heartbeats answered "registered", by instance
+}
+
+// countingMaps is the supervisor as the control listener sees it, counting the
+// heartbeats it answers "registered", so tests can wait for a map to keep beating.
+type countingMaps struct {
+	*supervise.Supervisor
+	h *harness
+}
+
+func (m countingMaps) Heartbeat(instanceID string, players int) bool {
+	ok := m.Supervisor.Heartbeat(instanceID, players)
+	if ok {
+		m.h.mu.Lock()
+		m.h.beats[instanceID]++
+		m.h.mu.Unlock()
+	}
+	return ok
+}
+
+// heartbeats returns how many of id's heartbeats were answered "registered".
+func (h *harness) heartbeats(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.beats[id]
 }
 
 type transition struct {
@@ -63,11 +90,11 @@ func (w tbWriter) Write(p []byte) (int, error) {
 
 // newHarness returns a harness with short windows; configure changes options before
 // Open. The default instance is <deployment>-d.
-func newHarness(tb testing.TB, configure func(*docker.Supervisor)) *harness {
+func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 	tb.Helper()
 	cli := dockertest.Client(tb)
 	ctx := context.Background()
-	h := &harness{tb: tb, cli: cli, deployment: "test-" + randomHex(tb, 4)}
+	h := &harness{tb: tb, cli: cli, deployment: "test-" + randomHex(tb, 4), beats: map[string]int{}}
 	tb.Cleanup(func() { dockertest.RemoveDeployment(tb, cli, h.deployment) })
 
 	gateway, err := docker.EnsureNetwork(ctx, cli, "mapyard")
@@ -82,18 +109,19 @@ func newHarness(tb testing.TB, configure func(*docker.Supervisor)) *harness {
 	} else {
 		log = slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	spec := docker.MapSpec{
+	h.rt = docker.NewRuntime(cli, docker.Template{
 		Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway, Deployment: h.deployment,
 		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
-	}
-	sup := docker.NewSupervisor(cli, spec, mapcontrol.NewMapClient(secret, time.Second), log)
-	sup.DefaultInstanceID, sup.DefaultMapID = h.deployment+"-d", "default"
-	sup.ProbeInterval = 200 * time.Millisecond
-	sup.HeartbeatTimeout = 5 * time.Second
-	sup.StartTimeout = 20 * time.Second
-	sup.StopGrace = 2 * time.Second
-	sup.OrphanGrace = 300 * time.Millisecond
-	sup.PoolSize = 0
+	})
+	opts := supervise.DefaultOptions()
+	opts.DefaultInstanceID, opts.DefaultMapID = h.deployment+"-d", "default"
+	opts.ProbeInterval = 200 * time.Millisecond
+	opts.HeartbeatTimeout = 5 * time.Second
+	opts.StartTimeout = 20 * time.Second
+	opts.StopGrace = 2 * time.Second
+	opts.OrphanGrace = 300 * time.Millisecond
+	opts.PoolSize = 0
+	sup := supervise.New(h.rt, mapcontrol.NewMapClient(secret, time.Second), log, opts)
 	sup.OnTransition = func(id string, from, to orchestrator.InstanceState, reason string) {
 		h.mu.Lock()
 		h.transitions = append(h.transitions, transition{time.Now(), id, from, to, reason})
@@ -104,14 +132,14 @@ func newHarness(tb testing.TB, configure func(*docker.Supervisor)) *harness {
 	}
 	h.sup = sup
 
-	srv := httpapi.NewServer(sup, nil, nil, secret, log)
+	srv := httpapi.NewServer(countingMaps{sup, h}, nil, nil, secret, log)
 	srv.PublicAddr, srv.ControlAddr, srv.ControlExtraIPs = "127.0.0.1:0", "127.0.0.1:0", []string{gateway}
 	if err := srv.Open(); err != nil {
 		tb.Fatal(err)
 	}
 	h.srv = srv
 	tb.Cleanup(func() { srv.Close(context.Background()) })
-	sup.Spec.Env = []string{
+	sup.Env = []string{
 		fmt.Sprintf("MAP_ORCH_URL=http://host.docker.internal:%d", srv.ControlPort()),
 		"MAP_INTERNAL_RPC_SECRET=" + secret,
 		"MAP_HEARTBEAT_MS=300",

@@ -1,7 +1,9 @@
-// Package docker runs mapyard's map instances as Docker containers through the Docker
-// Engine API. Containers are owned by label: the orchestrator finds its containers by
-// io.mapyard.managed=true, never by name alone, so a restarted orchestrator can find,
-// adopt or remove what an earlier one started.
+// Package docker is the supervisor's runtime on a Docker engine: it runs mapyard's map
+// instances as containers through the Docker Engine API and owns everything
+// Docker-specific about them (names, labels, the deployment scope, published ports,
+// the events stream). Containers are owned by label: the orchestrator finds its
+// containers by io.mapyard.managed=true and its deployment, never by name alone, so a
+// restarted orchestrator can find, adopt or remove what an earlier one started.
 package docker
 
 import (
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -20,7 +23,7 @@ import (
 	"github.com/docker/go-connections/nat"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
 // Ports a map server listens on inside its container. They are fixed because every
@@ -31,53 +34,69 @@ const (
 	MapControlPort = 9100
 )
 
-// API is the part of *client.Client the supervisor uses: container lifecycle, the
-// events stream and the map network. Tests wrap a real client; nothing else does.
+// API is the part of *client.Client the runtime uses: the container lifecycle and the
+// events stream. Tests wrap a real client; nothing else does.
 type API interface {
-	ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error
-	ContainerRename(ctx context.Context, containerID, newContainerName string) error
-	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
 	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
+	ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error
+	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerRename(ctx context.Context, containerID, newContainerName string) error
 	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
-	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
-	NetworkInspect(ctx context.Context, networkID string, options network.InspectOptions) (network.Inspect, error)
-	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
+	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
 }
 
-// MapSpec is everything needed to create one map container.
-type MapSpec struct {
-	// Name is the container name; empty means ContainerName(InstanceID).
-	Name       string
+// NetworkAPI is the part of *client.Client EnsureNetwork uses.
+type NetworkAPI interface {
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
+	NetworkRemove(ctx context.Context, networkID string) error
+}
+
+// Template is what every map container of a deployment shares.
+type Template struct {
 	Deployment string // value of the io.mapyard.deployment label
-	Pool       bool   // a blank warm-pool container
-	InstanceID string
-	MapID      string
 	Image      string
 	Network    string
-	Gateway    string   // IP of Network's gateway, where the control listener also binds
-	Env        []string // environment of the map server (orchestrator URL, secret, MAP_*)
+	Gateway    string // IP of Network's gateway, where the control listener also binds
 	MemoryMB   int
 	NanoCPUs   int64
 	PidsLimit  int64
 }
 
+// Runtime runs map containers on a Docker engine: the supervisor's runtime.
+type Runtime struct {
+	API      API
+	Template Template
+}
+
+var _ supervise.Runtime = (*Runtime)(nil)
+
+// NewRuntime returns a Runtime creating containers from t through api.
+func NewRuntime(api API, t Template) *Runtime { return &Runtime{API: api, Template: t} }
+
 // EnsureNetwork returns the gateway IP of the user-defined bridge network name, creating
-// the network (labelled as mapyard's) if it does not exist.
-func EnsureNetwork(ctx context.Context, api API, name string) (gateway string, err error) {
-	nw, err := api.NetworkInspect(ctx, name, network.InspectOptions{})
+// the network (labelled as mapyard's) if it does not exist. The engine does not make
+// names unique atomically: processes creating the network at the same moment may get
+// one each. All of them then use the oldest, and the losers remove their own.
+func EnsureNetwork(ctx context.Context, api NetworkAPI, name string) (gateway string, err error) {
+	nw, err := oldestNetwork(ctx, api, name)
 	if errdefs.IsNotFound(err) {
-		if _, err := api.NetworkCreate(ctx, name, network.CreateOptions{
+		created, cerr := api.NetworkCreate(ctx, name, network.CreateOptions{
 			Driver: "bridge",
-			Labels: map[string]string{orchestrator.LabelManaged: "true"},
-		}); err != nil && !errdefs.IsConflict(err) {
-			return "", fmt.Errorf("create network %q: %w", name, err)
+			Labels: map[string]string{LabelManaged: "true"},
+		})
+		if cerr != nil && !errdefs.IsConflict(cerr) {
+			return "", fmt.Errorf("create network %q: %w", name, cerr)
 		}
-		nw, err = api.NetworkInspect(ctx, name, network.InspectOptions{})
+		nw, err = oldestNetwork(ctx, api, name)
+		if err == nil && created.ID != "" && created.ID != nw.ID {
+			_ = api.NetworkRemove(ctx, created.ID)
+		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("inspect network %q: %w", name, err)
+		return "", err
 	}
 	for _, c := range nw.IPAM.Config {
 		if ip := net.ParseIP(c.Gateway); ip != nil && ip.To4() != nil {
@@ -87,26 +106,75 @@ func EnsureNetwork(ctx context.Context, api API, name string) (gateway string, e
 	return "", fmt.Errorf("network %q has no IPv4 gateway", name)
 }
 
-// CreateMap creates (without starting) the container of spec and returns its id. The container
-// is locked down: read-only root file system, every capability dropped,
-// no-new-privileges, a non-root user, resource limits, rotated json-file logs, and ports
-// published on 127.0.0.1 only. Docker's restart policy is "no" because the orchestrator
-// owns restarts (with backoff and quarantine).
-func CreateMap(ctx context.Context, api API, s MapSpec) (string, error) {
+// oldestNetwork returns the oldest network called exactly name.
+func oldestNetwork(ctx context.Context, api NetworkAPI, name string) (network.Summary, error) {
+	list, err := api.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return network.Summary{}, fmt.Errorf("list networks %q: %w", name, err)
+	}
+	var out network.Summary
+	found := false
+	for _, nw := range list {
+		if nw.Name != name {
+			continue // the name filter matches substrings
+		}
+		if !found || nw.Created.Before(out.Created) || (nw.Created.Equal(out.Created) && nw.ID < out.ID) {
+			out, found = nw, true
+		}
+	}
+	if !found {
+		return network.Summary{}, fmt.Errorf("no network %q: %w", name, errdefs.ErrNotFound)
+	}
+	return out, nil
+}
+
+// Start removes whatever container holds the instance's name (a stale one), then
+// creates and starts the container of spec and reads back its published ports.
+func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Container, error) {
+	name := ContainerName(spec.InstanceID)
+	if err := r.Remove(ctx, name); err != nil {
+		return supervise.Container{}, err
+	}
+	id, err := r.create(ctx, spec)
+	if err != nil {
+		return supervise.Container{}, err
+	}
+	if err := r.start(ctx, id); err != nil {
+		_ = r.Remove(context.WithoutCancel(ctx), id)
+		return supervise.Container{}, err
+	}
+	info, err := r.API.ContainerInspect(ctx, id)
+	if err != nil {
+		return supervise.Container{}, fmt.Errorf("inspect container %s: %w", shortID(id), err)
+	}
+	ports, err := publishedPorts(info.NetworkSettings)
+	if err != nil {
+		return supervise.Container{}, fmt.Errorf("container %s: %w", shortID(id), err)
+	}
+	return supervise.Container{ID: id, Name: name, InstanceID: spec.InstanceID, Pool: spec.Pool, Running: true, Exit: supervise.Exit{Code: -1}, Ports: ports}, nil
+}
+
+// create creates (without starting) the container of spec and returns its id. The
+// container is locked down: read-only root file system, every capability dropped,
+// no-new-privileges, a non-root user, resource limits, rotated json-file logs, and
+// ports published on 127.0.0.1 only. Docker's restart policy is "no" because the
+// orchestrator owns restarts (with backoff and quarantine).
+func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) {
+	t := r.Template
 	game := nat.Port(strconv.Itoa(MapGamePort) + "/tcp")
 	ctrl := nat.Port(strconv.Itoa(MapControlPort) + "/tcp")
 	loopback := []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: "0"}}
-	pids := s.PidsLimit
+	pids := t.PidsLimit
 	cfg := &container.Config{
-		Image:        s.Image,
+		Image:        t.Image,
 		User:         "10001:10001",
 		Env:          s.Env,
 		ExposedPorts: nat.PortSet{game: {}, ctrl: {}},
 		Labels: map[string]string{
-			orchestrator.LabelManaged:    "true",
-			orchestrator.LabelInstance:   s.InstanceID,
-			orchestrator.LabelMap:        s.MapID,
-			orchestrator.LabelDeployment: s.Deployment,
+			LabelManaged:    "true",
+			LabelInstance:   s.InstanceID,
+			LabelMap:        s.MapID,
+			LabelDeployment: t.Deployment,
 		},
 		StopSignal: "SIGTERM",
 	}
@@ -116,98 +184,150 @@ func CreateMap(ctx context.Context, api API, s MapSpec) (string, error) {
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges:true"},
-		ExtraHosts:     []string{"host.docker.internal:" + s.Gateway},
+		ExtraHosts:     []string{"host.docker.internal:" + t.Gateway},
 		LogConfig: container.LogConfig{
 			Type:   "json-file",
 			Config: map[string]string{"max-size": "10m", "max-file": "3"},
 		},
 		Resources: container.Resources{
-			Memory:    int64(s.MemoryMB) << 20,
-			NanoCPUs:  s.NanoCPUs,
+			Memory:    int64(t.MemoryMB) << 20,
+			NanoCPUs:  t.NanoCPUs,
 			PidsLimit: &pids,
 		},
 	}
 	if s.Pool {
-		cfg.Labels[orchestrator.LabelPool] = "true"
+		cfg.Labels[LabelPool] = "true"
 	}
-	netcfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.Network: {}}}
-	name := s.Name
-	if name == "" {
-		name = orchestrator.ContainerName(s.InstanceID)
-	}
-	created, err := api.ContainerCreate(ctx, cfg, host, netcfg, nil, name)
+	netcfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{t.Network: {}}}
+	name := ContainerName(s.InstanceID)
+	created, err := r.API.ContainerCreate(ctx, cfg, host, netcfg, nil, name)
 	if err != nil {
 		return "", fmt.Errorf("create container %q: %w", name, err)
 	}
 	return created.ID, nil
 }
 
-// StartMap starts a created map container.
-func StartMap(ctx context.Context, api API, id string) error {
-	if err := api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+// start starts a created container.
+func (r *Runtime) start(ctx context.Context, id string) error {
+	if err := r.API.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start container %s: %w", shortID(id), err)
 	}
 	return nil
 }
 
-// ListMaps returns every map container (running or not) of a deployment.
-func ListMaps(ctx context.Context, api API, deployment string) ([]container.Summary, error) {
-	list, err := api.ContainerList(ctx, container.ListOptions{
+// List returns every map container (running or not) of the deployment. A container's
+// instance is the one its name says (a handed-out pool container is renamed to it);
+// exited containers are inspected for their exit code.
+func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
+	list, err := r.API.ContainerList(ctx, container.ListOptions{
 		All: true,
 		Filters: filters.NewArgs(
-			filters.Arg("label", orchestrator.LabelManaged+"=true"),
-			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment),
+			filters.Arg("label", LabelManaged+"=true"),
+			filters.Arg("label", LabelDeployment+"="+r.Template.Deployment),
 		),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list map containers of deployment %q: %w", deployment, err)
+		return nil, fmt.Errorf("list map containers of deployment %q: %w", r.Template.Deployment, err)
 	}
-	return list, nil
+	out := make([]supervise.Container, 0, len(list))
+	for _, s := range list {
+		c := supervise.Container{ID: s.ID, Pool: s.Labels[LabelPool] == "true", Running: s.State == "running", Exit: supervise.Exit{Code: -1}}
+		if len(s.Names) > 0 {
+			c.Name = strings.TrimPrefix(s.Names[0], "/")
+			c.InstanceID, _ = InstanceFromContainerName(s.Names[0])
+		}
+		for _, p := range s.Ports {
+			if p.IP != "127.0.0.1" || p.Type != "tcp" {
+				continue
+			}
+			switch p.PrivatePort {
+			case MapGamePort:
+				c.Ports.Game = int(p.PublicPort)
+			case MapControlPort:
+				c.Ports.Control = int(p.PublicPort)
+			}
+		}
+		if !c.Running {
+			if info, err := r.API.ContainerInspect(ctx, s.ID); err == nil && info.ContainerJSONBase != nil && info.State != nil {
+				c.Running = info.State.Running // it may have started since the list
+				c.Exit = supervise.Exit{Code: info.State.ExitCode, OOM: info.State.OOMKilled}
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
-// StopMap stops a container cleanly: SIGTERM, then SIGKILL once grace has passed. A
-// container that is gone or already stopped counts as stopped.
-func StopMap(ctx context.Context, api API, id string, grace time.Duration) error {
+// Stop stops a container cleanly: SIGTERM, then SIGKILL once grace has passed. A
+// container that is gone or already stopped counts as stopped. The exit is read back
+// from the engine (Code -1 when the container is gone).
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (supervise.Exit, error) {
 	secs := int((grace + time.Second - 1) / time.Second)
-	err := api.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs})
+	err := r.API.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs})
 	if err != nil && !errdefs.IsNotFound(err) && !errdefs.IsNotModified(err) {
-		return fmt.Errorf("stop container %s: %w", shortID(id), err)
+		return supervise.Exit{Code: -1}, fmt.Errorf("stop container %s: %w", shortID(id), err)
 	}
-	return nil
+	info, err := r.API.ContainerInspect(ctx, id)
+	if err != nil || info.ContainerJSONBase == nil || info.State == nil {
+		return supervise.Exit{Code: -1}, nil
+	}
+	return supervise.Exit{Code: info.State.ExitCode, OOM: info.State.OOMKilled}, nil
 }
 
-// RemoveMap force-removes a container. A container that is already gone is not an error.
-func RemoveMap(ctx context.Context, api API, id string) error {
-	err := api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+// Remove force-removes a container (by id or name). A container that is already gone
+// is not an error.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	err := r.API.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 	if err != nil && !errdefs.IsNotFound(err) && !errdefs.IsConflict(err) {
 		return fmt.Errorf("remove container %s: %w", id, err)
 	}
 	return nil
 }
 
-// PublishedPorts reads the host ports (on 127.0.0.1) of a map container's game and
-// control ports.
-func PublishedPorts(ctx context.Context, api API, id string) (game, ctrl int, err error) {
-	info, err := api.ContainerInspect(ctx, id)
-	if err != nil {
-		return 0, 0, fmt.Errorf("inspect container %s: %w", id, err)
+// Assign renames a handed-out pool container to the instance's container name, after
+// removing whatever stale container held that name. Labels cannot change after
+// create, so the name is what says which instance a container runs.
+func (r *Runtime) Assign(ctx context.Context, id, instanceID string) error {
+	name := ContainerName(instanceID)
+	if info, err := r.API.ContainerInspect(ctx, name); err == nil && info.ContainerJSONBase != nil && info.ID != id {
+		if err := r.Remove(ctx, info.ID); err != nil {
+			return err
+		}
 	}
-	if info.NetworkSettings == nil {
-		return 0, 0, errors.New("container has no network settings")
+	if err := r.API.ContainerRename(ctx, id, name); err != nil {
+		return fmt.Errorf("rename container %s to %q: %w", shortID(id), name, err)
+	}
+	return nil
+}
+
+// publishedPorts reads the host ports (on 127.0.0.1) of a map container's game and
+// control ports.
+func publishedPorts(ns *container.NetworkSettings) (supervise.Ports, error) {
+	if ns == nil {
+		return supervise.Ports{}, errors.New("container has no network settings")
 	}
 	port := func(p int) (int, error) {
-		for _, b := range info.NetworkSettings.Ports[nat.Port(strconv.Itoa(p)+"/tcp")] {
+		for _, b := range ns.Ports[nat.Port(strconv.Itoa(p)+"/tcp")] {
 			if b.HostIP == "127.0.0.1" {
 				return strconv.Atoi(b.HostPort)
 			}
 		}
 		return 0, fmt.Errorf("port %d/tcp is not published on 127.0.0.1", p)
 	}
-	if game, err = port(MapGamePort); err != nil {
-		return 0, 0, err
+	var ports supervise.Ports
+	var err error
+	if ports.Game, err = port(MapGamePort); err != nil {
+		return supervise.Ports{}, err
 	}
-	if ctrl, err = port(MapControlPort); err != nil {
-		return 0, 0, err
+	if ports.Control, err = port(MapControlPort); err != nil {
+		return supervise.Ports{}, err
 	}
-	return game, ctrl, nil
+	return ports, nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }

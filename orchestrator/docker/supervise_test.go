@@ -2,8 +2,8 @@ package docker_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +13,8 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
 // TestSupervisor_KillRestarts kills a ready map with SIGKILL: the die event is seen,
@@ -65,9 +67,9 @@ func TestSupervisor_KillRestarts(t *testing.T) {
 // fast with map_quarantined, and after the quarantine it is tried again.
 func TestSupervisor_CrashLoopQuarantine(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(s *docker.Supervisor) {
+	h := newHarness(t, func(s *supervise.Supervisor) {
 		s.AllowFaultEnv = true
-		s.Policy = docker.RestartPolicy{Window: 60 * time.Second, Max: 3, Quarantine: 3 * time.Second}
+		s.Policy = supervise.RestartPolicy{Window: 60 * time.Second, Max: 3, Quarantine: 3 * time.Second}
 	})
 	id := h.deployment + "-crash"
 	h.create(id, "MAP_FAULT_EXIT_AFTER_MS=200")
@@ -103,7 +105,7 @@ func TestSupervisor_CrashLoopQuarantine(t *testing.T) {
 // make it unhealthy and it is restarted.
 func TestSupervisor_FailingHealthRestarts(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(s *docker.Supervisor) { s.AllowFaultEnv = true })
+	h := newHarness(t, func(s *supervise.Supervisor) { s.AllowFaultEnv = true })
 	id := h.deployment + "-sick"
 	h.create(id, "MAP_FAULT_FAIL_HEALTH=true")
 	h.waitFor("unhealthy from failing probes", 30*time.Second, func() bool {
@@ -173,7 +175,7 @@ func TestSupervisor_CleanStop(t *testing.T) {
 // ready at once under the instance's container name, and the pool is refilled.
 func TestSupervisor_WarmPool(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(s *docker.Supervisor) { s.PoolSize = 1 })
+	h := newHarness(t, func(s *supervise.Supervisor) { s.PoolSize = 1 })
 	h.waitState(h.deployment+"-d", orchestrator.StateReady, 30*time.Second)
 	h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
 
@@ -199,14 +201,16 @@ func TestSupervisor_WarmPool(t *testing.T) {
 	var info container.InspectResponse
 	h.waitFor("rename to the instance's name", 5*time.Second, func() bool {
 		info = h.inspect(inst.ContainerID)
-		return info.Name == "/"+orchestrator.ContainerName(id)
+		return info.Name == "/"+docker.ContainerName(id)
 	})
-	if info.Config.Labels[orchestrator.LabelPool] != "true" {
+	if info.Config.Labels[docker.LabelPool] != "true" {
 		t.Fatalf("handed-out container labels %v", info.Config.Labels)
 	}
 	h.waitFor("pool refilled", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
-	// The map took on the instance: it re-registers under it and keeps heartbeating.
-	time.Sleep(time.Second)
+	// The map took on the instance: it re-registers under it and keeps heartbeating,
+	// so its last heartbeat moves on while it stays ready.
+	beats := h.heartbeats(id)
+	h.waitFor("heartbeats under the instance", 10*time.Second, func() bool { return h.heartbeats(id) >= beats+3 })
 	if got, _ := h.sup.Instance(id); got.State != orchestrator.StateReady || !h.sup.Registered(id) {
 		t.Fatalf("handed-out instance %+v registered=%v", got, h.sup.Registered(id))
 	}
@@ -242,7 +246,7 @@ func TestSupervisor_Create(t *testing.T) {
 // the idle time; the default instance keeps running.
 func TestSupervisor_IdleStop(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(s *docker.Supervisor) { s.IdleStop = 1500 * time.Millisecond })
+	h := newHarness(t, func(s *supervise.Supervisor) { s.IdleStop = 1500 * time.Millisecond })
 	id := h.deployment + "-idle"
 	h.create(id)
 	h.waitState(id, orchestrator.StateReady, 30*time.Second)
@@ -255,49 +259,19 @@ func TestSupervisor_IdleStop(t *testing.T) {
 	}
 }
 
-// memStore is an in-memory Store.
-type memStore struct {
-	mu   sync.Mutex
-	rows map[string]orchestrator.WantedInstance
-}
-
-var _ docker.Store = (*memStore)(nil)
-
-func (m *memStore) PutInstance(_ context.Context, w orchestrator.WantedInstance) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.rows == nil {
-		m.rows = map[string]orchestrator.WantedInstance{}
-	}
-	m.rows[w.ID] = w
-	return nil
-}
-
-func (m *memStore) DeleteInstance(_ context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.rows, id)
-	return nil
-}
-
-func (m *memStore) ListInstances(context.Context) ([]orchestrator.WantedInstance, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []orchestrator.WantedInstance
-	for _, w := range m.rows {
-		out = append(out, w)
-	}
-	return out, nil
-}
-
 // TestSupervisor_AdoptHandedOutBeforeRename covers an orchestrator that died right
 // after handing out a pool container and before renaming it: the next supervisor asks
 // the pool-named container's /health, adopts it for its instance without a restart,
 // and renames it.
 func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 	t.Parallel()
-	store := &memStore{}
-	h := newHarness(t, func(s *docker.Supervisor) { s.PoolSize, s.Store = 1, store })
+	// The wanted set outlives the first supervisor in a real database, as in production.
+	store := sqlite.NewDB(filepath.Join(t.TempDir(), "mapyard.db"))
+	if err := store.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h := newHarness(t, func(s *supervise.Supervisor) { s.PoolSize, s.Store = 1, store })
 	h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
 	id := h.deployment + "-w"
 	h.create(id)
@@ -306,16 +280,18 @@ func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 	var info container.InspectResponse
 	h.waitFor("rename", 5*time.Second, func() bool {
 		info = h.inspect(inst.ContainerID)
-		return info.Name == "/"+orchestrator.ContainerName(id)
+		return info.Name == "/"+docker.ContainerName(id)
 	})
 	h.sup.Close()
 	// Put the pool name back, as if the rename never happened.
-	if err := h.cli.ContainerRename(ctx, inst.ContainerID, "mapyard-map-"+info.Config.Labels[orchestrator.LabelInstance]); err != nil {
+	if err := h.cli.ContainerRename(ctx, inst.ContainerID, "mapyard-map-"+info.Config.Labels[docker.LabelInstance]); err != nil {
 		t.Fatal(err)
 	}
 
-	next := docker.NewSupervisor(h.cli, h.sup.Spec, h.sup.RPC, h.sup.Log)
-	next.DefaultInstanceID, next.Store, next.PoolSize = h.sup.DefaultInstanceID, store, 0
+	opts := h.sup.Options
+	opts.PoolSize = 0
+	next := supervise.New(h.rt, h.sup.RPC, h.sup.Log, opts)
+	next.Store = store
 	if err := next.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +301,7 @@ func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 		t.Fatalf("after adoption: %+v %v, want ready on container %s", got, err, inst.ContainerID)
 	}
 	h.waitFor("rename after adoption", 5*time.Second, func() bool {
-		return h.inspect(inst.ContainerID).Name == "/"+orchestrator.ContainerName(id)
+		return h.inspect(inst.ContainerID).Name == "/"+docker.ContainerName(id)
 	})
 	if now := h.inspect(inst.ContainerID); now.State.StartedAt != info.State.StartedAt {
 		t.Fatal("adopted container was restarted")
@@ -336,7 +312,7 @@ func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 // completed by a kill once the grace period has passed, and is not counted as a crash.
 func TestSupervisor_StopKilledAfterGrace(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(s *docker.Supervisor) {
+	h := newHarness(t, func(s *supervise.Supervisor) {
 		s.AllowFaultEnv = true
 		s.StopGrace = time.Second
 	})

@@ -104,14 +104,20 @@ func (r *Registry) Instance(id string) (orchestrator.Instance, error) {
 	return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no map instance %q has registered", id)
 }
 
-// Acquire returns a registered instance. The fake cannot start maps, so an instance
-// that has not registered is map_unavailable.
-func (r *Registry) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
+// Gate returns a registered instance: every registered map is ready. One that has not
+// registered is map_unavailable.
+func (r *Registry) Gate(id string) (orchestrator.Instance, error) {
 	in, err := r.Instance(id)
 	if err != nil {
 		return in, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q has not registered with the fake orchestrator", id)
 	}
 	return in, nil
+}
+
+// Acquire returns a registered instance. The fake cannot start maps, so an instance
+// that has not registered is map_unavailable.
+func (r *Registry) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
+	return r.Gate(id)
 }
 
 // Create is not available without Docker.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
@@ -23,19 +22,14 @@ const mapWSPath = "/ws"
 // handleMapWS is the edge: it proxies a player's WebSocket upgrade to the map instance's
 // game port on loopback, so clients never learn (or reach) a map's port. It keeps no
 // state beyond the connection it forwards, so it could later run as its own process.
-// Maps that cannot take players are refused before any upgrade, with the same codes a
-// join gets: map_quarantined, or map_unavailable for unknown, starting, stopped and
-// unhealthy maps.
+// Maps that cannot take players are refused before any upgrade by the supervisor's
+// one gate (Maps.Gate), with the same codes a join gets: map_quarantined, or
+// map_unavailable for unknown, starting, stopped and unhealthy maps.
 func (s *Server) handleMapWS(c echo.Context) error {
 	id := c.Param("id")
-	inst, err := s.Maps.Instance(id)
-	switch {
-	case err != nil:
-		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "no map instance %q", id)
-	case inst.State == orchestrator.StateQuarantined:
-		return apierr.Errorf(apierr.EMAPQUARANTINED, "map instance %q is quarantined after repeated crashes", id)
-	case inst.State != orchestrator.StateReady || inst.GamePort == 0:
-		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is %s", id, inst.State)
+	inst, err := s.Maps.Gate(id)
+	if err != nil {
+		return err
 	}
 	target := &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(inst.GamePort))}
 	proxy := &httputil.ReverseProxy{

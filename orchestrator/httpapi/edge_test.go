@@ -36,6 +36,20 @@ func (m edgeMaps) Instance(id string) (orchestrator.Instance, error) {
 }
 func (m edgeMaps) Ready() bool { return true }
 
+// Gate answers from the instance's state the way the supervisor's gate does.
+func (m edgeMaps) Gate(id string) (orchestrator.Instance, error) {
+	inst, ok := m.inst[id]
+	switch {
+	case !ok:
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "no %q", id)
+	case inst.State == orchestrator.StateQuarantined:
+		return inst, apierr.Errorf(apierr.EMAPQUARANTINED, "%q is quarantined", id)
+	case inst.State != orchestrator.StateReady:
+		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "%q is %s", id, inst.State)
+	}
+	return inst, nil
+}
+
 // MustOpenEdge serves the public listener over maps, without admission or store.
 func MustOpenEdge(tb testing.TB, maps orchestrator.Maps) *httpapi.Server {
 	tb.Helper()

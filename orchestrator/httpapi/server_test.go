@@ -36,6 +36,9 @@ func (m readyMaps) Instance(id string) (orchestrator.Instance, error) {
 	}
 	return orchestrator.Instance{ID: id, MapID: strings.TrimSuffix(id, "-1"), State: orchestrator.StateReady}, nil
 }
+func (m readyMaps) Gate(id string) (orchestrator.Instance, error) {
+	return m.Acquire(context.Background(), id)
+}
 func (m readyMaps) Acquire(ctx context.Context, id string) (orchestrator.Instance, error) {
 	inst, err := m.Instance(id)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/supervise"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -66,17 +67,18 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ghostID, err := docker.CreateMap(ctx, cli, docker.MapSpec{
-		InstanceID: ghost, MapID: "forest", Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway,
+	ghostRT := docker.NewRuntime(cli, docker.Template{
+		Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway,
 		Deployment: deployment, MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
+	})
+	ghostC, err := ghostRT.Start(ctx, supervise.Spec{
+		InstanceID: ghost, MapID: "forest",
 		Env: []string{"MAP_INSTANCE_ID=" + ghost, "MAP_INTERNAL_RPC_SECRET=" + secret, "MAP_ORCH_URL=http://127.0.0.1:1"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := docker.StartMap(ctx, cli, ghostID); err != nil {
-		t.Fatal(err)
-	}
+	ghostID := ghostC.ID
 
 	before := map[string]container.InspectResponse{}
 	for _, id := range []string{def, created} {
@@ -171,9 +173,9 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 func poolContainers(t *testing.T, cli *client.Client, deployment string) []string {
 	t.Helper()
 	list, err := cli.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", orchestrator.LabelDeployment+"="+deployment),
-		filters.Arg("label", orchestrator.LabelPool+"=true"),
-		filters.Arg("name", orchestrator.ContainerName(orchestrator.PoolIDPrefix)))})
+		filters.Arg("label", docker.LabelDeployment+"="+deployment),
+		filters.Arg("label", docker.LabelPool+"=true"),
+		filters.Arg("name", docker.ContainerName(supervise.PoolIDPrefix)))})
 	if err != nil {
 		t.Fatal(err)
 	}

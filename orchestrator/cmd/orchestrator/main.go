@@ -41,6 +41,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/supervise"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -88,7 +89,7 @@ type Main struct {
 
 	DB         *sqlite.DB
 	Docker     *client.Client
-	Supervisor *docker.Supervisor
+	Supervisor *supervise.Supervisor
 	Admission  *admission.Service
 	HTTP       *httpapi.Server
 	Registry   *prometheus.Registry
@@ -136,7 +137,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
-	spec := docker.MapSpec{
+	rt := docker.NewRuntime(m.Docker, docker.Template{
 		Image:      cfg.MapImage,
 		Network:    cfg.MapNetwork,
 		Gateway:    gateway,
@@ -144,13 +145,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MemoryMB:   cfg.MapMemoryMB,
 		NanoCPUs:   nanoCPUs,
 		PidsLimit:  int64(cfg.MapPidsLimit),
-	}
+	})
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Supervisor = docker.NewSupervisor(m.Docker, spec, mapcontrol.NewMapClient(secret, 2*time.Second), m.Log)
-	m.Supervisor.Configure(&cfg)
+	m.Supervisor = supervise.New(rt, mapcontrol.NewMapClient(secret, 2*time.Second), m.Log, supervisorOptions(&cfg))
 	m.Supervisor.Store = m.DB
-	m.Supervisor.Metrics = docker.NewMetrics(m.Registry)
+	m.Supervisor.Metrics = supervise.NewMetrics(m.Registry)
 	root, err := keys.NewRoot(secret)
 	if err != nil {
 		return err
@@ -171,7 +171,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
-	m.Supervisor.Spec.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()), secret)
+	m.Supervisor.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()), secret)
 	m.Log.Info("orchestrator listening", "version", orchestrator.Version,
 		"public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL(), "mapGateway", gateway, "db", cfg.DBPath,
 		"deployment", cfg.Deployment)
@@ -204,6 +204,26 @@ func (m *Main) Close() error {
 		errs = append(errs, m.Docker.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// supervisorOptions maps the orchestrator's environment onto the supervisor's policies.
+func supervisorOptions(cfg *orchestrator.Config) supervise.Options {
+	o := supervise.DefaultOptions()
+	o.DefaultInstanceID, o.DefaultMapID = cfg.DefaultInstanceID, cfg.DefaultMapID
+	o.Policy = supervise.RestartPolicy{
+		Window:     orchestrator.Ms(cfg.MapRestartWindowMS),
+		Max:        cfg.MapRestartMaxInWindow,
+		Quarantine: orchestrator.Ms(cfg.MapQuarantineMS),
+	}
+	o.HeartbeatTimeout = orchestrator.Ms(cfg.HeartbeatTimeoutMS)
+	o.ProbeInterval = orchestrator.Ms(cfg.MapProbeMS)
+	o.StartTimeout = orchestrator.Ms(cfg.MapStartTimeoutMS)
+	o.StopGrace = orchestrator.Ms(cfg.MapStopGraceMS)
+	o.OrphanGrace = orchestrator.Ms(cfg.MapOrphanGraceMS)
+	o.IdleStop = orchestrator.Ms(cfg.MapIdleStopMS)
+	o.PoolSize = cfg.WarmPoolSize
+	o.AllowFaultEnv = cfg.AllowFaultInjection
+	return o
 }
 
 // mapEnv is the environment of map containers: every MAP_* variable of the

@@ -26,6 +26,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -81,7 +82,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	cli := dockertest.Client(t)
 	ctx := context.Background()
 	instance := "test-" + randomHex(t, 4)
-	name := orchestrator.ContainerName(instance)
+	name := docker.ContainerName(instance)
 	t.Cleanup(func() { dockertest.RemoveDeployment(t, cli, instance) })
 
 	secret := randomHex(t, 16)
@@ -105,7 +106,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	}
 	t.Run("Labels", func(t *testing.T) {
 		for k, want := range map[string]string{
-			orchestrator.LabelManaged: "true", orchestrator.LabelInstance: instance, orchestrator.LabelMap: "default",
+			docker.LabelManaged: "true", docker.LabelInstance: instance, docker.LabelMap: "default",
 		} {
 			if got := info.Config.Labels[k]; got != want {
 				t.Errorf("label %s=%q, want %q", k, got, want)

@@ -14,7 +14,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/docker"
 )
 
 // MapImage returns the map image tests start: MAPYARD_TEST_MAP_IMAGE, or
@@ -64,7 +64,7 @@ func RemoveDeployment(tb testing.TB, cli *client.Client, deployment string) {
 	defer cancel()
 	for quiet := 0; quiet < 2 && ctx.Err() == nil; {
 		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-			filters.Arg("label", orchestrator.LabelDeployment+"="+deployment))})
+			filters.Arg("label", docker.LabelDeployment+"="+deployment))})
 		if err != nil {
 			tb.Logf("cleanup: %v", err)
 			return

@@ -1,4 +1,4 @@
-package docker
+package supervise
 
 import (
 	"context"
@@ -14,19 +14,20 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
-// poolMember is one blank warm-pool container. It is named mapyard-map-pool-<hex>,
-// labelled io.mapyard.pool=true and io.mapyard.instance=pool-<hex>, and registers
-// under its pool id. Handing it an instance renames it to mapyard-map-<instance>; its
-// labels cannot change, so the container name is what says which instance it runs.
+// poolMember is one blank warm-pool container. It registers under its pool id
+// (pool-<hex>); handing it an instance tells the runtime (Assign), which in Docker
+// renames it to the instance's container name.
 type poolMember struct {
 	id          string // pool-<hex>
 	containerID string
-	started     bool // ContainerStart returned
+	started     bool // the runtime's Start returned
 	startedAt   time.Time
-	ready       bool // the blank map registered
-	gamePort    int
-	ctrlPort    int
+	registered  bool // the blank map registered
+	ports       Ports
 }
+
+// ready reports whether m can be handed out: started and registered, in either order.
+func (m *poolMember) ready() bool { return m.started && m.registered }
 
 // PoolStatus is what the admin API shows of the warm pool.
 type PoolStatus struct {
@@ -41,7 +42,7 @@ func (s *Supervisor) Pool() PoolStatus {
 	defer s.mu.Unlock()
 	st := PoolStatus{Size: len(s.pool), Want: s.PoolSize}
 	for _, m := range s.pool {
-		if m.ready {
+		if m.ready() {
 			st.Ready++
 		}
 	}
@@ -93,29 +94,27 @@ func (s *Supervisor) addPoolMember(ctx context.Context) error {
 	if _, err := rand.Read(b[:]); err != nil {
 		return err
 	}
-	m := &poolMember{id: orchestrator.PoolIDPrefix + hex.EncodeToString(b[:])}
-	spec := s.Spec
-	spec.Name, spec.InstanceID, spec.MapID, spec.Pool = orchestrator.ContainerName(m.id), m.id, "pool", true
-	spec.Env = append(append([]string(nil), s.Spec.Env...), "MAP_INSTANCE_ID="+m.id, "MAP_MAP_ID=pool", "MAP_BLANK=true")
+	m := &poolMember{id: PoolIDPrefix + hex.EncodeToString(b[:])}
+	spec := Spec{InstanceID: m.id, MapID: "pool", Pool: true,
+		Env: append(append([]string(nil), s.Env...), "MAP_INSTANCE_ID="+m.id, "MAP_MAP_ID=pool", "MAP_BLANK=true")}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	id, err := CreateMap(cctx, s.API, spec)
-	if err != nil {
-		return err
-	}
-	m.containerID = id
+	// In the pool before it starts: the blank map may register before Start returns.
 	s.mu.Lock()
 	s.pool[m.id] = m
 	s.mu.Unlock()
-	if err := StartMap(cctx, s.API, id); err != nil {
+	c, err := s.Runtime.Start(cctx, spec)
+	if err != nil {
 		s.dropPoolMember(m.id)
-		_ = RemoveMap(context.WithoutCancel(ctx), s.API, id)
 		return err
 	}
 	s.mu.Lock()
-	m.started, m.startedAt = true, s.Now()
+	m.containerID, m.ports, m.started, m.startedAt = c.ID, c.Ports, true, s.Now()
+	if m.ready() {
+		s.Metrics.PoolReady.Set(float64(s.readyPoolLocked()))
+	}
 	s.mu.Unlock()
-	s.Log.Info("warm pool container started", "pool", m.id, "container", shortID(id))
+	s.Log.Info("warm pool container started", "pool", m.id, "container", shortID(c.ID))
 	return nil
 }
 
@@ -131,7 +130,7 @@ func (s *Supervisor) dropPoolMember(id string) {
 func (s *Supervisor) readyPoolLocked() int {
 	n := 0
 	for _, m := range s.pool {
-		if m.ready {
+		if m.ready() {
 			n++
 		}
 	}
@@ -139,30 +138,17 @@ func (s *Supervisor) readyPoolLocked() int {
 }
 
 // poolReady records a blank map's registration.
-func (s *Supervisor) poolReady(ctx context.Context, r control.MapReady) error {
-	s.mu.Lock()
-	m, ok := s.pool[r.InstanceID]
-	var cid string
-	if ok {
-		cid = m.containerID
-	}
-	s.mu.Unlock()
-	if !ok {
-		return apierr.Errorf(apierr.ENOTFOUND, "no warm pool container %q", r.InstanceID)
-	}
-	game, ctrl, err := PublishedPorts(ctx, s.API, cid)
-	if err != nil {
-		return fmt.Errorf("map-ready %q: %w", r.InstanceID, err)
-	}
+func (s *Supervisor) poolReady(r control.MapReady) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pool[r.InstanceID] != m {
-		return apierr.Errorf(apierr.ENOTFOUND, "warm pool container %q was handed out or removed", r.InstanceID)
+	m, ok := s.pool[r.InstanceID]
+	if !ok {
+		return apierr.Errorf(apierr.ENOTFOUND, "no warm pool container %q (handed out or removed)", r.InstanceID)
 	}
-	if !m.ready {
-		s.Log.Info("warm pool container ready", "pool", m.id, "container", shortID(cid))
+	if !m.registered {
+		s.Log.Info("warm pool container registered", "pool", m.id, "container", shortID(m.containerID))
 	}
-	m.gamePort, m.ctrlPort, m.ready = game, ctrl, true
+	m.registered = true
 	s.Metrics.PoolReady.Set(float64(s.readyPoolLocked()))
 	return nil
 }
@@ -172,7 +158,7 @@ func (s *Supervisor) poolReady(ctx context.Context, r control.MapReady) error {
 func (s *Supervisor) takePoolLocked() *poolMember {
 	ids := make([]string, 0, len(s.pool))
 	for id, m := range s.pool {
-		if m.ready {
+		if m.ready() {
 			ids = append(ids, id)
 		}
 	}
@@ -188,16 +174,16 @@ func (s *Supervisor) takePoolLocked() *poolMember {
 }
 
 // handout turns pool member m into instance in: the map is told its instance and
-// MapConfig, the instance is ready at once, and the container is renamed to the
-// instance's name in the background (a rename costs several milliseconds of the
-// engine's time). Should the orchestrator die before the rename, adoption still finds
-// the instance: it asks a pool-named container's /health which instance it runs.
+// MapConfig, the instance is ready at once, and the runtime is told in the background
+// (Assign). Should the orchestrator die before that, adoption still finds the
+// instance: it asks a pool container's /health which instance it runs.
 func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) error {
 	start := s.Now()
 	s.mu.Lock()
-	in.ContainerID, in.GamePort, in.ControlPort = m.containerID, m.gamePort, m.ctrlPort
+	in.ContainerID, in.ports = m.containerID, m.ports
+	in.GamePort, in.ControlPort = m.ports.Game, m.ports.Control
 	s.mu.Unlock()
-	if err := s.RPC.StartInstance(ctx, controlURL(m.ctrlPort), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+	if err := s.RPC.StartInstance(ctx, controlURL(m.ports.Control), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
 		return fmt.Errorf("start-instance on pool container %s: %w", m.id, err)
 	}
 	s.mu.Lock()
@@ -207,18 +193,18 @@ func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) e
 	s.transition(in, orchestrator.StateReady, fmt.Sprintf("handed warm pool container %s", m.id))
 	s.mu.Unlock()
 	s.Log.Info("warm pool handout", "instance", in.ID, "pool", m.id, "container", shortID(m.containerID), "tookMs", ms(now.Sub(start)))
-	s.renameLater(in.ID, m.containerID)
+	s.assignLater(in.ID, m.containerID)
 	return nil
 }
 
-// renameLater renames a handed-out pool container to its instance's name in the
-// background.
-func (s *Supervisor) renameLater(instanceID, containerID string) {
+// assignLater tells the runtime in the background that a handed-out pool container
+// now runs instanceID (in Docker a rename, which costs milliseconds of engine time).
+func (s *Supervisor) assignLater(instanceID, containerID string) {
 	s.group.Go(func() error {
 		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 		defer cancel()
-		if err := s.API.ContainerRename(ctx, containerID, orchestrator.ContainerName(instanceID)); err != nil {
-			s.Log.Warn("rename handed-out pool container", "instance", instanceID, "container", shortID(containerID), "err", err)
+		if err := s.Runtime.Assign(ctx, containerID, instanceID); err != nil {
+			s.Log.Warn("assign handed-out pool container", "instance", instanceID, "container", shortID(containerID), "err", err)
 		}
 		return nil
 	})
@@ -235,7 +221,7 @@ func (s *Supervisor) poolExitedLocked(id string, code int) bool {
 		s.Metrics.PoolReady.Set(float64(s.readyPoolLocked()))
 		s.Log.Warn("warm pool container exited", "pool", pid, "exitCode", code)
 		s.group.Go(func() error {
-			if err := RemoveMap(context.WithoutCancel(s.ctx), s.API, id); err != nil {
+			if err := s.Runtime.Remove(context.WithoutCancel(s.ctx), id); err != nil {
 				s.Log.Warn("remove exited pool container", "pool", pid, "err", err)
 			}
 			return nil

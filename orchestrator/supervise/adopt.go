@@ -1,49 +1,42 @@
-package docker
+package supervise
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-
-	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
-// adopt reconciles the deployment's labelled containers with the wanted set when the
-// orchestrator starts:
+// adopt reconciles the runtime's containers with the wanted set when the orchestrator
+// starts:
 //   - a running container of a wanted instance is adopted: same container, no restart;
 //     it is probed, and its map registers again when its next heartbeat is answered
 //     "not registered";
-//   - a running pool-named container is asked for its /health: a blank one is kept in
-//     the pool (up to PoolSize); one that was handed an instance just before the last
-//     orchestrator died (and not yet renamed) is adopted for that instance;
+//   - a running pool container is asked for its /health: a blank one is kept in the
+//     pool (up to PoolSize); one that was handed an instance just before the last
+//     orchestrator died (and not yet assigned) is adopted for that instance;
 //   - an exited container is removed (a wanted instance gets a new one);
 //   - a container of an unknown instance is stopped and removed after OrphanGrace,
 //     unless the instance is created meanwhile;
 //   - a wanted, running-status instance without a container is started.
 func (s *Supervisor) adopt(ctx context.Context) error {
-	list, err := ListMaps(ctx, s.API, s.Spec.Deployment)
+	list, err := s.Runtime.List(ctx)
 	if err != nil {
 		return err
 	}
 	var remove []string
-	var orphans, pooled []container.Summary
+	var orphans, pooled []Container
 	var probe []*instance
 
 	s.mu.Lock()
 	for _, c := range list {
-		name := ""
-		if len(c.Names) > 0 {
-			name = c.Names[0]
-		}
-		id, ok := orchestrator.InstanceFromContainerName(name)
-		running := c.State == "running"
+		id, running := c.InstanceID, c.Running
 		switch {
-		case !ok:
+		case id == "":
 			orphans = append(orphans, c)
-		case strings.HasPrefix(id, orchestrator.PoolIDPrefix) && c.Labels[orchestrator.LabelPool] == "true":
+		case strings.HasPrefix(id, PoolIDPrefix) && c.Pool:
 			if running {
 				pooled = append(pooled, c)
 			} else {
@@ -57,7 +50,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 				orphans = append(orphans, c)
 				continue
 			}
-			in.ContainerID = c.ID
+			in.ContainerID, in.ports = c.ID, c.Ports
 			s.transition(in, orchestrator.StateStarting, "adopted running container")
 			s.Metrics.Adopted.Inc()
 			probe = append(probe, in)
@@ -78,7 +71,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 	}
 	for _, id := range remove {
 		s.Log.Info("removing exited map container", "container", shortID(id))
-		if err := RemoveMap(ctx, s.API, id); err != nil {
+		if err := s.Runtime.Remove(ctx, id); err != nil {
 			return err
 		}
 	}
@@ -101,19 +94,15 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 	return nil
 }
 
-// adoptPooled sorts out one running pool-named container by what its /health says
-// it runs: its pool id (kept in the pool, or dropped when the pool is full or it does
-// not answer), a wanted instance without a container (adopted for it, and renamed), or
+// adoptPooled sorts out one running pool container by what its /health says it runs:
+// its pool id (kept in the pool, or dropped when the pool is full or it does not
+// answer), a wanted instance without a container (adopted for it, and assigned), or
 // anything else (an orphan).
-func (s *Supervisor) adoptPooled(ctx context.Context, c container.Summary) (in *instance, orphan, drop bool) {
-	poolID, _ := orchestrator.InstanceFromContainerName(c.Names[0])
-	_, ctrl, err := PublishedPorts(ctx, s.API, c.ID)
-	var h mapcontrol.MapHealth
-	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		h, err = s.RPC.Health(pctx, controlURL(ctrl))
-		cancel()
-	}
+func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance, orphan, drop bool) {
+	poolID := c.InstanceID
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	h, err := s.RPC.Health(pctx, controlURL(c.Ports.Control))
+	cancel()
 	if err != nil {
 		s.Log.Info("pool container does not answer; removing", "pool", poolID, "err", err)
 		return nil, false, true
@@ -124,7 +113,7 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c container.Summary) (in *
 		if len(s.pool) >= s.PoolSize {
 			return nil, false, true
 		}
-		s.pool[poolID] = &poolMember{id: poolID, containerID: c.ID, started: true, startedAt: s.Now()}
+		s.pool[poolID] = &poolMember{id: poolID, containerID: c.ID, ports: c.Ports, started: true, startedAt: s.Now()}
 		s.Metrics.Adopted.Inc()
 		s.Log.Info("adopted warm pool container", "pool", poolID, "container", shortID(c.ID))
 		return nil, false, false
@@ -133,21 +122,26 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c container.Summary) (in *
 	if !wanted || in.ContainerID != "" {
 		return nil, true, false
 	}
-	in.ContainerID = c.ID
+	in.ContainerID, in.ports = c.ID, c.Ports
 	s.transition(in, orchestrator.StateStarting, "adopted running container (handed out from the pool)")
 	s.Metrics.Adopted.Inc()
-	s.renameLater(in.ID, c.ID)
+	s.assignLater(in.ID, c.ID)
 	return in, false, false
 }
 
-// probeAdopted reads an adopted container's ports and probes its /health: a healthy map
-// is ready at once (players keep playing); one that does not answer is left starting,
-// and the usual start timeout applies.
+// probeAdopted probes an adopted container's /health: a healthy map is ready at once
+// (players keep playing); one that does not answer is left starting, and the usual
+// start timeout applies.
 func (s *Supervisor) probeAdopted(ctx context.Context, in *instance) {
-	game, ctrl, err := PublishedPorts(ctx, s.API, in.ContainerID)
-	if err == nil {
+	s.mu.Lock()
+	ports := in.ports
+	s.mu.Unlock()
+	var err error
+	if ports.Game == 0 || ports.Control == 0 {
+		err = fmt.Errorf("the runtime reports no published ports (%+v)", ports)
+	} else {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = s.RPC.Health(pctx, controlURL(ctrl))
+		_, err = s.RPC.Health(pctx, controlURL(ports.Control))
 		cancel()
 	}
 	s.mu.Lock()
@@ -157,19 +151,16 @@ func (s *Supervisor) probeAdopted(ctx context.Context, in *instance) {
 		return
 	}
 	now := s.Now()
-	in.GamePort, in.ControlPort = game, ctrl
+	in.GamePort, in.ControlPort = ports.Game, ports.Control
 	in.lastBeat, in.lastActive = now, now
 	s.transition(in, orchestrator.StateReady, "adopted; health probe ok")
 	s.Log.Info("adopted map container", "instance", in.ID, "container", shortID(in.ContainerID))
 }
 
-// removeOrphan stops (cleanly) and removes a labelled container nobody wants, after
+// removeOrphan stops (cleanly) and removes a container nobody wants, after
 // OrphanGrace, unless its instance became wanted meanwhile.
-func (s *Supervisor) removeOrphan(c container.Summary) {
-	name := ""
-	if len(c.Names) > 0 {
-		name = c.Names[0]
-	}
+func (s *Supervisor) removeOrphan(c Container) {
+	name := c.Name
 	s.Log.Info("unknown map container; removing after grace", "container", shortID(c.ID), "name", name, "grace", s.OrphanGrace)
 	select {
 	case <-s.ctx.Done():
@@ -184,9 +175,9 @@ func (s *Supervisor) removeOrphan(c container.Summary) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.StopGrace+10*time.Second)
 	defer cancel()
-	err := StopMap(ctx, s.API, c.ID, s.StopGrace)
+	_, err := s.Runtime.Stop(ctx, c.ID, s.StopGrace)
 	if err == nil {
-		err = RemoveMap(ctx, s.API, c.ID)
+		err = s.Runtime.Remove(ctx, c.ID)
 	}
 	if err != nil {
 		s.Log.Warn("remove unknown map container", "container", shortID(c.ID), "err", err)

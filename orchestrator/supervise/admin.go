@@ -1,4 +1,4 @@
-package docker
+package supervise
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 
 // Create adds a wanted instance and starts it.
 func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
-	if !control.ValidName(r.InstanceID) || strings.HasPrefix(r.InstanceID, orchestrator.PoolIDPrefix) {
-		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must match %s and not start with %q", r.InstanceID, control.IDPattern, orchestrator.PoolIDPrefix)
+	if !control.ValidName(r.InstanceID) || strings.HasPrefix(r.InstanceID, PoolIDPrefix) {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must match %s and not start with %q", r.InstanceID, control.IDPattern, PoolIDPrefix)
 	}
 	if !control.ValidName(r.MapID) {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must match %s", r.MapID, control.IDPattern)
@@ -97,17 +97,18 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 
 	if cid != "" {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.StopGrace+10*time.Second)
-		err = StopMap(sctx, s.API, cid, s.StopGrace)
+		var exit Exit
+		exit, err = s.Runtime.Stop(sctx, cid, s.StopGrace)
 		if err == nil {
 			// Record how it ended (0 after a clean flush, 137 when the grace ran out)
 			// before the container and its state are gone.
-			if info, ierr := s.API.ContainerInspect(sctx, cid); ierr == nil && info.ContainerJSONBase != nil && info.State != nil {
-				code := info.State.ExitCode
+			if exit.Code >= 0 {
+				code := exit.Code
 				s.mu.Lock()
-				in.LastExitCode, in.OOMKilled = &code, info.State.OOMKilled
+				in.LastExitCode, in.OOMKilled = &code, exit.OOM
 				s.mu.Unlock()
 			}
-			err = RemoveMap(sctx, s.API, cid)
+			err = s.Runtime.Remove(sctx, cid)
 		}
 		cancel()
 	}

@@ -1,4 +1,4 @@
-package docker
+package supervise
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,13 +45,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mapyard_map_probe_failures_total", Help: "Failed HTTP probes of map /health.",
 		}),
 		EventsReconnects: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "mapyard_docker_events_reconnects_total", Help: "Times the Docker events stream was lost and reconnected.",
+			Name: "mapyard_docker_events_reconnects_total", Help: "Times the runtime's container events stream (Docker's) was lost and reconnected.",
 		}),
 		Adopted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mapyard_map_adopted_total", Help: "Running map containers adopted at orchestrator start.",
 		}),
 		OrphansRemoved: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "mapyard_map_orphans_removed_total", Help: "Labelled containers of unknown instances removed.",
+			Name: "mapyard_map_orphans_removed_total", Help: "Containers of unknown instances removed.",
 		}),
 		Handouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mapyard_warm_pool_handouts_total", Help: "Instances started by handing out a warm pool container.",

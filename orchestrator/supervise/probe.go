@@ -1,4 +1,4 @@
-package docker
+package supervise
 
 import (
 	"context"
@@ -8,10 +8,6 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 )
-
-// ResyncInterval is how often the supervisor compares the engine's containers with
-// its records even when the events stream seems fine, in case an event was lost.
-const ResyncInterval = 30 * time.Second
 
 // probeLoop runs check every ProbeInterval, and a resync every ResyncInterval, until
 // ctx ends.
@@ -78,7 +74,7 @@ func (s *Supervisor) check(ctx context.Context) {
 	// A blank map that never registers would hold its pool place forever.
 	var stuck []*poolMember
 	for id, m := range s.pool {
-		if m.started && !m.ready && now.Sub(m.startedAt) > s.StartTimeout {
+		if m.started && !m.registered && now.Sub(m.startedAt) > s.StartTimeout {
 			delete(s.pool, id)
 			stuck = append(stuck, m)
 		}
@@ -87,7 +83,7 @@ func (s *Supervisor) check(ctx context.Context) {
 	for _, m := range stuck {
 		s.Log.Warn("warm pool container never registered; replacing it", "pool", m.id, "container", shortID(m.containerID))
 		s.group.Go(func() error {
-			if err := RemoveMap(context.WithoutCancel(ctx), s.API, m.containerID); err != nil {
+			if err := s.Runtime.Remove(context.WithoutCancel(ctx), m.containerID); err != nil {
 				s.Log.Warn("remove stuck pool container", "pool", m.id, "err", err)
 			}
 			return nil

@@ -1,0 +1,136 @@
+package sim
+
+import "github.com/mapyard/mapyard/mapserver/mapgen"
+
+// colliderCell is the side of a collider grid cell in quanta (16 units).
+const colliderCell = 16 * QuantaPerUnit
+
+// collider is one static collider in quanta.
+type collider struct {
+	circle       bool
+	x, y, hx, hy int64
+}
+
+// Colliders is the static geometry bodies move against: the world's bounds and its
+// static colliders in quanta, bucketed in a uniform grid so that a step tests only the
+// colliders near the body. It is immutable after NewColliders and safe to share.
+type Colliders struct {
+	width, height int32 // bounds in quanta
+	cols, rows    int
+	start         []int32 // cell i holds items[start[i]:start[i+1]]
+	items         []int32
+	list          []collider
+}
+
+// NewColliders converts w's bounds and colliders to quanta. The browser builds the
+// same value from the same world, so its predicted moves collide identically.
+func NewColliders(w *mapgen.World) *Colliders {
+	c := &Colliders{width: FromCentimetres(w.Width), height: FromCentimetres(w.Height)}
+	c.cols = int(c.width)/colliderCell + 1
+	c.rows = int(c.height)/colliderCell + 1
+	counts := make([]int32, c.cols*c.rows+1)
+	for _, wc := range w.Colliders {
+		if wc.Shape != mapgen.ShapeCircle && wc.Shape != mapgen.ShapeBox {
+			continue
+		}
+		col := collider{
+			circle: wc.Shape == mapgen.ShapeCircle,
+			x:      int64(FromCentimetres(wc.X)), y: int64(FromCentimetres(wc.Y)),
+			hx: int64(FromCentimetres(wc.HalfX)), hy: int64(FromCentimetres(wc.HalfY)),
+		}
+		c.list = append(c.list, col)
+		c.eachCell(col, func(i int) { counts[i+1]++ })
+	}
+	c.start = make([]int32, len(counts))
+	for i := 1; i < len(counts); i++ {
+		c.start[i] = c.start[i-1] + counts[i]
+	}
+	c.items = make([]int32, c.start[len(c.start)-1])
+	fill := append([]int32(nil), c.start[:len(c.start)-1]...)
+	for n, col := range c.list {
+		c.eachCell(col, func(i int) { c.items[fill[i]] = int32(n); fill[i]++ })
+	}
+	return c
+}
+
+// Bounds returns the world's size in quanta.
+func (c *Colliders) Bounds() (width, height int32) { return c.width, c.height }
+
+// eachCell calls fn with every grid cell the collider, grown by a body radius, touches.
+func (c *Colliders) eachCell(col collider, fn func(int)) {
+	c0, r0 := c.cellOf(col.x-col.hx-BodyRadius, col.y-col.hy-BodyRadius)
+	c1, r1 := c.cellOf(col.x+col.hx+BodyRadius, col.y+col.hy+BodyRadius)
+	for r := r0; r <= r1; r++ {
+		for q := c0; q <= c1; q++ {
+			fn(r*c.cols + q)
+		}
+	}
+}
+
+// cellOf returns the grid cell holding (x, y), clamped to the grid.
+func (c *Colliders) cellOf(x, y int64) (col, row int) {
+	col, row = int(x/colliderCell), int(y/colliderCell)
+	col = max(0, min(col, c.cols-1))
+	row = max(0, min(row, c.rows-1))
+	if x < 0 {
+		col = 0
+	}
+	if y < 0 {
+		row = 0
+	}
+	return col, row
+}
+
+// Blocked reports whether a body centred at p would overlap a collider or reach past
+// the bounds.
+func (c *Colliders) Blocked(p Vec) bool {
+	x, y := int64(p.X), int64(p.Y)
+	if x < BodyRadius || y < BodyRadius || x > int64(c.width)-BodyRadius || y > int64(c.height)-BodyRadius {
+		return true
+	}
+	col, row := c.cellOf(x, y)
+	i := row*c.cols + col
+	for _, n := range c.items[c.start[i]:c.start[i+1]] {
+		if overlaps(&c.list[n], x, y) {
+			return true
+		}
+	}
+	return false
+}
+
+// overlaps reports whether a body at (x, y) overlaps col (touching is not overlapping).
+func overlaps(col *collider, x, y int64) bool {
+	dx, dy := x-col.x, y-col.y
+	if col.circle {
+		r := col.hx + BodyRadius
+		return dx*dx+dy*dy < r*r
+	}
+	// Distance from the point to the box, per axis.
+	ex := max(abs64(dx)-col.hx, 0)
+	ey := max(abs64(dy)-col.hy, 0)
+	return ex*ex+ey*ey < BodyRadius*BodyRadius
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// slide moves p by (dx, dy), one axis after the other; an axis whose move would block
+// is not taken. A body that starts blocked (spawned inside a collider) may still move
+// wherever the move does not make it blocked, so it can walk out.
+func (c *Colliders) slide(p Vec, dx, dy int32) Vec {
+	if dx != 0 {
+		if n := (Vec{p.X + dx, p.Y}); !c.Blocked(n) {
+			p = n
+		}
+	}
+	if dy != 0 {
+		if n := (Vec{p.X, p.Y + dy}); !c.Blocked(n) {
+			p = n
+		}
+	}
+	return p
+}

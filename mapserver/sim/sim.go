@@ -1,0 +1,382 @@
+// Package sim is the map's pure simulation: players walking from sequenced inputs and
+// NPCs wandering, against the static colliders and bounds of the generated world.
+//
+// The contract: Step advances the state by exactly one tick. It does no I/O, starts
+// no goroutines and reads no clock, and every random choice comes from a PRNG seeded by
+// Options.Seed, so a test drives it tick by tick and a replay of the same calls yields
+// the same state. Positions are integer quanta of 1/16 unit (one unit is one metre;
+// see Vec), and the movement a player's input goes through (Move) is integer math that
+// builds for GOOS=js GOARCH=wasm, so the browser predicts bit for bit what the server
+// computes.
+//
+// Entities live in slots: small indices, reused after a removal, that the wire encoding
+// and the area-of-interest grid use. State.Entities is indexed by slot; an entity also
+// has a stable EntityID, never reused within one State.
+//
+// A State is not safe for concurrent use: the tick loop owns it.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+)
+
+// EntityID is the stable, map-local identity of an entity; never reused in a State.
+type EntityID uint64
+
+// Kind tells players from NPCs. Its numeric value is sent on the wire.
+type Kind uint8
+
+// Entity kinds; zero marks a free slot.
+const (
+	KindNone   Kind = 0
+	KindPlayer Kind = 1
+	KindNPC    Kind = 2
+)
+
+// Defaults for Options.
+const (
+	DefaultTickHz   = 30
+	DefaultMaxQueue = 64
+	// DefaultCatchUp is how many queued inputs a player may run in one tick when its
+	// queue has grown past two (inputs that arrived in a burst after network jitter).
+	DefaultCatchUp = 3
+)
+
+// Entity is one dynamic entity in a slot.
+type Entity struct {
+	// ID is the stable identity; zero in a free slot.
+	ID EntityID
+	// Kind is KindPlayer or KindNPC; KindNone in a free slot.
+	Kind Kind
+	// Pos is the position in quanta.
+	Pos Vec
+	// DX and DY is the current walking direction.
+	DX, DY int8
+}
+
+// Player is the per-player part of a player entity's slot.
+type Player struct {
+	// LastSeq is the seq of the last input applied (acked to the client in snapshots).
+	LastSeq uint64
+	// queued holds inputs not yet applied, in seq order.
+	queued []Input
+	// lastQueued is the highest seq ever queued; older seqs are dropped.
+	lastQueued uint64
+	// portal is 1 + the index of the portal the player stands in, 0 when none.
+	portal int
+}
+
+// npc is the per-NPC part of an NPC entity's slot.
+type npc struct {
+	vx, vy int64 // velocity from Velocity
+	turnAt uint64
+}
+
+// Options configure a State. The zero value of a field selects its default, except
+// NPCs and Seed, which are taken as given.
+type Options struct {
+	// TickHz is the number of Steps per simulated second (MAP_TICK_HZ).
+	TickHz int
+	// Seed drives NPC placement and wandering.
+	Seed uint64
+	// NPCs is the number of NPCs to spawn; NPCCount derives it from a MapConfig.
+	NPCs int
+	// PlayerSpeed and NPCSpeed are in quanta per second.
+	PlayerSpeed, NPCSpeed int32
+	// MaxQueue bounds each player's queued inputs; newer inputs past it are dropped.
+	MaxQueue int
+	// CatchUp is the most inputs one player runs in one tick.
+	CatchUp int
+}
+
+// NPCCount returns the number of NPCs rules ask for on a world of w: NPCDensity per
+// square kilometre of the bounds.
+func NPCCount(rules mapgen.GenerationRules, w *mapgen.World) int {
+	areaM2 := int64(w.Width/CentimetresPerUnit) * int64(w.Height/CentimetresPerUnit)
+	return int(int64(rules.NPCDensity) * areaM2 / 1_000_000)
+}
+
+// PortalEvent reports that a player stepped into a portal's trigger area this tick
+// (once per entry, not on every tick it stays inside).
+type PortalEvent struct {
+	Slot   int32
+	ID     EntityID
+	Portal int // index in the world's Portals
+}
+
+// Events is what one Step produced. Its slices are owned by the State and valid until
+// the next Step.
+type Events struct {
+	Tick    uint64
+	Portals []PortalEvent
+}
+
+// State is the dynamic state of one map.
+type State struct {
+	opts      Options
+	colliders *Colliders
+	portals   []portal
+	spawns    []Vec
+
+	// Entities is indexed by slot; read it, change it only through State's methods.
+	Entities []Entity
+	// Players is indexed by slot like Entities; meaningful where Kind is KindPlayer.
+	Players []Player
+	npcs    []npc
+	free    []int32 // free slots, reused oldest first
+	players int
+
+	tick   uint64
+	nextID EntityID
+	rng    *rand.Rand
+	events Events
+}
+
+// portal is a world portal in quanta.
+type portal struct{ x, y, r int64 }
+
+// New builds the state of world w with opts: colliders converted, NPCs placed on
+// walkable ground away from colliders.
+func New(w *mapgen.World, opts Options) (*State, error) {
+	if w == nil {
+		return nil, errors.New("sim: nil world")
+	}
+	if opts.TickHz == 0 {
+		opts.TickHz = DefaultTickHz
+	}
+	if opts.PlayerSpeed == 0 {
+		opts.PlayerSpeed = DefaultPlayerSpeed
+	}
+	if opts.NPCSpeed == 0 {
+		opts.NPCSpeed = DefaultNPCSpeed
+	}
+	if opts.MaxQueue == 0 {
+		opts.MaxQueue = DefaultMaxQueue
+	}
+	if opts.CatchUp == 0 {
+		opts.CatchUp = DefaultCatchUp
+	}
+	if opts.TickHz < 1 || opts.NPCs < 0 || opts.MaxQueue < 1 || opts.CatchUp < 1 || opts.PlayerSpeed < 0 || opts.NPCSpeed < 0 {
+		return nil, fmt.Errorf("sim: invalid options %+v", opts)
+	}
+	s := &State{opts: opts, colliders: NewColliders(w), rng: rand.New(rand.NewPCG(opts.Seed, pcgStream)), nextID: 1}
+	for _, p := range w.Portals {
+		s.portals = append(s.portals, portal{
+			x: int64(FromCentimetres(p.X)), y: int64(FromCentimetres(p.Y)), r: int64(FromCentimetres(p.Radius)),
+		})
+	}
+	for _, sp := range w.Spawns {
+		s.spawns = append(s.spawns, Vec{FromCentimetres(sp.X), FromCentimetres(sp.Y)})
+	}
+	for range opts.NPCs {
+		s.spawnNPC(w)
+	}
+	return s, nil
+}
+
+// Colliders returns the static geometry the state moves bodies against.
+func (s *State) Colliders() *Colliders { return s.colliders }
+
+// Tick returns the number of Steps taken.
+func (s *State) Tick() uint64 { return s.tick }
+
+// Options returns the options in effect, defaults filled in.
+func (s *State) Options() Options { return s.opts }
+
+// PlayerCount returns the number of players.
+func (s *State) PlayerCount() int { return s.players }
+
+// SpawnPoint returns spawn point i of the world (modulo their number) in quanta, or
+// the centre of the bounds when the world has none.
+func (s *State) SpawnPoint(i int) Vec {
+	if len(s.spawns) == 0 {
+		w, h := s.colliders.Bounds()
+		return Vec{w / 2, h / 2}
+	}
+	return s.spawns[(i%len(s.spawns)+len(s.spawns))%len(s.spawns)]
+}
+
+// alloc takes a free slot (the oldest freed) or grows the slot arrays.
+func (s *State) alloc() int32 {
+	if len(s.free) > 0 {
+		slot := s.free[0]
+		s.free = s.free[1:]
+		return slot
+	}
+	s.Entities = append(s.Entities, Entity{})
+	s.Players = append(s.Players, Player{})
+	s.npcs = append(s.npcs, npc{})
+	return int32(len(s.Entities) - 1)
+}
+
+// spawnNPC places one NPC on a random walkable, unblocked point (or anywhere inside
+// the bounds after many failed tries) with a random direction.
+func (s *State) spawnNPC(w *mapgen.World) {
+	bw, bh := s.colliders.Bounds()
+	var p Vec
+	for try := 0; try < 64; try++ {
+		p = Vec{int32(between(s.rng, BodyRadius, int(bw)-BodyRadius)), int32(between(s.rng, BodyRadius, int(bh)-BodyRadius))}
+		if !s.colliders.Blocked(p) && (w.Nav.CellSize <= 0 || w.Nav.WalkableAt(ToCentimetres(p.X), ToCentimetres(p.Y))) {
+			break
+		}
+	}
+	slot := s.alloc()
+	s.Entities[slot] = Entity{ID: s.nextID, Kind: KindNPC, Pos: p}
+	s.nextID++
+	s.turn(slot)
+}
+
+// turn gives NPC slot a new random direction, kept for 1.5 to 2.5 s.
+func (s *State) turn(slot int32) {
+	e := &s.Entities[slot]
+	for {
+		e.DX, e.DY = int8(between(s.rng, -MaxDir, MaxDir)), int8(between(s.rng, -MaxDir, MaxDir))
+		if e.DX != 0 || e.DY != 0 {
+			break
+		}
+	}
+	n := &s.npcs[slot]
+	n.vx, n.vy = Velocity(e.DX, e.DY, s.opts.NPCSpeed)
+	hz := s.opts.TickHz
+	n.turnAt = s.tick + uint64(between(s.rng, hz*3/2, hz*5/2))
+}
+
+// pcgStream selects the simulation's PCG stream; PCG is a specified algorithm, so a
+// seed yields the same NPCs on every platform and Go release.
+const pcgStream = 0x73696d
+
+// between returns a uniform integer in [lo, hi] (lo when hi <= lo).
+func between(r *rand.Rand, lo, hi int) int {
+	if hi <= lo {
+		return lo
+	}
+	return lo + r.IntN(hi-lo+1)
+}
+
+// PlayerState is what a player brings when it is added and leaves with when removed.
+type PlayerState struct {
+	// Pos is the position in quanta.
+	Pos Vec
+	// LastSeq is the last input seq already applied (inputs up to it are ignored).
+	LastSeq uint64
+}
+
+// AddPlayer puts a player at st.Pos (clamped into the bounds) and returns its slot
+// and stable id. A player added inside a portal's area (arriving through the matching
+// portal) is not reported as entering it until it has left it once.
+func (s *State) AddPlayer(st PlayerState) (int32, EntityID) {
+	w, h := s.colliders.Bounds()
+	st.Pos.X = max(BodyRadius, min(st.Pos.X, w-BodyRadius))
+	st.Pos.Y = max(BodyRadius, min(st.Pos.Y, h-BodyRadius))
+	slot := s.alloc()
+	id := s.nextID
+	s.nextID++
+	s.Entities[slot] = Entity{ID: id, Kind: KindPlayer, Pos: st.Pos}
+	p := &s.Players[slot]
+	*p = Player{LastSeq: st.LastSeq, lastQueued: st.LastSeq, queued: p.queued[:0], portal: s.portalAt(st.Pos)}
+	s.players++
+	return slot, id
+}
+
+// RemovePlayer frees the player's slot and returns its final state; false if slot
+// holds no player.
+func (s *State) RemovePlayer(slot int32) (PlayerState, bool) {
+	if slot < 0 || int(slot) >= len(s.Entities) || s.Entities[slot].Kind != KindPlayer {
+		return PlayerState{}, false
+	}
+	st := PlayerState{Pos: s.Entities[slot].Pos, LastSeq: s.Players[slot].LastSeq}
+	s.Entities[slot] = Entity{}
+	s.Players[slot].queued = s.Players[slot].queued[:0]
+	s.free = append(s.free, slot)
+	s.players--
+	return st, true
+}
+
+// Enqueue queues a player's inputs for the coming ticks. Inputs whose seq is not above
+// every seq queued before (duplicates, replays, reordering) are ignored, and so are
+// inputs beyond MaxQueue or with a direction outside [-MaxDir, MaxDir] on an axis
+// (int8 admits -128). It returns how many inputs were accepted; 0 for a slot that
+// holds no player.
+func (s *State) Enqueue(slot int32, inputs []Input) int {
+	if slot < 0 || int(slot) >= len(s.Entities) || s.Entities[slot].Kind != KindPlayer {
+		return 0
+	}
+	p := &s.Players[slot]
+	n := 0
+	for _, in := range inputs {
+		if in.Seq <= p.lastQueued || len(p.queued) >= s.opts.MaxQueue || in.DX < -MaxDir || in.DY < -MaxDir {
+			continue
+		}
+		p.queued = append(p.queued, in)
+		p.lastQueued = in.Seq
+		n++
+	}
+	return n
+}
+
+// Step advances the state by one tick: each player runs its next queued input (up to
+// CatchUp when more than two wait), each NPC walks and turns on schedule, and players
+// who entered a portal are reported.
+func (s *State) Step() Events {
+	s.tick++
+	s.events = Events{Tick: s.tick, Portals: s.events.Portals[:0]}
+	hz := s.opts.TickHz
+	for i := range s.Entities {
+		e := &s.Entities[i]
+		switch e.Kind {
+		case KindPlayer:
+			s.stepPlayer(int32(i), e)
+		case KindNPC:
+			n := &s.npcs[i]
+			if s.tick >= n.turnAt {
+				s.turn(int32(i))
+			}
+			next := s.colliders.slide(e.Pos, Displacement(n.vx, s.tick, hz), Displacement(n.vy, s.tick, hz))
+			if next == e.Pos {
+				n.turnAt = s.tick + 1 // stuck: pick another direction next tick
+			}
+			e.Pos = next
+		}
+	}
+	return s.events
+}
+
+// stepPlayer runs the player's due inputs and detects a portal entry.
+func (s *State) stepPlayer(slot int32, e *Entity) {
+	p := &s.Players[slot]
+	run := 1
+	if len(p.queued) > 2 {
+		run = s.opts.CatchUp
+	}
+	run = min(run, len(p.queued))
+	for _, in := range p.queued[:run] {
+		e.Pos = Move(s.colliders, e.Pos, in, s.opts.PlayerSpeed, s.opts.TickHz)
+		e.DX, e.DY = in.DX, in.DY
+		p.LastSeq = in.Seq
+	}
+	if run > 0 {
+		p.queued = p.queued[:copy(p.queued, p.queued[run:])]
+	}
+	at := s.portalAt(e.Pos)
+	if at != 0 && at != p.portal {
+		s.events.Portals = append(s.events.Portals, PortalEvent{Slot: slot, ID: e.ID, Portal: at - 1})
+	}
+	p.portal = at
+}
+
+// portalAt returns 1 + the index of the first portal whose trigger circle contains
+// pos, or 0.
+func (s *State) portalAt(pos Vec) int {
+	x, y := int64(pos.X), int64(pos.Y)
+	for i, pt := range s.portals {
+		dx, dy := x-pt.x, y-pt.y
+		if dx*dx+dy*dy <= pt.r*pt.r {
+			return i + 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,298 @@
+package wire
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"slices"
+)
+
+// Snapshot frame format (see docs/netcode.md for the byte-by-byte layout).
+const (
+	// FormatVersion is the snapshot format; a frame's first byte is FormatVersion<<1 |
+	// delta flag.
+	FormatVersion = 1
+	// MaxSlots bounds entity slots: slots lie in [0, MaxSlots).
+	MaxSlots = 1 << 16
+	// MaxCoord bounds the magnitude of a position coordinate in quanta.
+	MaxCoord = 1 << 30
+	// DefaultRing is how many snapshots a client's baseline ring keeps: about 2 s at
+	// 15 snapshots per second. A client whose newest ack is older gets a full snapshot.
+	DefaultRing = 32
+	// Changed-field bits of an update record.
+	fieldX = 1
+	fieldY = 2
+)
+
+// EntityState is what the snapshot carries of one entity: its stable id and kind
+// (sent once, in the spawn record) and its position in quanta (1/16 unit).
+type EntityState struct {
+	ID   uint64
+	Kind uint8
+	X, Y int32
+}
+
+// table is the state of every slot at one snapshot tick; ID 0 marks an empty slot.
+type table struct {
+	tick  uint32
+	valid bool
+	slots []EntityState
+}
+
+// Encoder builds the snapshot frames of one map. Each snapshot tick the loop calls
+// Begin, then Set once per entity (the state every client's frame reads), then Encode
+// once per client with that client's visible slots. The encoder keeps the last Ring
+// tick tables shared by all clients; a client keeps only which slots it saw at each
+// tick, so a delta against any acknowledged tick still in both rings costs no copy of
+// entity state per client. Nothing allocates in steady state: tables and rings are
+// reused, and Encode appends to the caller's buffer.
+//
+// An Encoder and its Clients are not safe for concurrent use; Encode calls for
+// different clients of one tick may run in parallel only if each has its own Client
+// and destination buffer (they read the shared tables only).
+type Encoder struct {
+	hist []table
+	cur  int
+}
+
+// NewEncoder returns an encoder keeping ring snapshot tables (DefaultRing if ring <= 0).
+func NewEncoder(ring int) *Encoder {
+	if ring <= 0 {
+		ring = DefaultRing
+	}
+	return &Encoder{hist: make([]table, ring), cur: -1}
+}
+
+// Begin starts the snapshot of tick, which must be above the previous one. Slots not
+// Set before the next Begin are empty at tick.
+func (e *Encoder) Begin(tick uint32) {
+	e.cur = (e.cur + 1) % len(e.hist)
+	t := &e.hist[e.cur]
+	t.tick, t.valid = tick, true
+	clear(t.slots)
+}
+
+// Set records the state of slot at the current tick. Slots outside [0, MaxSlots) and
+// zero ids are ignored.
+func (e *Encoder) Set(slot int32, s EntityState) {
+	if e.cur < 0 || slot < 0 || slot >= MaxSlots || s.ID == 0 {
+		return
+	}
+	t := &e.hist[e.cur]
+	if int(slot) >= len(t.slots) {
+		t.slots = slices.Grow(t.slots, int(slot)+1-len(t.slots))[:slot+1]
+	}
+	t.slots[slot] = s
+}
+
+// find returns the table of tick, or nil when it left the ring.
+func (e *Encoder) find(tick uint32) *table {
+	for i := range e.hist {
+		if t := &e.hist[i]; t.valid && t.tick == tick {
+			return t
+		}
+	}
+	return nil
+}
+
+// sent is one snapshot sent to a client: its tick and the sorted visible slots.
+type sent struct {
+	tick  uint32
+	valid bool
+	slots []uint16 // fit: slots lie below MaxSlots
+}
+
+// Client is one client's side of the encoder: the snapshots recently sent to it and
+// the newest tick it acknowledged.
+type Client struct {
+	// scratch, reused by every Encode
+	mark                      []uint64
+	despawns, spawns, updates []uint16
+
+	ring   []sent
+	next   int
+	acked  uint32
+	hasAck bool
+}
+
+// NewClient returns the state of a new client, which gets a full snapshot until it
+// acknowledges one; ring as for NewEncoder.
+func NewClient(ring int) *Client {
+	if ring <= 0 {
+		ring = DefaultRing
+	}
+	return &Client{ring: make([]sent, ring)}
+}
+
+// Ack records that the client received the snapshot of tick. Acks of ticks never sent
+// to it, or older than its newest ack, are ignored (false).
+func (c *Client) Ack(tick uint32) bool {
+	if c.hasAck && tick <= c.acked || c.find(tick) == nil {
+		return false
+	}
+	c.acked, c.hasAck = tick, true
+	return true
+}
+
+// Reset forgets the client's acks, so that its next snapshot is full (a resumed
+// connection whose decoder starts empty).
+func (c *Client) Reset() {
+	c.hasAck = false
+	for i := range c.ring {
+		c.ring[i].valid = false
+	}
+}
+
+func (c *Client) find(tick uint32) *sent {
+	for i := range c.ring {
+		if s := &c.ring[i]; s.valid && s.tick == tick {
+			return s
+		}
+	}
+	return nil
+}
+
+// Encode appends the current tick's snapshot for client c to dst: a delta against the
+// newest snapshot c acknowledged when both the encoder and c still hold it, a full
+// snapshot otherwise (full reports which). seq is the last input seq applied for the
+// client's player, self its own slot (-1 for none), and visible the slots it sees
+// (any order; empty slots and duplicates are skipped). Encode must follow Begin.
+func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible []int32) (out []byte, full bool) {
+	if e.cur < 0 {
+		e.Begin(0)
+	}
+	cur := &e.hist[e.cur]
+	rec := &c.ring[c.next]
+	c.next = (c.next + 1) % len(c.ring)
+	var base *table
+	var baseSlots []uint16
+	if c.hasAck {
+		// A baseline about to be overwritten by this snapshot's record is unusable.
+		if s := c.find(c.acked); s != nil && s != rec && s.tick != cur.tick {
+			if t := e.find(c.acked); t != nil {
+				base, baseSlots = t, s.slots
+			}
+		}
+	}
+	if rec.valid && c.hasAck && rec.tick == c.acked {
+		c.hasAck = false
+	}
+	// Record what this snapshot shows, sorted and deduplicated, in the client's ring:
+	// mark the visible slots in a bitset and read it back in order, which costs far
+	// less than sorting.
+	rec.tick, rec.valid = cur.tick, true
+	rec.slots = c.visibleSorted(rec.slots[:0], cur, visible)
+	if full = base == nil; full {
+		baseSlots = nil
+	}
+	c.classify(base, cur, baseSlots, rec.slots)
+
+	if full {
+		dst = append(dst, FormatVersion<<1)
+		dst = binary.AppendUvarint(dst, uint64(cur.tick))
+	} else {
+		dst = append(dst, FormatVersion<<1|1)
+		dst = binary.AppendUvarint(dst, uint64(cur.tick))
+		dst = binary.AppendUvarint(dst, uint64(cur.tick-base.tick))
+	}
+	dst = binary.AppendUvarint(dst, seq)
+	if self < 0 || self >= MaxSlots {
+		self = -1
+	}
+	dst = binary.AppendUvarint(dst, uint64(self+1))
+
+	dst = binary.AppendUvarint(dst, uint64(len(c.despawns)))
+	prev := int32(-1)
+	for _, s := range c.despawns {
+		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1))
+		prev = int32(s)
+	}
+
+	dst = binary.AppendUvarint(dst, uint64(len(c.spawns)))
+	prev = -1
+	for _, s := range c.spawns {
+		st := &cur.slots[s]
+		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1))
+		dst = append(dst, st.Kind)
+		dst = binary.AppendUvarint(dst, st.ID)
+		dst = binary.AppendVarint(dst, int64(st.X))
+		dst = binary.AppendVarint(dst, int64(st.Y))
+		prev = int32(s)
+	}
+
+	// Updates: the slot gap with the changed-field mask in its low two bits, then the
+	// zigzag deltas of the changed coordinates. Entities at rest cost nothing.
+	dst = binary.AppendUvarint(dst, uint64(len(c.updates)))
+	prev = -1
+	for _, s := range c.updates {
+		b, n := &base.slots[s], &cur.slots[s]
+		var mask uint64
+		if b.X != n.X {
+			mask |= fieldX
+		}
+		if b.Y != n.Y {
+			mask |= fieldY
+		}
+		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1)<<2|mask)
+		if mask&fieldX != 0 {
+			dst = binary.AppendVarint(dst, int64(n.X)-int64(b.X))
+		}
+		if mask&fieldY != 0 {
+			dst = binary.AppendVarint(dst, int64(n.Y)-int64(b.Y))
+		}
+		prev = int32(s)
+	}
+	return dst, full
+}
+
+// visibleSorted appends to dst the occupied slots of visible, sorted and without
+// duplicates, through the client's bitset.
+func (c *Client) visibleSorted(dst []uint16, cur *table, visible []int32) []uint16 {
+	if cap(dst) < len(visible) {
+		// Room for more than this snapshot needs, so that a ring entry grows rarely.
+		dst = make([]uint16, 0, len(visible)+len(visible)/2+8)
+	}
+	words := (len(cur.slots) + 63) / 64
+	if len(c.mark) < words {
+		c.mark = make([]uint64, words)
+	}
+	for _, s := range visible {
+		if s >= 0 && int(s) < len(cur.slots) && cur.slots[s].ID != 0 {
+			c.mark[s>>6] |= 1 << (s & 63)
+		}
+	}
+	for w := range words {
+		m := c.mark[w]
+		for m != 0 {
+			dst = append(dst, uint16(w*64+bits.TrailingZeros64(m)))
+			m &= m - 1
+		}
+		c.mark[w] = 0
+	}
+	return dst
+}
+
+// classify splits the slots seen at the baseline (was) and now into despawns (seen,
+// no longer visible), spawns (newly visible, or holding another entity than at the
+// baseline) and updates (the same entity, moved), in the client's scratch lists.
+func (c *Client) classify(base, cur *table, was, now []uint16) {
+	c.despawns, c.spawns, c.updates = c.despawns[:0], c.spawns[:0], c.updates[:0]
+	i := 0
+	for _, s := range now {
+		for i < len(was) && was[i] < s {
+			c.despawns = append(c.despawns, was[i])
+			i++
+		}
+		if i == len(was) || was[i] != s {
+			c.spawns = append(c.spawns, s)
+			continue
+		}
+		i++
+		switch {
+		case int(s) >= len(base.slots) || base.slots[s].ID != cur.slots[s].ID:
+			c.spawns = append(c.spawns, s)
+		case base.slots[s] != cur.slots[s]:
+			c.updates = append(c.updates, s)
+		}
+	}
+	c.despawns = append(c.despawns, was[i:]...)
+}

@@ -1,0 +1,347 @@
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// fakeRuntime is a hand-written in-memory runtime that also answers the map control
+// calls (/health, start-instance) of the containers it runs. Events are sent by the
+// test on a channel; every call is counted.
+type fakeRuntime struct {
+	mu         sync.Mutex
+	next       int
+	containers map[string]*fakeContainer
+	calls      map[string]int
+	events     chan Event
+	errs       chan error
+	stopErr    error // what Stop answers, when set
+	healthErr  error // what every /health answers, when set
+}
+
+// fakeContainer is one container of fakeRuntime; runs is the instance its map says it
+// runs (what /health reports).
+type fakeContainer struct {
+	Container
+	runs string
+}
+
+var (
+	_ Runtime = (*fakeRuntime)(nil)
+	_ MapRPC  = (*fakeRuntime)(nil)
+)
+
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{containers: map[string]*fakeContainer{}, calls: map[string]int{},
+		events: make(chan Event), errs: make(chan error, 1)}
+}
+
+// add puts a container in the runtime as if an earlier orchestrator had started it.
+func (f *fakeRuntime) add(instanceID, runs string, pool, running bool) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	id := fmt.Sprintf("c%d", f.next)
+	f.containers[id] = &fakeContainer{Container: Container{ID: id, Name: "map-" + instanceID, InstanceID: instanceID, Pool: pool,
+		Running: running, Exit: Exit{Code: -1}, Ports: Ports{Game: 30000 + 2*f.next, Control: 30001 + 2*f.next}}, runs: runs}
+	return id
+}
+
+func (f *fakeRuntime) count(call string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[call]
+}
+
+func (f *fakeRuntime) exists(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.containers[id] != nil
+}
+
+func (f *fakeRuntime) Start(_ context.Context, spec Spec) (Container, error) {
+	id := f.add(spec.InstanceID, spec.InstanceID, spec.Pool, true)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["start"]++
+	if spec.Pool {
+		f.calls["start-pool"]++
+	}
+	return f.containers[id].Container, nil
+}
+
+func (f *fakeRuntime) Stop(_ context.Context, id string, _ time.Duration) (Exit, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["stop"]++
+	if f.stopErr != nil {
+		return Exit{Code: -1}, f.stopErr
+	}
+	c := f.containers[id]
+	if c == nil {
+		return Exit{Code: -1}, nil
+	}
+	if c.Running {
+		c.Running, c.Exit = false, Exit{Code: 0}
+	}
+	return c.Exit, nil
+}
+
+func (f *fakeRuntime) Remove(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["remove"]++
+	delete(f.containers, id)
+	return nil
+}
+
+func (f *fakeRuntime) List(context.Context) ([]Container, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["list"]++
+	var out []Container
+	for _, c := range f.containers {
+		out = append(out, c.Container)
+	}
+	return out, nil
+}
+
+func (f *fakeRuntime) Events(context.Context) (<-chan Event, <-chan error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["events"]++
+	return f.events, f.errs
+}
+
+func (f *fakeRuntime) Assign(_ context.Context, id, instanceID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["assign"]++
+	if c := f.containers[id]; c != nil {
+		c.InstanceID = instanceID
+	}
+	return nil
+}
+
+// byControlURL finds the running container whose control port url names.
+func (f *fakeRuntime) byControlURL(url string) *fakeContainer {
+	for _, c := range f.containers {
+		if c.Running && url == controlURL(c.Ports.Control) {
+			return c
+		}
+	}
+	return nil
+}
+
+func (f *fakeRuntime) Health(_ context.Context, url string) (mapcontrol.MapHealth, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["health"]++
+	c := f.byControlURL(url)
+	switch {
+	case c == nil:
+		return mapcontrol.MapHealth{}, errors.New("connection refused")
+	case f.healthErr != nil:
+		return mapcontrol.MapHealth{}, f.healthErr
+	}
+	return mapcontrol.MapHealth{Status: "ok", InstanceID: c.runs}, nil
+}
+
+func (f *fakeRuntime) StartInstance(_ context.Context, url string, r mapcontrol.StartInstance) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["start-instance"]++
+	c := f.byControlURL(url)
+	if c == nil {
+		return errors.New("connection refused")
+	}
+	c.runs = r.InstanceID
+	return nil
+}
+
+// exit ends container id with code, as the process ending would, and sends the event.
+func (f *fakeRuntime) exit(id string, exit Exit) {
+	f.mu.Lock()
+	if c := f.containers[id]; c != nil {
+		c.Running, c.Exit = false, exit
+	}
+	f.mu.Unlock()
+	f.events <- Event{ContainerID: id, Kind: EventExited, Exit: exit}
+}
+
+// syncClock is a settable clock safe for the supervisor's goroutines.
+type syncClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *syncClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *syncClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// memStore is an in-memory Store.
+type memStore struct {
+	mu   sync.Mutex
+	rows map[string]orchestrator.WantedInstance
+}
+
+var _ Store = (*memStore)(nil)
+
+func (m *memStore) PutInstance(_ context.Context, w orchestrator.WantedInstance) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rows == nil {
+		m.rows = map[string]orchestrator.WantedInstance{}
+	}
+	m.rows[w.ID] = w
+	return nil
+}
+
+func (m *memStore) DeleteInstance(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.rows, id)
+	return nil
+}
+
+func (m *memStore) ListInstances(context.Context) ([]orchestrator.WantedInstance, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []orchestrator.WantedInstance
+	for _, w := range m.rows {
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// rig is a Supervisor over fakeRuntime with a settable clock. Its probe loop never
+// fires on its own (the interval is an hour): tests run a round of the time-based
+// rules with check after moving the clock.
+type rig struct {
+	*Supervisor
+	rt    *fakeRuntime
+	clock *syncClock
+	store *memStore
+
+	mu          sync.Mutex
+	transitions []string
+}
+
+// newRig opens a supervisor whose default instance is d-1, with no warm pool, at most
+// 3 restarts a minute and a 30 s quarantine; prepare may add containers and wanted
+// instances, and change options, before Open.
+func newRig(t *testing.T, prepare func(*rig)) *rig {
+	t.Helper()
+	r := &rig{rt: newFakeRuntime(), clock: &syncClock{t: time.Unix(1_700_000_000, 0)}, store: &memStore{}}
+	opts := DefaultOptions()
+	opts.DefaultInstanceID = "d-1"
+	opts.PoolSize = 0
+	opts.Policy = RestartPolicy{Window: time.Minute, Max: 3, Quarantine: 30 * time.Second}
+	opts.ProbeInterval = time.Hour
+	opts.OrphanGrace = 0
+	r.Supervisor = New(r.rt, r.rt, slog.New(slog.DiscardHandler), opts)
+	r.Now, r.Store, r.Metrics = r.clock.Now, r.store, NewMetrics(nil)
+	r.OnTransition = func(id string, from, to orchestrator.InstanceState, reason string) {
+		r.mu.Lock()
+		r.transitions = append(r.transitions, fmt.Sprintf("%s %s→%s: %s", id, from, to, reason))
+		r.mu.Unlock()
+	}
+	if prepare != nil {
+		prepare(r)
+	}
+	if err := r.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	// The events loop takes its first event only after the resync that follows its
+	// connection: once this (ignored) event is taken, that resync is over and cannot
+	// race with what the test does next.
+	r.rt.events <- Event{}
+	return r
+}
+
+// waitFor waits until cond holds, failing the test after five seconds.
+func (r *rig) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			instances := r.Instances() // before r.mu: OnTransition takes r.mu under the supervisor's lock
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			t.Fatalf("timed out waiting for %s; instances %+v; transitions %v", what, instances, r.transitions)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// settle waits until no start or stop is in flight.
+func (r *rig) settle(t *testing.T) {
+	t.Helper()
+	r.waitFor(t, "no action in flight", func() bool {
+		r.Supervisor.mu.Lock()
+		defer r.Supervisor.mu.Unlock()
+		for _, in := range r.instances {
+			if in.busy {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// ready waits for instance id's container and registers its map.
+func (r *rig) ready(t *testing.T, id string) orchestrator.Instance {
+	t.Helper()
+	r.settle(t)
+	if err := r.MapReady(context.Background(), control.MapReady{InstanceID: id}); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := r.Gate(id)
+	if err != nil {
+		t.Fatalf("%s not ready: %v", id, err)
+	}
+	return inst
+}
+
+func (r *rig) saw(substr string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, tr := range r.transitions {
+		if strings.Contains(tr, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *rig) state(id string) orchestrator.Instance {
+	inst, _ := r.Instance(id)
+	return inst
+}
+
+// create adds instance id (map "forest") through the admin path.
+func (r *rig) create(t *testing.T, id string) {
+	t.Helper()
+	if _, err := r.Create(context.Background(), orchestrator.CreateInstance{InstanceID: id, MapID: "forest"}); err != nil {
+		t.Fatal(err)
+	}
+}

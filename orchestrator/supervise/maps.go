@@ -1,0 +1,212 @@
+package supervise
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// MapReady records a map server's registration. A warm-pool map becomes available for
+// handout; an instance's map is (again) told its MapConfig and becomes ready. A map
+// may register before the runtime's start call returns: its registration waits for it.
+func (s *Supervisor) MapReady(ctx context.Context, r control.MapReady) error {
+	if !control.ValidName(r.InstanceID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId %q is not a valid id", r.InstanceID)
+	}
+	if strings.HasPrefix(r.InstanceID, PoolIDPrefix) {
+		return s.poolReady(r)
+	}
+	in, cid, ports, err := s.registering(ctx, r.InstanceID)
+	if err != nil {
+		return err
+	}
+	if err := s.RPC.StartInstance(ctx, controlURL(ports.Control), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+		return fmt.Errorf("map-ready %q: start-instance: %w", r.InstanceID, err)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in.ContainerID != cid {
+		return apierr.Errorf(apierr.ECONFLICT, "instance %q was replaced while it registered", r.InstanceID)
+	}
+	in.GamePort, in.ControlPort = ports.Game, ports.Control
+	in.Registered, in.lastBeat, in.probeFails = true, s.Now(), 0
+	switch in.State {
+	case orchestrator.StateStarting, orchestrator.StateRestarting, orchestrator.StateReady:
+		if in.lastActive.IsZero() || in.State != orchestrator.StateReady {
+			in.lastActive = s.Now()
+		}
+		s.transition(in, orchestrator.StateReady, "map registered")
+	}
+	return nil
+}
+
+// registering returns the instance a map registers for with its current container and
+// ports, waiting (bounded by ctx) while a start or handout is in flight.
+func (s *Supervisor) registering(ctx context.Context, id string) (*instance, string, Ports, error) {
+	for {
+		s.mu.Lock()
+		in, ok := s.instances[id]
+		if !ok {
+			s.mu.Unlock()
+			return nil, "", Ports{}, apierr.Errorf(apierr.ENOTFOUND, "instance %q is not wanted by this orchestrator", id)
+		}
+		cid, ports, busy, leaving := in.ContainerID, in.ports, in.busy, in.busy && in.ContainerID != "" && in.ContainerID == in.expectExit
+		ch := in.changed
+		s.mu.Unlock()
+		switch {
+		case leaving:
+			// The container being replaced may still heartbeat during its stop grace;
+			// it must not make the instance ready again with ports about to vanish.
+			return nil, "", Ports{}, apierr.Errorf(apierr.ECONFLICT, "instance %q is being replaced", id)
+		case !busy && cid != "" && ports.Control != 0:
+			return in, cid, ports, nil
+		case !busy:
+			return nil, "", Ports{}, apierr.Errorf(apierr.ENOTFOUND, "instance %q has no container", id)
+		}
+		// A start or handout is in flight: the registration waits for its outcome, so
+		// a handout always finishes (and says so) before the map's own registration.
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, "", Ports{}, apierr.Errorf(apierr.ECONFLICT, "instance %q is still being started", id)
+		}
+	}
+}
+
+// Heartbeat records a heartbeat and reports whether the map is registered.
+func (s *Supervisor) Heartbeat(instanceID string, players int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.pool[instanceID]; ok {
+		return m.registered
+	}
+	in, ok := s.instances[instanceID]
+	if !ok || !in.Registered {
+		return false
+	}
+	in.lastBeat = s.Now()
+	if players > 0 {
+		in.lastActive = in.lastBeat
+	}
+	return true
+}
+
+// Registered reports whether instanceID's map server registered with this orchestrator.
+func (s *Supervisor) Registered(instanceID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.pool[instanceID]; ok {
+		return m.registered
+	}
+	in, ok := s.instances[instanceID]
+	return ok && in.Registered
+}
+
+// Gate reports whether instanceID can take players now, and returns it when it can.
+// It is the one readiness rule: the edge asks it before proxying a player, admission
+// before redeeming a ticket, and Acquire before handing an instance out. Error codes:
+// EMAPQUARANTINED while the instance is quarantined, EMAPUNAVAILABLE when it is
+// unknown or in any state but ready.
+func (s *Supervisor) Gate(instanceID string) (orchestrator.Instance, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[instanceID]
+	if !ok {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EMAPUNAVAILABLE, "no map instance %q", instanceID)
+	}
+	return in.Instance, s.gateLocked(in)
+}
+
+// gateLocked is Gate's rule for a known instance. The caller holds s.mu.
+func (s *Supervisor) gateLocked(in *instance) error {
+	switch in.State {
+	case orchestrator.StateReady:
+		return nil
+	case orchestrator.StateQuarantined:
+		return apierr.Errorf(apierr.EMAPQUARANTINED,
+			"map instance %q keeps failing and is quarantined until %s", in.ID, in.until.UTC().Format(time.RFC3339))
+	default:
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is %s", in.ID, in.State)
+	}
+}
+
+// Acquire returns instanceID once Gate lets players in. A stopped instance is started
+// (lazy spawn); a quarantined one fails fast with EMAPQUARANTINED; an instance that is
+// not ready within StartTimeout (or ctx) fails with EMAPUNAVAILABLE; an unknown one
+// with ENOTFOUND.
+func (s *Supervisor) Acquire(ctx context.Context, instanceID string) (orchestrator.Instance, error) {
+	timer := time.NewTimer(s.StartTimeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		in, ok := s.instances[instanceID]
+		if !ok {
+			s.mu.Unlock()
+			return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no map instance %q", instanceID)
+		}
+		in.lastActive = s.Now()
+		err := s.gateLocked(in)
+		switch {
+		case err == nil:
+			out := in.Instance
+			s.mu.Unlock()
+			return out, nil
+		case apierr.Code(err) == apierr.EMAPQUARANTINED:
+			s.mu.Unlock()
+			return orchestrator.Instance{}, err
+		case in.State == orchestrator.StateStopped && !in.busy:
+			if in.status != orchestrator.StatusRunning {
+				s.persistStatus(in, orchestrator.StatusRunning)
+			}
+			s.spawn(in, orchestrator.StateStarting, "needed by a join or transfer")
+		}
+		ch := in.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return orchestrator.Instance{}, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is not ready", instanceID)
+		case <-timer.C:
+			return orchestrator.Instance{}, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q was not ready within %s", instanceID, s.StartTimeout)
+		}
+	}
+}
+
+// Instances lists every known instance, ordered by id.
+func (s *Supervisor) Instances() []orchestrator.Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]orchestrator.Instance, 0, len(s.instances))
+	for _, in := range s.instances {
+		out = append(out, in.Instance)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Instance returns one instance by id.
+func (s *Supervisor) Instance(id string) (orchestrator.Instance, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[id]
+	if !ok {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no map instance %q", id)
+	}
+	return in.Instance, nil
+}
+
+// Ready reports whether the default instance is ready.
+func (s *Supervisor) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[s.DefaultInstanceID]
+	return ok && in.State == orchestrator.StateReady
+}

@@ -1,0 +1,91 @@
+package supervise
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// Defaults of Options, matching the ORCH_* defaults of DESIGN.md.
+const (
+	DefaultInstanceID       = "default-1"
+	DefaultMapID            = "default"
+	DefaultRestartWindow    = 60 * time.Second
+	DefaultRestartMax       = 3
+	DefaultQuarantine       = 60 * time.Second
+	DefaultHeartbeatTimeout = 15 * time.Second
+	DefaultProbeInterval    = 2 * time.Second
+	DefaultProbeFailures    = 2
+	DefaultStartTimeout     = 30 * time.Second
+	DefaultStopGrace        = 10 * time.Second
+	DefaultOrphanGrace      = 10 * time.Second
+	DefaultIdleStop         = 10 * time.Minute
+	DefaultPoolSize         = 1
+)
+
+// ResyncInterval is how often the supervisor compares the runtime's containers with
+// its records even when the events stream seems fine, in case an event was lost.
+const ResyncInterval = 30 * time.Second
+
+// PoolIDPrefix starts the id of every warm-pool map ("pool-<hex>"), the id a blank map
+// registers under. Instance ids with this prefix are refused so they never collide
+// with pool members.
+const PoolIDPrefix = "pool-"
+
+// Options are the supervisor's policies. Start from DefaultOptions; the orchestrator's
+// command maps its environment onto them.
+type Options struct {
+	DefaultInstanceID string // always wanted, never idle-stopped
+	DefaultMapID      string
+
+	Policy           RestartPolicy // restarts per window, and the quarantine past it
+	HeartbeatTimeout time.Duration // a registered map without a heartbeat this long is unhealthy
+	ProbeInterval    time.Duration // between HTTP probes of each ready map's /health
+	ProbeFailures    int           // consecutive failed probes that make a map unhealthy
+	StartTimeout     time.Duration // starting → unhealthy; also bounds Acquire's wait
+	StopGrace        time.Duration // SIGTERM → SIGKILL
+	OrphanGrace      time.Duration // unknown containers found at start are removed after it
+	IdleStop         time.Duration // non-default instances without players are stopped after it
+	PoolSize         int           // blank containers kept started and registered
+	AllowFaultEnv    bool          // accept MAP_FAULT_* env in Create (tests only)
+
+	// Env is the environment every map container gets (how to reach the
+	// orchestrator, its secret, MAP_* tunables); the supervisor adds the identity.
+	Env []string
+}
+
+// DefaultOptions returns the options with every default.
+func DefaultOptions() Options {
+	return Options{
+		DefaultInstanceID: DefaultInstanceID,
+		DefaultMapID:      DefaultMapID,
+		Policy:            RestartPolicy{Window: DefaultRestartWindow, Max: DefaultRestartMax, Quarantine: DefaultQuarantine},
+		HeartbeatTimeout:  DefaultHeartbeatTimeout,
+		ProbeInterval:     DefaultProbeInterval,
+		ProbeFailures:     DefaultProbeFailures,
+		StartTimeout:      DefaultStartTimeout,
+		StopGrace:         DefaultStopGrace,
+		OrphanGrace:       DefaultOrphanGrace,
+		IdleStop:          DefaultIdleStop,
+		PoolSize:          DefaultPoolSize,
+	}
+}
+
+// Validate checks values that would make the supervisor misbehave.
+func (o Options) Validate() error {
+	if !control.ValidName(o.DefaultInstanceID) {
+		return fmt.Errorf("default instance id %q must match %s", o.DefaultInstanceID, control.IDPattern)
+	}
+	if !control.ValidName(o.DefaultMapID) {
+		return fmt.Errorf("default map id %q must match %s", o.DefaultMapID, control.IDPattern)
+	}
+	if o.Policy.Window <= 0 || o.HeartbeatTimeout <= 0 || o.ProbeInterval <= 0 || o.StartTimeout <= 0 || o.IdleStop <= 0 {
+		return errors.New("restart window, heartbeat timeout, probe interval, start timeout and idle stop must be positive")
+	}
+	if o.Policy.Max < 0 || o.Policy.Quarantine < 0 || o.StopGrace < 0 || o.OrphanGrace < 0 || o.PoolSize < 0 || o.ProbeFailures < 1 {
+		return errors.New("restart max, quarantine, stop grace, orphan grace and pool size must not be negative; probe failures at least 1")
+	}
+	return nil
+}

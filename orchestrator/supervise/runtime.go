@@ -1,0 +1,95 @@
+package supervise
+
+import (
+	"context"
+	"time"
+)
+
+// Runtime is what the supervisor needs from whatever runs map containers: start one,
+// stop it, remove it, list the deployment's containers, follow their lifecycle events,
+// and tell it which instance a handed-out pool container now runs. The Docker Engine
+// implements it (package docker); rule tests use a small in-memory fake. Names, labels
+// and the deployment scope are the runtime's business: the supervisor speaks in
+// container ids and instance ids only.
+type Runtime interface {
+	// Start creates and starts a container for spec and returns it with its published
+	// ports. Whatever container held the instance's name before is removed first.
+	Start(ctx context.Context, spec Spec) (Container, error)
+
+	// Stop stops a container cleanly: SIGTERM, then SIGKILL once grace has passed. A
+	// container that is gone or already stopped counts as stopped. It returns how the
+	// container ended, when the runtime still knows.
+	Stop(ctx context.Context, id string, grace time.Duration) (Exit, error)
+
+	// Remove removes a container, killing it if it still runs. A container that is
+	// already gone is not an error.
+	Remove(ctx context.Context, id string) error
+
+	// List returns every container of this deployment, running or not.
+	List(ctx context.Context) ([]Container, error)
+
+	// Events streams the deployment's container lifecycle events until ctx ends or the
+	// stream breaks (an error on the second channel). Events sent while no stream is
+	// open are lost; the supervisor lists again after every (re)connection.
+	Events(ctx context.Context) (<-chan Event, <-chan error)
+
+	// Assign records that container id, started blank for the warm pool, now runs
+	// instanceID, so that a later List reports it under that instance (Docker renames
+	// it to the instance's container name).
+	Assign(ctx context.Context, id, instanceID string) error
+}
+
+// Spec is what one map container is started with; the runtime adds what every map
+// container shares (image, network, limits, labels).
+type Spec struct {
+	// InstanceID is the id the map registers under: an instance, or a pool id
+	// (PoolIDPrefix) for a blank warm-pool map.
+	InstanceID string
+	MapID      string
+	Pool       bool     // a blank warm-pool container
+	Env        []string // the map server's whole environment
+}
+
+// Container is one map container as the runtime reports it.
+type Container struct {
+	ID string
+	// Name is how operators know the container (for logs only).
+	Name string
+	// InstanceID is the instance the runtime says the container runs (a pool id for an
+	// unassigned pool container), or "" for a container that is not a map of ours.
+	InstanceID string
+	Pool       bool // started blank for the warm pool
+	Running    bool
+	Exit       Exit  // how it ended, when not running
+	Ports      Ports // published on 127.0.0.1, when running
+}
+
+// Ports are a map container's published host ports on 127.0.0.1.
+type Ports struct {
+	Game    int
+	Control int
+}
+
+// Exit is how a container ended.
+type Exit struct {
+	Code int  // -1 when unknown
+	OOM  bool // killed by the kernel's OOM killer
+}
+
+// EventKind is what happened to a container.
+type EventKind string
+
+// Lifecycle events the supervisor acts on.
+const (
+	// EventExited: the container's process ended; Event.Exit says how.
+	EventExited EventKind = "exited"
+	// EventUnhealthy: the image's own health check reports the container unhealthy.
+	EventUnhealthy EventKind = "unhealthy"
+)
+
+// Event is one container lifecycle event.
+type Event struct {
+	ContainerID string
+	Kind        EventKind
+	Exit        Exit // for EventExited
+}

@@ -1,0 +1,359 @@
+// Package supervise keeps mapyard's map instances running: the lifecycle state machine
+// of every instance, restarts with backoff and quarantine, the warm pool, idle stops,
+// adoption of running containers after an orchestrator restart, and the one readiness
+// gate that joins, transfers and the edge ask. It runs containers through a narrow
+// Runtime interface (Docker's lives in package docker) and knows nothing of names,
+// labels or the engine, so its rules are tested over an in-memory runtime.
+package supervise
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// Store is where the supervisor keeps the wanted set, so that a restarted orchestrator
+// knows which containers to adopt. *sqlite.DB implements it.
+type Store interface {
+	PutInstance(ctx context.Context, w orchestrator.WantedInstance) error
+	DeleteInstance(ctx context.Context, id string) error
+	ListInstances(ctx context.Context) ([]orchestrator.WantedInstance, error)
+}
+
+// MapRPC is the part of the control RPC's map client the supervisor uses: health
+// probes and handing an instance to a map.
+type MapRPC interface {
+	Health(ctx context.Context, baseURL string) (mapcontrol.MapHealth, error)
+	StartInstance(ctx context.Context, baseURL string, r mapcontrol.StartInstance) error
+}
+
+var _ MapRPC = (*mapcontrol.MapClient)(nil)
+
+// Supervisor keeps the map instances the orchestrator wants running as containers of a
+// Runtime, watches their health (runtime events, HTTP probes, heartbeats), restarts
+// them with backoff and quarantine, adopts running containers after an orchestrator
+// restart, and keeps a warm pool of blank maps. It implements orchestrator.Maps.
+//
+// Create it with New, adjust the exported fields, then Open it; Close it at shutdown.
+// Close leaves map containers running on purpose.
+type Supervisor struct {
+	Runtime Runtime
+	Store   Store // nil keeps the wanted set in memory only
+	RPC     MapRPC
+	Log     *slog.Logger
+	Now     func() time.Time
+
+	// Options are the policies; they may be changed until Open.
+	Options
+
+	Metrics *Metrics
+
+	// OnTransition, when set, is called on every state change, with the supervisor's
+	// lock held: it must return quickly and not call the supervisor. Tests and
+	// benchmarks use it to observe transitions and their reasons.
+	OnTransition func(instanceID string, from, to orchestrator.InstanceState, reason string)
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	group  errgroup.Group
+
+	mu        sync.Mutex
+	instances map[string]*instance
+	pool      map[string]*poolMember
+	poolKick  chan struct{}
+}
+
+var _ orchestrator.Maps = (*Supervisor)(nil)
+
+// instance is the supervisor's private record of one wanted map instance.
+type instance struct {
+	orchestrator.Instance
+
+	config     json.RawMessage
+	env        []string // extra container env (fault injection in tests)
+	status     string   // orchestrator.StatusRunning or StatusStopped (the wanted set)
+	ports      Ports    // of ContainerID, known before the map registers
+	createdAt  time.Time
+	lastBeat   time.Time
+	lastActive time.Time // last heartbeat with players, or last Acquire
+	probeFails int
+	restarts   restartLog
+	until      time.Time // end of quarantine
+	busy       bool      // a start, restart or stop is in flight
+	expectExit string    // container id that the supervisor itself is stopping
+	changed    chan struct{}
+}
+
+// New returns a Supervisor running maps on rt with opts.
+func New(rt Runtime, rpc MapRPC, log *slog.Logger, opts Options) *Supervisor {
+	return &Supervisor{
+		Runtime: rt, RPC: rpc, Log: log, Now: time.Now, Options: opts,
+		instances: make(map[string]*instance),
+		pool:      make(map[string]*poolMember),
+		poolKick:  make(chan struct{}, 1),
+	}
+}
+
+// Open loads the wanted set, adopts or removes the deployment's existing containers,
+// starts wanted instances that have none, and starts the background loops: the events
+// stream, probes and the warm pool. It returns once adoption is done.
+func (s *Supervisor) Open(ctx context.Context) error {
+	if s.Runtime == nil || s.RPC == nil || s.Log == nil || s.Now == nil {
+		return errors.New("supervisor: Runtime, RPC, Log and Now are required")
+	}
+	if err := s.Options.Validate(); err != nil {
+		return fmt.Errorf("supervisor: %w", err)
+	}
+	if s.Metrics == nil {
+		s.Metrics = NewMetrics(nil)
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+
+	if err := s.loadWanted(ctx); err != nil {
+		return err
+	}
+	if err := s.adopt(ctx); err != nil {
+		return err
+	}
+	s.group.Go(func() error { s.watchEvents(s.ctx); return nil })
+	s.group.Go(func() error { s.probeLoop(s.ctx); return nil })
+	s.group.Go(func() error { s.poolLoop(s.ctx); return nil })
+	return nil
+}
+
+// Close stops the background loops and waits for actions in flight. Containers keep
+// running: the next orchestrator adopts them.
+func (s *Supervisor) Close() error {
+	if s.cancel == nil {
+		return nil
+	}
+	s.cancel(errors.New("supervisor closed"))
+	return s.group.Wait()
+}
+
+// loadWanted reads the wanted set and makes sure the default instance is in it.
+func (s *Supervisor) loadWanted(ctx context.Context) error {
+	var wanted []orchestrator.WantedInstance
+	if s.Store != nil {
+		var err error
+		if wanted, err = s.Store.ListInstances(ctx); err != nil {
+			return err
+		}
+	}
+	hasDefault := false
+	for _, w := range wanted {
+		hasDefault = hasDefault || w.ID == s.DefaultInstanceID
+	}
+	if !hasDefault {
+		w := orchestrator.WantedInstance{ID: s.DefaultInstanceID, MapID: s.DefaultMapID, Status: orchestrator.StatusRunning, CreatedAt: s.Now()}
+		if err := s.persist(ctx, w); err != nil {
+			return err
+		}
+		wanted = append(wanted, w)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range wanted {
+		if w.ID == s.DefaultInstanceID {
+			w.Status = orchestrator.StatusRunning // the default map is always wanted
+		}
+		s.addLocked(w, nil)
+	}
+	return nil
+}
+
+func (s *Supervisor) persist(ctx context.Context, w orchestrator.WantedInstance) error {
+	if s.Store == nil {
+		return nil
+	}
+	return s.Store.PutInstance(ctx, w)
+}
+
+func (s *Supervisor) persistStatus(in *instance, status string) {
+	in.status = status
+	w := orchestrator.WantedInstance{ID: in.ID, MapID: in.MapID, Config: in.config, Status: status, CreatedAt: in.createdAt}
+	s.group.Go(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.persist(ctx, w); err != nil {
+			s.Log.Error("persist map instance", "instance", w.ID, "err", err)
+		}
+		return nil
+	})
+}
+
+func (s *Supervisor) addLocked(w orchestrator.WantedInstance, env []string) *instance {
+	in := &instance{
+		Instance:  orchestrator.Instance{ID: w.ID, MapID: w.MapID, State: orchestrator.StateStopped, Reason: "not started", Since: s.Now()},
+		config:    w.Config,
+		env:       env,
+		status:    w.Status,
+		createdAt: w.CreatedAt,
+		changed:   make(chan struct{}),
+	}
+	s.instances[w.ID] = in
+	s.Metrics.setState("", in.State)
+	return in
+}
+
+// transition moves in to state `to`, logging and counting it, and wakes everything
+// waiting for a change. The caller holds s.mu.
+func (s *Supervisor) transition(in *instance, to orchestrator.InstanceState, reason string) {
+	from := in.State
+	in.State, in.Reason, in.Since = to, reason, s.Now()
+	if from == to {
+		return
+	}
+	s.Log.Info("map state", "instance", in.ID, "from", from, "to", to, "reason", reason, "container", shortID(in.ContainerID))
+	s.Metrics.transition(from, to)
+	if s.OnTransition != nil {
+		s.OnTransition(in.ID, from, to, reason)
+	}
+	close(in.changed)
+	in.changed = make(chan struct{})
+}
+
+// idle marks the end of an action on in and wakes those waiting for it. The caller
+// holds s.mu.
+func (s *Supervisor) idle(in *instance) {
+	in.busy = false
+	close(in.changed)
+	in.changed = make(chan struct{})
+}
+
+// spawn starts (or restarts) in's container in the background unless an action is
+// already in flight. The caller holds s.mu.
+func (s *Supervisor) spawn(in *instance, state orchestrator.InstanceState, reason string) {
+	if in.busy {
+		return
+	}
+	in.busy = true
+	in.Registered = false
+	s.transition(in, state, reason)
+	old := in.ContainerID
+	if old != "" {
+		in.expectExit = old
+	}
+	s.group.Go(func() error {
+		s.runStart(in, old)
+		return nil
+	})
+}
+
+// runStart replaces in's container: it stops and removes the old one (if any), then
+// hands the instance a warm-pool container or creates a new one.
+func (s *Supervisor) runStart(in *instance, old string) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.StartTimeout+s.StopGrace+10*time.Second)
+	defer cancel()
+	err := s.replace(ctx, in, old)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idle(in)
+	if err != nil && s.ctx.Err() == nil {
+		s.Log.Error("map start failed", "instance", in.ID, "err", err)
+		s.failed(in, "start failed: "+err.Error())
+	}
+}
+
+// replace stops and removes in's old container (if any), then hands the instance a
+// warm-pool container or starts a new one.
+func (s *Supervisor) replace(ctx context.Context, in *instance, old string) error {
+	if old != "" {
+		if _, err := s.Runtime.Stop(ctx, old, s.StopGrace); err != nil {
+			return err
+		}
+		if err := s.Runtime.Remove(ctx, old); err != nil {
+			return err
+		}
+	}
+
+	s.mu.Lock()
+	// The old container is gone: a registration from now on comes from the new one.
+	in.ContainerID, in.GamePort, in.ControlPort, in.ports = "", 0, 0, Ports{}
+	var m *poolMember
+	if len(in.env) == 0 {
+		m = s.takePoolLocked()
+	}
+	spec := Spec{InstanceID: in.ID, MapID: in.MapID,
+		Env: append(append(append([]string(nil), s.Env...), in.env...), "MAP_INSTANCE_ID="+in.ID, "MAP_MAP_ID="+in.MapID)}
+	s.mu.Unlock()
+
+	if m != nil {
+		err := s.handout(ctx, in, m)
+		if err == nil {
+			return nil
+		}
+		s.Log.Warn("warm pool handout failed; starting a new container", "instance", in.ID, "pool", m.id, "err", err)
+		s.mu.Lock()
+		in.expectExit = m.containerID // its death is ours, not a crash of the instance
+		s.mu.Unlock()
+		if err := s.Runtime.Remove(ctx, m.containerID); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		in.ContainerID, in.GamePort, in.ControlPort, in.ports = "", 0, 0, Ports{}
+		s.mu.Unlock()
+	}
+
+	start := s.Now()
+	c, err := s.Runtime.Start(ctx, spec)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	in.ContainerID, in.ports = c.ID, c.Ports
+	s.mu.Unlock()
+	s.Log.Info("map container started", "instance", in.ID, "map", in.MapID, "container", shortID(c.ID), "tookMs", ms(s.Now().Sub(start)))
+	return nil
+}
+
+// failed handles a map that crashed, turned unhealthy or could not start: it is
+// restarted if the restart policy allows, else quarantined. The caller holds s.mu.
+func (s *Supervisor) failed(in *instance, reason string) {
+	in.Registered = false
+	now := s.Now()
+	ok, until := s.Policy.allow(&in.restarts, now)
+	if !ok {
+		in.until = until
+		s.Metrics.Quarantines.Inc()
+		s.transition(in, orchestrator.StateQuarantined,
+			fmt.Sprintf("%s; %d restarts within %s, quarantined until %s", reason, s.Policy.count(&in.restarts, now), s.Policy.Window, until.Format(time.RFC3339)))
+		return
+	}
+	in.Restarts++
+	s.Metrics.Restarts.WithLabelValues(in.ID).Inc()
+	s.spawn(in, orchestrator.StateRestarting, reason)
+}
+
+// unhealthy marks a ready map unhealthy and replaces it (counted as a failure). The
+// caller holds s.mu.
+func (s *Supervisor) unhealthy(in *instance, reason string) {
+	if in.busy || (in.State != orchestrator.StateReady && in.State != orchestrator.StateStarting && in.State != orchestrator.StateRestarting) {
+		return
+	}
+	s.transition(in, orchestrator.StateUnhealthy, reason)
+	s.failed(in, reason)
+}
+
+// controlURL is the base URL of a map's control listener published on loopback.
+func controlURL(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// ms is d in milliseconds with microsecond precision, for logs.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
