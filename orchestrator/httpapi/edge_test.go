@@ -53,7 +53,7 @@ func (m edgeMaps) Gate(id string) (orchestrator.Instance, error) {
 // MustOpenEdge serves the public listener over maps, without admission or store.
 func MustOpenEdge(tb testing.TB, maps orchestrator.Maps) *httpapi.Server {
 	tb.Helper()
-	s := httpapi.NewServer(maps, nil, nil, secret, slog.New(slog.DiscardHandler))
+	s := httpapi.NewServer(maps, nil, nil, mustRoot(tb), slog.New(slog.DiscardHandler))
 	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if err := s.Open(); err != nil {
 		tb.Fatal(err)

@@ -39,6 +39,7 @@ const (
 	PurposeAuthKeyHash    = "mapyard authkey hash v1"
 	PurposeMapCredential  = "mapyard map credential v1"
 	PurposeOrchCredential = "mapyard orchestrator-to-map credential v1"
+	purposeKeyID          = "mapyard key id v1"
 )
 
 // MinRootLen is the shortest root secret accepted. A generated root has 43 characters
@@ -84,6 +85,12 @@ func (r *Root) TicketKey() []byte { return r.Derive(PurposeTicket) }
 
 // AuthKeyHashKey is the key of the keyed hash stored in place of players' authKeys.
 func (r *Root) AuthKeyHashKey() []byte { return r.Derive(PurposeAuthKeyHash) }
+
+// KeyID is a short public fingerprint of the root: containers are labelled with it, so a
+// restarted orchestrator knows whether a container's credentials came from its own root
+// (adopt it) or from an earlier one, or from a version without credentials (replace
+// it). It reveals nothing about the root.
+func (r *Root) KeyID() string { return hex.EncodeToString(r.Derive(purposeKeyID)[:6]) }
 
 // IsRoot reports, in constant time, whether presented is the root secret itself: the
 // credential of the admin API on the loopback control listener, which only whoever can

@@ -62,12 +62,12 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 
-	srv := httpapi.NewServer(cfg.Secret, httpapi.Health{
+	srv := httpapi.NewServer(cfg.OrchCredential, httpapi.Health{
 		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: mapserver.Version,
 	}, log)
 	srv.Blank, srv.FailHealth = cfg.Blank, cfg.FaultFailHealth
 	world := ws.NewWorld()
-	orch := control.NewClient(cfg.OrchURL, cfg.Secret)
+	orch := control.NewClient(cfg.OrchURL, cfg.Credential)
 	players := ws.NewServer(orch, world, cfg.TickHz, cfg.SnapshotHz, log)
 	players.AllowedOrigins = ws.ParseOrigins(cfg.AllowedOrigins)
 	srv.HandleGame("/ws", players)
@@ -130,6 +130,6 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 func healthcheck(cfg mapserver.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err := mapcontrol.NewMapClient(cfg.Secret, 3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)))
+	_, err := mapcontrol.NewMapClient(3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)), cfg.OrchCredential)
 	return err
 }

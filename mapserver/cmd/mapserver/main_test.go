@@ -24,7 +24,7 @@ func TestRun_Help(t *testing.T) {
 	if code := run([]string{"-h"}, nil, &stdout, io.Discard); code != 0 {
 		t.Fatalf("-h exited %d", code)
 	}
-	for _, v := range []string{"MAP_INSTANCE_ID", "MAP_ORCH_URL", "MAP_INTERNAL_RPC_SECRET", "MAP_CONTROL_PORT_BASE", "MAP_FAULT_EXIT_AFTER_MS"} {
+	for _, v := range []string{"MAP_INSTANCE_ID", "MAP_ORCH_URL", "MAP_CREDENTIAL", "MAP_ORCH_CREDENTIAL", "MAP_CONTROL_PORT_BASE", "MAP_FAULT_EXIT_AFTER_MS"} {
 		if !strings.Contains(stdout.String(), v) {
 			t.Errorf("-h does not list %s:\n%s", v, stdout.String())
 		}
@@ -34,8 +34,8 @@ func TestRun_Help(t *testing.T) {
 func TestRun_InvalidConfig(t *testing.T) {
 	for name, env := range map[string][]string{
 		"NoSecret":     nil,
-		"BadInstance":  {"MAP_INTERNAL_RPC_SECRET=" + testSecret, "MAP_INSTANCE_ID=Dev 1"},
-		"SnapshotRate": {"MAP_INTERNAL_RPC_SECRET=" + testSecret, "MAP_TICK_HZ=10", "MAP_SNAPSHOT_HZ=20"},
+		"BadInstance":  {"MAP_CREDENTIAL=" + testSecret, "MAP_ORCH_CREDENTIAL=" + testSecret, "MAP_INSTANCE_ID=Dev 1"},
+		"SnapshotRate": {"MAP_CREDENTIAL=" + testSecret, "MAP_ORCH_CREDENTIAL=" + testSecret, "MAP_TICK_HZ=10", "MAP_SNAPSHOT_HZ=20"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -60,7 +60,7 @@ func TestHealthcheck(t *testing.T) {
 	}))
 	t.Cleanup(orch.Close)
 	env := []string{
-		"MAP_INTERNAL_RPC_SECRET=" + testSecret, "MAP_ORCH_URL=" + orch.URL, "MAP_LISTEN_HOST=127.0.0.1",
+		"MAP_CREDENTIAL=" + testSecret, "MAP_ORCH_CREDENTIAL=" + testSecret, "MAP_ORCH_URL=" + orch.URL, "MAP_LISTEN_HOST=127.0.0.1",
 		"MAP_GAME_PORT=0", "MAP_CONTROL_PORT_BASE=" + strconv.Itoa(testutil.FreePort(t)), "MAP_HEARTBEAT_MS=200",
 	}
 	if code := run([]string{"healthcheck"}, env, io.Discard, io.Discard); code != 1 {

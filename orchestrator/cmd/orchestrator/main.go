@@ -110,11 +110,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	// The stored secret (or ORCH_INTERNAL_RPC_SECRET) is the root: every key and
+	// credential is derived from it, and it never leaves this process.
 	secret := cfg.Secret
 	if secret == "" {
 		if secret, err = orchestrator.LoadOrCreateSecret(dir); err != nil {
 			return err
 		}
+	}
+	root, err := keys.NewRoot(secret)
+	if err != nil {
+		return err
 	}
 	m.DB = sqlite.NewDB(cfg.DBPath)
 	m.DB.CheckpointInterval = orchestrator.Ms(cfg.CheckpointMS)
@@ -131,10 +137,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if _, err := m.Docker.Ping(pingCtx); err != nil {
 		return fmt.Errorf("docker engine: %w", err)
 	}
-	gateway, err := docker.EnsureNetwork(ctx, m.Docker, cfg.MapNetwork)
+	mapNet, err := docker.EnsureNetwork(ctx, m.Docker, cfg.MapNetwork, cfg.Deployment)
 	if err != nil {
 		return err
 	}
+	if !mapNet.Isolated {
+		m.Log.Error("the map network lets maps reach each other: it was created by an older version and containers of another deployment still use it; stop them and restart, or set ORCH_MAP_NETWORK to a new name",
+			"network", cfg.MapNetwork)
+	}
+	gateway := mapNet.Gateway
 
 	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
 	rt := docker.NewRuntime(m.Docker, docker.Template{
@@ -148,13 +159,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Supervisor = supervise.New(rt, mapcontrol.NewMapClient(secret, 2*time.Second), m.Log, supervisorOptions(&cfg))
+	m.Supervisor = supervise.New(rt, mapcontrol.NewMapClient(2*time.Second), root, m.Log, supervisorOptions(&cfg))
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = supervise.NewMetrics(m.Registry)
-	root, err := keys.NewRoot(secret)
-	if err != nil {
-		return err
-	}
 	m.Admission = admission.NewService(root, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
 	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
@@ -163,7 +170,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 
-	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, secret, m.Log)
+	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, root, m.Log)
+	m.HTTP.Callers = m.Supervisor
 	m.HTTP.Limits = publicLimits(&cfg)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
@@ -171,7 +179,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
-	m.Supervisor.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()), secret)
+	m.Supervisor.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()))
 	m.Log.Info("orchestrator listening", "version", orchestrator.Version,
 		"public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL(), "mapGateway", gateway, "db", cfg.DBPath,
 		"deployment", cfg.Deployment)
@@ -229,23 +237,23 @@ func supervisorOptions(cfg *orchestrator.Config) supervise.Options {
 // mapEnv is the environment of map containers: every MAP_* variable of the
 // orchestrator's own environment (so hosts tune maps in one place), then how to reach
 // the orchestrator, which always wins. Variables the supervisor sets per container
-// (identity, blank pool mode) and fault injection (per instance, tests only) are never
-// passed through.
-func mapEnv(environ []string, orchURL, secret string) []string {
+// (identity, credentials, blank pool mode) and fault injection (per instance, tests
+// only) are never passed through; nor is the pre-credentials secret variable.
+func mapEnv(environ []string, orchURL string) []string {
 	var env []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
 		case !strings.HasPrefix(k, "MAP_"), strings.HasPrefix(k, "MAP_FAULT_"):
 			continue
-		case k == "MAP_ORCH_URL", k == "MAP_INTERNAL_RPC_SECRET", k == "MAP_INSTANCE_ID", k == "MAP_MAP_ID", k == "MAP_BLANK":
+		case k == "MAP_ORCH_URL", k == "MAP_INTERNAL_RPC_SECRET", k == mapcontrol.EnvCredential, k == mapcontrol.EnvOrchCredential,
+			k == "MAP_INSTANCE_ID", k == "MAP_MAP_ID", k == "MAP_BLANK":
 			continue
 		}
 		env = append(env, kv)
 	}
 	return append(env,
 		"MAP_ORCH_URL="+orchURL,
-		"MAP_INTERNAL_RPC_SECRET="+secret,
 		fmt.Sprintf("MAP_GAME_PORT=%d", docker.MapGamePort),
 		fmt.Sprintf("MAP_CONTROL_PORT_BASE=%d", docker.MapControlPort),
 	)
