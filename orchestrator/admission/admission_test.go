@@ -13,8 +13,8 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
-	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 const (
@@ -141,7 +141,7 @@ func (e *env) open(tb testing.TB) {
 	db := e.db
 	tb.Cleanup(func() { db.Close() })
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.svc = admission.NewService(mustRoot(tb), e.db, e.maps, "default-1", log)
+	e.svc = admission.NewService(testutil.Root(tb, secret), e.db, e.maps, "default-1", log)
 	e.svc.Now = e.clock.Now
 }
 
@@ -189,14 +189,4 @@ func wantCode(tb testing.TB, err error, code string) {
 	if got := apierr.Code(err); got != code {
 		tb.Fatalf("code %q (%v), want %q", got, err, code)
 	}
-}
-
-// mustRoot is the root secret of the tests' orchestrator.
-func mustRoot(tb testing.TB) *keys.Root {
-	tb.Helper()
-	r, err := keys.NewRoot(secret)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return r
 }

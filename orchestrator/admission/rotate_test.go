@@ -9,6 +9,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -26,7 +27,7 @@ func TestRootRotation(t *testing.T) {
 	}
 	svc := admission.NewService(rotated, e.db, e.maps, "default-1", slog.New(slog.DiscardHandler))
 	svc.Now = e.clock.Now
-	svc.PreviousKeys = ticket.NewKeyHasher(mustRoot(t).AuthKeyHashKey())
+	svc.PreviousKeys = ticket.NewKeyHasher(testutil.Root(t, secret).AuthKeyHashKey())
 
 	after, err := svc.Join(ctx, orchestrator.JoinRequest{AuthKey: authKey})
 	if err != nil {

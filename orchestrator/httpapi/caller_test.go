@@ -28,7 +28,7 @@ func TestMapCredentials(t *testing.T) {
 	url := s.ControlURL()
 	b := as(t, "frontier-1") // a map acting for default-1 below
 
-	oldGen, err := mustRoot(t).MapCredential(keys.Identity{InstanceID: "default-1", Generation: "t0"})
+	oldGen, err := testutil.Root(t, secret).MapCredential(keys.Identity{InstanceID: "default-1", Generation: "t0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // edgeMaps is a hand-written fake supervisor holding fixed instances.
@@ -53,7 +54,7 @@ func (m edgeMaps) Gate(id string) (orchestrator.Instance, error) {
 // MustOpenEdge serves the public listener over maps, without admission or store.
 func MustOpenEdge(tb testing.TB, maps orchestrator.Maps) *httpapi.Server {
 	tb.Helper()
-	s := httpapi.NewServer(maps, nil, nil, mustRoot(tb), slog.New(slog.DiscardHandler))
+	s := httpapi.NewServer(maps, nil, nil, testutil.Root(tb, secret), slog.New(slog.DiscardHandler))
 	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if err := s.Open(); err != nil {
 		tb.Fatal(err)

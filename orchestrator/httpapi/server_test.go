@@ -59,8 +59,8 @@ func MustOpenServer(tb testing.TB, setup ...func(*httpapi.Server)) (*httpapi.Ser
 	}
 	tb.Cleanup(func() { db.Close() })
 	maps := readyMaps{ids: map[string]bool{"default-1": true, "frontier-1": true}}
-	adm := admission.NewService(mustRoot(tb), db, maps, "default-1", log)
-	s := httpapi.NewServer(maps, adm, db, mustRoot(tb), log)
+	adm := admission.NewService(testutil.Root(tb, secret), db, maps, "default-1", log)
+	s := httpapi.NewServer(maps, adm, db, testutil.Root(tb, secret), log)
 	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	s.ControlExtraIPs = []string{"127.0.0.2"} // stands in for the map network's gateway
 	for _, f := range setup {
@@ -73,20 +73,10 @@ func MustOpenServer(tb testing.TB, setup ...func(*httpapi.Server)) (*httpapi.Ser
 	return s, db
 }
 
-// mustRoot is the root secret of the tests' orchestrator.
-func mustRoot(tb testing.TB) *keys.Root {
-	tb.Helper()
-	r, err := keys.NewRoot(secret)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return r
-}
-
 // as returns the map credential of the container of instance (generation "t1").
 func as(tb testing.TB, instance string) string {
 	tb.Helper()
-	c, err := mustRoot(tb).MapCredential(keys.Identity{InstanceID: instance, Generation: "t1"})
+	c, err := testutil.Root(tb, secret).MapCredential(keys.Identity{InstanceID: instance, Generation: "t1"})
 	if err != nil {
 		tb.Fatal(err)
 	}

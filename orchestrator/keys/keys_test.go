@@ -9,19 +9,11 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
 const secret = "an-old-hosts-stored-secret-0123456789"
-
-func mustRoot(tb testing.TB, s string) *keys.Root {
-	tb.Helper()
-	r, err := keys.NewRoot(s)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return r
-}
 
 func TestNewRoot(t *testing.T) {
 	if _, err := keys.NewRoot("short"); err == nil {
@@ -33,7 +25,7 @@ func TestNewRoot(t *testing.T) {
 // secret becomes the root, and the authKey-hash and ticket keys stay what they were, so
 // saved characters are still found by their players' keys.
 func TestDeriveKeepsOldKeys(t *testing.T) {
-	r := mustRoot(t, secret)
+	r := testutil.Root(t, secret)
 	old := func(purpose string) []byte {
 		m := hmac.New(sha256.New, []byte(secret))
 		m.Write([]byte(purpose))
@@ -60,7 +52,7 @@ func TestDeriveKeepsOldKeys(t *testing.T) {
 // TestDeriveSeparatesPurposes checks that no two purposes share a key and that the root
 // itself is none of them.
 func TestDeriveSeparatesPurposes(t *testing.T) {
-	r := mustRoot(t, secret)
+	r := testutil.Root(t, secret)
 	seen := map[string]string{secret: "root"}
 	for _, p := range []string{keys.PurposeTicket, keys.PurposeAuthKeyHash, keys.PurposeMapCredential, keys.PurposeOrchCredential} {
 		k := string(r.Derive(p))
@@ -72,7 +64,7 @@ func TestDeriveSeparatesPurposes(t *testing.T) {
 }
 
 func TestMapCredential(t *testing.T) {
-	r := mustRoot(t, secret)
+	r := testutil.Root(t, secret)
 	a := keys.Identity{InstanceID: "forest-1", Generation: keys.NewGeneration()}
 	cred, err := r.MapCredential(a)
 	if err != nil {
@@ -92,7 +84,7 @@ func TestMapCredential(t *testing.T) {
 		}
 	})
 	t.Run("RecomputedAfterRestart", func(t *testing.T) {
-		again, err := mustRoot(t, secret).MapCredential(a)
+		again, err := testutil.Root(t, secret).MapCredential(a)
 		if err != nil || again != cred {
 			t.Fatalf("a new Root over the same secret gives %q (%v), want %q", again, err, cred)
 		}
@@ -109,7 +101,7 @@ func TestMapCredential(t *testing.T) {
 		"TamperedMAC":        "mc1.forest-1." + a.Generation + "." + string(flip),
 		"Truncated":          cred[:len(cred)-1],
 		"ExtraField":         cred + ".x",
-		"OtherRoot":          mustCred(t, mustRoot(t, secret+"-other"), a),
+		"OtherRoot":          mustCred(t, testutil.Root(t, secret+"-other"), a),
 		"OrchCredential":     mustOrch(t, r, a),
 		"BadInstancePattern": "mc1.Forest_1." + a.Generation + "." + mac,
 	} {
@@ -123,7 +115,7 @@ func TestMapCredential(t *testing.T) {
 }
 
 func TestOrchCredential(t *testing.T) {
-	r := mustRoot(t, secret)
+	r := testutil.Root(t, secret)
 	a := keys.Identity{InstanceID: "forest-1", Generation: "1a"}
 	b := keys.Identity{InstanceID: "desert-1", Generation: "1a"}
 	ca, cb := mustOrch(t, r, a), mustOrch(t, r, b)
@@ -160,7 +152,7 @@ func mustOrch(tb testing.TB, r *keys.Root, id keys.Identity) string {
 }
 
 func BenchmarkVerifyMapCredential(b *testing.B) {
-	r := mustRoot(b, secret)
+	r := testutil.Root(b, secret)
 	cred := mustCred(b, r, keys.Identity{InstanceID: "forest-1", Generation: keys.NewGeneration()})
 	b.ReportAllocs()
 	for b.Loop() {
