@@ -43,9 +43,10 @@ type Network struct {
 // A network of that name from an older version, created without the option, is
 // replaced: this deployment's containers on it are removed (they hold no credentials
 // and would be replaced on adoption anyway), then the network is removed and created
-// again. When containers of another deployment still run on it, it is left alone (that
-// deployment's maps keep working) and returned with Isolated false for the caller to
-// report.
+// again. The orchestrator calls it once, before it adopts containers; nothing else
+// should. When any container of another deployment is on the network, it is left alone
+// (that deployment's maps keep working) and returned with Isolated false for the caller
+// to report.
 //
 // The engine does not make names unique atomically: processes creating the network at
 // the same moment may get one each. All of them then use the oldest, and the losers
@@ -93,8 +94,9 @@ func networkOf(nw network.Summary) (Network, error) {
 }
 
 // replaceNetwork removes an older map network that lets containers talk to each other,
-// with this deployment's containers on it, unless running containers of another
-// deployment still use it. It reports whether the network is gone.
+// with this deployment's containers on it, unless a container of another deployment
+// (in any state: a created one may be about to start) is on it. It reports whether the
+// network is gone.
 func replaceNetwork(ctx context.Context, api NetworkAPI, nw network.Summary, deployment string) (bool, error) {
 	list, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("network", nw.ID))})
 	if err != nil {
@@ -102,12 +104,10 @@ func replaceNetwork(ctx context.Context, api NetworkAPI, nw network.Summary, dep
 	}
 	var ours []string
 	for _, c := range list {
-		switch {
-		case c.Labels[LabelManaged] == "true" && c.Labels[LabelDeployment] == deployment:
-			ours = append(ours, c.ID)
-		case c.State == "running":
+		if c.Labels[LabelManaged] != "true" || c.Labels[LabelDeployment] != deployment {
 			return false, nil
 		}
+		ours = append(ours, c.ID)
 	}
 	for _, id := range ours {
 		err := api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
