@@ -41,12 +41,12 @@ type Network struct {
 // mapyard's, inter-container communication off) if it does not exist.
 //
 // A network of that name from an older version, created without the option, is
-// replaced: this deployment's containers on it are removed (they hold no credentials
-// and would be replaced on adoption anyway), then the network is removed and created
-// again. The orchestrator calls it once, before it adopts containers; nothing else
-// should. When any container of another deployment is on the network, it is left alone
-// (that deployment's maps keep working) and returned with Isolated false for the caller
-// to report.
+// replaced when only that version's containers of this deployment are on it: those hold
+// the old shared secret and no credentials, so adoption would replace them anyway; they
+// are removed, then the network is removed and created again. The orchestrator calls it
+// once, before it adopts containers. When any other container is on the network (of
+// another deployment, or one with credentials, which is adopted as it is), the network
+// is left alone and returned with Isolated false for the caller to report.
 //
 // The engine does not make names unique atomically: processes creating the network at
 // the same moment may get one each. All of them then use the oldest, and the losers
@@ -94,9 +94,9 @@ func networkOf(nw network.Summary) (Network, error) {
 }
 
 // replaceNetwork removes an older map network that lets containers talk to each other,
-// with this deployment's containers on it, unless a container of another deployment
-// (in any state: a created one may be about to start) is on it. It reports whether the
-// network is gone.
+// with this deployment's containers of versions before credentials, unless any other
+// container (in any state: a created one may be about to start) is on it. It reports
+// whether the network is gone.
 func replaceNetwork(ctx context.Context, api NetworkAPI, nw network.Summary, deployment string) (bool, error) {
 	list, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("network", nw.ID))})
 	if err != nil {
@@ -104,7 +104,7 @@ func replaceNetwork(ctx context.Context, api NetworkAPI, nw network.Summary, dep
 	}
 	var ours []string
 	for _, c := range list {
-		if c.Labels[LabelManaged] != "true" || c.Labels[LabelDeployment] != deployment {
+		if c.Labels[LabelManaged] != "true" || c.Labels[LabelDeployment] != deployment || c.Labels[LabelGeneration] != "" {
 			return false, nil
 		}
 		ours = append(ours, c.ID)

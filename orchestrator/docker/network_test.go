@@ -13,9 +13,9 @@ import (
 
 // TestEnsureNetwork checks the map network against the real engine: a new one is created
 // with inter-container communication off; one left by an older version without that
-// option is replaced together with this deployment's containers on it, unless a
-// container of another deployment still runs there, in which case it is kept (that
-// deployment keeps working) and reported as not isolated.
+// option is replaced together with that version's containers of this deployment, unless
+// another container is on it (of another deployment, or one holding credentials), in
+// which case it is kept and reported as not isolated.
 func TestEnsureNetwork(t *testing.T) {
 	cli := dockertest.Client(t)
 	ctx := context.Background()
@@ -36,12 +36,13 @@ func TestEnsureNetwork(t *testing.T) {
 		}
 		return created.ID
 	}
-	// run starts a map container of deployment on the network; with credentials in its
-	// environment it keeps running (and retrying an orchestrator that is not there).
-	run := func(name, gateway, deployment string) string {
+	// run starts a map container of deployment on the network, of a version before
+	// credentials when generation is empty; with credentials in its environment it keeps
+	// running (and retrying an orchestrator that is not there).
+	run := func(name, gateway, deployment, generation string) string {
 		rt := docker.NewRuntime(cli, docker.Template{Image: dockertest.MapImage(), Network: name, Gateway: gateway,
 			Deployment: deployment, MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64})
-		c, err := rt.Start(ctx, supervise.Spec{InstanceID: deployment + "-m", MapID: "default",
+		c, err := rt.Start(ctx, supervise.Spec{InstanceID: deployment + "-m", MapID: "default", Generation: generation,
 			Env: []string{"MAP_CREDENTIAL=0123456789abcdef-x", "MAP_ORCH_CREDENTIAL=0123456789abcdef-x", "MAP_ORCH_URL=http://127.0.0.1:1"}})
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +73,7 @@ func TestEnsureNetwork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := run(name, nw0.IPAM.Config[0].Gateway, ours)
+		c := run(name, nw0.IPAM.Config[0].Gateway, ours, "")
 		nw, err := docker.EnsureNetwork(ctx, cli, name, ours)
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +89,7 @@ func TestEnsureNetwork(t *testing.T) {
 		name := newName()
 		old := legacy(name)
 		nw0, _ := cli.NetworkInspect(ctx, old, network.InspectOptions{})
-		c := run(name, nw0.IPAM.Config[0].Gateway, theirs)
+		c := run(name, nw0.IPAM.Config[0].Gateway, theirs, "")
 		nw, err := docker.EnsureNetwork(ctx, cli, name, ours)
 		if err != nil {
 			t.Fatal(err)
@@ -101,5 +102,22 @@ func TestEnsureNetwork(t *testing.T) {
 			t.Fatalf("the other deployment's container: %v", err)
 		}
 		dockertest.RemoveDeployment(t, cli, theirs)
+	})
+	t.Run("LegacyKeptWithContainersHoldingCredentials", func(t *testing.T) {
+		// Adopted as they are, so the network they run on cannot go away under them.
+		name := newName()
+		old := legacy(name)
+		nw0, _ := cli.NetworkInspect(ctx, old, network.InspectOptions{})
+		c := run(name, nw0.IPAM.Config[0].Gateway, ours, "0123abcd")
+		nw, err := docker.EnsureNetwork(ctx, cli, name, ours)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nw.ID != old || nw.Isolated {
+			t.Fatalf("network %+v: want the old one, reported not isolated", nw)
+		}
+		if info, err := cli.ContainerInspect(ctx, c); err != nil || !info.State.Running {
+			t.Fatalf("the container holding credentials: %v", err)
+		}
 	})
 }
