@@ -21,7 +21,7 @@ COMPOSE   := $(shell if docker compose version >/dev/null 2>&1; then echo "docke
 COMPOSE_ARGS := -p mapyard -f compose/compose.yaml
 DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)
 
-.PHONY: all build images up down test test-images test-go test-wasm test-fuzz bench lint clean
+.PHONY: all build images up down test test-images test-go test-wasm test-fuzz bench bench-w1 lint clean
 
 all: build
 
@@ -30,6 +30,7 @@ build:
 	$(GOBUILD) -o $(BIN)/orchestrator ./orchestrator/cmd/orchestrator
 	$(GOBUILD) -o $(BIN)/mapserver ./mapserver/cmd/mapserver
 	$(GOBUILD) -o $(BIN)/fakeorch ./orchestrator/cmd/fakeorch
+	$(GOBUILD) -o $(BIN)/mapbots ./mapserver/cmd/mapbots
 	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapgen.wasm ./mapserver/cmd/mapgen-wasm
 	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(BIN)/
 
@@ -76,6 +77,13 @@ test-fuzz:
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz: $$pkg $$fn ($(FUZZTIME))"; \
 		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# Workload W1 against one map container, with the Colyseus peer on the same machine
+# (docs/benchmarks.md). NS, WARMUP and WINDOW (seconds) shorten it for a smoke run:
+# make bench-w1 NS=100 WARMUP=3 WINDOW=10
+bench-w1: images
+	NS="$(or $(NS),100 250 500 1000)" WARMUP=$(or $(WARMUP),15) WINDOW=$(or $(WINDOW),60) \
+		IMAGE=mapyard/map:$(VERSION) scripts/bench-w1.sh
 
 bench: images
 	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -run='^$$' -bench=. -benchmem ./...

@@ -33,6 +33,7 @@ type Config struct {
 	SnapshotPushMS int `env:"MAP_SNAPSHOT_PUSH_MS" envDefault:"10000" help:"interval between state snapshot pushes to the orchestrator"`
 	TickHz         int `env:"MAP_TICK_HZ" envDefault:"30" help:"simulation ticks per second"`
 	SnapshotHz     int `env:"MAP_SNAPSHOT_HZ" envDefault:"15" help:"snapshots per second sent to each client"`
+	ResumeTTLMS    int `env:"MAP_RESUME_TTL_MS" envDefault:"10000" help:"how long a character whose connection dropped waits for its client to resume with the welcome's resumeToken"`
 
 	AllowedOrigins string `env:"MAP_ALLOWED_ORIGINS" envDefault:"" help:"comma-separated browser origins (scheme://host[:port]) allowed to open player WebSockets besides the host the page came from; empty = same host only"`
 
@@ -80,6 +81,7 @@ func (c *Config) Validate() error {
 		{"MAP_SNAPSHOT_PUSH_MS", c.SnapshotPushMS, 100, 3600000},
 		{"MAP_TICK_HZ", c.TickHz, 1, 240},
 		{"MAP_SNAPSHOT_HZ", c.SnapshotHz, 1, 240},
+		{"MAP_RESUME_TTL_MS", c.ResumeTTLMS, 100, 3600000},
 		{"MAP_FAULT_EXIT_AFTER_MS", c.FaultExitAfterMS, 0, 86400000},
 	} {
 		if v.val < v.min || v.val > v.max {
@@ -99,6 +101,14 @@ func (c *Config) Validate() error {
 
 // Heartbeat is MAP_HEARTBEAT_MS as a duration.
 func (c *Config) Heartbeat() time.Duration { return time.Duration(c.HeartbeatMS) * time.Millisecond }
+
+// ResumeTTL is MAP_RESUME_TTL_MS as a duration.
+func (c *Config) ResumeTTL() time.Duration { return time.Duration(c.ResumeTTLMS) * time.Millisecond }
+
+// SnapshotPush is MAP_SNAPSHOT_PUSH_MS as a duration.
+func (c *Config) SnapshotPush() time.Duration {
+	return time.Duration(c.SnapshotPushMS) * time.Millisecond
+}
 
 // Version identifies the map server's build; `make build` stamps it with -ldflags. The
 // map reports it in MapReady and /health so the orchestrator can log which build runs.

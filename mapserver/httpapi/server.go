@@ -47,6 +47,7 @@ type Server struct {
 	started *mapcontrol.StartInstance
 
 	game, control *echo.Echo
+	controlGroup  *echo.Group
 	gameLn        net.Listener
 	controlLn     net.Listener
 	servers       control.Servers
@@ -56,10 +57,16 @@ type Server struct {
 // orchestrator's credential towards this container (and nothing another map holds).
 func NewServer(orchCredential string, health Health, log *slog.Logger) *Server {
 	s := &Server{OrchCredential: orchCredential, health: health, Log: log, game: control.NewEcho(log), control: control.NewEcho(log)}
-	g := s.control.Group("", control.RequireSecret(orchCredential))
-	g.GET(mapcontrol.PathHealth, s.handleHealth)
-	g.POST(mapcontrol.PathStartInstance, s.handleStartInstance)
+	s.controlGroup = s.control.Group("", control.RequireSecret(orchCredential))
+	s.controlGroup.GET(mapcontrol.PathHealth, s.handleHealth)
+	s.controlGroup.POST(mapcontrol.PathStartInstance, s.handleStartInstance)
 	return s
+}
+
+// HandleControl serves h for GET at path on the control listener, behind the secret
+// (the map's Prometheus /metrics). Call it before Open.
+func (s *Server) HandleControl(path string, h http.Handler) {
+	s.controlGroup.GET(path, echo.WrapHandler(h))
 }
 
 // HandleGame serves h at path on the game listener (the player WebSocket at /ws). Call

@@ -1,14 +1,19 @@
-// Package orchlink is the map server's link to its orchestrator: it registers the map
-// (map-ready) and keeps it registered with heartbeats. Later it also carries snapshot
-// pushes, critical events and transfer requests.
+// Package orchlink is the map server's link to its orchestrator, built as an
+// asynchronous outbox: it registers the map (map-ready) and keeps it registered with
+// heartbeats, pushes snapshot partitions, commits critical events, requests transfers
+// and reports arrivals. Nothing the tick calls ever waits for the network: every
+// method that sends something only queues it (bounded, never blocking) and the link's
+// own goroutines send it, retrying with backoff, and deliver answers through callbacks.
 package orchlink
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -16,31 +21,156 @@ import (
 type Orchestrator interface {
 	MapReady(ctx context.Context, r control.MapReady) error
 	Heartbeat(ctx context.Context, h control.Heartbeat) (control.HeartbeatAnswer, error)
+	PersistSnapshot(ctx context.Context, r control.PersistSnapshot) (control.PersistSnapshotAnswer, error)
+	PersistCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
+	RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error)
+	TransferResult(ctx context.Context, r control.TransferResult) error
 }
 
 var _ Orchestrator = (*control.Client)(nil)
 
-// Link registers one map instance and keeps it registered.
+// Defaults of the link's exported knobs.
+const (
+	DefaultRetryMin      = 200 * time.Millisecond
+	DefaultRetryMax      = 5 * time.Second
+	DefaultQueueSize     = 1024
+	DefaultPushEvery     = 10 * time.Second
+	DefaultTransferLimit = 15 * time.Second
+	// transferWorkers bounds how many transfer requests are in flight at once: one
+	// destination that takes seconds to start must not hold up every other portal.
+	transferWorkers = 4
+)
+
+// ErrQueueFull is returned by a method that would have to wait for room in a queue:
+// the caller (the tick) never waits, it refuses the action instead.
+var ErrQueueFull = errors.New("orchestrator link queue is full")
+
+// ErrClosed is delivered to callbacks of work the link could not finish before Close.
+var ErrClosed = errors.New("orchestrator link closed")
+
+// Link registers one map instance, keeps it registered, and carries everything else the
+// map sends to the orchestrator. Set the exported fields before Open.
 type Link struct {
 	Orch      Orchestrator
 	Heartbeat time.Duration
 	Log       *slog.Logger
 
-	// Players reports the current player count for heartbeats; nil means zero.
+	// Players reports the current player count for heartbeats (from the game state, not
+	// the transport); nil means zero. Tick reports the simulation tick; nil means zero.
+	// Both are called from the link's goroutine and must be safe for that.
 	Players func() int
+	Tick    func() uint64
 
-	// RetryMin and RetryMax bound the backoff between failed registrations.
+	// RetryMin and RetryMax bound the backoff between failed attempts of any call.
 	RetryMin, RetryMax time.Duration
+	// QueueSize bounds each queue: distinct pending snapshot partitions, critical
+	// events and reports, and transfer requests.
+	QueueSize int
+	// PushEvery is MAP_SNAPSHOT_PUSH_MS: how often PushDue says periodic pushes are due.
+	PushEvery time.Duration
+	// TransferLimit bounds how long one transfer request is retried before it fails
+	// (the player then stays where it stands).
+	TransferLimit time.Duration
+	// SimCoreVersion is stamped on every snapshot envelope.
+	SimCoreVersion string
+	// Now is the clock of revisions, envelope times and PushDue.
+	Now func() time.Time
 
 	mu     sync.Mutex
 	ready  control.MapReady
 	rebind chan struct{}
+
+	out      outbox
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	opened   bool
+	closed   bool
+	lastPush time.Time
 }
 
 // New returns a Link that registers r through orch and sends a heartbeat every interval.
 func New(orch Orchestrator, r control.MapReady, interval time.Duration, log *slog.Logger) *Link {
-	return &Link{Orch: orch, ready: r, Heartbeat: interval, Log: log, RetryMin: 200 * time.Millisecond, RetryMax: 5 * time.Second,
-		rebind: make(chan struct{}, 1)}
+	return &Link{
+		Orch: orch, ready: r, Heartbeat: interval, Log: log,
+		RetryMin: DefaultRetryMin, RetryMax: DefaultRetryMax, QueueSize: DefaultQueueSize,
+		PushEvery: DefaultPushEvery, TransferLimit: DefaultTransferLimit,
+		SimCoreVersion: mapserver.Version, Now: time.Now,
+		rebind: make(chan struct{}, 1),
+	}
+}
+
+// Open starts the link's goroutines: registration and heartbeats, the snapshot pusher,
+// the ordered sender of critical events and reports, and the transfer workers.
+func (l *Link) Open() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opened {
+		return errors.New("orchestrator link already opened")
+	}
+	if l.Log == nil {
+		l.Log = slog.New(slog.DiscardHandler)
+	}
+	if l.QueueSize <= 0 {
+		l.QueueSize = DefaultQueueSize
+	}
+	l.opened = true
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.out.init(l.QueueSize)
+	l.lastPush = l.Now()
+	l.goRun(l.keepRegistered)
+	l.goRun(l.pushLoop)
+	l.goRun(l.callLoop)
+	for range transferWorkers {
+		l.goRun(l.transferLoop)
+	}
+	return nil
+}
+
+func (l *Link) goRun(fn func(ctx context.Context)) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		fn(l.ctx)
+	}()
+}
+
+// Close stops the link at once: work still queued is abandoned and its callbacks get
+// ErrClosed. Call Flush first for a clean stop.
+func (l *Link) Close() error {
+	l.mu.Lock()
+	if !l.opened || l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+	l.out.abandon()
+	return nil
+}
+
+// Flush waits until everything queued so far has been sent (or has failed for good):
+// the clean-stop path pushes the last snapshots and then flushes before exiting.
+func (l *Link) Flush(ctx context.Context) error {
+	return l.out.waitIdle(ctx)
+}
+
+// Run is Open, then waits for ctx, then flushes (bounded by five seconds) and closes:
+// the whole life of a link for a binary that has nothing else to do at stop.
+func (l *Link) Run(ctx context.Context) {
+	if err := l.Open(); err != nil {
+		l.Log.Error("open orchestrator link", "err", err)
+		return
+	}
+	<-ctx.Done()
+	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Flush(flush); err != nil {
+		l.Log.Warn("orchestrator link not flushed at stop", "err", err)
+	}
+	_ = l.Close()
 }
 
 // Ready returns the registration the link currently sends.
@@ -62,10 +192,10 @@ func (l *Link) Rebind(instanceID, mapID string) {
 	}
 }
 
-// Run registers the map, retrying with backoff until the orchestrator accepts, then
-// sends heartbeats until ctx ends. An orchestrator that answers a heartbeat with
-// "not registered" (it restarted) gets a fresh registration.
-func (l *Link) Run(ctx context.Context) {
+// keepRegistered registers the map, retrying with backoff until the orchestrator
+// accepts, then sends heartbeats until ctx ends. An orchestrator that answers a
+// heartbeat with "not registered" (it restarted) gets a fresh registration.
+func (l *Link) keepRegistered(ctx context.Context) {
 	for ctx.Err() == nil {
 		if !l.register(ctx) {
 			return
@@ -76,20 +206,17 @@ func (l *Link) Run(ctx context.Context) {
 
 // register retries MapReady until it succeeds; false means ctx ended first.
 func (l *Link) register(ctx context.Context) bool {
-	delay := l.RetryMin
+	b := l.backoff()
 	for {
 		err := l.Orch.MapReady(ctx, l.Ready())
 		if err == nil {
 			l.Log.Info("registered with orchestrator")
 			return true
 		}
-		l.Log.Warn("map-ready failed; retrying", "err", err, "in", delay)
-		select {
-		case <-ctx.Done():
+		l.Log.Warn("map-ready failed; retrying", "err", err, "in", b.delay)
+		if !b.wait(ctx) {
 			return false
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, l.RetryMax)
 	}
 }
 
@@ -108,6 +235,9 @@ func (l *Link) beat(ctx context.Context) {
 		h := control.Heartbeat{InstanceID: l.Ready().InstanceID}
 		if l.Players != nil {
 			h.Players = l.Players()
+		}
+		if l.Tick != nil {
+			h.Tick = l.Tick()
 		}
 		a, err := l.Orch.Heartbeat(ctx, h)
 		if err != nil {

@@ -2,80 +2,404 @@ package orchlink_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
-// fakeOrch is a hand-written counting fake of the orchestrator's control RPC.
+// fakeOrch is a hand-written fake of the orchestrator's side of the control RPC, served
+// over real HTTP so the link is tested through the real control client.
 type fakeOrch struct {
-	mu            sync.Mutex
-	readyFailures int // MapReady fails this many times first
-	readyCalls    int
-	beats         int
-	forgetAt      int // the forgetAt-th heartbeat answers "not registered"
-	done          chan struct{}
-	doneAfter     int // close done after this many MapReady successes
-	successes     int
+	mu       sync.Mutex
+	fail     map[string]int    // path → how many more calls answer failCode
+	failCode map[string]string // path → code of those failures (default unavailable)
+	hold     chan struct{}     // when set, persist-snapshot waits for it to close
+	held     chan struct{}     // receives once per push that reached hold
+
+	readyCalls, readies, beats int
+	forgetAt                   int // the forgetAt-th heartbeat answers "not registered"
+	players                    []int
+	snaps                      []control.PersistSnapshot
+	events                     []control.CriticalEvent
+	transfers                  []control.TransferRequest
+	results                    []control.TransferResult
+	changed                    chan struct{}
 }
 
-func (f *fakeOrch) MapReady(ctx context.Context, r control.MapReady) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.readyCalls++
-	if f.readyFailures > 0 {
-		f.readyFailures--
-		return errors.New("connection refused")
-	}
-	f.successes++
-	if f.successes == f.doneAfter {
-		close(f.done)
-	}
-	return nil
+func newFakeOrch(t *testing.T) (*fakeOrch, *control.Client) {
+	f := &fakeOrch{fail: map[string]int{}, failCode: map[string]string{}, changed: make(chan struct{}, 1000)}
+	srv := httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(srv.Close)
+	return f, control.NewClient(srv.URL, "secret")
 }
 
-func (f *fakeOrch) Heartbeat(ctx context.Context, h control.Heartbeat) (control.HeartbeatAnswer, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.beats++
-	return control.HeartbeatAnswer{Registered: f.beats != f.forgetAt}, nil
-}
-
-func TestLink_Run(t *testing.T) {
-	t.Run("RetriesUntilRegistered", func(t *testing.T) {
-		f := &fakeOrch{readyFailures: 3, done: make(chan struct{}), doneAfter: 1}
-		runUntil(t, f)
-		if got, want := f.readyCalls, 4; got != want {
-			t.Fatalf("MapReady calls=%d, want %d", got, want)
+func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	path := r.URL.Path
+	if path == control.PathPersistSnapshot {
+		f.mu.Lock()
+		hold, held := f.hold, f.held
+		f.mu.Unlock()
+		if hold != nil {
+			held <- struct{}{}
+			<-hold
 		}
+	}
+	f.mu.Lock()
+	defer func() {
+		f.mu.Unlock()
+		select {
+		case f.changed <- struct{}{}:
+		default:
+		}
+	}()
+	if path == control.PathMapReady {
+		f.readyCalls++
+	}
+	if f.fail[path] > 0 {
+		f.fail[path]--
+		code := f.failCode[path]
+		if code == "" {
+			code = apierr.EUNAVAILABLE
+		}
+		w.WriteHeader(apierr.Status(code))
+		_ = json.NewEncoder(w).Encode(control.ErrorResponse{Error: apierr.Error{Code: code, Message: "fake"}})
+		return
+	}
+	var out any = map[string]bool{"ok": true}
+	switch path {
+	case control.PathMapReady:
+		f.readies++
+	case control.PathMapHeartbeat:
+		var h control.Heartbeat
+		_ = json.Unmarshal(body, &h)
+		f.beats++
+		f.players = append(f.players, h.Players)
+		out = control.HeartbeatAnswer{Registered: f.beats != f.forgetAt}
+	case control.PathPersistSnapshot:
+		var s control.PersistSnapshot
+		_ = json.Unmarshal(body, &s)
+		f.snaps = append(f.snaps, s)
+		out = control.PersistSnapshotAnswer{Accepted: true}
+	case control.PathPersistCritical:
+		var ev control.CriticalEvent
+		_ = json.Unmarshal(body, &ev)
+		f.events = append(f.events, ev)
+		out = control.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}
+	case control.PathRequestTransfer:
+		var tr control.TransferRequest
+		_ = json.Unmarshal(body, &tr)
+		f.transfers = append(f.transfers, tr)
+		out = control.TransferAnswer{TransferID: tr.TransferID, Token: "tok-" + tr.TransferID,
+			ToInstanceID: tr.ToMapID + "-1", WS: "/maps/" + tr.ToMapID + "-1/ws"}
+	case control.PathTransferResult:
+		var tr control.TransferResult
+		_ = json.Unmarshal(body, &tr)
+		f.results = append(f.results, tr)
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// until waits for cond (checked under the fake's lock) to hold.
+func (f *fakeOrch) until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		f.mu.Lock()
+		ok := cond()
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-f.changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func openLink(t *testing.T, c orchlink.Orchestrator) *orchlink.Link {
+	t.Helper()
+	l := orchlink.New(c, control.MapReady{InstanceID: "a-1", MapID: "a"}, 5*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l.RetryMin, l.RetryMax = time.Millisecond, 5*time.Millisecond
+	l.QueueSize = 4
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func flush(t *testing.T, l *orchlink.Link) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+}
+
+func TestLink_Registration(t *testing.T) {
+	t.Run("RetriesUntilRegistered", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathMapReady] = 6 // more than the control client's own retries
+		l := openLink(t, c)
+		l.Players = func() int { return 7 }
+		f.until(t, "registration and a heartbeat", func() bool { return f.readies == 1 && f.beats > 0 })
+		if f.readyCalls != 7 {
+			t.Fatalf("map-ready calls=%d, want 7", f.readyCalls)
+		}
+		f.until(t, "a heartbeat with the player count", func() bool { return len(f.players) > 1 && f.players[1] == 7 })
 	})
 	t.Run("RegistersAgainWhenForgotten", func(t *testing.T) {
-		f := &fakeOrch{forgetAt: 2, done: make(chan struct{}), doneAfter: 2}
-		runUntil(t, f)
-		if f.beats < 2 {
-			t.Fatalf("heartbeats=%d, want at least 2 before registering again", f.beats)
+		f, c := newFakeOrch(t)
+		f.forgetAt = 2
+		openLink(t, c)
+		f.until(t, "a second registration", func() bool { return f.readies == 2 })
+	})
+}
+
+func TestLink_Push(t *testing.T) {
+	t.Run("CoalescesToNewestWithGrowingRevisions", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.hold, f.held = make(chan struct{}), make(chan struct{}, 100)
+		l := openLink(t, c)
+		var revs []int64
+		push := func(x float64) {
+			rev, err := l.PushCharacter("c1", 3, int64(x), control.CharacterStatePayload{X: x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			revs = append(revs, rev)
+		}
+		push(1)
+		<-f.held // the first push is on the wire; the next ones wait behind it
+		push(2)
+		push(3)
+		if _, err := l.Push(orchlink.InstancePartition, 9, json.RawMessage(`{"npcs":200}`)); err != nil {
+			t.Fatal(err)
+		}
+		close(f.hold)
+		flush(t, l)
+		for i := 1; i < len(revs); i++ {
+			if revs[i] <= revs[i-1] {
+				t.Fatalf("revisions not growing: %v", revs)
+			}
+		}
+		var chars []control.PersistSnapshot
+		for _, s := range f.snaps {
+			if s.Partition == "character:c1" {
+				chars = append(chars, s)
+			}
+		}
+		if len(chars) != 2 || chars[0].Revision != revs[0] || chars[1].Revision != revs[2] {
+			t.Fatalf("sent %+v, want revision %d then only the newest %d", chars, revs[0], revs[2])
+		}
+		var st control.CharacterStatePayload
+		if err := json.Unmarshal(chars[1].Envelope.Payload, &st); err != nil || st.X != 3 || st.InstanceID != "a-1" || st.MapID != "a" {
+			t.Fatalf("newest payload %s (%v), want x=3 on a-1 of map a", chars[1].Envelope.Payload, err)
+		}
+		if err := chars[1].Envelope.Validate(0); err != nil || chars[1].Epoch != 3 {
+			t.Fatalf("envelope invalid (%v) or epoch %d != 3", err, chars[1].Epoch)
+		}
+		if len(f.snaps) != 3 {
+			t.Fatalf("sent %d partitions, want 3", len(f.snaps))
+		}
+	})
+	t.Run("RetriesTransientFailures", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathPersistSnapshot] = 6
+		l := openLink(t, c)
+		if _, err := l.Push("zone-1", 1, json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, l)
+		if len(f.snaps) != 1 {
+			t.Fatalf("sent %d, want 1 after the failures", len(f.snaps))
+		}
+	})
+	t.Run("DropsRefusedPush", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathPersistSnapshot], f.failCode[control.PathPersistSnapshot] = 1, apierr.ECONFLICT
+		l := openLink(t, c)
+		if _, err := l.PushCharacter("gone", 1, 1, control.CharacterStatePayload{}); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, l)
+		if len(f.snaps) != 0 {
+			t.Fatalf("a refused push was sent again: %+v", f.snaps)
+		}
+	})
+	t.Run("ErrQueueFullInsteadOfBlocking", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.hold, f.held = make(chan struct{}), make(chan struct{}, 100)
+		l := openLink(t, c) // QueueSize 4
+		defer close(f.hold)
+		if _, err := l.Push("p0", 1, json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		<-f.held
+		for i := 1; i <= 4; i++ {
+			if _, err := l.Push("p"+string(rune('0'+i)), 1, json.RawMessage(`{}`)); err != nil {
+				t.Fatalf("push %d: %v", i, err)
+			}
+		}
+		if _, err := l.Push("p9", 1, json.RawMessage(`{}`)); !errors.Is(err, orchlink.ErrQueueFull) {
+			t.Fatalf("fifth pending partition: err=%v, want ErrQueueFull", err)
+		}
+		if _, err := l.Push("p1", 1, json.RawMessage(`{"newer":true}`)); err != nil {
+			t.Fatalf("a newer state of a pending partition must always fit: %v", err)
+		}
+	})
+	t.Run("PushDueOncePerPeriod", func(t *testing.T) {
+		_, c := newFakeOrch(t)
+		now := time.Unix(1000, 0)
+		l := orchlink.New(c, control.MapReady{InstanceID: "a-1"}, time.Hour, slog.New(slog.DiscardHandler))
+		l.Now, l.PushEvery = func() time.Time { return now }, 10*time.Second
+		if err := l.Open(); err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if l.PushDue() {
+			t.Fatal("due at once after open")
+		}
+		now = now.Add(10 * time.Second)
+		if !l.PushDue() || l.PushDue() {
+			t.Fatal("want due exactly once after one period")
 		}
 	})
 }
 
-func runUntil(t *testing.T, f *fakeOrch) {
-	t.Helper()
-	l := orchlink.New(f, control.MapReady{InstanceID: "a-1"}, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	l.RetryMin, l.RetryMax = time.Millisecond, 2*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { l.Run(ctx); close(stopped) }()
-	select {
-	case <-f.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("link did not reach the expected registrations")
-	}
-	cancel()
-	<-stopped // the link has stopped, so f may be read without the lock
+func TestLink_Critical(t *testing.T) {
+	t.Run("AckAfterDurableCommitInOrder", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathPersistCritical] = 5
+		l := openLink(t, c)
+		var mu sync.Mutex
+		var acked []string
+		for _, id := range []string{"e1", "e2", "e3"} {
+			err := l.Critical(control.CriticalEvent{EventID: id, Kind: "item_spend"}, func(a control.CriticalAck, err error) {
+				if err != nil {
+					t.Errorf("event %s: %v", id, err)
+				}
+				mu.Lock()
+				acked = append(acked, a.EventID)
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		flush(t, l)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) != 3 || acked[0] != "e1" || acked[2] != "e3" {
+			t.Fatalf("acks %v, want e1 e2 e3", acked)
+		}
+		if len(f.events) != 3 || f.events[0].InstanceID != "a-1" {
+			t.Fatalf("committed %+v", f.events)
+		}
+	})
+	t.Run("RefusedEventReportsTheError", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathPersistCritical], f.failCode[control.PathPersistCritical] = 1, apierr.ECONFLICT
+		l := openLink(t, c)
+		ch, err := l.CriticalChan(control.CriticalEvent{EventID: "e1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := <-ch; apierr.Code(res.Err) != apierr.ECONFLICT {
+			t.Fatalf("err=%v, want conflict", res.Err)
+		}
+	})
+	t.Run("CloseFailsQueuedWork", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathPersistCritical] = 1 << 30
+		l := openLink(t, c)
+		ch, err := l.CriticalChan(control.CriticalEvent{EventID: "e1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.until(t, "a first attempt", func() bool { return f.fail[control.PathPersistCritical] < 1<<30 })
+		l.Close()
+		if res := <-ch; !errors.Is(res.Err, orchlink.ErrClosed) {
+			t.Fatalf("err=%v, want ErrClosed", res.Err)
+		}
+		if err := l.Critical(control.CriticalEvent{EventID: "e2"}, nil); !errors.Is(err, orchlink.ErrClosed) {
+			t.Fatalf("after close: err=%v, want ErrClosed", err)
+		}
+	})
+}
+
+func TestLink_Transfer(t *testing.T) {
+	t.Run("Granted", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathRequestTransfer] = 5
+		l := openLink(t, c)
+		out := make(chan orchlink.TransferOutcome, 1)
+		err := l.RequestTransfer(control.TransferRequest{CharacterID: "c1", ToMapID: "b", Epoch: 2,
+			State: control.CharacterState{X: 4, Y: 5}}, func(o orchlink.TransferOutcome) { out <- o })
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := <-out
+		if o.Denied() || o.Answer.Token == "" || o.Answer.ToInstanceID != "b-1" {
+			t.Fatalf("outcome %+v", o)
+		}
+		ids := map[string]bool{}
+		for _, tr := range f.transfers {
+			ids[tr.TransferID] = true
+		}
+		if len(ids) != 1 || f.transfers[0].FromInstanceID != "a-1" || f.transfers[0].State.Revision <= 0 {
+			t.Fatalf("retries must repeat one transfer id from a-1 with a revision: %+v", f.transfers)
+		}
+	})
+	t.Run("DeniedQuarantined", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathRequestTransfer], f.failCode[control.PathRequestTransfer] = 100, apierr.EMAPQUARANTINED
+		l := openLink(t, c)
+		out := make(chan orchlink.TransferOutcome, 1)
+		if err := l.RequestTransfer(control.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
+			t.Fatal(err)
+		}
+		if o := <-out; !o.Denied() || o.Code != apierr.EMAPQUARANTINED {
+			t.Fatalf("outcome %+v, want denied map_quarantined", o)
+		}
+	})
+	t.Run("GivesUpAfterLimit", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathRequestTransfer] = 1 << 30
+		l := openLink(t, c)
+		l.TransferLimit = 50 * time.Millisecond
+		out := make(chan orchlink.TransferOutcome, 1)
+		if err := l.RequestTransfer(control.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
+			t.Fatal(err)
+		}
+		if o := <-out; !o.Denied() || o.Code != apierr.EMAPUNAVAILABLE {
+			t.Fatalf("outcome %+v, want denied map_unavailable", o)
+		}
+	})
+	t.Run("ReportRetried", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathTransferResult] = 5
+		l := openLink(t, c)
+		if err := l.ReportTransfer(control.TransferResult{TransferID: "tr-1", Success: true}); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, l)
+		if len(f.results) != 1 || f.results[0].InstanceID != "a-1" {
+			t.Fatalf("reports %+v", f.results)
+		}
+	})
 }

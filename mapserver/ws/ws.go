@@ -1,9 +1,10 @@
-// Package ws serves players' WebSocket connections on a map server's game listener:
-// the join handshake (a hello carrying a one-time ticket, redeemed through the
-// orchestrator, answered with a welcome), ping/pong, and the per-connection plumbing the
-// simulation will send snapshots through. Each connection has exactly one reader and one
-// writer goroutine and a bounded send queue; a client that cannot keep up is dropped
-// rather than allowed to stall the sender.
+// Package ws is the player WebSocket transport of a map server's game listener: the
+// upgrade with its origin check, and per connection exactly one reader and one writer
+// goroutine, a bounded send queue, a read size limit, an idle timeout and keepalive
+// pings. It knows nothing of the game: the first message is handed to a
+// mapserver.Handshaker (which redeems the ticket and welcomes the player), every later
+// one to the Session it returns. A client that cannot keep up with its queue is dropped
+// rather than allowed to stall the sender (the tick).
 package ws
 
 import (
@@ -17,30 +18,17 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/mapserver"
 )
-
-// Redeemer redeems a player's join ticket or transfer token for this map through the
-// orchestrator. Error codes: ticket_invalid, ticket_expired, ticket_used, wrong_map,
-// map_quarantined, map_unavailable; any error that is not an *apierr.Error means
-// the orchestrator could not be reached.
-type Redeemer interface {
-	Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error)
-	// TransferResult reports, as the destination, whether a transferred player was
-	// welcomed, which completes (or aborts) the transfer at the orchestrator.
-	TransferResult(ctx context.Context, r control.TransferResult) error
-}
-
-var _ Redeemer = (*control.Client)(nil)
 
 // Defaults of the Server's tunables.
 const (
 	DefaultHelloTimeout = 5 * time.Second
 	DefaultIdleTimeout  = 30 * time.Second
-	DefaultWorldWait    = 2 * time.Second
-	DefaultRedeemWait   = 5 * time.Second
 	DefaultWriteTimeout = 10 * time.Second
-	DefaultSendQueue    = 64
+	// DefaultSendQueue bounds the frames waiting for one client: at 15 snapshots a
+	// second, 64 frames are four seconds of stream, far beyond any live client's lag.
+	DefaultSendQueue = 64
 	// DefaultReadLimit bounds one client frame; a larger one closes the connection with
 	// 1009. Client messages are small commands, so 4 KiB leaves ample room.
 	DefaultReadLimit = 4 << 10
@@ -49,31 +37,28 @@ const (
 // Server is the http.Handler of GET /ws. Set the fields before serving; zero durations
 // and sizes take the defaults above.
 type Server struct {
-	Redeemer Redeemer
-	World    *World
-	Log      *slog.Logger
-	// TickHz and SnapshotHz are announced in the welcome.
-	TickHz, SnapshotHz int
+	Handshaker mapserver.Handshaker
+	Log        *slog.Logger
 	// AllowedOrigins are further browser origins (scheme://host[:port]) allowed to
 	// connect besides the map's own host; requests without an Origin header (non-browser
 	// clients) are always allowed, as the ticket is what admits a player.
 	AllowedOrigins []string
 
-	HelloTimeout, IdleTimeout, WorldWait, RedeemWait, WriteTimeout time.Duration
-	SendQueue                                                      int
-	ReadLimit                                                      int64
+	HelloTimeout, IdleTimeout, WriteTimeout time.Duration
+	SendQueue                               int
+	ReadLimit                               int64
 
 	upgradeOnce sync.Once
 	upgrader    websocket.Upgrader
 
-	mu      sync.Mutex
-	players map[*conn]struct{}
+	mu     sync.Mutex
+	active int
+	idle   chan struct{} // closed when active drops to zero, for Drain
 }
 
-// NewServer returns a Server that redeems tickets through r and welcomes players into
-// world.
-func NewServer(r Redeemer, world *World, tickHz, snapshotHz int, log *slog.Logger) *Server {
-	return &Server{Redeemer: r, World: world, TickHz: tickHz, SnapshotHz: snapshotHz, Log: log}
+// NewServer returns a Server that hands connections to h.
+func NewServer(h mapserver.Handshaker, log *slog.Logger) *Server {
+	return &Server{Handshaker: h, Log: log}
 }
 
 // ParseOrigins splits a comma-separated origin list (MAP_ALLOWED_ORIGINS), dropping
@@ -86,39 +71,6 @@ func ParseOrigins(list string) []string {
 		}
 	}
 	return out
-}
-
-// Players is the number of welcomed players connected now; heartbeats report it, and
-// the orchestrator stops an idle map only when it is zero.
-func (s *Server) Players() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.players)
-}
-
-// Broadcast queues one message for every welcomed player without ever blocking: a
-// player whose send queue is full is dropped. It is how the tick will send events.
-func (s *Server) Broadcast(frame []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.players {
-		c.send(frame)
-	}
-}
-
-func (s *Server) join(c *conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.players == nil {
-		s.players = make(map[*conn]struct{})
-	}
-	s.players[c] = struct{}{}
-}
-
-func (s *Server) leave(c *conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.players, c)
 }
 
 // ServeHTTP upgrades the request and runs the connection until it ends. The handler's
@@ -135,10 +87,57 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		// The upgrader already answered with the HTTP error.
-		s.Log.Debug("websocket upgrade refused", "err", err, "origin", r.Header.Get("Origin"))
+		s.logger().Debug("websocket upgrade refused", "err", err, "origin", r.Header.Get("Origin"))
 		return
 	}
-	newConn(s, ws).run()
+	s.track(1)
+	defer s.track(-1)
+	newConn(s, ws).run(r.Context())
+}
+
+// Active is the number of connections being served.
+func (s *Server) Active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
+}
+
+// Drain waits until every connection has ended (after the game closed them, so that
+// their close frames are written before the process exits), or until ctx ends.
+func (s *Server) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	if s.active == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Server) track(delta int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active += delta
+	if s.active == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
 }
 
 // checkOrigin admits non-browser clients (no Origin), the map's own host (the Host the

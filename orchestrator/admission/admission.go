@@ -70,7 +70,10 @@ type Service struct {
 	Store        Store
 	Maps         Maps
 	Log          *slog.Logger
-	Now          func() time.Time
+	// Wanted finds the configs of running instances, the parents of derived maps;
+	// NewService sets it when the store provides it.
+	Wanted WantedInstances
+	Now    func() time.Time
 
 	JoinTTL, TransferTTL time.Duration
 	DefaultInstanceID    string
@@ -106,7 +109,16 @@ func NewService(root *keys.Root, store Store, maps Maps, defaultInstanceID strin
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
 		handovers: make(map[string]*control.CharacterState), SweepInterval: DefaultSweepInterval,
+		Wanted: wanted(store),
 	}
+}
+
+// wanted returns the store as WantedInstances if it is one.
+func wanted(store Store) WantedInstances {
+	if w, ok := store.(WantedInstances); ok {
+		return w
+	}
+	return nil
 }
 
 // guestLease is a disposable character's lease and when it was last set.

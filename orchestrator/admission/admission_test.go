@@ -3,6 +3,7 @@ package admission_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -28,10 +29,11 @@ type fakeMaps struct {
 	mu      sync.Mutex
 	states  map[string]orchestrator.InstanceState
 	created []string
+	configs map[string]json.RawMessage // configs of created instances
 }
 
 func newFakeMaps(ids ...string) *fakeMaps {
-	m := &fakeMaps{states: map[string]orchestrator.InstanceState{}}
+	m := &fakeMaps{states: map[string]orchestrator.InstanceState{}, configs: map[string]json.RawMessage{}}
 	for _, id := range ids {
 		m.states[id] = orchestrator.StateReady
 	}
@@ -90,6 +92,7 @@ func (m *fakeMaps) Create(ctx context.Context, r orchestrator.CreateInstance) (o
 	}
 	m.states[r.InstanceID] = orchestrator.StateReady
 	m.created = append(m.created, r.InstanceID)
+	m.configs[r.InstanceID] = r.Config
 	return orchestrator.Instance{ID: r.InstanceID, MapID: r.MapID, State: orchestrator.StateReady}, nil
 }
 

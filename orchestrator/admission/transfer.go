@@ -55,7 +55,7 @@ func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest
 		if err := s.Authorize(ctx, r.CharacterID, r.FromInstanceID, r.Epoch); err != nil {
 			return nil, err
 		}
-		if _, err := s.destination(ctx, r.ToInstanceID, toMapID); err != nil {
+		if _, err := s.destination(ctx, r.FromInstanceID, r.ToInstanceID, toMapID); err != nil {
 			return nil, err
 		}
 	}
@@ -107,10 +107,11 @@ func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest
 	return s.answer(tr)
 }
 
-// destination returns the ready destination instance. A portal that names a map with a
-// pre-authored template whose instance does not exist yet creates it (lazy spawn);
-// anything else unknown is map_unavailable.
-func (s *Service) destination(ctx context.Context, instanceID, mapID string) (orchestrator.Instance, error) {
+// destination returns the ready destination instance. A portal that names a map whose
+// instance does not exist yet creates it (lazy spawn): from the map's pre-authored
+// template, or, for a derived ("wild-") map, from its parent's config through
+// mapgen.Derive. Anything else unknown is map_unavailable.
+func (s *Service) destination(ctx context.Context, fromInstanceID, instanceID, mapID string) (orchestrator.Instance, error) {
 	inst, err := s.Maps.Acquire(ctx, instanceID)
 	if apierr.Code(err) != apierr.ENOTFOUND {
 		return inst, err
@@ -118,13 +119,18 @@ func (s *Service) destination(ctx context.Context, instanceID, mapID string) (or
 	if mapID == "" || instanceID != mapgen.InstanceOfMap(mapID) {
 		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q does not exist", instanceID)
 	}
-	if _, err := mapgen.Template(mapID); err != nil {
+	var config json.RawMessage
+	if IsDerived(mapID) {
+		if config, err = s.deriveConfig(ctx, fromInstanceID, mapID); err != nil {
+			return inst, err
+		}
+	} else if _, err := mapgen.Template(mapID); err != nil {
 		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map %q has no template to start an instance from", mapID)
 	}
-	if _, err := s.Maps.Create(ctx, orchestrator.CreateInstance{InstanceID: instanceID, MapID: mapID}); err != nil && apierr.Code(err) != apierr.ECONFLICT {
+	if _, err := s.Maps.Create(ctx, orchestrator.CreateInstance{InstanceID: instanceID, MapID: mapID, Config: config}); err != nil && apierr.Code(err) != apierr.ECONFLICT {
 		return inst, err
 	}
-	s.Log.Info("map instance created for a transfer", "instance", instanceID, "map", mapID)
+	s.Log.Info("map instance created for a transfer", "instance", instanceID, "map", mapID, "derived", config != nil)
 	return s.Maps.Acquire(ctx, instanceID)
 }
 

@@ -7,6 +7,7 @@ package fake
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -33,6 +34,9 @@ type Registry struct {
 	Root *keys.Root
 	Log  *slog.Logger
 	Now  func() time.Time
+	// Configs holds MapConfigs (JSON) by instance id, sent in start-instance to the map
+	// that registers as that instance; an instance without one runs its map's template.
+	Configs map[string]json.RawMessage
 
 	mu        sync.Mutex
 	instances map[string]*orchestrator.Instance
@@ -71,7 +75,8 @@ func NewRegistry(root *keys.Root, defaultInstanceID string, log *slog.Logger) *R
 }
 
 // MapReady registers a map server and, as the orchestrator does, answers with
-// /control/start-instance so the map loads its MapConfig (its map's template).
+// /control/start-instance so the map loads its MapConfig (the one in Configs, else its
+// map's template).
 func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
 	if !control.ValidName(m.InstanceID) || !control.ValidName(m.MapID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", control.IDPattern)
@@ -84,7 +89,7 @@ func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
 	if err != nil {
 		return err
 	}
-	if err := r.RPC.StartInstance(ctx, url, cred, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID}); err != nil {
+	if err := r.RPC.StartInstance(ctx, url, cred, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID, Config: r.Configs[m.InstanceID]}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", m.InstanceID, err)
 	}
 	r.mu.Lock()

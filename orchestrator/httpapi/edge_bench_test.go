@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -10,32 +11,37 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
-// benchRedeemer admits every ticket, so each benchmark connection gets a welcome.
-type benchRedeemer struct{}
+// benchGame welcomes every hello and answers pings as the map does (decoding and
+// encoding the JSON envelope), over the real map WebSocket transport.
+type benchGame struct{ p mapserver.Peer }
 
-func (benchRedeemer) Redeem(_ context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
-	return &control.RedeemResult{Kind: "join", CharacterID: "bench-" + r.Token, Epoch: 1}, nil
+func (benchGame) Hello(_ context.Context, _ []byte, _ bool, p mapserver.Peer) mapserver.Session {
+	p.Send([]byte(`{"v":1,"kind":"welcome"}`), false)
+	return benchGame{p}
 }
 
-func (benchRedeemer) TransferResult(context.Context, control.TransferResult) error { return nil }
+func (g benchGame) Receive(data []byte, _ bool) {
+	var in wire.Inbound
+	if json.Unmarshal(data, &in) != nil {
+		return
+	}
+	frame, _ := json.Marshal(wire.Pong{V: wire.Version, Kind: wire.KindPong, T: in.T})
+	g.p.Send(frame, false)
+}
+
+func (benchGame) Closed() {}
 
 // BenchmarkPingPong measures one ping/pong round trip of a single welcomed client
 // (C=1) against the real map WebSocket server, directly on its game port and through
 // the orchestrator's edge proxy, so the proxy's cost per message is the difference.
 func BenchmarkPingPong(b *testing.B) {
-	cfg, err := mapgen.Resolve("bench-1", mapgen.DefaultMapID, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	world := ws.NewWorld()
-	world.Set(cfg, "bench-hash")
-	game := httptest.NewServer(ws.NewServer(benchRedeemer{}, world, 30, 15, slog.New(slog.DiscardHandler)))
+	game := httptest.NewServer(ws.NewServer(benchGame{}, slog.New(slog.DiscardHandler)))
 	defer game.Close()
 	edge := MustOpenEdge(b, edgeMaps{inst: map[string]orchestrator.Instance{
 		"bench-1": {ID: "bench-1", State: orchestrator.StateReady, GamePort: portOf(b, game)},

@@ -24,13 +24,9 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/app"
 	"github.com/mapyard/mapyard/mapserver/envconf"
-	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
-	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 func main() {
@@ -62,46 +58,11 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 
-	srv := httpapi.NewServer(cfg.OrchCredential, httpapi.Health{
-		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: mapserver.Version,
-	}, log)
-	srv.Blank, srv.FailHealth = cfg.Blank, cfg.FaultFailHealth
-	world := ws.NewWorld()
-	orch := control.NewClient(cfg.OrchURL, cfg.Credential)
-	players := ws.NewServer(orch, world, cfg.TickHz, cfg.SnapshotHz, log)
-	players.AllowedOrigins = ws.ParseOrigins(cfg.AllowedOrigins)
-	srv.HandleGame("/ws", players)
-	srv.GameAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.GamePort))
-	srv.ControlAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.ControlPort))
-	if err := srv.Open(); err != nil {
+	m := &app.Main{Config: cfg, Log: log}
+	if err := m.Open(); err != nil {
 		log.Error("start failed", "err", err)
+		m.Close()
 		return 1
-	}
-	log.Info("map server listening", "gamePort", srv.GamePort(), "controlPort", srv.ControlPort(), "version", mapserver.Version)
-
-	link := orchlink.New(orch, control.MapReady{
-		InstanceID:  cfg.InstanceID,
-		MapID:       cfg.MapID,
-		GamePort:    srv.GamePort(),
-		ControlPort: srv.ControlPort(),
-		Version:     mapserver.Version,
-	}, cfg.Heartbeat(), log)
-	link.Players = players.Players
-	srv.OnStart = func(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
-		link.Rebind(r.InstanceID, r.MapID)
-		// Generate off the request path: a warm-pool handout answers at once, and the
-		// world (milliseconds for a 2 km map) is ready before a player can arrive.
-		go func() {
-			start := time.Now()
-			w, err := mapgen.Generate(mc)
-			if err != nil {
-				log.Error("generate world", "err", err)
-				return
-			}
-			srv.SetWorldHash(w.Hash())
-			world.Set(mc, w.Hash())
-			log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
-		}()
 	}
 	if cfg.FaultExitAfterMS > 0 {
 		log.Warn("fault injection: exiting with code 3 after a delay", "afterMs", cfg.FaultExitAfterMS)
@@ -110,15 +71,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 			os.Exit(3)
 		})
 	}
-	linkDone := make(chan struct{})
-	go func() { link.Run(ctx); close(linkDone) }()
 
 	<-ctx.Done()
-	log.Info("stopping")
-	<-linkDone
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Close(shutdown); err != nil {
+	log.Info("stopping: players are closed with 1001 and their state is pushed")
+	if err := m.Close(); err != nil {
 		log.Error("shutdown", "err", err)
 		return 1
 	}

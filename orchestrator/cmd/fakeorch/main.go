@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -45,6 +47,7 @@ type Config struct {
 	JoinTicketTTLMS    int    `env:"ORCH_JOIN_TICKET_TTL_MS" envDefault:"10000" help:"lifetime of a join ticket"`
 	TransferTokenTTLMS int    `env:"ORCH_TRANSFER_TOKEN_TTL_MS" envDefault:"10000" help:"lifetime of a transfer token"`
 	LogLevel           string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	MapConfigFile      string `env:"ORCH_FAKE_MAP_CONFIG" help:"MapConfig JSON file sent to the map that registers as its instanceId (default: the map's template); benchmarks use it"`
 }
 
 // devInstances are the ids of ORCH_DEV_INSTANCES.
@@ -150,6 +153,11 @@ func (m *Main) Run() (err error) {
 		return err
 	}
 	m.Maps = fake.NewRegistry(m.Root, m.Config.DefaultInstanceID, m.Log)
+	if m.Config.MapConfigFile != "" {
+		if err := m.loadMapConfig(m.Config.MapConfigFile); err != nil {
+			return err
+		}
+	}
 	m.Admission = admission.NewService(m.Root, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
 	m.Admission.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
@@ -162,6 +170,21 @@ func (m *Main) Run() (err error) {
 		return err
 	}
 	m.Log.Info("fake orchestrator listening", "public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL())
+	return nil
+}
+
+// loadMapConfig reads a MapConfig file and hands it to the map of its instance.
+func (m *Main) loadMapConfig(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("ORCH_FAKE_MAP_CONFIG: %w", err)
+	}
+	c, err := mapgen.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("ORCH_FAKE_MAP_CONFIG %s: %w", path, err)
+	}
+	m.Maps.Configs = map[string]json.RawMessage{c.InstanceID: raw}
+	m.Log.Info("map config loaded", "instance", c.InstanceID, "map", c.MapID)
 	return nil
 }
 

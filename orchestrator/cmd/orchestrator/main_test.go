@@ -436,15 +436,22 @@ func sendWS(t *testing.T, c *websocket.Conn, msg string) {
 	}
 }
 
+// readWS reads the next JSON message into out, skipping binary snapshot frames.
 func readWS(t *testing.T, c *websocket.Conn, out any) {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, data, err := c.ReadMessage()
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		t.Fatalf("decode %s: %v", data, err)
+	for {
+		typ, data, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if typ == websocket.BinaryMessage {
+			continue
+		}
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("decode %s: %v", data, err)
+		}
+		return
 	}
 }
 

@@ -1,0 +1,202 @@
+// Package app is one map server process put together: the game and control listeners,
+// the tick loop, the player WebSocket transport and the orchestrator link, with the
+// New/Open/Close life the binary (cmd/mapserver) and end-to-end tests share.
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/httpapi"
+	"github.com/mapyard/mapyard/mapserver/loop"
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/ws"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// DefaultStopTimeout bounds a clean stop: pushing the last states and closing the
+// listeners.
+const DefaultStopTimeout = 5 * time.Second
+
+// GameFactory builds the game that simulates a generated world.
+type GameFactory func(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.Game, error)
+
+// Main is one map server. Set Config and Log, call Open, and Close at shutdown; the
+// parts are exported so tests can look inside.
+type Main struct {
+	Config mapserver.Config
+	Log    *slog.Logger
+	// NewGame builds the simulation of the generated world; nil means game.Factory.
+	NewGame GameFactory
+	// StopTimeout bounds Close; zero means DefaultStopTimeout.
+	StopTimeout time.Duration
+	// SendQueue bounds each connection's queued frames; zero means ws.DefaultSendQueue.
+	SendQueue int
+
+	Registry *prometheus.Registry
+	Orch     *control.Client
+	HTTP     *httpapi.Server
+	Loop     *loop.Loop
+	Link     *orchlink.Link
+	Players  *ws.Server
+
+	mu        sync.Mutex
+	world     *mapgen.World
+	generated chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open binds both listeners, starts the tick loop and the orchestrator link, and
+// generates the world as soon as the orchestrator names the instance.
+func (m *Main) Open() error {
+	cfg := m.Config
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if m.Log == nil {
+		m.Log = slog.New(slog.DiscardHandler)
+	}
+	if m.NewGame == nil {
+		m.NewGame = game.Factory
+	}
+	m.generated = make(chan struct{})
+	m.Registry = prometheus.NewRegistry()
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Orch = control.NewClient(cfg.OrchURL, cfg.Credential)
+
+	m.HTTP = httpapi.NewServer(cfg.OrchCredential, httpapi.Health{
+		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: mapserver.Version,
+	}, m.Log)
+	m.HTTP.Blank, m.HTTP.FailHealth = cfg.Blank, cfg.FaultFailHealth
+	m.HTTP.GameAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.GamePort))
+	m.HTTP.ControlAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.ControlPort))
+	m.HTTP.HandleControl(control.PathMetrics, promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+
+	m.Loop = loop.New(m.Orch, nil, cfg.TickHz, cfg.SnapshotHz, m.Log)
+	m.Loop.ResumeTTL = cfg.ResumeTTL()
+	m.Loop.Metrics = loop.NewMetrics(m.Registry)
+	m.Players = ws.NewServer(m.Loop, m.Log)
+	m.Players.AllowedOrigins = ws.ParseOrigins(cfg.AllowedOrigins)
+	m.Players.SendQueue = m.SendQueue
+	m.HTTP.HandleGame("/ws", m.Players)
+	m.HTTP.OnStart = m.start
+	if err := m.HTTP.Open(); err != nil {
+		return err
+	}
+
+	m.Link = orchlink.New(m.Orch, control.MapReady{
+		InstanceID: cfg.InstanceID, MapID: cfg.MapID, GamePort: m.HTTP.GamePort(), ControlPort: m.HTTP.ControlPort(),
+		Version: mapserver.Version,
+	}, cfg.Heartbeat(), m.Log)
+	m.Link.PushEvery = cfg.SnapshotPush()
+	m.Link.Players, m.Link.Tick = m.Loop.Players, m.Loop.Tick
+	m.Loop.Link = m.Link
+	if err := m.Link.Open(); err != nil {
+		return errors.Join(err, m.closeHTTP())
+	}
+	if err := m.Loop.Open(); err != nil {
+		return errors.Join(err, m.Link.Close(), m.closeHTTP())
+	}
+	m.Log.Info("map server listening", "gamePort", m.HTTP.GamePort(), "controlPort", m.HTTP.ControlPort(), "version", mapserver.Version)
+	return nil
+}
+
+// start is called once the orchestrator names the instance: the link registers under
+// it, and the world is generated off the request path (a warm-pool handout answers at
+// once; the world is ready within milliseconds, before a player can arrive).
+func (m *Main) start(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
+	m.Link.Rebind(r.InstanceID, r.MapID)
+	go func() {
+		defer close(m.generated)
+		start := time.Now()
+		w, err := mapgen.Generate(mc)
+		if err != nil {
+			m.Log.Error("generate world", "err", err)
+			return
+		}
+		g, err := m.NewGame(w, mc, m.Config.TickHz)
+		if err != nil {
+			m.Log.Error("build game", "err", err)
+			return
+		}
+		m.mu.Lock()
+		m.world = w
+		m.mu.Unlock()
+		m.HTTP.SetWorldHash(w.Hash())
+		m.Loop.SetWorld(loop.World{Config: mc, Hash: w.Hash()}, g)
+		m.Log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
+	}()
+}
+
+// World returns the generated world, or nil before it exists.
+func (m *Main) World() *mapgen.World {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.world
+}
+
+// GameURL is the base URL of the game listener (ws://host:port).
+func (m *Main) GameURL() string {
+	return "ws://" + net.JoinHostPort(m.Config.ListenHost, strconv.Itoa(m.HTTP.GamePort()))
+}
+
+// ControlURL is the base URL of the control listener.
+func (m *Main) ControlURL() string {
+	return "http://" + net.JoinHostPort(m.Config.ListenHost, strconv.Itoa(m.HTTP.ControlPort()))
+}
+
+// Close stops the map cleanly: players get a 1001 close, every character's state is
+// pushed and flushed to the orchestrator, and the listeners stop.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		timeout := m.StopTimeout
+		if timeout <= 0 {
+			timeout = DefaultStopTimeout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var errs []error
+		if m.Loop != nil {
+			errs = append(errs, m.Loop.Close())
+		}
+		if m.Players != nil {
+			// The loop closed every connection with 1001; let the close frames go out.
+			drain, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if err := m.Players.Drain(drain); err != nil {
+				m.Log.Warn("player connections still open at stop", "connections", m.Players.Active())
+			}
+			cancel()
+		}
+		if m.Link != nil {
+			if err := m.Link.Flush(ctx); err != nil {
+				m.Log.Warn("orchestrator link not flushed at stop", "err", err)
+			}
+			errs = append(errs, m.Link.Close())
+		}
+		if m.HTTP != nil {
+			errs = append(errs, m.HTTP.Close(ctx))
+		}
+		m.closeErr = errors.Join(errs...)
+	})
+	return m.closeErr
+}
+
+func (m *Main) closeHTTP() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return m.HTTP.Close(ctx)
+}

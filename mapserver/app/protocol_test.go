@@ -1,0 +1,190 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/app"
+	"github.com/mapyard/mapyard/mapserver/sim"
+	"github.com/mapyard/mapyard/mapserver/wire"
+)
+
+// gamer is a real WebSocket player that decodes its snapshots with the wire decoder,
+// as the Go client and the browser do.
+type gamer struct {
+	*player
+	dec  *wire.Decoder
+	last *wire.Snapshot
+}
+
+// joinMap joins through the fake orchestrator and says hello to the map.
+func joinMap(t *testing.T, f *fakeOrch, m *app.Main) (*gamer, map[string]any) {
+	t.Helper()
+	j := f.join(t, `{}`)
+	g := &gamer{player: dialMap(t, m), dec: wire.NewDecoder(0)}
+	g.send(`{"v":1,"kind":"hello","ticket":"` + j.Ticket + `"}`)
+	w := g.next()
+	if w["kind"] != "welcome" {
+		t.Fatalf("got %v, want welcome", w)
+	}
+	return g, w
+}
+
+// snapshotWhere reads frames until a decoded snapshot satisfies ok; JSON messages in
+// between are handed to other (nil: failure).
+func (g *gamer) snapshotWhere(what string, ok func(*wire.Snapshot) bool) *wire.Snapshot {
+	g.t.Helper()
+	_ = g.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		typ, data, err := g.c.ReadMessage()
+		if err != nil {
+			g.t.Fatalf("waiting for a snapshot with %s: %v", what, err)
+		}
+		if typ != websocket.BinaryMessage {
+			g.t.Fatalf("waiting for a snapshot with %s: got %s", what, data)
+		}
+		s, err := g.dec.Decode(data)
+		if err != nil {
+			g.t.Fatalf("decode snapshot: %v", err)
+		}
+		g.last = s
+		if ok(s) {
+			return s
+		}
+	}
+}
+
+func self(s *wire.Snapshot) *wire.Entity { return s.Find(s.Self) }
+
+// TestProtocol_MoveAckDelta walks a player with input batches and checks the
+// snapshots: full first, its position exactly where the shared movement code puts it,
+// the input seq acknowledged, deltas once a snapshot is acknowledged.
+func TestProtocol_MoveAckDelta(t *testing.T) {
+	f := mustOpenFakeOrch(t)
+	m := mustOpenMap(t, f, nil)
+	g, _ := joinMap(t, f, m)
+
+	first := g.snapshotWhere("anything", func(*wire.Snapshot) bool { return true })
+	if !first.Full || first.Seq != 0 || self(first) == nil || self(first).Kind != uint8(sim.KindPlayer) {
+		t.Fatalf("first snapshot %+v", first)
+	}
+	start := sim.Vec{X: self(first).X, Y: self(first).Y}
+
+	// 12 ticks east, acknowledging the first snapshot on the command itself.
+	var inputs []sim.Input
+	for i := 1; i <= 12; i++ {
+		inputs = append(inputs, sim.Input{Seq: uint64(i), DX: 1})
+	}
+	g.send(fmt.Sprintf(`{"v":1,"kind":"command","seq":1,"tick":%d,"feature":"movement","action":"input_batch","payload":%s}`,
+		first.Tick, wire.EncodeInputBatch(nil, inputs)))
+	moved := g.snapshotWhere("input 12 applied", func(s *wire.Snapshot) bool { return s.Seq == 12 })
+
+	want := start
+	colliders := sim.NewColliders(m.World())
+	for _, in := range inputs {
+		want = sim.Move(colliders, want, in, sim.DefaultPlayerSpeed, m.Config.TickHz)
+	}
+	if got := (sim.Vec{X: self(moved).X, Y: self(moved).Y}); got != want {
+		t.Fatalf("after 12 inputs east from %v: at %v, want %v", start, got, want)
+	}
+	if want.X <= start.X {
+		t.Fatalf("the spawn point is walled in to the east: %v", start)
+	}
+
+	t.Run("DeltaAgainstAck", func(t *testing.T) {
+		g.t = t
+		g.send(fmt.Sprintf(`{"v":1,"kind":"ack","tick":%d}`, moved.Tick))
+		d := g.snapshotWhere("a delta against the ack", func(s *wire.Snapshot) bool { return !s.Full && s.BaseTick >= moved.Tick })
+		if self(d) == nil || self(d).X != want.X {
+			t.Fatalf("delta %+v", d)
+		}
+	})
+	t.Run("MalformedCommandKeepsConnection", func(t *testing.T) {
+		g.t = t
+		for _, tc := range []struct{ msg, code string }{
+			{`{"v":1,"kind":"command","seq":2,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":13,"dx":900,"dy":0}]}}`, wire.CodeBadDirection},
+			{`{"v":1,"kind":"command","seq":3,"feature":"movement","action":"input_batch","payload":"left"}`, wire.CodeBadPayload},
+			{`{"v":1,"kind":"command","seq":4,"feature":"magic","action":"fly"}`, wire.CodeUnknownCommand},
+			{`{"v":1,"kind":"dance"}`, wire.CodeBadRequest},
+		} {
+			g.send(tc.msg)
+			if e := g.next(); e["kind"] != "error" || e["code"] != tc.code {
+				t.Fatalf("%s: got %v, want error %s", tc.msg, e, tc.code)
+			}
+		}
+		g.send(`{"v":1,"kind":"command","seq":5,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":13,"dx":0,"dy":1}]}}`)
+		g.snapshotWhere("input 13 after the errors", func(s *wire.Snapshot) bool { return s.Seq == 13 })
+	})
+	t.Run("DuplicateSeqIgnored", func(t *testing.T) {
+		g.t = t
+		g.send(`{"v":1,"kind":"command","seq":5,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":14,"dx":1,"dy":0}]}}`)
+		g.send(`{"v":1,"kind":"command","seq":6,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":15,"dx":0,"dy":0}]}}`)
+		if s := g.snapshotWhere("input 15", func(s *wire.Snapshot) bool { return s.Seq >= 14 }); s.Seq != 15 {
+			t.Fatalf("seq %d: the command with a repeated seq was applied", s.Seq)
+		}
+	})
+}
+
+// TestProtocol_ResumeAfterTTLRefused checks that an unused session is released after
+// MAP_RESUME_TTL_MS and its token refused.
+func TestProtocol_ResumeAfterTTLRefused(t *testing.T) {
+	f := mustOpenFakeOrch(t)
+	m := mustOpenMap(t, f, func(c *mapserver.Config) { c.ResumeTTLMS = 300 })
+	g, w := joinMap(t, f, m)
+	g.c.Close()
+	waitFor(t, "the unused session's release", func() bool { return m.Loop.Players() == 0 })
+	late := dialMap(t, m)
+	late.send(`{"v":1,"kind":"hello","resume":"` + w["resumeToken"].(string) + `"}`)
+	if e := late.next(); e["kind"] != "error" || e["code"] != "ticket_invalid" {
+		t.Fatalf("resume after the TTL: %v", e)
+	}
+	late.wantClose(websocket.ClosePolicyViolation)
+}
+
+// TestProtocol_SlowClientDropped floods the map with pings whose answers a client never
+// reads: its queue fills, it is dropped, and the tick and the other player go on.
+func TestProtocol_SlowClientDropped(t *testing.T) {
+	f := mustOpenFakeOrch(t)
+	m := mustOpenMap(t, f, nil)
+	fast, _ := joinMap(t, f, m)
+
+	// The slow client's socket takes little before it stops the sender: a small
+	// receive buffer, which the kernel then does not grow.
+	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(4096)
+		}
+		return c, err
+	}}
+	c, _, err := d.Dial(m.GameURL()+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	slow := &player{t: t, c: c}
+	slow.send(`{"v":1,"kind":"hello","ticket":"` + f.join(t, `{}`).Ticket + `"}`)
+
+	ping := `{"v":1,"kind":"ping","t":1` + strings.Repeat("0", 3900) + `}`
+	tick := m.Loop.Tick()
+	for i := 0; i < 5000 && (i%50 != 0 || !strings.Contains(metrics(t, m), "mapyard_map_dropped_clients_total 1")); i++ {
+		if err := slow.c.WriteMessage(websocket.TextMessage, []byte(ping)); err != nil {
+			break // dropped: the socket is gone
+		}
+	}
+	waitFor(t, "the slow client's drop", func() bool {
+		return strings.Contains(metrics(t, m), "mapyard_map_dropped_clients_total 1")
+	})
+	waitFor(t, "the tick to go on", func() bool { return m.Loop.Tick() > tick+15 })
+	s := fast.snapshotWhere("a fresh snapshot", func(s *wire.Snapshot) bool { return uint64(s.Tick) > tick })
+	if self(s) == nil {
+		t.Fatalf("the fast player's snapshot %+v", s)
+	}
+}

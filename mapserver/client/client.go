@@ -1,0 +1,345 @@
+// Package client is a Go client of the map server's game protocol: it says hello with a
+// join ticket, a transfer token or a resume token, sends sequenced commands (movement
+// input batches), measures round trips with ping/pong, decodes the binary snapshots
+// through wire into a prediction-free mirror of what the player sees, acknowledges
+// them so the server can send deltas, and follows transfers to the next map. Tests,
+// the bots of cmd/mapbots and the benchmarks use it; it does no prediction, so what it
+// shows is exactly what the server sent.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/mapyard/mapyard/mapserver/sim"
+	"github.com/mapyard/mapyard/mapserver/wire"
+)
+
+// QuantaPerUnit converts snapshot positions (quanta) to world units.
+const QuantaPerUnit = sim.QuantaPerUnit
+
+// DefaultHandshakeTimeout bounds a dial plus hello plus welcome.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// Hello is what a connection presents first: a join ticket or transfer token (Ticket),
+// or the resume token of an earlier welcome (Resume).
+type Hello struct {
+	Ticket string
+	Resume string
+}
+
+// Options configure a Client. The zero value works.
+type Options struct {
+	// Dialer dials the WebSocket; nil means websocket.DefaultDialer.
+	Dialer *websocket.Dialer
+	// Header is sent with every dial (for example an Origin).
+	Header http.Header
+	// Resolve turns a transfer's public ws path ("/maps/<id>/ws") into a URL to dial;
+	// nil means "the scheme and host of the first URL, plus the path".
+	Resolve func(path string) string
+	// NoAutoAck stops the client from acknowledging every snapshot with an ack message
+	// (commands still carry the newest tick). Bots that send inputs at the tick rate set
+	// it to halve their upstream messages.
+	NoAutoAck bool
+	// NoFollow leaves transfers to the caller instead of reconnecting at once.
+	NoFollow bool
+	// HandshakeTimeout bounds dial + hello + welcome; 0 means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// Log receives debug lines; nil discards them.
+	Log *slog.Logger
+}
+
+// Event is something the server said that is not a snapshot, or the end of the
+// connection. Exactly one field besides Kind is set, or none for "closed".
+type Event struct {
+	// Kind is welcome, transfer, event, error or closed.
+	Kind     string
+	Welcome  *wire.Welcome
+	Transfer *wire.Transfer
+	Event    *wire.Event
+	Error    *ServerError
+	// Close is the close code of a "closed" event (0 when the socket just broke), and
+	// Err what ended it.
+	Close int
+	Err   error
+}
+
+// Client is one player's connection. Its methods are safe for concurrent use.
+type Client struct {
+	opt   Options
+	base  string
+	epoch time.Time
+	log   *slog.Logger
+
+	wmu      sync.Mutex // serialises writes and connection swaps
+	ws       *websocket.Conn
+	cmdSeq   uint64
+	inputSeq uint64
+	buf      []byte
+	closing  atomic.Bool
+
+	lastTick atomic.Uint64
+	events   chan Event
+	done     chan struct{}
+
+	mu      sync.Mutex
+	welcome wire.Welcome
+	mirror  Mirror
+	stats   Stats
+}
+
+// Dial connects to url (ws://host:port/path), says hello and waits for the welcome.
+// A refused hello returns the server's *ServerError.
+func Dial(ctx context.Context, url string, hello Hello, opt Options) (*Client, error) {
+	c := &Client{
+		opt: opt, base: url, epoch: time.Now(), log: opt.Log,
+		events: make(chan Event, 64), done: make(chan struct{}),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	ws, w, err := c.handshake(ctx, url, hello)
+	if err != nil {
+		return nil, err
+	}
+	c.ws = ws
+	c.setWelcome(w)
+	go c.run()
+	return c, nil
+}
+
+// handshake dials url, sends hello and reads until the welcome (or a refusal).
+func (c *Client) handshake(ctx context.Context, url string, hello Hello) (*websocket.Conn, *wire.Welcome, error) {
+	timeout := c.opt.HandshakeTimeout
+	if timeout <= 0 {
+		timeout = DefaultHandshakeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d := c.opt.Dialer
+	if d == nil {
+		d = websocket.DefaultDialer
+	}
+	ws, resp, err := d.DialContext(ctx, url, c.opt.Header)
+	if err != nil {
+		if resp != nil {
+			return nil, nil, fmt.Errorf("dial %s: %w (status %d)", url, err, resp.StatusCode)
+		}
+		return nil, nil, fmt.Errorf("dial %s: %w", url, err)
+	}
+	msg := wire.Inbound{V: wire.Version, Kind: wire.KindHello, Ticket: hello.Ticket, Resume: hello.Resume}
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = ws.SetReadDeadline(deadline)
+		_ = ws.SetWriteDeadline(deadline)
+	}
+	if err := ws.WriteJSON(msg); err != nil {
+		ws.Close()
+		return nil, nil, fmt.Errorf("hello: %w", err)
+	}
+	for {
+		typ, data, err := ws.ReadMessage()
+		if err != nil {
+			ws.Close()
+			return nil, nil, fmt.Errorf("wait for welcome: %w", err)
+		}
+		if typ != websocket.TextMessage {
+			continue
+		}
+		var head struct {
+			Kind string `json:"kind"`
+		}
+		if err := json.Unmarshal(data, &head); err != nil {
+			ws.Close()
+			return nil, nil, fmt.Errorf("wait for welcome: %w", err)
+		}
+		switch head.Kind {
+		case wire.KindWelcome:
+			var w wire.Welcome
+			if err := json.Unmarshal(data, &w); err != nil {
+				ws.Close()
+				return nil, nil, fmt.Errorf("decode welcome: %w", err)
+			}
+			_ = ws.SetReadDeadline(time.Time{})
+			_ = ws.SetWriteDeadline(time.Time{})
+			return ws, &w, nil
+		case wire.KindError:
+			var e ServerError
+			_ = json.Unmarshal(data, &e)
+			ws.Close()
+			return nil, nil, &e
+		}
+	}
+}
+
+// ServerError is an error message from the server: a refused hello or command (Seq
+// names the command) or a protocol error. Code is one of the public error codes.
+type ServerError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Seq     uint64 `json:"seq,omitempty"`
+}
+
+// Error formats the code and message.
+func (e *ServerError) Error() string { return e.Code + ": " + e.Message }
+
+func (c *Client) setWelcome(w *wire.Welcome) {
+	c.mu.Lock()
+	c.welcome = *w
+	c.mirror = Mirror{Self: -1}
+	c.mu.Unlock()
+	c.lastTick.Store(0)
+	c.emit(Event{Kind: wire.KindWelcome, Welcome: w})
+}
+
+// Welcome returns the newest welcome: the character, the map it is on, its resume token.
+func (c *Client) Welcome() wire.Welcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.welcome
+}
+
+// Events delivers what the server said besides snapshots. It is buffered; when nobody
+// reads it, events are dropped rather than stalling the client.
+func (c *Client) Events() <-chan Event { return c.events }
+
+// Done is closed when the client has stopped for good (closed by Close, or by the
+// server, or broken).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+func (c *Client) emit(e Event) {
+	select {
+	case c.events <- e:
+	default:
+	}
+}
+
+// Close ends the connection with a normal close.
+func (c *Client) Close() error {
+	if !c.closing.CompareAndSwap(false, true) {
+		<-c.done
+		return nil
+	}
+	c.wmu.Lock()
+	ws := c.ws
+	_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second))
+	c.wmu.Unlock()
+	select {
+	case <-c.done:
+	case <-time.After(2 * time.Second):
+		ws.Close()
+		<-c.done
+	}
+	return nil
+}
+
+// Drop breaks the connection without a close handshake, as a lost network would; the
+// character then waits on the server for a resume.
+func (c *Client) Drop() {
+	c.closing.Store(true)
+	c.wmu.Lock()
+	c.ws.Close()
+	c.wmu.Unlock()
+	<-c.done
+}
+
+// Move sends one movement input (direction dx, dy, each in [-127, 127]) as an
+// input_batch command and returns its input seq.
+func (c *Client) Move(dx, dy int) (uint64, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.inputSeq++
+	c.cmdSeq++
+	b := c.buf[:0]
+	b = append(b, `{"v":1,"kind":"command","seq":`...)
+	b = strconv.AppendUint(b, c.cmdSeq, 10)
+	if t := c.lastTick.Load(); t != 0 {
+		b = append(b, `,"tick":`...)
+		b = strconv.AppendUint(b, t, 10)
+	}
+	b = append(b, `,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":`...)
+	b = strconv.AppendUint(b, c.inputSeq, 10)
+	b = append(b, `,"dx":`...)
+	b = strconv.AppendInt(b, int64(dx), 10)
+	b = append(b, `,"dy":`...)
+	b = strconv.AppendInt(b, int64(dy), 10)
+	b = append(b, `}]}}`...)
+	c.buf = b
+	return c.inputSeq, c.writeLocked(websocket.TextMessage, b)
+}
+
+// Command sends one command with the next command seq and returns that seq. The
+// server acknowledges it with an ack message (movement: with the snapshot's input seq)
+// or refuses it with an error naming the seq.
+func (c *Client) Command(feature, action string, payload any) (uint64, error) {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return 0, fmt.Errorf("encode %s/%s payload: %w", feature, action, err)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.cmdSeq++
+	msg := wire.Inbound{V: wire.Version, Kind: wire.KindCommand, Seq: c.cmdSeq, Feature: feature, Action: action,
+		Payload: raw, Tick: c.lastTick.Load()}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return 0, err
+	}
+	return c.cmdSeq, c.writeLocked(websocket.TextMessage, b)
+}
+
+// Send writes one raw text frame, for tests of malformed messages.
+func (c *Client) Send(frame []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(websocket.TextMessage, frame)
+}
+
+// Ping sends a ping stamped with the client's clock; the pong's round trip lands in
+// Stats.RTT.
+func (c *Client) Ping() error {
+	us := time.Since(c.epoch).Microseconds()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b := append(c.buf[:0], `{"v":1,"kind":"ping","t":`...)
+	b = strconv.AppendInt(b, us, 10)
+	b = append(b, '}')
+	c.buf = b
+	return c.writeLocked(websocket.TextMessage, b)
+}
+
+// ack acknowledges the snapshot of tick.
+func (c *Client) ack(tick uint64) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b := append(c.buf[:0], `{"v":1,"kind":"ack","tick":`...)
+	b = strconv.AppendUint(b, tick, 10)
+	b = append(b, '}')
+	c.buf = b
+	_ = c.writeLocked(websocket.TextMessage, b)
+}
+
+var errClosed = errors.New("client closed")
+
+func (c *Client) writeLocked(typ int, b []byte) error {
+	if c.closing.Load() {
+		return errClosed
+	}
+	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if err := c.ws.WriteMessage(typ, b); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	c.mu.Lock()
+	c.stats.BytesUp += int64(len(b))
+	c.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,265 @@
+// Package game puts the pure packages together into the game the tick loop drives: the
+// simulation (sim) with its players and NPCs, the area-of-interest grid (aoi) and the
+// snapshot encoder (wire), plus the bookkeeping between characters and simulation
+// slots. Like the simulation it has no goroutines, no I/O and no clock; the tick
+// goroutine owns it.
+package game
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/mapyard/mapyard/mapserver/aoi"
+	"github.com/mapyard/mapyard/mapserver/loop"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/sim"
+	"github.com/mapyard/mapyard/mapserver/wire"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// Area of interest (workload W1): 200-unit cells, and a cell is given up only 10 units
+// past its edge, so a player walking along a border keeps one view.
+const (
+	CellSize = 200 * sim.QuantaPerUnit
+	Margin   = 10 * sim.QuantaPerUnit
+)
+
+// Game is one map's dynamic world as the loop sees it.
+type Game struct {
+	world *mapgen.World
+	mapID string
+	state *sim.State
+	grid  *aoi.Grid
+	enc   *wire.Encoder
+
+	slots  map[string]int32 // character id → slot
+	owners []string         // slot → character id ("" for NPCs and free slots)
+	attrs  map[string]json.RawMessage
+	// encoded is the simulation tick the encoder's current table holds.
+	encoded uint64
+	began   bool
+	visible []int32
+	events  []loop.Event
+}
+
+var _ loop.Game = (*Game)(nil)
+
+// New builds the game of world w, generated from cfg, stepped tickHz times a second:
+// NPCs from the config's density, seeded by its seed.
+func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
+	st, err := sim.New(w, sim.Options{TickHz: tickHz, Seed: cfg.Seed, NPCs: sim.NPCCount(cfg.GenerationRules, w)})
+	if err != nil {
+		return nil, err
+	}
+	bw, bh := st.Colliders().Bounds()
+	grid, err := aoi.New(bw, bh, CellSize, Margin)
+	if err != nil {
+		return nil, err
+	}
+	g := &Game{
+		world: w, mapID: cfg.MapID, state: st, grid: grid, enc: wire.NewEncoder(wire.DefaultRing),
+		slots: make(map[string]int32), attrs: make(map[string]json.RawMessage),
+	}
+	g.place()
+	return g, nil
+}
+
+// Factory is New as the app's game factory.
+func Factory(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.Game, error) {
+	return New(w, cfg, tickHz)
+}
+
+// State exposes the simulation, for tests and benchmarks that look inside.
+func (g *Game) Sim() *sim.State { return g.state }
+
+// Decode decodes a command payload; it touches no game state, so connections call it
+// concurrently. Movement input batches become []sim.Input.
+func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, error) {
+	if feature == wire.FeatureMovement && action == wire.ActionInputBatch {
+		in, err := wire.DecodeInputBatch(payload, nil)
+		if err != nil {
+			var we *wire.Error
+			if errors.As(err, &we) {
+				return nil, apierr.Errorf(we.Code, "%s", we.Message)
+			}
+			return nil, apierr.Errorf(wire.CodeBadPayload, "%v", err)
+		}
+		return in, nil
+	}
+	return nil, apierr.Errorf(wire.CodeUnknownCommand, "unknown command %.32q/%.32q", feature, action)
+}
+
+// Spawn adds a character where orchlink.ArrivalPointOf puts it: its saved position on
+// this map, next to the portal leading back where it came from, or a spawn point. The
+// attributes it carries stay with it untouched.
+func (g *Game) Spawn(characterID string, st *control.CharacterState) error {
+	if _, ok := g.slots[characterID]; ok {
+		return fmt.Errorf("character %q is already in the world", characterID)
+	}
+	a := orchlink.ArrivalPointOf(g.world, g.mapID, characterID, st)
+	pos := sim.Vec{X: toQuanta(a.X), Y: toQuanta(a.Y)}
+	slot, _ := g.state.AddPlayer(sim.PlayerState{Pos: pos})
+	for int(slot) >= len(g.owners) {
+		g.owners = append(g.owners, "")
+	}
+	g.owners[slot] = characterID
+	g.slots[characterID] = slot
+	if st != nil && len(st.Attributes) > 0 {
+		g.attrs[characterID] = st.Attributes
+	}
+	e := g.state.Entities[slot]
+	g.grid.Update(slot, e.Pos.X, e.Pos.Y)
+	return nil
+}
+
+// Apply queues a character's movement inputs; inputs it already has are ignored.
+func (g *Game) Apply(characterID string, cmd any) error {
+	slot, ok := g.slots[characterID]
+	if !ok {
+		return apierr.Errorf(apierr.ENOTFOUND, "no such character")
+	}
+	in, ok := cmd.([]sim.Input)
+	if !ok {
+		return apierr.Errorf(wire.CodeUnknownCommand, "unknown command")
+	}
+	g.state.Enqueue(slot, in)
+	return nil
+}
+
+// Stop leaves a character's queued inputs to run out; a player that sends nothing
+// stands still.
+func (g *Game) Stop(string) {}
+
+// Step advances the simulation one tick, moves everything in the grid and reports the
+// portals players entered.
+func (g *Game) Step() []loop.Event {
+	ev := g.state.Step()
+	g.place()
+	g.events = g.events[:0]
+	for _, p := range ev.Portals {
+		if int(p.Slot) < len(g.owners) && g.owners[p.Slot] != "" && p.Portal < len(g.world.Portals) {
+			g.events = append(g.events, loop.Event{CharacterID: g.owners[p.Slot], Portal: g.world.Portals[p.Portal]})
+		}
+	}
+	return g.events
+}
+
+// place puts every entity at its position in the grid.
+func (g *Game) place() {
+	for i := range g.state.Entities {
+		if e := &g.state.Entities[i]; e.Kind != sim.KindNone {
+			g.grid.Update(int32(i), e.Pos.X, e.Pos.Y)
+		}
+	}
+}
+
+// State is a character's position in units (metres) and its attributes.
+func (g *Game) State(characterID string) (control.CharacterState, bool) {
+	slot, ok := g.slots[characterID]
+	if !ok {
+		return control.CharacterState{}, false
+	}
+	p := g.state.Entities[slot].Pos
+	return control.CharacterState{
+		CharacterID: characterID, MapID: g.mapID,
+		X: float64(p.X) / sim.QuantaPerUnit, Y: float64(p.Y) / sim.QuantaPerUnit, Attributes: g.attrs[characterID],
+	}, true
+}
+
+// Despawn removes a character.
+func (g *Game) Despawn(characterID string) {
+	slot, ok := g.slots[characterID]
+	if !ok {
+		return
+	}
+	g.state.RemovePlayer(slot)
+	g.grid.Remove(slot)
+	g.owners[slot] = ""
+	delete(g.slots, characterID)
+	delete(g.attrs, characterID)
+}
+
+// Entities counts players and NPCs.
+func (g *Game) Entities() int {
+	return g.state.PlayerCount() + g.state.Options().NPCs
+}
+
+// instanceState is the payload of the instance partition: the tick and where every
+// NPC stands and walks, in quanta.
+type instanceState struct {
+	MapID string     `json:"mapId"`
+	Tick  uint64     `json:"tick"`
+	NPCs  [][5]int64 `json:"npcs"` // id, x, y, dx, dy
+}
+
+// InstanceState returns the instance partition's payload.
+func (g *Game) InstanceState() json.RawMessage {
+	st := instanceState{MapID: g.mapID, Tick: g.state.Tick(), NPCs: make([][5]int64, 0, g.state.Options().NPCs)}
+	for i := range g.state.Entities {
+		if e := &g.state.Entities[i]; e.Kind == sim.KindNPC {
+			st.NPCs = append(st.NPCs, [5]int64{int64(e.ID), int64(e.Pos.X), int64(e.Pos.Y), int64(e.DX), int64(e.DY)})
+		}
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return json.RawMessage(`{}`)
+	}
+	return b
+}
+
+// NewView starts one connection's replication of a character: its first snapshot is
+// full.
+func (g *Game) NewView(characterID string) loop.View {
+	return &view{g: g, id: characterID, client: wire.NewClient(wire.DefaultRing)}
+}
+
+// begin records every entity's state in the encoder once per simulation tick, at the
+// first snapshot built for it; every client's frame then reads the shared table.
+func (g *Game) begin() {
+	t := g.state.Tick()
+	if g.began && g.encoded == t {
+		return
+	}
+	g.enc.Begin(uint32(t))
+	for i := range g.state.Entities {
+		if e := &g.state.Entities[i]; e.Kind != sim.KindNone {
+			g.enc.Set(int32(i), wire.EntityState{ID: uint64(e.ID), Kind: uint8(e.Kind), X: e.Pos.X, Y: e.Pos.Y})
+		}
+	}
+	g.encoded, g.began = t, true
+}
+
+// view is one connection's replication state: the encoder's per-client baselines.
+type view struct {
+	g      *Game
+	id     string
+	client *wire.Client
+}
+
+// Snapshot encodes the current tick for the view's character: the entities of the 3x3
+// cells around it, full or against its acknowledged baseline, with its last input seq.
+func (v *view) Snapshot(dst []byte) ([]byte, bool) {
+	g := v.g
+	slot, ok := g.slots[v.id]
+	if !ok {
+		return dst, false
+	}
+	g.begin()
+	g.visible = g.grid.Query(slot, g.visible[:0])
+	return g.enc.Encode(dst, v.client, g.state.Players[slot].LastSeq, slot, g.visible)
+}
+
+// Ack records the newest snapshot tick the client decoded.
+func (v *view) Ack(tick uint64) {
+	if tick <= math.MaxUint32 {
+		v.client.Ack(uint32(tick))
+	}
+}
+
+func toQuanta(units float64) int32 {
+	return int32(math.Round(units * sim.QuantaPerUnit))
+}

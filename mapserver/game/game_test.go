@@ -1,0 +1,141 @@
+package game_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/sim"
+	"github.com/mapyard/mapyard/mapserver/wire"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+func mustNewGame(t *testing.T) (*game.Game, *mapgen.World) {
+	t.Helper()
+	cfg, err := mapgen.Resolve("forest-1", mapgen.DefaultMapID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := mapgen.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := game.New(w, cfg, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, w
+}
+
+func TestGame_SpawnCarriesStateAndMoves(t *testing.T) {
+	g, _ := mustNewGame(t)
+	st := &control.CharacterState{MapID: mapgen.DefaultMapID, X: 500, Y: 600, Attributes: json.RawMessage(`{"gold":7}`)}
+	if err := g.Spawn("c1", st); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Spawn("c1", st); err == nil {
+		t.Fatal("spawned one character twice")
+	}
+	got, ok := g.State("c1")
+	if !ok || got.X != 500 || got.Y != 600 || string(got.Attributes) != `{"gold":7}` || got.MapID != mapgen.DefaultMapID {
+		t.Fatalf("state %+v", got)
+	}
+	cmd, err := g.Decode(wire.FeatureMovement, wire.ActionInputBatch, json.RawMessage(`{"inputs":[{"seq":1,"dx":0,"dy":1},{"seq":2,"dx":0,"dy":1}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Apply("c1", cmd); err != nil {
+		t.Fatal(err)
+	}
+	g.Step()
+	g.Step()
+	after, _ := g.State("c1")
+	if after.Y <= 600 || after.X != 500 {
+		t.Fatalf("after two inputs north: %+v", after)
+	}
+	if n := g.Entities(); n != 1+g.Sim().Options().NPCs {
+		t.Fatalf("entities %d", n)
+	}
+	g.Despawn("c1")
+	if _, ok := g.State("c1"); ok || g.Sim().PlayerCount() != 0 {
+		t.Fatal("despawned character still there")
+	}
+}
+
+func TestGame_DecodeErrorsCarryCodes(t *testing.T) {
+	g, _ := mustNewGame(t)
+	for _, tc := range []struct{ feature, action, payload, code string }{
+		{"movement", "input_batch", `{"inputs":[]}`, wire.CodeBadPayload},
+		{"movement", "input_batch", `{"inputs":[{"seq":1,"dx":300,"dy":0}]}`, wire.CodeBadDirection},
+		{"chat", "say", `{}`, wire.CodeUnknownCommand},
+	} {
+		if _, err := g.Decode(tc.feature, tc.action, json.RawMessage(tc.payload)); apierr.Code(err) != tc.code {
+			t.Errorf("%s/%s %s: %v, want %s", tc.feature, tc.action, tc.payload, err, tc.code)
+		}
+	}
+}
+
+// TestGame_SnapshotsFullThenDelta decodes the view's frames: full, then deltas against
+// the acknowledged tick, with the character's own slot and last input seq.
+func TestGame_SnapshotsFullThenDelta(t *testing.T) {
+	g, _ := mustNewGame(t)
+	if err := g.Spawn("c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	v := g.NewView("c1")
+	dec := wire.NewDecoder(0)
+	g.Step()
+	frame, full := v.Snapshot(nil)
+	s, err := dec.Decode(frame)
+	if err != nil || !full || !s.Full || s.Find(s.Self) == nil {
+		t.Fatalf("first snapshot %+v (%v)", s, err)
+	}
+	v.Ack(uint64(s.Tick))
+	cmd, _ := g.Decode("movement", "input_batch", json.RawMessage(`{"inputs":[{"seq":1,"dx":1,"dy":0}]}`))
+	g.Apply("c1", cmd)
+	g.Step()
+	frame, full = v.Snapshot(nil)
+	d, err := dec.Decode(frame)
+	if err != nil || full || d.Full || d.BaseTick != s.Tick || d.Seq != 1 {
+		t.Fatalf("second snapshot %+v (%v)", d, err)
+	}
+	if d.Find(d.Self).X <= s.Find(s.Self).X {
+		t.Fatal("the delta does not show the move east")
+	}
+}
+
+// TestGame_PortalEntered walks a character into a portal of the default map and gets
+// the portal event naming the character and the portal's target.
+func TestGame_PortalEntered(t *testing.T) {
+	g, w := mustNewGame(t)
+	if len(w.Portals) == 0 {
+		t.Fatal("the default map has no portal")
+	}
+	p := w.Portals[0]
+	// Start one unit west of the trigger circle and walk east.
+	x := float64(p.X-p.Radius)/100 - 1
+	if err := g.Spawn("c1", &control.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(p.Y) / 100}); err != nil {
+		t.Fatal(err)
+	}
+	var inputs []sim.Input
+	for i := 1; i <= 30; i++ {
+		inputs = append(inputs, sim.Input{Seq: uint64(i), DX: 1})
+	}
+	cmd, err := g.Decode("movement", "input_batch", wire.EncodeInputBatch(nil, inputs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Apply("c1", cmd)
+	for range 60 {
+		for _, ev := range g.Step() {
+			if ev.CharacterID != "c1" || ev.Portal.ID != p.ID || ev.Portal.TargetMapID != p.TargetMapID {
+				t.Fatalf("event %+v, want c1 in portal %+v", ev, p)
+			}
+			return
+		}
+	}
+	st, _ := g.State("c1")
+	t.Fatalf("no portal event; the character stands at %v,%v, the portal at %v,%v r %v", st.X, st.Y, float64(p.X)/100, float64(p.Y)/100, float64(p.Radius)/100)
+}

@@ -1,0 +1,91 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// Game is the simulation with its area of interest and snapshot encoding, as the loop
+// drives it. Decode is pure and safe for concurrent use (connections decode commands on
+// their own goroutines, off the tick); every other method runs on the tick goroutine
+// only, so a Game needs no locks.
+type Game interface {
+	// Decode turns a command's payload into what Apply takes. Errors carry a public
+	// code (bad_request for a malformed payload, not_implemented for an unknown
+	// feature or action).
+	Decode(feature, action string, payload json.RawMessage) (any, error)
+	// Spawn adds a character with the state it carries (nil: a new character, placed
+	// at a spawn point).
+	Spawn(characterID string, st *control.CharacterState) error
+	// Apply hands a decoded command of a character to the next Step.
+	Apply(characterID string, cmd any) error
+	// Stop clears what a character was doing (its connection is gone).
+	Stop(characterID string)
+	// Step advances the simulation one tick and reports what the loop must act on.
+	Step() []Event
+	// State is a character's persistent state now (position, attributes).
+	State(characterID string) (control.CharacterState, bool)
+	// Despawn removes a character from the world.
+	Despawn(characterID string)
+	// NewView starts replication to one connection of a character: its area of
+	// interest and the baselines of the snapshots sent to it.
+	NewView(characterID string) View
+	// Entities counts the entities in the world (players and NPCs).
+	Entities() int
+	// InstanceState is the payload of the instance's own snapshot partition (its
+	// dynamic world beyond the characters), a JSON object.
+	InstanceState() json.RawMessage
+}
+
+// View is one connection's replication state.
+type View interface {
+	// Snapshot appends the binary snapshot frame of the current tick to dst: a full
+	// snapshot while the client has acknowledged no baseline still held, else a delta
+	// against the newest one it acknowledged.
+	Snapshot(dst []byte) (frame []byte, full bool)
+	// Ack records that the client received the snapshot of tick.
+	Ack(tick uint64)
+}
+
+// Event is something a Step reports that the loop acts on outside the simulation.
+type Event struct {
+	// CharacterID entered Portal this tick.
+	CharacterID string
+	Portal      mapgen.Portal
+}
+
+// Link is the map's asynchronous outbox to the orchestrator (orchlink.Link). No method
+// blocks the tick: each queues work and returns, refusing it (ErrQueueFull) rather than
+// waiting for room.
+type Link interface {
+	// PushDue reports whether the periodic pushes (MAP_SNAPSHOT_PUSH_MS) are due now.
+	PushDue() bool
+	// PushCharacter queues the "character:<id>" partition of a character held at lease
+	// epoch; newer pushes of a partition replace older ones still queued.
+	PushCharacter(characterID string, epoch, mapTick int64, st control.CharacterStatePayload) (int64, error)
+	// Push queues another partition's payload (the instance partition).
+	Push(partition string, mapTick int64, payload json.RawMessage) (int64, error)
+	// RequestTransfer asks for a transfer and calls done once, from the link's
+	// goroutine, with the answer or the refusal (map_quarantined, map_unavailable).
+	RequestTransfer(r control.TransferRequest, done func(orchlink.TransferOutcome)) error
+	// ReportTransfer reports, as the destination, whether a transferred player was
+	// welcomed, which completes (or aborts) the transfer at the orchestrator.
+	ReportTransfer(r control.TransferResult) error
+}
+
+var _ Link = (*orchlink.Link)(nil)
+
+// Redeemer redeems a player's join ticket or transfer token for this map through the
+// orchestrator. It is called on the connection's goroutine, never on the tick. Error
+// codes: ticket_invalid, ticket_expired, ticket_used, wrong_map, map_quarantined,
+// map_unavailable; any error that is not an *apierr.Error means the orchestrator
+// could not be reached.
+type Redeemer interface {
+	Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error)
+}
+
+var _ Redeemer = (*control.Client)(nil)

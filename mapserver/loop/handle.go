@@ -1,0 +1,181 @@
+package loop
+
+import (
+	"encoding/json"
+
+	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/wire"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// FeatureMovement is the command feature whose inputs snapshots acknowledge (the
+// header's input seq), so they get no ack message of their own.
+const FeatureMovement = "movement"
+
+// handle applies one message on the tick goroutine.
+func (l *Loop) handle(m message) {
+	switch m.op {
+	case opWorld:
+		l.game = m.game
+	case opJoin:
+		m.admit.result <- l.join(m.sess, m.admit.res)
+	case opResume:
+		m.admit.result <- l.resume(m.sess, m.admit.token)
+	case opCommand:
+		l.command(m)
+	case opAck:
+		if p := l.playerOf(m.sess); p != nil && p.view != nil {
+			p.view.Ack(m.tick)
+		}
+	case opDetach:
+		if p := l.playerOf(m.sess); p != nil {
+			l.detach(p, 0, "")
+			l.Log.Info("connection lost; character awaits resume", "character", p.id, "ttl", l.ResumeTTL)
+		}
+	case opTransfer:
+		l.transferred(m.characterID, m.transferID, m.outcome)
+	}
+}
+
+// join admits a redeemed character: spawned with the state it carries, or, when it is
+// here already (a second tab, a connection the server has not yet seen drop), taken
+// over by the new connection at the new lease epoch.
+func (l *Loop) join(sess *session, res *control.RedeemResult) error {
+	if l.game == nil {
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is not ready yet; join again")
+	}
+	p := l.chars[res.CharacterID]
+	if p != nil {
+		l.detach(p, mapserver.CloseNormal, "replaced by a new connection")
+		p.transfer, p.denied = "", false
+	} else {
+		if err := l.game.Spawn(res.CharacterID, res.State); err != nil {
+			l.Log.Error("spawn failed", "character", res.CharacterID, "err", err)
+			return apierr.Errorf(apierr.EINTERNAL, "the character cannot be placed on this map")
+		}
+		p = &player{id: res.CharacterID}
+		l.chars[p.id] = p
+	}
+	p.epoch, p.disposable, p.lastSeq = res.Epoch, res.Disposable, 0
+	// Counted before the welcome leaves, so a client that sees its welcome sees itself
+	// counted too.
+	l.players.Store(int64(len(l.chars)))
+	l.attach(p, sess, res.TransferID, false)
+	return nil
+}
+
+// resume reattaches a character to a new connection with the resume token of its last
+// welcome. A token works once, and only until the character is released.
+func (l *Loop) resume(sess *session, token string) error {
+	p := l.tokens[token]
+	if p == nil || p.transfer != "" || (p.sess == nil && !l.Now().Before(p.expires)) {
+		return apierr.Errorf(apierr.ETICKETINVALID, "the resume token is unknown, used or expired; join again")
+	}
+	l.detach(p, mapserver.CloseNormal, "resumed on another connection")
+	l.attach(p, sess, "", true)
+	return nil
+}
+
+// command applies one client command: a seq not above the last accepted one is a
+// duplicate and ignored; a command the simulation refuses is answered with an error
+// naming its seq; movement is acknowledged by snapshots, anything else by an ack.
+func (l *Loop) command(m message) {
+	p := l.playerOf(m.sess)
+	if p == nil {
+		return
+	}
+	if m.tick != 0 && p.view != nil {
+		p.view.Ack(m.tick)
+	}
+	if m.seq <= p.lastSeq {
+		l.Metrics.Commands.WithLabelValues(OutcomeDuplicate).Inc()
+		return
+	}
+	p.lastSeq = m.seq
+	if p.transfer != "" {
+		l.Metrics.Commands.WithLabelValues(OutcomeIgnored).Inc()
+		return
+	}
+	if err := l.game.Apply(p.id, m.cmd); err != nil {
+		l.Metrics.Commands.WithLabelValues(OutcomeRejected).Inc()
+		l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), m.seq), false)
+		return
+	}
+	l.Metrics.Commands.WithLabelValues(OutcomeApplied).Inc()
+	if m.feature != FeatureMovement {
+		l.send(p, wire.AckFrame(m.seq), false)
+	}
+}
+
+// portal starts a transfer for a character that entered a portal: the request carries
+// its state, and the character stands still until the orchestrator answers.
+func (l *Loop) portal(ev Event) {
+	p := l.chars[ev.CharacterID]
+	if p == nil || p.transfer != "" {
+		return
+	}
+	tick := l.tick.Load()
+	still := p.denied && p.portalTick+1 >= tick
+	p.portalTick = tick
+	if still {
+		return
+	}
+	p.denied = false
+	st, ok := l.game.State(p.id)
+	if !ok {
+		return
+	}
+	st.CharacterID, st.MapID, st.InstanceID = p.id, l.world.Config.MapID, l.world.Config.InstanceID
+	req := control.TransferRequest{
+		TransferID: orchlink.NewTransferID(), CharacterID: p.id, FromInstanceID: l.world.Config.InstanceID,
+		ToMapID: ev.Portal.TargetMapID, Epoch: p.epoch, State: st,
+	}
+	id, tr := p.id, req.TransferID
+	err := l.Link.RequestTransfer(req, func(o orchlink.TransferOutcome) {
+		l.post(message{op: opTransfer, characterID: id, transferID: tr, outcome: o})
+	})
+	if err != nil {
+		l.deny(p, apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator now; try again")
+		return
+	}
+	p.transfer = tr
+	l.game.Stop(p.id)
+	l.Log.Info("transfer requested", "character", p.id, "transfer", tr, "toMap", req.ToMapID)
+}
+
+// transferred acts on the orchestrator's answer: a granted transfer sends the client
+// its token and removes the character (its state went with the request); a denied one
+// leaves it where it stands and tells the player why.
+func (l *Loop) transferred(characterID, transferID string, o orchlink.TransferOutcome) {
+	p := l.chars[characterID]
+	if p == nil || p.transfer != transferID {
+		return
+	}
+	if o.Denied() {
+		p.transfer = ""
+		l.deny(p, o.Code, apierr.Message(o.Err))
+		return
+	}
+	a := o.Answer
+	frame, _ := json.Marshal(wire.Transfer{
+		V: wire.Version, Kind: wire.KindTransfer, TransferID: a.TransferID, Token: a.Token, WS: a.WS,
+		ToInstanceID: a.ToInstanceID, ExpiresAtMs: a.ExpiresAtMs,
+	})
+	l.send(p, frame, false)
+	l.detach(p, mapserver.CloseNormal, "transferred")
+	l.game.Despawn(p.id)
+	delete(l.chars, p.id)
+	delete(l.tokens, p.token)
+	l.players.Store(int64(len(l.chars)))
+	l.Log.Info("character transferred", "character", p.id, "transfer", transferID, "to", a.ToInstanceID)
+}
+
+// deny tells a player its transfer was refused; it stays where it stands.
+func (l *Loop) deny(p *player, code, msg string) {
+	p.denied = true
+	frame, _ := json.Marshal(wire.Event{V: wire.Version, Kind: wire.KindEvent, Name: "transfer_denied", Code: code, Message: msg})
+	l.send(p, frame, false)
+	l.Log.Info("transfer denied", "character", p.id, "code", code)
+}

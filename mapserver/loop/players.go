@@ -1,0 +1,176 @@
+package loop
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/wire"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// op says what a message asks of the tick.
+type op uint8
+
+const (
+	opWorld    op = iota // the generated world and its game
+	opJoin               // a redeemed ticket: spawn (or take over) a character
+	opResume             // a resume token: reattach a character
+	opCommand            // a decoded command
+	opAck                // the newest snapshot a client received
+	opDetach             // a connection ended
+	opTransfer           // the orchestrator answered a transfer request
+)
+
+// message is everything a connection or the link tells the tick. One struct for all
+// kinds keeps the inbox a plain channel of values.
+type message struct {
+	op      op
+	sess    *session
+	seq     uint64
+	tick    uint64
+	feature string
+	cmd     any
+	game    Game
+	admit   *admission
+	// opTransfer
+	characterID, transferID string
+	outcome                 orchlink.TransferOutcome
+}
+
+// admission is a join or a resume waiting for the tick's answer.
+type admission struct {
+	res    *control.RedeemResult // a join's redeemed ticket
+	token  string                // a resume's token
+	result chan error            // buffered: the tick never waits for the reader
+}
+
+// player is one character in the game state. Only the tick goroutine touches it.
+type player struct {
+	id         string
+	epoch      int64
+	disposable bool
+	sess       *session // the attached connection; nil while waiting for a resume
+	view       View
+	token      string    // the resume token of the current welcome
+	expires    time.Time // while detached: when the character is released
+	lastSeq    uint64    // the last command seq accepted
+	transfer   string    // the transfer id in flight, if any
+	// portalTick is the last tick the character was seen in a portal; after a denied
+	// transfer, the portal counts again only once the character has left it.
+	portalTick uint64
+	denied     bool
+}
+
+// attach makes sess p's connection and welcomes it with a fresh resume token.
+func (l *Loop) attach(p *player, sess *session, transferID string, resumed bool) {
+	if p.token != "" {
+		delete(l.tokens, p.token)
+	}
+	p.token = newToken()
+	l.tokens[p.token] = p
+	p.sess, p.expires = sess, time.Time{}
+	sess.characterID = p.id
+	p.view = l.game.NewView(p.id)
+	cfg := l.world.Config
+	w := wire.Welcome{
+		V: wire.Version, Kind: wire.KindWelcome, CharacterID: p.id,
+		InstanceID: cfg.InstanceID, MapID: cfg.MapID, Epoch: p.epoch, WorldHash: l.world.Hash,
+		TickHz: l.TickHz, SnapshotHz: l.SnapshotHz, MapConfig: cfg,
+		ResumeToken: p.token, ResumeTTLMs: l.ResumeTTL.Milliseconds(), Resumed: resumed, TransferID: transferID,
+	}
+	frame, err := json.Marshal(w)
+	if err != nil {
+		l.Log.Error("encode welcome", "err", err)
+		return
+	}
+	if l.send(p, frame, false) {
+		l.Log.Info("player welcomed", "character", p.id, "epoch", p.epoch, "resumed", resumed, "transfer", transferID)
+	}
+}
+
+// detach takes p's connection away: closed with code (0: it is gone already), the
+// character stays in the world, still, until a resume or the end of the resume window.
+func (l *Loop) detach(p *player, code int, reason string) {
+	if p.sess == nil {
+		return
+	}
+	if code != 0 {
+		p.sess.peer.Close(code, reason)
+	}
+	p.sess, p.view = nil, nil
+	p.expires = l.Now().Add(l.ResumeTTL)
+	if l.game != nil {
+		l.game.Stop(p.id)
+	}
+}
+
+// release removes a character from the world after pushing its state, as when a player
+// leaves for good.
+func (l *Loop) release(p *player, why string) {
+	l.detach(p, mapserver.CloseNormal, why)
+	l.push(p)
+	l.game.Despawn(p.id)
+	delete(l.chars, p.id)
+	delete(l.tokens, p.token)
+	l.Log.Info("character released", "character", p.id, "why", why)
+}
+
+// push queues a character's state for the orchestrator; disposable characters are
+// never persisted.
+func (l *Loop) push(p *player) {
+	if p.disposable || l.game == nil || p.transfer != "" {
+		return
+	}
+	st, ok := l.game.State(p.id)
+	if !ok {
+		return
+	}
+	payload := control.CharacterStatePayload{
+		MapID: l.world.Config.MapID, InstanceID: l.world.Config.InstanceID, X: st.X, Y: st.Y, Attributes: st.Attributes,
+	}
+	if _, err := l.Link.PushCharacter(p.id, p.epoch, int64(l.tick.Load()), payload); err != nil {
+		l.Log.Warn("character state not pushed", "character", p.id, "err", err)
+	}
+}
+
+// pushAll is the periodic push (MAP_SNAPSHOT_PUSH_MS) of every character and of the
+// instance partition.
+func (l *Loop) pushAll() {
+	for _, p := range l.chars {
+		l.push(p)
+	}
+	l.pushInstance()
+}
+
+// pushInstance queues the instance's own partition.
+func (l *Loop) pushInstance() {
+	if l.game == nil {
+		return
+	}
+	if _, err := l.Link.Push(orchlink.InstancePartition, int64(l.tick.Load()), l.game.InstanceState()); err != nil {
+		l.Log.Warn("instance state not pushed", "err", err)
+	}
+}
+
+// playerOf returns the character sess is attached to, or nil for a connection that
+// was replaced, dropped or never admitted.
+func (l *Loop) playerOf(sess *session) *player {
+	if sess == nil || sess.characterID == "" {
+		return nil
+	}
+	if p := l.chars[sess.characterID]; p != nil && p.sess == sess {
+		return p
+	}
+	return nil
+}
+
+// newToken returns a 144-bit random resume token, URL-safe.
+func newToken() string {
+	var b [18]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

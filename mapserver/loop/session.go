@@ -1,0 +1,220 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+
+	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/wire"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+var _ mapserver.Handshaker = (*Loop)(nil)
+
+// session is one admitted connection. Receive and Closed run on the connection's
+// reader goroutine: they parse and decode there, off the tick, and post the result.
+type session struct {
+	l       *Loop
+	peer    mapserver.Peer
+	dropped atomic.Bool
+	// characterID is written and read by the tick goroutine only.
+	characterID string
+}
+
+var _ mapserver.Session = (*session)(nil)
+
+// Hello admits a connection from its first message: a ticket is redeemed through the
+// orchestrator (on this goroutine) and the character spawned by the tick; a resume
+// token reattaches the character it was issued for. A refused hello is answered with
+// an error frame and a close (1013 for map_unavailable, else 1008).
+func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver.Peer) mapserver.Session {
+	var in wire.Inbound
+	if binary || json.Unmarshal(first, &in) != nil || in.V != wire.Version ||
+		(in.Kind != wire.KindHello && in.Kind != wire.KindResume) || (in.Ticket == "" && in.Resume == "") {
+		refuse(p, apierr.Errorf(apierr.EBADREQUEST,
+			`the first message must be {"v":1,"kind":"hello","ticket":"..."} or {"v":1,"kind":"hello","resume":"..."}`))
+		return nil
+	}
+	sess := &session{l: l, peer: p}
+	if in.Resume != "" {
+		if err := l.ask(message{op: opResume, sess: sess, admit: &admission{token: in.Resume}}); err != nil {
+			refuse(p, err)
+			return nil
+		}
+		return sess
+	}
+	if _, ok := l.waitWorld(ctx); !ok {
+		refuse(p, apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is not ready yet; join again"))
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, l.RedeemWait)
+	res, err := l.Redeemer.Redeem(rctx, control.RedeemRequest{InstanceID: l.world.Config.InstanceID, Token: in.Ticket})
+	cancel()
+	if err != nil {
+		var e *apierr.Error
+		if !errors.As(err, &e) {
+			l.Log.Error("redeem failed", "err", err)
+			err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator; join again")
+		}
+		l.Log.Info("player refused", "code", apierr.Code(err), "remote", p.Remote())
+		refuse(p, err)
+		return nil
+	}
+	err = l.ask(message{op: opJoin, sess: sess, admit: &admission{res: res}})
+	if res.TransferID != "" {
+		r := control.TransferResult{TransferID: res.TransferID, InstanceID: l.world.Config.InstanceID, Success: err == nil}
+		if err != nil {
+			r.Reason = apierr.Message(err)
+		}
+		if rerr := l.Link.ReportTransfer(r); rerr != nil {
+			l.Log.Warn("transfer result not queued", "transfer", res.TransferID, "err", rerr)
+		}
+	}
+	if err != nil {
+		refuse(p, err)
+		return nil
+	}
+	return sess
+}
+
+// ask posts an admission and waits for the tick's answer.
+func (l *Loop) ask(m message) error {
+	m.admit.result = make(chan error, 1)
+	if !l.post(m) {
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is stopping; join again")
+	}
+	select {
+	case err := <-m.admit.result:
+		return err
+	case <-l.done:
+		select {
+		case err := <-m.admit.result:
+			return err
+		default:
+			return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is stopping; join again")
+		}
+	}
+}
+
+// waitWorld waits up to WorldWait for the generated world.
+func (l *Loop) waitWorld(ctx context.Context) (World, bool) {
+	ctx, cancel := context.WithTimeout(ctx, l.WorldWait)
+	defer cancel()
+	select {
+	case <-l.ready:
+		return l.world, true
+	case <-ctx.Done():
+		return World{}, false
+	}
+}
+
+// Ready reports whether the world has been handed to the loop.
+func (l *Loop) Ready() bool {
+	select {
+	case <-l.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// refuse answers a refused hello with the error and closes the connection.
+func refuse(p mapserver.Peer, err error) {
+	code := apierr.Code(err)
+	p.Send(wire.ErrorFrame(code, apierr.Message(err), 0), false)
+	if code == apierr.EMAPUNAVAILABLE {
+		p.Close(mapserver.CloseTryAgain, code)
+		return
+	}
+	p.Close(mapserver.ClosePolicy, code)
+}
+
+// Receive handles one message of an admitted connection. A bad message is refused with
+// an error frame and the connection stays open: a client bug must not cost the session.
+func (s *session) Receive(data []byte, binary bool) {
+	if binary {
+		s.fail(apierr.EBADREQUEST, "messages are JSON text frames", 0)
+		return
+	}
+	var in wire.Inbound
+	if err := json.Unmarshal(data, &in); err != nil {
+		s.fail(apierr.EBADREQUEST, "invalid JSON: "+err.Error(), 0)
+		return
+	}
+	if in.V != wire.Version {
+		s.fail(apierr.EBADREQUEST, "unsupported envelope version; this server speaks v=1", 0)
+		return
+	}
+	switch in.Kind {
+	case wire.KindPing:
+		t := in.T
+		if t == "" {
+			t = "0"
+		}
+		frame, err := json.Marshal(wire.Pong{V: wire.Version, Kind: wire.KindPong, T: t})
+		if err != nil {
+			s.fail(apierr.EBADREQUEST, "t must be a number", 0)
+			return
+		}
+		s.send(frame, false)
+	case wire.KindAck:
+		if in.Tick == 0 {
+			s.fail(apierr.EBADREQUEST, "an ack needs the tick of the snapshot it acknowledges", 0)
+			return
+		}
+		s.l.post(message{op: opAck, sess: s, tick: in.Tick})
+	case wire.KindCommand:
+		s.command(&in)
+	case wire.KindHello, wire.KindResume:
+		s.fail(apierr.EBADREQUEST, "already welcomed", 0)
+	default:
+		s.fail(apierr.EBADREQUEST, "unknown kind "+quote(in.Kind), 0)
+	}
+}
+
+// command decodes a command here, on the connection's goroutine, and posts it.
+func (s *session) command(in *wire.Inbound) {
+	if in.Seq == 0 {
+		s.l.Metrics.Commands.WithLabelValues(OutcomeMalformed).Inc()
+		s.fail(apierr.EBADREQUEST, "a command needs a seq of 1 or more", 0)
+		return
+	}
+	cmd, err := s.l.decoder.Decode(in.Feature, in.Action, in.Payload)
+	if err != nil {
+		s.l.Metrics.Commands.WithLabelValues(OutcomeMalformed).Inc()
+		s.fail(apierr.Code(err), apierr.Message(err), in.Seq)
+		return
+	}
+	s.l.post(message{op: opCommand, sess: s, seq: in.Seq, tick: in.Tick, feature: in.Feature, cmd: cmd})
+}
+
+// Closed tells the tick the connection is gone; the character waits for a resume.
+func (s *session) Closed() { s.l.post(message{op: opDetach, sess: s}) }
+
+func (s *session) fail(code, msg string, seq uint64) {
+	s.send(wire.ErrorFrame(code, msg, seq), false)
+}
+
+// send queues a frame on the connection. The first refused frame counts the
+// connection as dropped (its queue was full); the transport has closed it.
+func (s *session) send(frame []byte, binary bool) bool {
+	if s.peer.Send(frame, binary) {
+		return true
+	}
+	if s.dropped.CompareAndSwap(false, true) {
+		s.l.Metrics.Dropped.Inc()
+		s.l.Log.Warn("client dropped: its send queue is full", "remote", s.peer.Remote())
+	}
+	return false
+}
+
+func quote(s string) string {
+	if len(s) > 32 {
+		s = s[:32] + "..."
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -1,0 +1,49 @@
+package mapserver
+
+import "context"
+
+// Close codes a map server ends a player connection with (RFC 6455 section 7.4).
+const (
+	// CloseNormal ends a connection that is done: idle, transferred, replaced by a
+	// resumed one.
+	CloseNormal = 1000
+	// CloseGoingAway ends every connection when the map server stops.
+	CloseGoingAway = 1001
+	// ClosePolicy ends a connection whose handshake failed: no hello, a bad hello, a
+	// ticket the orchestrator refused (the error frame before it says which).
+	ClosePolicy = 1008
+	// CloseTooBig ends a connection that sent a frame over the read limit.
+	CloseTooBig = 1009
+	// CloseTryAgain ends a connection the map cannot take yet (map_unavailable).
+	CloseTryAgain = 1013
+)
+
+// Peer is one player's connection as the game sees it, whatever carries it. Its methods
+// never block and are safe for concurrent use.
+type Peer interface {
+	// Send queues one frame (binary or JSON text). False means the queue was full: the
+	// connection is dropped, because a client that cannot keep up must never stall the
+	// tick.
+	Send(frame []byte, binary bool) bool
+	// Close sends a close frame with code and reason after what is already queued, and
+	// ends the connection.
+	Close(code int, reason string)
+	// Remote names the other end, for logs.
+	Remote() string
+}
+
+// Session is a connection after a successful hello. The transport calls Receive for
+// every message, from the connection's one reader goroutine, and Closed once when the
+// connection has ended.
+type Session interface {
+	Receive(data []byte, binary bool)
+	Closed()
+}
+
+// Handshaker admits a connection from its first message. It may take as long as
+// redeeming a ticket through the orchestrator takes (it runs on the connection's reader,
+// never on the tick). It returns nil after refusing the connection itself (an error
+// frame and p.Close).
+type Handshaker interface {
+	Hello(ctx context.Context, first []byte, binary bool, p Peer) Session
+}

@@ -1,0 +1,135 @@
+package wire
+
+import (
+	"encoding/json"
+
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+)
+
+// Version is the envelope version ("v") this protocol speaks.
+const Version = 1
+
+// Message kinds of the public WebSocket envelope (DESIGN, "Public contract"). Client to
+// server: hello (or resume), command, ack, ping. Server to client: welcome, ack,
+// snapshot (binary frames, see docs/netcode.md), event, transfer, pong, error.
+const (
+	KindHello    = "hello"
+	KindResume   = "resume"
+	KindWelcome  = "welcome"
+	KindPing     = "ping"
+	KindPong     = "pong"
+	KindCommand  = "command"
+	KindAck      = "ack"
+	KindSnapshot = "snapshot"
+	KindEvent    = "event"
+	KindTransfer = "transfer"
+	KindError    = "error"
+)
+
+// Inbound is every field a client may send in one envelope. Decoding is lenient about
+// unknown fields so that clients may grow the envelope before servers do.
+type Inbound struct {
+	V    int    `json:"v"`
+	Kind string `json:"kind"`
+	// Ticket is a hello's join ticket or transfer token.
+	Ticket string `json:"ticket,omitempty"`
+	// Resume is a hello's (or a resume message's) resume token from an earlier welcome.
+	Resume string `json:"resume,omitempty"`
+	// T is a ping's client timestamp, echoed in the pong.
+	T json.Number `json:"t,omitempty"`
+	// Seq numbers a command; a seq not above the last accepted one is ignored.
+	Seq     uint64          `json:"seq,omitempty"`
+	Feature string          `json:"feature,omitempty"`
+	Action  string          `json:"action,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Tick acknowledges the newest snapshot the client received (an ack message, or
+	// piggybacked on a command), which the next delta is encoded against.
+	Tick uint64 `json:"tick,omitempty"`
+}
+
+// Welcome admits a player: who it is, where it is, what it needs to build the very same
+// static world locally (the MapConfig, checked against WorldHash), and the resume token
+// that brings it back to the same character after a dropped connection.
+type Welcome struct {
+	V           int              `json:"v"`
+	Kind        string           `json:"kind"`
+	CharacterID string           `json:"characterId"`
+	InstanceID  string           `json:"instanceId"`
+	MapID       string           `json:"mapId"`
+	Epoch       int64            `json:"epoch"`
+	WorldHash   string           `json:"worldHash"`
+	TickHz      int              `json:"tickHz"`
+	SnapshotHz  int              `json:"snapshotHz"`
+	MapConfig   mapgen.MapConfig `json:"mapConfig"`
+	// ResumeToken reconnects to this character once, within ResumeTTLMs of losing the
+	// connection ({"v":1,"kind":"hello","resume":"<token>"}).
+	ResumeToken string `json:"resumeToken"`
+	ResumeTTLMs int64  `json:"resumeTtlMs"`
+	// Resumed is set when the welcome answers a resume rather than a ticket.
+	Resumed bool `json:"resumed,omitempty"`
+	// TransferID is set when the player arrived through a transfer token.
+	TransferID string `json:"transferId,omitempty"`
+}
+
+// Ack acknowledges a command that snapshots do not acknowledge (every feature but
+// movement, whose inputs are acknowledged by the snapshot header's input seq).
+type Ack struct {
+	V    int    `json:"v"`
+	Kind string `json:"kind"`
+	Seq  uint64 `json:"seq"`
+}
+
+// Event tells a player something happened that is not state in a snapshot, such as a
+// transfer the orchestrator denied (Name "transfer_denied", Code its reason).
+type Event struct {
+	V       int    `json:"v"`
+	Kind    string `json:"kind"`
+	Name    string `json:"name"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Transfer sends the player to another map: it reconnects to WS (a public path) and
+// says hello with Token as its ticket before ExpiresAtMs.
+type Transfer struct {
+	V            int    `json:"v"`
+	Kind         string `json:"kind"`
+	TransferID   string `json:"transferId"`
+	Token        string `json:"token"`
+	WS           string `json:"ws"`
+	ToInstanceID string `json:"toInstanceId"`
+	ExpiresAtMs  int64  `json:"expiresAtMs"`
+}
+
+// Pong answers a ping with the client's own timestamp, so the client measures RTT on
+// its own clock.
+type Pong struct {
+	V    int         `json:"v"`
+	Kind string      `json:"kind"`
+	T    json.Number `json:"t"`
+}
+
+// ErrorEnvelope reports a refused message or handshake with one of the public error
+// codes (ticket_used, ticket_expired, ticket_invalid, wrong_map, map_unavailable,
+// bad_request, the command codes of codes.go, ...). Seq names the refused command, when
+// it was one.
+type ErrorEnvelope struct {
+	V       int    `json:"v"`
+	Kind    string `json:"kind"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Seq     uint64 `json:"seq,omitempty"`
+}
+
+// ErrorFrame encodes an error envelope. It cannot fail: every field is a string or a
+// number.
+func ErrorFrame(code, msg string, seq uint64) []byte {
+	b, _ := json.Marshal(ErrorEnvelope{V: Version, Kind: KindError, Code: code, Message: msg, Seq: seq})
+	return b
+}
+
+// AckFrame encodes the ack of command seq.
+func AckFrame(seq uint64) []byte {
+	b, _ := json.Marshal(Ack{V: Version, Kind: KindAck, Seq: seq})
+	return b
+}

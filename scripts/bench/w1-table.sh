@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Prints the markdown table of a W1 run directory written by scripts/bench-w1.sh:
+# mapyard and Colyseus side by side per N, with the ratios the targets are stated in.
+set -euo pipefail
+dir=${1:?usage: w1-table.sh DIR}
+f1() { jq -r "$1" "$2"; }
+echo "| N | system | server CPU % (1 core) | RSS MB | tick p50 / p99 ms | patch p99 ms | interval p99 ms | kbit/s down per client | snapshots/s per client | entities in view | drops | bots CPU % | foreign load % |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+ratios=""
+for m in $(ls "$dir"/mapyard-n*.json 2>/dev/null | sort -t n -k2 -n); do
+	n=$(jq -r .n "$m")
+	jq -r '"| \(.n) | mapyard | \(.server.cpuPercent*10|round/10) | \(.server.rssMb*10|round/10) (idle \(.server.rssIdleMb)) | \(.server.tickP50Ms*100|round/100) / \(.server.tickP99Ms*100|round/100) (tick + snapshots) | in tick | \(.server.intervalP99Ms*10|round/10) | \(.bots.kbitDownPerClient*10|round/10) | \(.bots.snapshotsPerSec*100|round/100) | \(.bots.entitiesInView*10|round/10) | \(.bots.dropped + .server.droppedClients) (joins failed \(.bots.joinFailures)) | \(.bots.botsCpuPercent*10|round/10) | \(.server.foreignCpuPercent*10|round/10) |"' "$m"
+	c="$dir/colyseus-n$n.json"
+	if [ -f "$c" ]; then
+		jq -r '"| \(.config.N) | Colyseus | \(.server.cpu_pct*10|round/10) | \(.server.rss_end_mb*10|round/10) (idle \(.server.rss_idle_mb|round)) | \(.server.tick.p50*100|round/100) / \(.server.tick.p99*100|round/100) (tick only) | \(.server.patch.p99*10|round/10) | \(.server.interval.p99*10|round/10) | \(.bots.down_payload_Bps_per_client*8/100|round/10) | \(.bots.patches_per_s_per_client*100|round/100) | \(.server.meanVisible*10|round/10) | \(.bots.drops_total) (joined \(.joined)/\(.config.N)) | \(.bots.cpu_pct*10|round/10) | \(.machine.other_cpu_pct*10|round/10) |"' "$c"
+		ratios+=$(jq -rn --slurpfile m "$m" --slurpfile c "$c" '
+			($m[0]) as $a | ($c[0]) as $b |
+			($b.bots.down_payload_Bps_per_client*8/1000) as $ck |
+			"| \($a.n) | \(($a.server.cpuPercent/$b.server.cpu_pct)*100|round/100) | \(($a.bots.kbitDownPerClient/$ck)*100|round/100) | \((($a.bots.kbitDownPerClient/$a.bots.entitiesInView)/($ck/$b.server.meanVisible))*100|round/100) | \(($a.server.tickP99Ms/($b.server.tick.p99+$b.server.patch.p99))*100|round/100) |"')
+		ratios+=$'\n'
+	fi
+done
+if [ -n "$ratios" ]; then
+	echo
+	echo "| N | server CPU per player, mapyard ÷ Colyseus (target ≤ 0.5) | kbit/s per client, mapyard ÷ Colyseus (target ≤ 0.5) | kbit/s per entity in view, mapyard ÷ Colyseus | tick + snapshot p99, mapyard ÷ Colyseus (tick + patch) |"
+	echo "|---|---|---|---|---|"
+	printf '%s' "$ratios"
+fi
+if [ -f "$dir/mapyard-idle.json" ]; then
+	echo
+	jq -r '"Idle player (one bot standing still on W1'"'"'s map): \(.bots.kbitDownPerClient*100|round/100) kbit/s down (target ≤ 2), \(.bots.entitiesInView*10|round/10) entities in view."' "$dir/mapyard-idle.json"
+fi
+if [ -f "$dir/mapyard-idle-quiet.json" ]; then
+	jq -r '"Idle player alone on the same map without NPCs (nothing in view moves): \(.bots.kbitDownPerClient*100|round/100) kbit/s down (target ≤ 2)."' "$dir/mapyard-idle-quiet.json"
+fi
+if [ -f "$dir/mapyard-idle-rss.json" ]; then
+	jq -r '"Idle map container (W1'"'"'s map, 200 NPCs, no player): RSS \(.rssMb) MB (target ≤ 20)."' "$dir/mapyard-idle-rss.json"
+fi
