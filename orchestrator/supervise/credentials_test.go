@@ -7,7 +7,6 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
@@ -57,19 +56,7 @@ func TestCredentials(t *testing.T) {
 		}
 	})
 
-	var poolID string
-	r.waitFor(t, "pool container started", func() bool {
-		r.Supervisor.mu.Lock()
-		defer r.Supervisor.mu.Unlock()
-		for id, m := range r.pool {
-			poolID = id
-			return m.started
-		}
-		return false
-	})
-	if err := r.MapReady(context.Background(), control.MapReady{InstanceID: poolID}); err != nil {
-		t.Fatal(err)
-	}
+	poolID := r.registeredPoolMember(t)
 	r.Supervisor.mu.Lock()
 	pooled := credentialOf(t, r.rt.envOf(r.pool[poolID].containerID))
 	r.Supervisor.mu.Unlock()

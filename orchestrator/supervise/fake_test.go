@@ -361,6 +361,26 @@ func (r *rig) settle(t *testing.T) {
 	})
 }
 
+// registeredPoolMember waits for the (one) warm-pool container to start, registers its
+// blank map, and returns its pool id.
+func (r *rig) registeredPoolMember(t *testing.T) string {
+	t.Helper()
+	var poolID string
+	r.waitFor(t, "pool container started", func() bool {
+		r.Supervisor.mu.Lock()
+		defer r.Supervisor.mu.Unlock()
+		for id, m := range r.pool {
+			poolID = id
+			return m.started
+		}
+		return false
+	})
+	if err := r.MapReady(context.Background(), control.MapReady{InstanceID: poolID}); err != nil {
+		t.Fatal(err)
+	}
+	return poolID
+}
+
 // ready waits for instance id's container and registers its map.
 func (r *rig) ready(t *testing.T, id string) orchestrator.Instance {
 	t.Helper()
