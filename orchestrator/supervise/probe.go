@@ -26,6 +26,10 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 			}
 		case <-t.C:
 			s.check(ctx)
+			// A round lasts as long as its slowest probe; restarting the ticker keeps a
+			// full interval between rounds, so one network hiccup that outlasts the
+			// interval is not counted as two failures back to back.
+			t.Reset(s.ProbeInterval)
 		}
 	}
 }
