@@ -159,6 +159,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	isolated := prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_map_network_isolated",
+		Help: "1 when the map network was created with inter-container communication off (the engine must also manage iptables to enforce it), 0 when an older network could not be replaced"})
+	if mapNet.Isolated {
+		isolated.Set(1)
+	}
+	m.Registry.MustRegister(isolated)
 	m.Supervisor = supervise.New(rt, mapcontrol.NewMapClient(2*time.Second), root, m.Log, supervisorOptions(&cfg))
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = supervise.NewMetrics(m.Registry)

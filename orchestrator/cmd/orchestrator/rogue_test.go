@@ -158,6 +158,7 @@ func TestRogueMap(t *testing.T) {
 		if nw.Options[docker.OptionICC] != "false" {
 			t.Fatalf("map network options %v: inter-container communication is not off", nw.Options)
 		}
+		waitMetric(t, child.control, secret, "mapyard_map_network_isolated 1", 5*time.Second)
 		var reached []string
 		for name, a := range attempts {
 			if strings.HasPrefix(name, "connect-victim-") && a.Reached {
