@@ -179,6 +179,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, root, m.Log)
 	m.HTTP.Callers = m.Supervisor
 	m.HTTP.Limits = publicLimits(&cfg)
+	registerDoorMetrics(m.Registry, m.HTTP.Limits, m.Admission)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
 	m.HTTP.Metrics = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
@@ -293,6 +294,23 @@ func publicLimits(cfg *orchestrator.Config) httpapi.PublicLimits {
 		WS:      limiter(cfg.WSRatePerMin, cfg.WSRateBurst),
 		Clients: ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies},
 	}
+}
+
+// registerDoorMetrics exposes what the public door's limits hold back: requests refused
+// per route, addresses tracked, and guest characters held in memory.
+func registerDoorMetrics(reg prometheus.Registerer, limits httpapi.PublicLimits, adm *admission.Service) {
+	for route, l := range map[string]*ratelimit.Limiter{"join": limits.Join, "ws": limits.WS} {
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mapyard_rate_limited_total",
+				Help: "requests refused with 429 rate_limited", ConstLabels: prometheus.Labels{"route": route}},
+				func() float64 { return float64(l.Refused()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mapyard_rate_limit_clients",
+				Help: "client addresses a rate limit tracks now", ConstLabels: prometheus.Labels{"route": route}},
+				func() float64 { return float64(l.Len()) }))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mapyard_guest_characters",
+		Help: "disposable guest characters held in memory (bounded by ORCH_MAX_GUESTS)"},
+		func() float64 { return float64(adm.Guests()) }))
 }
 
 // healthcheck asks the local public listener for /healthz; the image's HEALTHCHECK runs it.

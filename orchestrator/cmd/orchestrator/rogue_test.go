@@ -177,6 +177,13 @@ func TestRogueMap(t *testing.T) {
 		t.Fatalf("the rogue reached the victim's container: %v", reached)
 	})
 
+	t.Run("DoorMetrics", func(t *testing.T) {
+		// The player's join is the one address the join limit tracks.
+		waitMetric(t, child.control, secret, `mapyard_rate_limit_clients{route="join"} 1`, 5*time.Second)
+		waitMetric(t, child.control, secret, `mapyard_rate_limited_total{route="join"} 0`, 5*time.Second)
+		waitMetric(t, child.control, secret, "mapyard_guest_characters 0", 5*time.Second)
+	})
+
 	t.Run("PlayerUnharmed", func(t *testing.T) {
 		// The player still plays on the victim map: a ping is answered.
 		sendWS(t, ws, `{"v":1,"kind":"ping","t":1}`)
