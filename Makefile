@@ -28,6 +28,7 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GOBUILD) -o $(BIN)/orchestrator ./orchestrator/cmd/orchestrator
+	$(GOBUILD) -o $(BIN)/edge ./orchestrator/cmd/edge
 	$(GOBUILD) -o $(BIN)/mapserver ./mapserver/cmd/mapserver
 	$(GOBUILD) -o $(BIN)/fakeorch ./orchestrator/cmd/fakeorch
 	$(GOBUILD) -o $(BIN)/mapbots ./mapserver/cmd/mapbots
@@ -43,7 +44,7 @@ images: build
 
 up: images
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
-	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator
+	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator edge
 	@scripts/wait-ready.sh http://127.0.0.1:8080/readyz 120
 
 down:

@@ -18,7 +18,7 @@ var (
 // Config is every tunable of the orchestrator, read from the environment (see
 // envconf.Load). Durations are whole milliseconds, as in the variable names.
 type Config struct {
-	PublicAddr  string `env:"ORCH_PUBLIC_ADDR" envDefault:":8080" help:"public listener: join API, map WebSocket proxy, browser page, health"`
+	PublicAddr  string `env:"ORCH_PUBLIC_ADDR" envDefault:"127.0.0.1:8081" help:"the orchestrator's own HTTP listener: /healthz, /readyz and the join API (players come through the edge on :8080, which forwards joins to the control listener)"`
 	ControlAddr string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC and admin listener (loopback; also bound on the map network gateway)"`
 	DBPath      string `env:"ORCH_DB_PATH" envDefault:"/data/mapyard.db" help:"SQLite database file; the generated secret is kept beside it"`
 	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"root secret every key and credential is derived from (never given to maps); generated on first start and kept in the data dir when empty"`
@@ -49,10 +49,8 @@ type Config struct {
 	MapProbeMS        int            `env:"ORCH_MAP_PROBE_MS" envDefault:"2000" help:"interval between HTTP probes of each map's /health"`
 	MapStartTimeoutMS int            `env:"ORCH_MAP_START_TIMEOUT_MS" envDefault:"30000" help:"a map that does not become ready this long after its start is unhealthy; also bounds how long a join waits for a lazily started map"`
 	MapOrphanGraceMS  int            `env:"ORCH_MAP_ORPHAN_GRACE_MS" envDefault:"10000" help:"labelled map containers of unknown instances found at start are removed after this long"`
-	JoinRatePerMin    int            `env:"ORCH_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); 0 = no limit"`
+	JoinRatePerMin    int            `env:"ORCH_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64) on this public listener (the edge has its own EDGE_* limits); 0 = no limit"`
 	JoinRateBurst     int            `env:"ORCH_JOIN_RATE_BURST" envDefault:"10" help:"joins one client address may make at once"`
-	WSRatePerMin      int            `env:"ORCH_WS_RATE_PER_MIN" envDefault:"60" help:"map WebSocket upgrades a minute allowed from one client address; 0 = no limit"`
-	WSRateBurst       int            `env:"ORCH_WS_RATE_BURST" envDefault:"20" help:"map WebSocket upgrades one client address may make at once"`
 	RateLimitClients  int            `env:"ORCH_RATE_LIMIT_CLIENTS" envDefault:"65536" help:"client addresses each rate limit tracks; past it the least recently seen is forgotten"`
 	TrustedProxies    []netip.Prefix `env:"ORCH_TRUSTED_PROXIES" envSeparator:"," help:"comma-separated CIDRs without spaces (e.g. 127.0.0.1/32) of reverse proxies whose X-Forwarded-For names the client; empty = the TCP peer is the client"`
 	MaxGuests         int            `env:"ORCH_MAX_GUESTS" envDefault:"10000" help:"disposable guest characters held in memory; past it guest joins get 503 capacity (players with an authKey are not affected); 0 = no bound"`
@@ -105,8 +103,6 @@ func (c *Config) Validate() error {
 		{"ORCH_MAP_ORPHAN_GRACE_MS", c.MapOrphanGraceMS, 0},
 		{"ORCH_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 0},
 		{"ORCH_JOIN_RATE_BURST", c.JoinRateBurst, 1},
-		{"ORCH_WS_RATE_PER_MIN", c.WSRatePerMin, 0},
-		{"ORCH_WS_RATE_BURST", c.WSRateBurst, 1},
 		{"ORCH_RATE_LIMIT_CLIENTS", c.RateLimitClients, 1},
 		{"ORCH_MAX_GUESTS", c.MaxGuests, 0},
 	} {

@@ -20,7 +20,7 @@ func TestConfig_Defaults(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"ORCH_PUBLIC_ADDR", c.PublicAddr, ":8080"},
+		{"ORCH_PUBLIC_ADDR", c.PublicAddr, "127.0.0.1:8081"},
 		{"ORCH_CONTROL_ADDR", c.ControlAddr, "127.0.0.1:9000"},
 		{"ORCH_DB_PATH", c.DBPath, "/data/mapyard.db"},
 		{"ORCH_CHECKPOINT_MS", c.CheckpointMS, 300000},
@@ -41,8 +41,6 @@ func TestConfig_Defaults(t *testing.T) {
 		{"ORCH_ALLOW_FAULT_INJECTION", c.AllowFaultInjection, false},
 		{"ORCH_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 30},
 		{"ORCH_JOIN_RATE_BURST", c.JoinRateBurst, 10},
-		{"ORCH_WS_RATE_PER_MIN", c.WSRatePerMin, 60},
-		{"ORCH_WS_RATE_BURST", c.WSRateBurst, 20},
 		{"ORCH_RATE_LIMIT_CLIENTS", c.RateLimitClients, 65536},
 		{"ORCH_TRUSTED_PROXIES", len(c.TrustedProxies), 0},
 		{"ORCH_MAX_GUESTS", c.MaxGuests, 10000},

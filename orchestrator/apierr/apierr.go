@@ -30,15 +30,19 @@ const (
 	ESCHEMAVERSION   = "schema_version"
 	EHASHMISMATCH    = "hash_mismatch"
 	EINVALIDENVELOPE = "invalid_envelope"
-	// EFORBIDDEN refuses a caller that is who it says but acts for someone else: a map
-	// calling for another instance, or for a character whose lease it does not hold.
-	EFORBIDDEN = "forbidden"
 	// ERATELIMITED refuses a client address over its request rate; Retry-After says when
 	// to come back.
 	ERATELIMITED = "rate_limited"
 	// ECAPACITY refuses what would grow state held in memory past its configured bound
 	// (for example disposable guest characters); it clears as players leave.
 	ECAPACITY = "capacity"
+
+	// Codes of HTTP-level refusals, so that they too carry a code a client can branch on.
+	EMETHODNOTALLOWED = "method_not_allowed"
+	EUNSUPPORTEDMEDIA = "unsupported_media_type"
+	// EFORBIDDEN refuses a caller that is who it says but acts for someone else: a map
+	// calling for another instance, or for a character whose lease it does not hold.
+	EFORBIDDEN = "forbidden"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;
@@ -105,6 +109,9 @@ var statuses = map[string]int{
 	EMAPUNAVAILABLE:  http.StatusServiceUnavailable,
 	EUNAVAILABLE:     http.StatusServiceUnavailable,
 	ENOTIMPLEMENTED:  http.StatusNotImplemented,
+
+	EMETHODNOTALLOWED: http.StatusMethodNotAllowed,
+	EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
 }
 
 // Status returns the HTTP status an error code is answered with, so both sides of the

@@ -101,6 +101,12 @@ func httpCode(status int) string {
 		return apierr.ETOOLARGE
 	case status == http.StatusUnauthorized:
 		return apierr.EUNAUTHORIZED
+	case status == http.StatusMethodNotAllowed:
+		return apierr.EMETHODNOTALLOWED
+	case status == http.StatusUnsupportedMediaType:
+		return apierr.EUNSUPPORTEDMEDIA
+	case status == http.StatusForbidden:
+		return apierr.EFORBIDDEN
 	case status < 500:
 		return apierr.EBADREQUEST
 	default:

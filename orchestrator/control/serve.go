@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -67,4 +68,16 @@ func (s *Servers) Close(ctx context.Context) error {
 	}
 	errs = append(errs, s.group.Wait())
 	return errors.Join(errs...)
+}
+
+// LoopbackHostPort is the host:port at which this host reaches a listener bound to a:
+// its own address, or 127.0.0.1 when it binds all interfaces. Both binaries' URL
+// methods use it, so tests can bind :0 and still dial the result.
+func LoopbackHostPort(a net.Addr) string {
+	ta := a.(*net.TCPAddr)
+	host := ta.IP.String()
+	if ta.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(ta.Port))
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -86,28 +85,5 @@ func TestJoinFlood(t *testing.T) {
 	}
 	if status, _, code := call(t, clientFrom("127.0.0.4"), http.MethodPost, url); status != http.StatusOK {
 		t.Fatalf("join from another address: %d %s", status, code)
-	}
-}
-
-// TestWSUpgradeLimit checks that map WebSocket upgrades have their own per-address
-// limit, refused before the map is even looked up.
-func TestWSUpgradeLimit(t *testing.T) {
-	ws := ratelimit.New(60, 3)
-	s, _ := MustOpenServer(t, func(s *httpapi.Server) { s.Limits.WS = ws })
-	url := s.PublicURL() + strings.Replace(httpapi.PathMapWS, ":id", "default-1", 1)
-	c := clientFrom("127.0.0.5")
-	for i := 0; i < 3; i++ {
-		// No map listens behind default-1 here: within the limit the edge answers 503.
-		if status, _, _ := call(t, c, http.MethodGet, url); status == http.StatusTooManyRequests {
-			t.Fatalf("upgrade %d of the burst refused", i+1)
-		}
-	}
-	status, retry, code := call(t, c, http.MethodGet, url)
-	if status != http.StatusTooManyRequests || code != apierr.ERATELIMITED || retry == "" {
-		t.Fatalf("fourth upgrade: %d %q Retry-After %q, want 429 rate_limited", status, code, retry)
-	}
-	// Joins are not counted against upgrades.
-	if status, _, _ := call(t, c, http.MethodPost, s.PublicURL()+control.PathJoin); status != http.StatusOK {
-		t.Fatalf("join after upgrades were limited: %d", status)
 	}
 }

@@ -1,5 +1,6 @@
 // Package httpapi serves the orchestrator's two HTTP listeners with echo: the public
-// listener (join API, map WebSocket proxy, browser page, health) and the control
+// listener (health, readiness and the join API; on loopback by default, because players
+// reach mapyard through the edge, package edge) and the control
 // listener (the control RPC for map servers and the admin API for ops), which binds
 // host-local addresses only. Map routes demand a map credential and act only for the
 // instance it names; admin routes demand the root secret.
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -41,26 +43,28 @@ type Server struct {
 	// Metrics serves GET /metrics on the control listener (behind the secret, like
 	// everything there); nil answers 404.
 	Metrics http.Handler
-	// Limits rate-limits joins and WebSocket upgrades per client address; set before
-	// Open. The zero value limits nothing.
+	// Limits rate-limits joins per client address. The zero value limits nothing.
 	Limits PublicLimits
+
+	routes *routeWatch
 
 	public, control *echo.Echo
 	gateway         *echo.Echo // the control port on ControlExtraIPs: map routes only
 	servers         control.Servers
 	publicLn        net.Listener
 	controlLn       net.Listener
+	closeOnce       sync.Once
 }
 
 // NewServer returns a Server over its dependencies, guarding the control listener with
 // credentials derived from root.
 func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *keys.Root, log *slog.Logger) *Server {
 	s := &Server{Maps: maps, Admission: adm, Store: store, Root: root, Log: log,
-		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log)}
+		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log),
+		routes: newRouteWatch(maps)}
 	s.public.Use(s.rateLimit)
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
-	s.public.GET(PathMapWS, s.handleMapWS)
 	if adm != nil {
 		s.public.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
 	}
@@ -77,6 +81,12 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	g.POST(control.PathAdminMaps+"/:id/restart", s.handleAdminRestart)
 	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
 	g.GET(control.PathMetrics, s.handleMetrics)
+	// The edge, which holds the secret, forwards players' joins here and watches the
+	// route table of their WebSockets.
+	g.GET(control.PathRoutes, s.handleRoutes)
+	if adm != nil {
+		g.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
+	}
 	return s
 }
 
@@ -125,24 +135,19 @@ func (s *Server) Open() (err error) {
 	return nil
 }
 
-// Close stops accepting connections and waits, up to ctx, for requests in flight.
-func (s *Server) Close(ctx context.Context) error { return s.servers.Close(ctx) }
+// Close stops accepting connections and waits, up to ctx, for requests in flight;
+// route watches answer at once.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() { close(s.routes.done) })
+	return s.servers.Close(ctx)
+}
 
 // PublicURL is the base URL of the public listener, with a loopback host when it binds
 // all interfaces.
-func (s *Server) PublicURL() string { return "http://" + loopbackHostPort(s.publicLn.Addr()) }
+func (s *Server) PublicURL() string { return "http://" + control.LoopbackHostPort(s.publicLn.Addr()) }
 
 // ControlURL is the base URL of the control listener on loopback.
-func (s *Server) ControlURL() string { return "http://" + loopbackHostPort(s.controlLn.Addr()) }
+func (s *Server) ControlURL() string { return "http://" + control.LoopbackHostPort(s.controlLn.Addr()) }
 
 // ControlPort is the port of the control listener.
 func (s *Server) ControlPort() int { return s.controlLn.Addr().(*net.TCPAddr).Port }
-
-func loopbackHostPort(a net.Addr) string {
-	ta := a.(*net.TCPAddr)
-	host := ta.IP.String()
-	if ta.IP.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, strconv.Itoa(ta.Port))
-}

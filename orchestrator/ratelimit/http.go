@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
@@ -69,6 +71,19 @@ func (l *Limiter) Middleware(addr ClientAddr) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 			}
 		})
+	}
+}
+
+// Echo returns the middleware for an echo route: Refuse in front of the handler. A nil
+// Limiter limits nothing, so a route can be wired whether or not a limit is configured.
+func (l *Limiter) Echo(addr ClientAddr) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if l != nil && l.Refuse(c.Response(), c.Request(), addr) {
+				return nil
+			}
+			return next(c)
+		}
 	}
 }
 

@@ -5,6 +5,8 @@
 //
 //	orchestrator              run, configured by ORCH_* environment variables
 //	orchestrator healthcheck  exit 0 if the local orchestrator answers /healthz
+//	orchestrator edge ...     run the edge instead (see package edge), so that one image
+//	                          ships both processes
 //	orchestrator -h           list every variable with its default
 //
 // Fault injection is for tests only and off by default: with
@@ -18,8 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -37,6 +37,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/edge"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
@@ -50,6 +51,9 @@ func main() {
 }
 
 func run(args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "edge" {
+		return edge.Run(args[1:], environ, stdout, stderr)
+	}
 	var cfg orchestrator.Config
 	cmd := envconf.Command{
 		Name:  "orchestrator",
@@ -58,7 +62,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n" +
 			"\"MAP_FAULT_IGNORE_SIGTERM=true\"]\n" +
 			"for that instance's container; no other variable is ever accepted.",
-		Healthcheck: func() error { return healthcheck(cfg.PublicAddr) },
+		Healthcheck: func() error { return edge.Healthcheck(cfg.PublicAddr) },
 	}
 	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
 		return code
@@ -282,24 +286,17 @@ func previousKeys(secret, dir string) (*ticket.KeyHasher, error) {
 	return ticket.NewKeyHasher(root.AuthKeyHashKey()), nil
 }
 
-// publicLimits are the per-client-address limits of joins and WebSocket upgrades.
+// publicLimits are the per-client-address limits of joins on the public listener.
 func publicLimits(cfg *orchestrator.Config) httpapi.PublicLimits {
-	limiter := func(perMin, burst int) *ratelimit.Limiter {
-		l := ratelimit.New(perMin, burst)
-		l.MaxClients = cfg.RateLimitClients
-		return l
-	}
-	return httpapi.PublicLimits{
-		Join:    limiter(cfg.JoinRatePerMin, cfg.JoinRateBurst),
-		WS:      limiter(cfg.WSRatePerMin, cfg.WSRateBurst),
-		Clients: ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies},
-	}
+	l := ratelimit.New(cfg.JoinRatePerMin, cfg.JoinRateBurst)
+	l.MaxClients = cfg.RateLimitClients
+	return httpapi.PublicLimits{Join: l, Clients: ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies}}
 }
 
 // registerDoorMetrics exposes what the public door's limits hold back: requests refused
 // per route, addresses tracked, and guest characters held in memory.
 func registerDoorMetrics(reg prometheus.Registerer, limits httpapi.PublicLimits, adm *admission.Service) {
-	for route, l := range map[string]*ratelimit.Limiter{"join": limits.Join, "ws": limits.WS} {
+	for route, l := range map[string]*ratelimit.Limiter{"join": limits.Join} {
 		reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mapyard_rate_limited_total",
 				Help: "requests refused with 429 rate_limited", ConstLabels: prometheus.Labels{"route": route}},
@@ -311,22 +308,4 @@ func registerDoorMetrics(reg prometheus.Registerer, limits httpapi.PublicLimits,
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mapyard_guest_characters",
 		Help: "disposable guest characters held in memory (bounded by ORCH_MAX_GUESTS)"},
 		func() float64 { return float64(adm.Guests()) }))
-}
-
-// healthcheck asks the local public listener for /healthz; the image's HEALTHCHECK runs it.
-func healthcheck(publicAddr string) error {
-	_, port, err := net.SplitHostPort(publicAddr)
-	if err != nil {
-		return err
-	}
-	c := &http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Get("http://" + net.JoinHostPort("127.0.0.1", port) + "/healthz")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/healthz answered %d", resp.StatusCode)
-	}
-	return nil
 }

@@ -54,7 +54,7 @@ func TestRun_Help(t *testing.T) {
 		"ORCH_MAP_RESTART_WINDOW_MS", "ORCH_MAP_RESTART_MAX_IN_WINDOW", "ORCH_MAP_QUARANTINE_MS",
 		"ORCH_INTERNAL_RPC_SECRET", "ORCH_MAP_IMAGE", "ORCH_WARM_POOL_SIZE", "ORCH_MAP_IDLE_STOP_MS",
 		"ORCH_DEPLOYMENT", "ORCH_ALLOW_FAULT_INJECTION", "MAP_FAULT_EXIT_AFTER_MS", "tests only",
-		"ORCH_PREVIOUS_INTERNAL_RPC_SECRET", "ORCH_JOIN_RATE_PER_MIN", "ORCH_WS_RATE_PER_MIN", "ORCH_TRUSTED_PROXIES", "ORCH_MAX_GUESTS",
+		"ORCH_PREVIOUS_INTERNAL_RPC_SECRET", "ORCH_JOIN_RATE_PER_MIN", "ORCH_TRUSTED_PROXIES", "ORCH_MAX_GUESTS",
 	} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("help does not list %s", v)
@@ -62,6 +62,13 @@ func TestRun_Help(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "300000") {
 		t.Error("help does not show defaults")
+	}
+}
+
+func TestRun_EdgeSubcommand(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"edge", "-h"}, nil, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "EDGE_PUBLIC_ADDR") {
+		t.Fatalf("orchestrator edge -h: exit %d, %s", code, out.String())
 	}
 }
 
@@ -245,10 +252,12 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		testutil.PostJSON(t, child.control+control.PathRedeem, "", body, http.StatusUnauthorized, &e)
 	})
 
+	// Players come through the edge, which learns routes from the control listener.
+	edge := openEdge(t, child.control, secret)
 	t.Run("PlayOverWebSocketThroughEdge", func(t *testing.T) {
 		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
-		wsURL := "ws" + strings.TrimPrefix(child.public, "http") + j.WS
+		testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
+		wsURL := "ws" + strings.TrimPrefix(edge.PublicURL(), "http") + j.WS
 		hello := `{"v":1,"kind":"hello","ticket":"` + j.Ticket + `"}`
 
 		c := dialWS(t, wsURL)
@@ -295,7 +304,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 
 		// The edge refuses unknown maps before any upgrade.
-		_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(child.public, "http")+orchestrator.WSPath("nowhere-1"), nil)
+		_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(edge.PublicURL(), "http")+orchestrator.WSPath("nowhere-1"), nil)
 		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 			t.Fatalf("unknown map: %v %v, want 503", err, resp)
 		}
@@ -307,8 +316,8 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		dest := instance + "-f"
 		testutil.PostJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+dest+`","mapId":"frontier"}`, http.StatusCreated, nil)
 		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
-		base := "ws" + strings.TrimPrefix(child.public, "http")
+		testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
+		base := "ws" + strings.TrimPrefix(edge.PublicURL(), "http")
 		src := dialWS(t, base+j.WS)
 		sendWS(t, src, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
 		var w struct {

@@ -1,10 +1,11 @@
-package httpapi_test
+package edge_test
 
 import (
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/edge"
 )
 
 // benchGame welcomes every hello and answers pings as the map does (decoding and
@@ -39,17 +40,15 @@ func (benchGame) Closed() {}
 
 // BenchmarkPingPong measures one ping/pong round trip of a single welcomed client
 // (C=1) against the real map WebSocket server, directly on its game port and through
-// the orchestrator's edge proxy, so the proxy's cost per message is the difference.
+// the edge, so the proxy hop's cost per message is the difference.
 func BenchmarkPingPong(b *testing.B) {
 	game := httptest.NewServer(ws.NewServer(benchGame{}, slog.New(slog.DiscardHandler)))
 	defer game.Close()
-	edge := MustOpenEdge(b, edgeMaps{inst: map[string]orchestrator.Instance{
-		"bench-1": {ID: "bench-1", State: orchestrator.StateReady, GamePort: portOf(b, game)},
-	}})
+	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = "bench-1=" + strconv.Itoa(portOf(b, game)) })
 
 	for _, tc := range []struct{ name, url string }{
 		{"direct", "ws" + strings.TrimPrefix(game.URL, "http") + "/ws"},
-		{"proxy", "ws" + strings.TrimPrefix(edge.PublicURL(), "http") + orchestrator.WSPath("bench-1")},
+		{"edge", wsURL(e, "bench-1")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			c, _, err := websocket.DefaultDialer.Dial(tc.url, nil)

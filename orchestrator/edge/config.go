@@ -1,0 +1,99 @@
+package edge
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// Config is every tunable of the edge, read from the environment (see envconf.Load).
+type Config struct {
+	PublicAddr  string `env:"EDGE_PUBLIC_ADDR" envDefault:":8080" help:"public listener: page, join API (forwarded to the orchestrator), map WebSockets"`
+	MetricsAddr string `env:"EDGE_METRICS_ADDR" envDefault:"127.0.0.1:9101" help:"loopback listener of /metrics and /healthz"`
+	OrchURL     string `env:"EDGE_ORCH_URL" envDefault:"http://127.0.0.1:9000" help:"the orchestrator's control listener"`
+	Secret      string `env:"EDGE_INTERNAL_RPC_SECRET" help:"shared secret of the control RPC; read from EDGE_SECRET_FILE when empty"`
+	SecretFile  string `env:"EDGE_SECRET_FILE" envDefault:"/data/internal-rpc-secret" help:"file holding the secret the orchestrator generated (read-only; read again until it exists)"`
+
+	MaxConns       int    `env:"EDGE_MAX_CONNS" envDefault:"10000" help:"player WebSockets forwarded at once; more are refused with unavailable"`
+	IdleTimeoutMS  int    `env:"EDGE_IDLE_TIMEOUT_MS" envDefault:"120000" help:"a WebSocket with no byte either way for this long is closed (the map's own idle rule normally acts first)"`
+	WriteTimeoutMS int    `env:"EDGE_WRITE_TIMEOUT_MS" envDefault:"10000" help:"a peer that does not take a write for this long is cut"`
+	DrainTimeoutMS int    `env:"EDGE_DRAIN_TIMEOUT_MS" envDefault:"10000" help:"on SIGTERM, how long open WebSockets may go on before they are closed"`
+	Procs          int    `env:"EDGE_PROCS" envDefault:"1" help:"threads running the edge's Go code at once (GOMAXPROCS); 1 costs the least CPU and latency per message because no wake-up crosses threads, and one core copies far more than a host's players send"`
+	LogLevel       string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+
+	JoinRatePerMin   int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
+	JoinRateBurst    int            `env:"EDGE_JOIN_RATE_BURST" envDefault:"10" help:"joins one client address may make at once"`
+	WSRatePerMin     int            `env:"EDGE_WS_RATE_PER_MIN" envDefault:"60" help:"map WebSocket upgrades a minute allowed from one client address; more get 429 rate_limited; 0 = no limit"`
+	WSRateBurst      int            `env:"EDGE_WS_RATE_BURST" envDefault:"20" help:"map WebSocket upgrades one client address may make at once"`
+	RateLimitClients int            `env:"EDGE_RATE_LIMIT_CLIENTS" envDefault:"65536" help:"client addresses each rate limit tracks; past it the least recently seen is forgotten"`
+	TrustedProxies   []netip.Prefix `env:"EDGE_TRUSTED_PROXIES" envSeparator:"," help:"comma-separated CIDRs without spaces (e.g. 127.0.0.1/32) of reverse proxies whose X-Forwarded-For names the client; empty = the TCP peer is the client"`
+
+	StaticRoutes string `env:"EDGE_STATIC_ROUTES" envDefault:"" help:"BENCHMARKS ONLY: fixed routes instance=port,... used instead of the orchestrator's table"`
+}
+
+// Validate checks values that parse but make no sense, naming the variable.
+func (c *Config) Validate() error {
+	for _, a := range []struct{ name, addr string }{
+		{"EDGE_PUBLIC_ADDR", c.PublicAddr}, {"EDGE_METRICS_ADDR", c.MetricsAddr},
+	} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("%s=%q: not host:port: %w", a.name, a.addr, err)
+		}
+	}
+	if u, err := url.Parse(c.OrchURL); err != nil || u.Scheme != "http" || u.Host == "" {
+		return fmt.Errorf("EDGE_ORCH_URL=%q: must be an http:// URL", c.OrchURL)
+	}
+	if c.Secret == "" && c.SecretFile == "" {
+		return fmt.Errorf("EDGE_INTERNAL_RPC_SECRET or EDGE_SECRET_FILE must be set")
+	}
+	for _, v := range []struct {
+		name     string
+		val, min int
+	}{
+		{"EDGE_MAX_CONNS", c.MaxConns, 1},
+		{"EDGE_IDLE_TIMEOUT_MS", c.IdleTimeoutMS, 100},
+		{"EDGE_WRITE_TIMEOUT_MS", c.WriteTimeoutMS, 100},
+		{"EDGE_DRAIN_TIMEOUT_MS", c.DrainTimeoutMS, 0},
+		{"EDGE_PROCS", c.Procs, 1},
+		{"EDGE_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 0},
+		{"EDGE_JOIN_RATE_BURST", c.JoinRateBurst, 0},
+		{"EDGE_WS_RATE_PER_MIN", c.WSRatePerMin, 0},
+		{"EDGE_WS_RATE_BURST", c.WSRateBurst, 0},
+		{"EDGE_RATE_LIMIT_CLIENTS", c.RateLimitClients, 0},
+	} {
+		if v.val < v.min {
+			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("EDGE_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
+	}
+	if _, err := c.ParseStaticRoutes(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ParseStaticRoutes returns EDGE_STATIC_ROUTES as instance → port, or nil when unset.
+func (c *Config) ParseStaticRoutes() (map[string]int, error) {
+	if strings.TrimSpace(c.StaticRoutes) == "" {
+		return nil, nil
+	}
+	routes := map[string]int{}
+	for _, kv := range strings.Split(c.StaticRoutes, ",") {
+		id, p, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		port, err := strconv.Atoi(p)
+		if !ok || err != nil || port < 1 || port > 65535 || !control.ValidName(id) {
+			return nil, fmt.Errorf("EDGE_STATIC_ROUTES: %q is not instance=port", kv)
+		}
+		routes[id] = port
+	}
+	return routes, nil
+}

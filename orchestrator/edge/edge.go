@@ -1,0 +1,415 @@
+// Package edge is mapyard's public door, run as its own process: it serves the page,
+// forwards joins to the orchestrator, and proxies each player's WebSocket to its map's
+// loopback game port. It holds no state but a copy of the orchestrator's route table,
+// which it keeps while the orchestrator is away, so an orchestrator crash, restart or
+// upgrade never touches a player's established connection.
+package edge
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/ratelimit"
+)
+
+//go:embed static
+var embedded embed.FS
+
+// StaticFiles returns the files the edge serves on GET /: the browser client.
+func StaticFiles() fs.FS {
+	sub, _ := fs.Sub(embedded, "static")
+	return sub
+}
+
+// Edge timing. Watch answers come at least every control.DefaultRouteWait; retries
+// after a failed watch are fast because the orchestrator is on loopback and players
+// wait for it.
+const (
+	watchRetry     = 250 * time.Millisecond
+	refreshTimeout = time.Second
+	joinTimeout    = 60 * time.Second // a join may wait for a lazily started map
+	maxJoinBody    = 4 << 10
+)
+
+// Edge serves the public listener and the loopback metrics listener. Set the fields (New
+// sets defaults), call Open, and Close at shutdown, which drains.
+type Edge struct {
+	PublicAddr, MetricsAddr string
+	// OrchURL is the orchestrator's control listener, which the edge calls with the
+	// secret: Secret, or the contents of SecretFile once that exists.
+	OrchURL    string
+	Secret     string
+	SecretFile string
+	// DrainTimeout bounds how long Close leaves open WebSockets to end on their own.
+	DrainTimeout time.Duration
+	Static       fs.FS
+	Proxy        *Proxy
+	Routes       *Routes
+	Registry     *prometheus.Registry
+	Log          *slog.Logger
+	// JoinLimit and WSLimit limit joins and map WebSocket upgrades per client address
+	// (nil: no limit); Clients says how a request's client address is found.
+	JoinLimit, WSLimit *ratelimit.Limiter
+	Clients            ratelimit.ClientAddr
+
+	source  RouteSource // nil with static routes
+	public  *echo.Echo
+	servers control.Servers
+	metrics control.Servers
+	join    *http.Client
+
+	publicLn, metricsLn net.Listener
+	cancel              context.CancelFunc
+	watchDone           chan struct{}
+	secretMu            sync.Mutex
+	refreshMu           sync.Mutex
+}
+
+// New returns an Edge configured by cfg.
+func New(cfg Config, log *slog.Logger) (*Edge, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Edge{
+		PublicAddr: cfg.PublicAddr, MetricsAddr: cfg.MetricsAddr,
+		OrchURL: strings.TrimRight(cfg.OrchURL, "/"), Secret: cfg.Secret, SecretFile: cfg.SecretFile,
+		DrainTimeout: orchestrator.Ms(cfg.DrainTimeoutMS),
+		Static:       StaticFiles(),
+		Proxy:        NewProxy(cfg.MaxConns, log),
+		Registry:     prometheus.NewRegistry(),
+		Log:          log,
+	}
+	e.Proxy.IdleTimeout = orchestrator.Ms(cfg.IdleTimeoutMS)
+	e.Proxy.WriteTimeout = orchestrator.Ms(cfg.WriteTimeoutMS)
+	e.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	e.Proxy.Metrics = NewMetrics(e.Registry)
+	e.JoinLimit = newLimiter(cfg.JoinRatePerMin, cfg.JoinRateBurst, cfg.RateLimitClients)
+	e.WSLimit = newLimiter(cfg.WSRatePerMin, cfg.WSRateBurst, cfg.RateLimitClients)
+	e.Clients = ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies}
+	registerLimitMetrics(e.Registry, map[string]*ratelimit.Limiter{"join": e.JoinLimit, "ws": e.WSLimit})
+	static, _ := cfg.ParseStaticRoutes()
+	if static != nil {
+		e.Routes = NewStaticRoutes(static)
+	} else {
+		e.Routes = &Routes{}
+	}
+	return e, nil
+}
+
+// Open binds both listeners synchronously (so their ports
+// are known when it returns), serves them in the background and starts the route watch.
+func (e *Edge) Open() (err error) {
+	e.join = &http.Client{Timeout: joinTimeout, Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     time.Minute,
+	}}
+	e.public = control.NewEcho(e.Log)
+	e.public.GET("/healthz", e.handleHealthz)
+	e.public.GET("/readyz", e.handleReadyz)
+	e.public.POST(control.PathJoin, e.handleJoin, e.JoinLimit.Echo(e.Clients))
+	// The page's catch-all would answer other methods of the join with not_found.
+	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, control.PathJoin,
+		func(echo.Context) error { return echo.ErrMethodNotAllowed })
+	e.public.GET("/maps/:id/ws", e.handleMapWS, e.WSLimit.Echo(e.Clients))
+	e.public.GET("/", e.handleStatic)
+	e.public.GET("/*", e.handleStatic)
+	mux := control.NewEcho(e.Log)
+	mux.GET("/healthz", e.handleHealthz)
+	mux.GET(control.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{})))
+
+	if e.publicLn, err = net.Listen("tcp", e.PublicAddr); err != nil {
+		return fmt.Errorf("listen public %s: %w", e.PublicAddr, err)
+	}
+	if e.metricsLn, err = net.Listen("tcp", e.MetricsAddr); err != nil {
+		e.publicLn.Close()
+		return fmt.Errorf("listen metrics %s: %w", e.MetricsAddr, err)
+	}
+	e.servers.Serve(e.publicLn, e.public)
+	e.metrics.Serve(e.metricsLn, mux)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel, e.watchDone = cancel, make(chan struct{})
+	if e.Routes.isStatic() {
+		close(e.watchDone)
+		return nil
+	}
+	go func() {
+		defer close(e.watchDone)
+		e.watch(ctx)
+	}()
+	return nil
+}
+
+// Close stops accepting, lets open WebSockets end on their own for DrainTimeout (or
+// until ctx is done), closes the rest, and then stops the route watch and the metrics
+// listener.
+func (e *Edge) Close(ctx context.Context) error {
+	var errs []error
+	errs = append(errs, e.servers.Close(ctx))
+	drain, cancel := context.WithTimeout(ctx, e.DrainTimeout)
+	errs = append(errs, e.Proxy.Close(drain))
+	cancel()
+	if e.cancel != nil {
+		e.cancel()
+		<-e.watchDone
+	}
+	errs = append(errs, e.metrics.Close(ctx))
+	return errors.Join(errs...)
+}
+
+// PublicURL is the base URL of the public listener, on loopback when it binds all
+// interfaces.
+func (e *Edge) PublicURL() string { return "http://" + control.LoopbackHostPort(e.publicLn.Addr()) }
+
+// MetricsURL is the base URL of the metrics listener.
+func (e *Edge) MetricsURL() string { return "http://" + control.LoopbackHostPort(e.metricsLn.Addr()) }
+
+// secret returns the control secret, reading SecretFile until it exists: the
+// orchestrator writes it on its first start, which may come after the edge's.
+func (e *Edge) secret() (string, error) {
+	e.secretMu.Lock()
+	defer e.secretMu.Unlock()
+	if e.Secret != "" {
+		return e.Secret, nil
+	}
+	b, err := os.ReadFile(e.SecretFile)
+	if err != nil {
+		return "", fmt.Errorf("read secret: %w", err)
+	}
+	if s := strings.TrimSpace(string(b)); s != "" {
+		e.Secret = s
+		return s, nil
+	}
+	return "", fmt.Errorf("read secret: %s is empty", e.SecretFile)
+}
+
+// client returns a control client with the secret, or nil while there is none.
+func (e *Edge) client() *control.Client {
+	if e.source != nil {
+		return nil
+	}
+	s, err := e.secret()
+	if err != nil {
+		return nil
+	}
+	// No client timeout: the watch is a long poll bounded by its context.
+	return &control.Client{BaseURL: e.OrchURL, Secret: s, HTTP: &http.Client{Transport: e.join.Transport}}
+}
+
+// SetSource makes the edge watch src instead of the orchestrator at OrchURL; tests use
+// it. Call it before Open.
+func (e *Edge) SetSource(src RouteSource) { e.source = src }
+
+func (e *Edge) routeSource() RouteSource {
+	if e.source != nil {
+		return e.source
+	}
+	if c := e.client(); c != nil {
+		return c
+	}
+	return nil
+}
+
+// watch keeps the route table current with the orchestrator's long poll. When the
+// orchestrator does not answer, the edge says so (joins fail fast) and keeps its table.
+func (e *Edge) watch(ctx context.Context) {
+	online := true
+	for ctx.Err() == nil {
+		src := e.routeSource()
+		var err error
+		if src == nil {
+			err = errors.New("no secret yet")
+		} else {
+			after, _ := e.Routes.versionAndTime()
+			var t control.RouteTable
+			wctx, cancel := context.WithTimeout(ctx, control.DefaultRouteWait+10*time.Second)
+			t, err = src.WatchRoutes(wctx, after, control.DefaultRouteWait)
+			cancel()
+			if err == nil {
+				e.Routes.set(t, time.Now())
+				e.Proxy.Metrics.table(true, len(t.Routes))
+				if !online {
+					e.Log.Info("orchestrator reachable again", "routes", len(t.Routes))
+				}
+				online = true
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.Routes.setOffline()
+		e.Proxy.Metrics.table(false, e.Routes.Len())
+		if online {
+			e.Log.Warn("orchestrator unreachable; serving the last route table", "err", err)
+			online = false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(watchRetry):
+		}
+	}
+}
+
+// refresh fetches the table at once, for a WebSocket whose instance the edge's copy
+// does not show ready yet (a join may have just started it). Concurrent misses share one
+// fetch.
+func (e *Edge) refresh(ctx context.Context, missedAt time.Time) {
+	if e.Routes.isStatic() {
+		return
+	}
+	if online, _ := e.Routes.Status(); !online {
+		return
+	}
+	e.refreshMu.Lock()
+	defer e.refreshMu.Unlock()
+	if _, fetched := e.Routes.versionAndTime(); fetched.After(missedAt) {
+		return
+	}
+	src := e.routeSource()
+	if src == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	if t, err := src.WatchRoutes(ctx, "", 0); err == nil {
+		e.Routes.set(t, time.Now())
+	}
+}
+
+func (e *Edge) handleHealthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "version": orchestrator.Version})
+}
+
+// handleReadyz answers 200 while the orchestrator is reachable and its default map takes
+// players: what `make up` waits for.
+func (e *Edge) handleReadyz(c echo.Context) error {
+	online, ready := e.Routes.Status()
+	switch {
+	case !online:
+		return apierr.Errorf(apierr.EUNAVAILABLE, "the orchestrator is not reachable")
+	case !ready:
+		return apierr.Errorf(apierr.EUNAVAILABLE, "default map is not ready")
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// handleMapWS refuses, before any upgrade, what cannot take a player: unknown instances
+// (map_unavailable) and whatever the orchestrator's readiness gate refused, with its
+// code (map_quarantined, map_unavailable), as the route table carries it.
+// Everything else is the proxy's.
+func (e *Edge) handleMapWS(c echo.Context) error {
+	id := c.Param("id")
+	if !control.ValidName(id) {
+		return apierr.Errorf(apierr.ENOTFOUND, "no map instance has that id")
+	}
+	rt, ok := e.Routes.Lookup(id)
+	if !ok || !rt.Open() {
+		e.refresh(c.Request().Context(), time.Now())
+		rt, ok = e.Routes.Lookup(id)
+	}
+	switch {
+	case !ok:
+		e.Proxy.Metrics.refused("unknown")
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "no map instance %q", id)
+	case rt.Code != "":
+		e.Proxy.Metrics.refused("not_ready")
+		return apierr.Errorf(rt.Code, "%s", rt.Message)
+	case rt.GamePort == 0:
+		e.Proxy.Metrics.refused("not_ready")
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q has no game port yet", id)
+	}
+	return e.Proxy.Forward(c.Response(), c.Request(), id, net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.GamePort)))
+}
+
+// handleJoin forwards a join to the orchestrator's control listener with the secret and
+// the client's address, and passes its answer on as it is. While the orchestrator is
+// away it fails fast with unavailable.
+func (e *Edge) handleJoin(c echo.Context) error {
+	r := c.Request()
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return apierr.Errorf(apierr.EUNSUPPORTEDMEDIA, "a join is JSON: send Content-Type: application/json (or no body)")
+		}
+	}
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(control.BodyReadTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxJoinBody+1))
+	if err != nil {
+		return apierr.Errorf(apierr.EBADREQUEST, "read body: %v", err)
+	}
+	if len(body) > maxJoinBody {
+		return apierr.Errorf(apierr.ETOOLARGE, "body larger than %d bytes", maxJoinBody)
+	}
+	unavailable := apierr.Errorf(apierr.EUNAVAILABLE, "the orchestrator is not reachable; try again shortly")
+	if online, _ := e.Routes.Status(); !online && !e.Routes.isStatic() {
+		return unavailable
+	}
+	secret, err := e.secret()
+	if err != nil {
+		e.Log.Warn("join: no control secret", "err", err)
+		return unavailable
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, e.OrchURL+control.PathJoin, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("join request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(control.SecretHeader, secret)
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		req.Header.Set("X-Forwarded-For", ip)
+	}
+	resp, err := e.join.Do(req)
+	if err != nil {
+		e.Log.Warn("join: orchestrator unreachable", "err", err)
+		return unavailable
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, control.DefaultMaxBodySize))
+	if err != nil {
+		e.Log.Warn("join: read orchestrator answer", "err", err)
+		return unavailable
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		// The player's join carries no secret: a 401 is the edge's own, a wrong secret.
+		e.Log.Error("join: the orchestrator refused the edge's secret")
+		return unavailable
+	}
+	return c.Blob(resp.StatusCode, echo.MIMEApplicationJSON, answer)
+}
+
+// handleStatic serves the browser client's files; a path with no file is not_found.
+func (e *Edge) handleStatic(c echo.Context) error {
+	name := strings.TrimPrefix(path.Clean("/"+c.Param("*")), "/")
+	if name == "" {
+		name = "index.html"
+	}
+	if fi, err := fs.Stat(e.Static, name); err != nil || fi.IsDir() {
+		return apierr.Errorf(apierr.ENOTFOUND, "no page at %s", c.Request().URL.Path)
+	}
+	http.ServeFileFS(c.Response(), c.Request(), e.Static, name)
+	return nil
+}

@@ -1,0 +1,518 @@
+package edge_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edge"
+)
+
+const secret = "edge-test-secret-0123456789"
+
+// fakeOrch is the orchestrator's side of what the edge calls on the control listener:
+// the route watch and the join, both behind the secret. Down makes it refuse to answer
+// as a dead process would (the connection is closed without an answer).
+type fakeOrch struct {
+	*httptest.Server
+	mu      sync.Mutex
+	table   control.RouteTable
+	down    bool
+	changed chan struct{}
+	joins   []*http.Request
+}
+
+func newFakeOrch(tb testing.TB, routes ...control.Route) *fakeOrch {
+	f := &fakeOrch{table: control.RouteTable{Version: "v1", Ready: true, Routes: routes}, changed: make(chan struct{})}
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	tb.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	down, table, changed := f.down, f.table, f.changed
+	f.mu.Unlock()
+	if down {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
+	if r.Header.Get(control.SecretHeader) != secret {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	switch r.URL.Path {
+	case control.PathRoutes:
+		if r.URL.Query().Get("after") == table.Version {
+			select {
+			case <-changed:
+			case <-r.Context().Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			f.mu.Lock()
+			table = f.table
+			f.mu.Unlock()
+		}
+		_ = json.NewEncoder(w).Encode(table)
+	case control.PathJoin:
+		f.mu.Lock()
+		f.joins = append(f.joins, r)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ticket":"t","instanceId":"forest-1","ws":"/maps/forest-1/ws"}`)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+func (f *fakeOrch) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeOrch) setRoutes(version string, routes ...control.Route) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.table = control.RouteTable{Version: version, Ready: true, Routes: routes}
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// MustOpenEdge starts an edge on loopback ports against the orchestrator at orchURL and
+// waits until it has the orchestrator's table (when orchURL is not empty).
+func MustOpenEdge(tb testing.TB, orchURL string, tune func(*edge.Config)) *edge.Edge {
+	tb.Helper()
+	cfg := edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: orchURL, Secret: secret,
+		MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 5000, LogLevel: "info"}
+	if orchURL == "" {
+		cfg.OrchURL = "http://127.0.0.1:1"
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	e, err := edge.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := e.Open(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { e.Close(context.Background()) })
+	if orchURL != "" {
+		waitFor(tb, "the edge's first route table", func() bool { online, _ := e.Routes.Status(); return online })
+	}
+	return e
+}
+
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// portOf returns the port of an httptest server.
+func portOf(tb testing.TB, ts *httptest.Server) int {
+	tb.Helper()
+	_, p, err := net.SplitHostPort(strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port, _ := strconv.Atoi(p)
+	return port
+}
+
+// echoBackend is a tiny map game listener: it first reports the request it got as the
+// map sees it, then echoes every message.
+func echoBackend(tb testing.TB) *httptest.Server {
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.WriteJSON(map[string]string{"path": r.URL.Path, "host": r.Host, "origin": r.Header.Get("Origin"),
+			"query": r.URL.RawQuery, "xff": r.Header.Get("X-Forwarded-For")})
+		for {
+			typ, data, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			if err := c.WriteMessage(typ, data); err != nil {
+				return
+			}
+		}
+	}))
+	tb.Cleanup(ts.Close)
+	return ts
+}
+
+func ready(id string, port int) control.Route {
+	return control.Route{InstanceID: id, State: "ready", GamePort: port}
+}
+
+func wsURL(e *edge.Edge, id string) string {
+	return "ws" + strings.TrimPrefix(e.PublicURL(), "http") + orchestrator.WSPath(id)
+}
+
+// dialEcho connects through the edge and reads the backend's report.
+func dialEcho(tb testing.TB, url string, h http.Header) (*websocket.Conn, map[string]string) {
+	tb.Helper()
+	c, _, err := websocket.DefaultDialer.Dial(url, h)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var seen map[string]string
+	if err := c.ReadJSON(&seen); err != nil {
+		tb.Fatal(err)
+	}
+	return c, seen
+}
+
+func echoOnce(tb testing.TB, c *websocket.Conn, msg string) {
+	tb.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+		tb.Fatal(err)
+	}
+	if _, got, err := c.ReadMessage(); err != nil || string(got) != msg {
+		tb.Fatalf("echo %.40q, %v; want %.40q", got, err, msg)
+	}
+}
+
+// errorOf checks an HTTP answer is the JSON error envelope with status and code.
+func errorOf(tb testing.TB, resp *http.Response, status int, code string) string {
+	tb.Helper()
+	if resp == nil {
+		tb.Fatalf("no HTTP answer, want %d %s", status, code)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e control.ErrorResponse
+	if resp.StatusCode != status || json.Unmarshal(body, &e) != nil || e.Error.Code != code || e.Error.Message == "" {
+		tb.Fatalf("status %d body %s, want %d with code %s", resp.StatusCode, body, status, code)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		tb.Fatalf("content type %q, want JSON", ct)
+	}
+	return string(body)
+}
+
+func TestEdge_ProxiesToMapGamePort(t *testing.T) {
+	backend := echoBackend(t)
+	e := MustOpenEdge(t, newFakeOrch(t, ready("forest-1", portOf(t, backend))).URL, nil)
+	public := strings.TrimPrefix(e.PublicURL(), "http://")
+	origin := "http://" + public
+	c, seen := dialEcho(t, wsURL(e, "forest-1")+"?mode=broadcast", http.Header{"Origin": {origin}, "X-Forwarded-For": {"6.6.6.6"}})
+	if seen["path"] != "/ws" || seen["host"] != public || seen["origin"] != origin || seen["query"] != "mode=broadcast" || seen["xff"] != "127.0.0.1" {
+		t.Fatalf("map saw %v", seen)
+	}
+	for _, msg := range []string{`{"v":1,"kind":"ping","t":1}`, strings.Repeat("y", 3*edge.BufferSize)} {
+		echoOnce(t, c, msg)
+	}
+}
+
+func TestEdge_Refusals(t *testing.T) {
+	// A port that was open and is now closed: a ready map whose server died.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadPort := portOf(t, dead)
+	dead.Close()
+	// A map whose origin check refuses the page.
+	strict := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = (&websocket.Upgrader{}).Upgrade(w, r, nil)
+	}))
+	t.Cleanup(strict.Close)
+	e := MustOpenEdge(t, newFakeOrch(t,
+		control.Route{InstanceID: "quarantined-1", State: "quarantined", GamePort: 1, Code: apierr.EMAPQUARANTINED, Message: "map instance \"quarantined-1\" is quarantined"},
+		control.Route{InstanceID: "starting-1", State: "starting", Code: apierr.EMAPUNAVAILABLE, Message: "map instance \"starting-1\" is starting"},
+		ready("gone-1", deadPort),
+		ready("strict-1", portOf(t, strict)),
+	).URL, nil)
+	for _, tc := range []struct {
+		name, id string
+		status   int
+		code     string
+	}{
+		{"ErrMapUnavailableUnknown", "nowhere-1", 503, apierr.EMAPUNAVAILABLE},
+		{"ErrMapQuarantined", "quarantined-1", 503, apierr.EMAPQUARANTINED},
+		{"ErrMapUnavailableStarting", "starting-1", 503, apierr.EMAPUNAVAILABLE},
+		{"ErrMapUnavailableNoAnswer", "gone-1", 503, apierr.EMAPUNAVAILABLE},
+		{"ErrNotFoundBadID", "Not_An_Id", 404, apierr.ENOTFOUND},
+		{"ErrForbiddenOrigin", "strict-1", 403, apierr.EFORBIDDEN},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, resp, err := websocket.DefaultDialer.Dial(wsURL(e, tc.id), http.Header{"Origin": {"http://elsewhere.example"}})
+			if err == nil {
+				c.Close()
+				t.Fatal("upgraded")
+			}
+			body := errorOf(t, resp, tc.status, tc.code)
+			if strings.Contains(body, strconv.Itoa(deadPort)) {
+				t.Fatalf("answer %s leaks the map's port", body)
+			}
+		})
+	}
+}
+
+func TestEdge_Errors(t *testing.T) {
+	orch := newFakeOrch(t)
+	e := MustOpenEdge(t, orch.URL, nil)
+	do := func(method, path, ctype, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, e.PublicURL()+path, strings.NewReader(body))
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	t.Run("ErrMethodNotAllowed", func(t *testing.T) {
+		errorOf(t, do(http.MethodPost, orchestrator.WSPath("forest-1"), "", ""), 405, apierr.EMETHODNOTALLOWED)
+		errorOf(t, do(http.MethodGet, control.PathJoin, "", ""), 405, apierr.EMETHODNOTALLOWED)
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		errorOf(t, do(http.MethodGet, "/nope.js", "", ""), 404, apierr.ENOTFOUND)
+	})
+	t.Run("ErrBadRequestNotAnUpgrade", func(t *testing.T) {
+		orch.setRoutes("v2", ready("forest-1", 1))
+		waitFor(t, "the new table", func() bool { _, ok := e.Routes.Lookup("forest-1"); return ok })
+		errorOf(t, do(http.MethodGet, orchestrator.WSPath("forest-1"), "", ""), 400, apierr.EBADREQUEST)
+	})
+	t.Run("ErrUnsupportedMediaType", func(t *testing.T) {
+		errorOf(t, do(http.MethodPost, control.PathJoin, "application/x-www-form-urlencoded", "name=ada"), 415, apierr.EUNSUPPORTEDMEDIA)
+		errorOf(t, do(http.MethodPost, control.PathJoin, "text/plain", "{}"), 415, apierr.EUNSUPPORTEDMEDIA)
+	})
+	t.Run("ErrTooLarge", func(t *testing.T) {
+		errorOf(t, do(http.MethodPost, control.PathJoin, "application/json", `{"name":"`+strings.Repeat("a", 8<<10)+`"}`), 413, apierr.ETOOLARGE)
+	})
+	t.Run("JoinForwardedWithSecret", func(t *testing.T) {
+		for _, ct := range []string{"", "application/json; charset=utf-8"} {
+			resp := do(http.MethodPost, control.PathJoin, ct, "")
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(body), `"ws":"/maps/forest-1/ws"`) {
+				t.Fatalf("join through the edge: %d %s", resp.StatusCode, body)
+			}
+		}
+		orch.mu.Lock()
+		defer orch.mu.Unlock()
+		if len(orch.joins) != 2 || orch.joins[0].Header.Get("X-Forwarded-For") != "127.0.0.1" {
+			t.Fatalf("orchestrator got %d joins", len(orch.joins))
+		}
+	})
+	t.Run("PageServed", func(t *testing.T) {
+		resp := do(http.MethodGet, "/", "", "")
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "mapyard") {
+			t.Fatalf("GET /: %d %s", resp.StatusCode, body)
+		}
+	})
+}
+
+// TestEdge_OrchestratorAway: while the orchestrator does not answer, established
+// connections go on, new WebSockets to maps in the last table still work, joins fail
+// fast with unavailable, and readiness says so; when it is back, joins work again.
+func TestEdge_OrchestratorAway(t *testing.T) {
+	backend := echoBackend(t)
+	orch := newFakeOrch(t, ready("forest-1", portOf(t, backend)))
+	e := MustOpenEdge(t, orch.URL, nil)
+	c, _ := dialEcho(t, wsURL(e, "forest-1"), nil)
+
+	orch.setDown(true)
+	waitFor(t, "the edge to see the orchestrator gone", func() bool { online, _ := e.Routes.Status(); return !online })
+	echoOnce(t, c, "still here")
+	c2, _ := dialEcho(t, wsURL(e, "forest-1"), nil)
+	echoOnce(t, c2, "new player on a known map")
+	start := time.Now()
+	resp, err := http.Post(e.PublicURL()+control.PathJoin, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errorOf(t, resp, 503, apierr.EUNAVAILABLE)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("join took %s to fail", d)
+	}
+	resp, err = http.Get(e.PublicURL() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errorOf(t, resp, 503, apierr.EUNAVAILABLE)
+
+	orch.setDown(false)
+	waitFor(t, "the edge to see the orchestrator back", func() bool { online, _ := e.Routes.Status(); return online })
+	resp, err = http.Post(e.PublicURL()+control.PathJoin, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("join after the orchestrator came back: %d", resp.StatusCode)
+	}
+	echoOnce(t, c, "never reconnected")
+}
+
+// TestEdge_RefreshOnMiss: a WebSocket for an instance the edge's copy does not know yet
+// (a join just started it) fetches the table at once instead of refusing.
+func TestEdge_RefreshOnMiss(t *testing.T) {
+	backend := echoBackend(t)
+	orch := newFakeOrch(t)
+	e := MustOpenEdge(t, orch.URL, nil)
+	// The table changes without waking the edge's watch (same version), as a change
+	// between two polls would look.
+	orch.mu.Lock()
+	orch.table.Routes = []control.Route{ready("late-1", portOf(t, backend))}
+	orch.table.Version = "v-late"
+	orch.mu.Unlock()
+	dialEcho(t, wsURL(e, "late-1"), nil)
+}
+
+func TestEdge_ConnectionLimit(t *testing.T) {
+	backend := echoBackend(t)
+	e := MustOpenEdge(t, newFakeOrch(t, ready("forest-1", portOf(t, backend))).URL, func(c *edge.Config) { c.MaxConns = 1 })
+	c, _ := dialEcho(t, wsURL(e, "forest-1"), nil)
+	_, resp, err := websocket.DefaultDialer.Dial(wsURL(e, "forest-1"), nil)
+	if err == nil {
+		t.Fatal("second connection upgraded past the limit")
+	}
+	errorOf(t, resp, 503, apierr.EUNAVAILABLE)
+	c.Close()
+	waitFor(t, "the slot to be released", func() bool { return e.Proxy.Active() == 0 })
+	dialEcho(t, wsURL(e, "forest-1"), nil)
+}
+
+// TestEdge_IdleTimeout: a connection with no byte either way is closed; one where only
+// the map talks (a spectator receiving snapshots) is not.
+func TestEdge_IdleTimeout(t *testing.T) {
+	up := websocket.Upgrader{}
+	pusher := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if r.URL.Query().Get("push") == "" {
+			_, _, _ = c.ReadMessage()
+			return
+		}
+		for i := 0; ; i++ {
+			if err := c.WriteMessage(websocket.TextMessage, []byte(strconv.Itoa(i))); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}))
+	t.Cleanup(pusher.Close)
+	e := MustOpenEdge(t, newFakeOrch(t, ready("forest-1", portOf(t, pusher))).URL, func(c *edge.Config) { c.IdleTimeoutMS = 300 })
+
+	quiet, _, err := websocket.DefaultDialer.Dial(wsURL(e, "forest-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	_ = quiet.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := quiet.ReadMessage(); err == nil || websocket.IsCloseError(err) {
+		t.Fatalf("idle connection: %v, want it cut", err)
+	}
+
+	busy, _, err := websocket.DefaultDialer.Dial(wsURL(e, "forest-1")+"?push=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for i := 0; i < 20; i++ { // 1 s, more than three idle timeouts
+		_ = busy.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, _, err := busy.ReadMessage(); err != nil {
+			t.Fatalf("receive-only connection cut after %d messages: %v", i, err)
+		}
+	}
+}
+
+// TestEdge_Drain: Close stops accepting at once but leaves open connections working
+// until they end or the drain timeout passes.
+func TestEdge_Drain(t *testing.T) {
+	backend := echoBackend(t)
+	e := MustOpenEdge(t, newFakeOrch(t, ready("forest-1", portOf(t, backend))).URL, func(c *edge.Config) { c.DrainTimeoutMS = 700 })
+	c, _ := dialEcho(t, wsURL(e, "forest-1"), nil)
+	closed := make(chan error, 1)
+	start := time.Now()
+	go func() { closed <- e.Close(context.Background()) }()
+	waitFor(t, "the listener to close", func() bool {
+		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(e.PublicURL(), "http://"), time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
+	echoOnce(t, c, "draining but alive")
+	if err := <-closed; err == nil {
+		t.Fatal("Close reported no connection cut at the drain timeout")
+	}
+	if d := time.Since(start); d < 700*time.Millisecond {
+		t.Fatalf("drain ended after %s, before its timeout", d)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := c.ReadMessage(); err == nil {
+		t.Fatal("connection still open after the drain")
+	}
+}
+
+func TestEdge_Metrics(t *testing.T) {
+	backend := echoBackend(t)
+	e := MustOpenEdge(t, newFakeOrch(t, ready("forest-1", portOf(t, backend))).URL, nil)
+	c, _ := dialEcho(t, wsURL(e, "forest-1"), nil)
+	echoOnce(t, c, strings.Repeat("m", 1000))
+	resp, err := http.Get(e.MetricsURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		"mapyard_edge_ws_connections 1", "mapyard_edge_orchestrator_up 1",
+		`mapyard_edge_ws_bytes_total{direction="client_to_map"}`, `mapyard_edge_ws_bytes_total{direction="map_to_client"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	c.Close()
+	waitFor(t, "the connection's histogram", func() bool {
+		resp, err := http.Get(e.MetricsURL() + "/metrics")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(string(body), `mapyard_edge_ws_connection_bytes_count{direction="client_to_map"} 1`)
+	})
+}

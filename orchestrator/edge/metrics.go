@@ -1,0 +1,91 @@
+package edge
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the edge's Prometheus series, served on its loopback metrics listener.
+// Every method is safe on a nil *Metrics, so the proxy runs without them in tests.
+type Metrics struct {
+	open       prometheus.Gauge
+	proxied    prometheus.Counter
+	refusals   *prometheus.CounterVec
+	bytesTotal *prometheus.CounterVec
+	up, down   prometheus.Counter
+	connBytes  *prometheus.HistogramVec
+	connTime   prometheus.Histogram
+	orchUp     prometheus.Gauge
+	routes     prometheus.Gauge
+}
+
+// NewMetrics registers the edge's series with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_edge_ws_connections",
+			Help: "Player WebSockets being forwarded to maps."}),
+		proxied: prometheus.NewCounter(prometheus.CounterOpts{Name: "mapyard_edge_ws_connections_total",
+			Help: "Player WebSockets forwarded to maps since start."}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mapyard_edge_ws_refused_total",
+			Help: "Player WebSocket upgrades refused before the upgrade, by reason."}, []string{"reason"}),
+		bytesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mapyard_edge_ws_bytes_total",
+			Help: "Bytes copied between players and maps, by direction."}, []string{"direction"}),
+		connBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mapyard_edge_ws_connection_bytes",
+			Help:    "Bytes one player connection carried over its life, by direction.",
+			Buckets: prometheus.ExponentialBuckets(1<<10, 4, 10)}, []string{"direction"}),
+		connTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mapyard_edge_ws_connection_seconds",
+			Help: "Life of one player connection.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
+		orchUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_edge_orchestrator_up",
+			Help: "1 while the edge's route watch reaches the orchestrator, 0 while it serves its last table."}),
+		routes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_edge_routes",
+			Help: "Map instances in the edge's route table."}),
+	}
+	reg.MustRegister(m.open, m.proxied, m.refusals, m.bytesTotal, m.connBytes, m.connTime, m.orchUp, m.routes)
+	m.up, m.down = m.bytesTotal.WithLabelValues(dirUp), m.bytesTotal.WithLabelValues(dirDown)
+	return m
+}
+
+func (m *Metrics) bytes(dir string) prometheus.Counter {
+	switch {
+	case m == nil:
+		return nil
+	case dir == dirUp:
+		return m.up
+	default:
+		return m.down
+	}
+}
+
+func (m *Metrics) opened() {
+	if m != nil {
+		m.open.Inc()
+		m.proxied.Inc()
+	}
+}
+
+func (m *Metrics) closed(up, down int64, life time.Duration) {
+	if m != nil {
+		m.open.Dec()
+		m.connBytes.WithLabelValues(dirUp).Observe(float64(up))
+		m.connBytes.WithLabelValues(dirDown).Observe(float64(down))
+		m.connTime.Observe(life.Seconds())
+	}
+}
+
+func (m *Metrics) refused(reason string) {
+	if m != nil {
+		m.refusals.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) table(online bool, routes int) {
+	if m != nil {
+		v := 0.0
+		if online {
+			v = 1
+		}
+		m.orchUp.Set(v)
+		m.routes.Set(float64(routes))
+	}
+}

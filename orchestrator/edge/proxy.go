@@ -1,0 +1,433 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+)
+
+// Proxy defaults; see the fields of Proxy.
+const (
+	DefaultIdleTimeout  = 2 * time.Minute
+	DefaultWriteTimeout = 10 * time.Second
+	DefaultDialTimeout  = 2 * time.Second
+	DefaultMaxConns     = 10000
+	// BufferSize is the size of each pooled copy buffer; one is held per direction of
+	// each connection. Game messages are small, and a larger one only grows memory.
+	BufferSize = 8 << 10
+	// handshakeTimeout bounds the map's answer to the forwarded upgrade request.
+	handshakeTimeout = 10 * time.Second
+	// closeGrace is how long the other direction may still flow after one side closed,
+	// so that close frames cross before both sockets close.
+	closeGrace = 2 * time.Second
+)
+
+// mapWSPath is where every map server serves its player WebSocket on its game port.
+const mapWSPath = "/ws"
+
+// Proxy forwards players' WebSocket upgrades to map game ports and then copies raw
+// bytes both ways. After the handshake it never parses a frame: each read is written
+// as it is to the other side, from a pooled buffer, which is the least per-message work
+// a hop can do. It keeps no state beyond the connections it forwards.
+type Proxy struct {
+	// IdleTimeout closes a connection after no byte went either way for this long. The
+	// map's own idle rule (30 s, pinged every 15 s) normally acts first.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds one write to either side: a peer that stops reading is cut.
+	WriteTimeout time.Duration
+	// DialTimeout bounds the connection to the map's game port.
+	DialTimeout time.Duration
+	// Metrics, when not nil, counts connections and bytes.
+	Metrics *Metrics
+	Log     *slog.Logger
+
+	slots chan struct{}
+	bufs  sync.Pool
+
+	mu      sync.Mutex
+	conns   map[*splice]struct{}
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// NewProxy returns a Proxy that holds at most maxConns connections at once.
+func NewProxy(maxConns int, log *slog.Logger) *Proxy {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	return &Proxy{
+		IdleTimeout: DefaultIdleTimeout, WriteTimeout: DefaultWriteTimeout, DialTimeout: DefaultDialTimeout,
+		Log:   log,
+		slots: make(chan struct{}, maxConns),
+		bufs:  sync.Pool{New: func() any { b := make([]byte, BufferSize); return &b }},
+		conns: make(map[*splice]struct{}),
+	}
+}
+
+// Active returns the number of connections being forwarded.
+func (p *Proxy) Active() int { return len(p.slots) }
+
+// Forward hands the WebSocket upgrade r to the map listening on addr (host:port) and,
+// once the map accepted it, splices the two connections until either side ends. Errors
+// are returned only before the upgrade, while the client can still be answered; codes:
+// EBADREQUEST (not an upgrade), EUNAVAILABLE (at the connection limit, or draining),
+// EMAPUNAVAILABLE (the map does not answer), or the map's own refusal (EFORBIDDEN for
+// its origin check).
+func (p *Proxy) Forward(w http.ResponseWriter, r *http.Request, instanceID, addr string) error {
+	if !isWebSocketUpgrade(r) {
+		return apierr.Errorf(apierr.EBADREQUEST, "a WebSocket upgrade request is required")
+	}
+	if !p.acquire() {
+		p.Metrics.refused("limit")
+		return apierr.Errorf(apierr.EUNAVAILABLE, "the edge is at its connection limit or shutting down; try again shortly")
+	}
+	backend, br, err := p.handshake(r, instanceID, addr)
+	if err != nil {
+		p.release()
+		return err
+	}
+	client, crw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		backend.Close()
+		p.release()
+		return fmt.Errorf("hijack client connection: %w", err)
+	}
+	s := &splice{p: p, client: client, backend: backend}
+	if err := s.start(br, crw.Reader); err != nil {
+		client.Close()
+		backend.Close()
+		p.release()
+		p.Log.Debug("websocket upgrade lost", "instance", instanceID, "err", err)
+		return nil
+	}
+	if !p.track(s) {
+		client.Close()
+		backend.Close()
+		p.release()
+		return nil
+	}
+	p.Metrics.opened()
+	s.run()
+	return nil
+}
+
+// handshake dials the map, forwards the client's upgrade request and reads the map's
+// answer. It returns the connection and its reader (which may already hold the map's
+// first bytes) once the map switched protocols.
+func (p *Proxy) handshake(r *http.Request, instanceID, addr string) (net.Conn, *bufio.Reader, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), p.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	backend, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		p.Metrics.refused("map_unreachable")
+		p.Log.Warn("map game port does not answer", "instance", instanceID, "err", err)
+		return nil, nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q did not answer", instanceID)
+	}
+	fail := func(err error) (net.Conn, *bufio.Reader, error) {
+		backend.Close()
+		p.Metrics.refused("map_unreachable")
+		p.Log.Warn("map websocket handshake failed", "instance", instanceID, "err", err)
+		return nil, nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q did not answer", instanceID)
+	}
+	_ = backend.SetDeadline(time.Now().Add(handshakeTimeout))
+	out := upgradeRequest(r)
+	bw := bufio.NewWriterSize(backend, 1024)
+	if err := out.Write(bw); err != nil {
+		return fail(err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	br := bufio.NewReaderSize(backend, 1024)
+	resp, err := http.ReadResponse(br, out)
+	if err != nil {
+		return fail(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		backend.Close()
+		p.Metrics.refused("map_refused")
+		return nil, nil, mapRefusal(instanceID, resp.StatusCode)
+	}
+	// The map's 101 is replayed to the client as it is, with its headers.
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
+	_ = resp.Header.Write(&head)
+	head.WriteString("\r\n")
+	return &prefixConn{Conn: backend, head: head.Bytes()}, br, nil
+}
+
+// upgradeRequest is the request sent to the map: the client's upgrade, with its query
+// string, on the map's WebSocket path. The public Host is kept, because the map checks
+// a browser's Origin against the host the page came from, and X-Forwarded-For is the
+// address the edge saw: the edge is the only public door, so nothing before it is
+// trusted to have set one.
+func upgradeRequest(r *http.Request) *http.Request {
+	out := &http.Request{
+		Method:     http.MethodGet,
+		URL:        &url.URL{Path: mapWSPath, RawQuery: r.URL.RawQuery},
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1, ProtoMinor: 1,
+		Header: r.Header.Clone(),
+		Host:   r.Host,
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		out.Header.Set("X-Forwarded-For", ip)
+	}
+	out.Header.Set("X-Forwarded-Host", r.Host)
+	out.Header.Set("X-Forwarded-Proto", "http")
+	if r.TLS != nil {
+		out.Header.Set("X-Forwarded-Proto", "https")
+	}
+	return out
+}
+
+// mapRefusal turns a map's non-101 answer into the error the client gets.
+func mapRefusal(instanceID string, status int) error {
+	switch status {
+	case http.StatusForbidden:
+		return apierr.Errorf(apierr.EFORBIDDEN, "map instance %q refused this page's origin", instanceID)
+	case http.StatusBadRequest:
+		return apierr.Errorf(apierr.EBADREQUEST, "map instance %q refused the upgrade: %s", instanceID, http.StatusText(status))
+	default:
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q refused the upgrade: %s", instanceID, http.StatusText(status))
+	}
+}
+
+func isWebSocketUpgrade(r *http.Request) bool {
+	return r.Method == http.MethodGet && headerHasToken(r.Header, "Connection", "upgrade") &&
+		headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// prefixConn carries the 101 head that start writes to the client.
+type prefixConn struct {
+	net.Conn
+	head []byte
+}
+
+func (p *Proxy) acquire() bool {
+	p.mu.Lock()
+	closing := p.closing
+	p.mu.Unlock()
+	if closing {
+		return false
+	}
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Proxy) release() { <-p.slots }
+
+func (p *Proxy) track(s *splice) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		return false
+	}
+	p.conns[s] = struct{}{}
+	p.wg.Add(1)
+	return true
+}
+
+func (p *Proxy) untrack(s *splice) {
+	p.mu.Lock()
+	delete(p.conns, s)
+	p.mu.Unlock()
+	p.release()
+	p.wg.Done()
+}
+
+// Close drains: no new connection is accepted, and the ones in flight are left to end
+// on their own until ctx is done, when the rest are closed. It returns once every
+// connection has ended.
+func (p *Proxy) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	n := len(p.conns)
+	for s := range p.conns {
+		s.closeBoth()
+	}
+	p.mu.Unlock()
+	<-done
+	return fmt.Errorf("drain: closed %d connections still open: %w", n, context.Cause(ctx))
+}
+
+// splice is one forwarded connection after the handshake.
+type splice struct {
+	p               *Proxy
+	client, backend net.Conn
+	started         time.Time
+	last            atomic.Int64 // unix nanos of the last byte read from either side
+	halfClosed      atomic.Bool
+	closeOnce       sync.Once
+}
+
+// start replays the map's 101 (and any bytes the map sent right after it) to the client
+// and passes on any bytes the client sent before the answer, then clears the HTTP
+// server's and the handshake's deadlines.
+func (s *splice) start(backend *bufio.Reader, client *bufio.Reader) error {
+	pc := s.backend.(*prefixConn)
+	head := pc.head
+	if n := backend.Buffered(); n > 0 {
+		b, _ := backend.Peek(n)
+		head = append(head, b...)
+	}
+	s.backend = pc.Conn
+	_ = s.client.SetDeadline(time.Now().Add(s.p.WriteTimeout))
+	if _, err := s.client.Write(head); err != nil {
+		return fmt.Errorf("write 101 to client: %w", err)
+	}
+	if n := client.Buffered(); n > 0 {
+		b, _ := client.Peek(n)
+		if _, err := s.backend.Write(b); err != nil {
+			return fmt.Errorf("pass early client bytes: %w", err)
+		}
+	}
+	_ = s.client.SetDeadline(time.Time{})
+	_ = s.backend.SetDeadline(time.Time{})
+	s.started = time.Now()
+	s.last.Store(s.started.UnixNano())
+	return nil
+}
+
+// run copies both ways until both directions ended: client to map on the calling
+// goroutine, map to client on one more.
+func (s *splice) run() {
+	defer s.p.untrack(s)
+	down := make(chan int64, 1)
+	go func() { down <- s.copy(s.client, s.backend, dirDown) }()
+	up := s.copy(s.backend, s.client, dirUp)
+	dn := <-down
+	s.closeBoth()
+	s.p.Metrics.closed(up, dn, time.Since(s.started))
+}
+
+// Directions of a splice, as metric labels.
+const (
+	dirUp   = "client_to_map"
+	dirDown = "map_to_client"
+)
+
+// copy moves bytes from src to dst until src ends or fails, and returns how many. Read
+// deadlines implement the idle timeout over both directions: a read that times out
+// looks at when the last byte went either way and waits on if that is recent. Write
+// deadlines are moved forward at most every WriteTimeout/2, not on every write.
+func (s *splice) copy(dst, src net.Conn, dir string) int64 {
+	bp := s.p.bufs.Get().(*[]byte)
+	defer s.p.bufs.Put(bp)
+	buf := *bp
+	idle, wto := s.p.IdleTimeout, s.p.WriteTimeout
+	_ = src.SetReadDeadline(time.Now().Add(idle))
+	var total, wset int64
+	counter := s.p.Metrics.bytes(dir)
+	in, out := ioFor(src), ioFor(dst)
+	for {
+		n, err := in.read(buf)
+		if n > 0 {
+			now := time.Now().UnixNano()
+			s.last.Store(now)
+			if now-wset > int64(wto/2) {
+				_ = dst.SetWriteDeadline(time.Unix(0, now).Add(wto))
+				wset = now
+			}
+			if werr := out.write(buf[:n]); werr != nil {
+				s.closeBoth()
+				return total
+			}
+			total += int64(n)
+			if counter != nil {
+				counter.Add(float64(n))
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && !s.halfClosed.Load() {
+			if last := time.Unix(0, s.last.Load()); time.Since(last) < idle {
+				_ = src.SetReadDeadline(last.Add(idle))
+				continue
+			}
+			s.closeBoth() // idle both ways
+			return total
+		}
+		break
+	}
+	// src ended: pass the end on to dst and give the other direction a moment to
+	// carry the peer's close frame before both sockets close.
+	if s.halfClosed.CompareAndSwap(false, true) {
+		if tc, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = tc.CloseWrite()
+		}
+		_ = dst.SetReadDeadline(time.Now().Add(closeGrace))
+	}
+	return total
+}
+
+// connIO is how a splice reads one side and writes the other: raw system calls where
+// the platform allows (rawio_linux.go), net.Conn otherwise.
+type connIO interface {
+	read([]byte) (int, error)
+	write([]byte) error
+}
+
+type netIO struct{ net.Conn }
+
+func (c netIO) read(b []byte) (int, error) { return c.Read(b) }
+func (c netIO) write(b []byte) error {
+	_, err := c.Write(b)
+	return err
+}
+
+func ioFor(c net.Conn) connIO {
+	if r := newRawIO(c); r != nil {
+		return r
+	}
+	return netIO{c}
+}
+
+func (s *splice) closeBoth() {
+	s.closeOnce.Do(func() {
+		s.client.Close()
+		s.backend.Close()
+	})
+}

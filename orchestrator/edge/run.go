@@ -1,0 +1,72 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// Run is the edge process: `edge` (or `orchestrator edge`, as the image runs it)
+// configured by EDGE_* variables, `edge healthcheck`, and `edge -h`. It serves until
+// SIGINT or SIGTERM and then drains. It returns the exit code.
+func Run(args, environ []string, stdout, stderr io.Writer) int {
+	var cfg Config
+	cmd := envconf.Command{
+		Name:        "edge",
+		Title:       "mapyard edge " + orchestrator.Version,
+		Note:        "EDGE_STATIC_ROUTES is for benchmarks of the proxy only: with it the edge never asks the orchestrator for routes.",
+		Healthcheck: func() error { return Healthcheck(cfg.PublicAddr) },
+	}
+	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
+		return code
+	}
+	runtime.GOMAXPROCS(cfg.Procs)
+	log := envconf.NewLogger(stderr, cfg.LogLevel)
+	e, err := New(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "edge: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := e.Open(); err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+	log.Info("edge listening", "version", orchestrator.Version, "public", e.PublicURL(), "metrics", e.MetricsURL(),
+		"orchestrator", cfg.OrchURL, "procs", cfg.Procs, "staticRoutes", cfg.StaticRoutes != "")
+	<-ctx.Done()
+	log.Info("draining", "connections", e.Proxy.Active(), "timeout", e.DrainTimeout.String())
+	if err := e.Close(context.Background()); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	return 0
+}
+
+// Healthcheck asks the local listener on addr's port for /healthz; the images'
+// healthcheck subcommands run it.
+func Healthcheck(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get("http://" + net.JoinHostPort("127.0.0.1", port) + "/healthz")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/healthz answered %d", resp.StatusCode)
+	}
+	return nil
+}
