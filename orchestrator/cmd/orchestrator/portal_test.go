@@ -77,7 +77,9 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 	if len(world.Portals) != 2 || world.Portals[0].TargetMapID != nowhere || world.Portals[1].TargetSeed == 0 {
 		t.Fatalf("source portals %+v", world.Portals)
 	}
-	base := "ws" + strings.TrimPrefix(child.public, "http")
+	// Players reach maps through the edge, which learns routes from the control listener.
+	edge := openEdge(t, child.control, secret)
+	base := "ws" + strings.TrimPrefix(edge.PublicURL(), "http")
 
 	t.Run("DeniedStaysPut", func(t *testing.T) {
 		p := world.Portals[0]
