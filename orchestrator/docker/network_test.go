@@ -26,7 +26,14 @@ func TestEnsureNetwork(t *testing.T) {
 	})
 	newName := func() string {
 		name := "mapyard-nettest-" + randomHex(t, 4)
-		t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), name) })
+		t.Cleanup(func() {
+			// The containers first: a network with endpoints cannot be removed.
+			dockertest.RemoveDeployment(t, cli, ours)
+			dockertest.RemoveDeployment(t, cli, theirs)
+			if err := cli.NetworkRemove(context.Background(), name); err != nil {
+				t.Errorf("remove network %s: %v", name, err)
+			}
+		})
 		return name
 	}
 	legacy := func(name string) string {
