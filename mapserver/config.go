@@ -14,13 +14,16 @@ import (
 )
 
 // Config is every tunable of a map server, read from the environment. The orchestrator
-// sets MAP_INSTANCE_ID, MAP_MAP_ID, MAP_ORCH_URL and MAP_INTERNAL_RPC_SECRET on each
-// container and passes the host's other MAP_* variables through.
+// sets MAP_INSTANCE_ID, MAP_MAP_ID, MAP_ORCH_URL and the container's own two
+// credentials (MAP_CREDENTIAL, MAP_ORCH_CREDENTIAL) on each container and passes the
+// host's other MAP_* variables through. A map never holds the orchestrator's secret.
 type Config struct {
 	InstanceID string `env:"MAP_INSTANCE_ID" envDefault:"dev-1" help:"instance id this server runs (set by the orchestrator)"`
 	MapID      string `env:"MAP_MAP_ID" envDefault:"default" help:"map id this server runs (set by the orchestrator)"`
 	OrchURL    string `env:"MAP_ORCH_URL" envDefault:"http://host.docker.internal:9000" help:"base URL of the orchestrator's control listener"`
-	Secret     string `env:"MAP_INTERNAL_RPC_SECRET" help:"shared secret of the control RPC (required)"`
+	Credential string `env:"MAP_CREDENTIAL" help:"this container's credential, sent on every call to the orchestrator (required; set by the orchestrator, or printed by fakeorch)"`
+	// OrchCredential is what the orchestrator presents on this map's control routes.
+	OrchCredential string `env:"MAP_ORCH_CREDENTIAL" help:"the orchestrator's credential towards this container: control requests without it get 401 (required; set by the orchestrator, or printed by fakeorch)"`
 
 	ListenHost  string `env:"MAP_LISTEN_HOST" envDefault:"0.0.0.0" help:"address both listeners bind; inside a container the host publishes them on 127.0.0.1 only"`
 	GamePort    int    `env:"MAP_GAME_PORT" envDefault:"7000" help:"port of the player WebSocket listener"`
@@ -59,8 +62,11 @@ func (c *Config) Validate() error {
 	if u, err := url.Parse(c.OrchURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("MAP_ORCH_URL=%q: must be an http(s) URL", c.OrchURL)
 	}
-	if len(c.Secret) < 16 {
-		return fmt.Errorf("MAP_INTERNAL_RPC_SECRET: required, at least 16 characters")
+	if len(c.Credential) < 16 {
+		return fmt.Errorf("MAP_CREDENTIAL: required, at least 16 characters")
+	}
+	if len(c.OrchCredential) < 16 {
+		return fmt.Errorf("MAP_ORCH_CREDENTIAL: required, at least 16 characters")
 	}
 	if net.ParseIP(c.ListenHost) == nil {
 		return fmt.Errorf("MAP_LISTEN_HOST=%q: must be an IP address", c.ListenHost)

@@ -12,7 +12,7 @@ const testSecret = "0123456789abcdef0123"
 
 func TestConfig_Defaults(t *testing.T) {
 	var c mapserver.Config
-	if err := envconf.Load(&c, []string{"MAP_INTERNAL_RPC_SECRET=" + testSecret}); err != nil {
+	if err := envconf.Load(&c, []string{"MAP_CREDENTIAL=" + testSecret, "MAP_ORCH_CREDENTIAL=" + testSecret}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Validate(); err != nil {
@@ -40,11 +40,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"MAP_SNAPSHOT_HZ=60", "MAP_SNAPSHOT_HZ"},
 		{"MAP_ORCH_URL=ftp://x", "MAP_ORCH_URL"},
 		{"MAP_INSTANCE_ID=../etc", "MAP_INSTANCE_ID"},
-		{"MAP_INTERNAL_RPC_SECRET=", "MAP_INTERNAL_RPC_SECRET"},
+		{"MAP_CREDENTIAL=", "MAP_CREDENTIAL"}, {"MAP_ORCH_CREDENTIAL=short", "MAP_ORCH_CREDENTIAL"},
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			var c mapserver.Config
-			if err := envconf.Load(&c, []string{"MAP_INTERNAL_RPC_SECRET=" + testSecret, tt.env}); err != nil {
+			if err := envconf.Load(&c, []string{"MAP_CREDENTIAL=" + testSecret, "MAP_ORCH_CREDENTIAL=" + testSecret, tt.env}); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -20,7 +21,9 @@ type Config struct {
 	PublicAddr  string `env:"ORCH_PUBLIC_ADDR" envDefault:"127.0.0.1:8081" help:"the orchestrator's own HTTP listener: /healthz, /readyz and the join API (players come through the edge on :8080, which forwards joins to the control listener)"`
 	ControlAddr string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC and admin listener (loopback; also bound on the map network gateway)"`
 	DBPath      string `env:"ORCH_DB_PATH" envDefault:"/data/mapyard.db" help:"SQLite database file; the generated secret is kept beside it"`
-	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"shared secret of the control RPC; generated on first start and kept in the data dir when empty"`
+	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"root secret every key and credential is derived from (never given to maps); generated on first start and kept in the data dir when empty"`
+	// PreviousSecret is the root before the last rotation (see docs/security.md).
+	PreviousSecret string `env:"ORCH_PREVIOUS_INTERNAL_RPC_SECRET" help:"root secret before the last rotation, so saved characters are found by their players' authKeys (also read from internal-rpc-secret.previous in the data dir)"`
 
 	CheckpointMS          int `env:"ORCH_CHECKPOINT_MS" envDefault:"300000" help:"interval between snapshot checkpoints to the database"`
 	TransferTokenTTLMS    int `env:"ORCH_TRANSFER_TOKEN_TTL_MS" envDefault:"10000" help:"lifetime of a transfer token"`
@@ -42,11 +45,17 @@ type Config struct {
 	DefaultInstanceID string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"default-1" help:"instance id of the default map (container mapyard-map-<id>)"`
 	LogLevel          string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
-	Deployment          string `env:"ORCH_DEPLOYMENT" envDefault:"mapyard" help:"name of this deployment: the orchestrator adopts and removes only map containers labelled with it"`
-	MapProbeMS          int    `env:"ORCH_MAP_PROBE_MS" envDefault:"2000" help:"interval between HTTP probes of each map's /health"`
-	MapStartTimeoutMS   int    `env:"ORCH_MAP_START_TIMEOUT_MS" envDefault:"30000" help:"a map that does not become ready this long after its start is unhealthy; also bounds how long a join waits for a lazily started map"`
-	MapOrphanGraceMS    int    `env:"ORCH_MAP_ORPHAN_GRACE_MS" envDefault:"10000" help:"labelled map containers of unknown instances found at start are removed after this long"`
-	AllowFaultInjection bool   `env:"ORCH_ALLOW_FAULT_INJECTION" envDefault:"false" help:"TESTS ONLY: let admin create pass MAP_FAULT_* variables to one instance's container"`
+	Deployment        string         `env:"ORCH_DEPLOYMENT" envDefault:"mapyard" help:"name of this deployment: the orchestrator adopts and removes only map containers labelled with it"`
+	MapProbeMS        int            `env:"ORCH_MAP_PROBE_MS" envDefault:"2000" help:"interval between HTTP probes of each map's /health"`
+	MapStartTimeoutMS int            `env:"ORCH_MAP_START_TIMEOUT_MS" envDefault:"30000" help:"a map that does not become ready this long after its start is unhealthy; also bounds how long a join waits for a lazily started map"`
+	MapOrphanGraceMS  int            `env:"ORCH_MAP_ORPHAN_GRACE_MS" envDefault:"10000" help:"labelled map containers of unknown instances found at start are removed after this long"`
+	JoinRatePerMin    int            `env:"ORCH_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64) on this public listener (the edge has its own EDGE_* limits); 0 = no limit"`
+	JoinRateBurst     int            `env:"ORCH_JOIN_RATE_BURST" envDefault:"10" help:"joins one client address may make at once"`
+	RateLimitClients  int            `env:"ORCH_RATE_LIMIT_CLIENTS" envDefault:"65536" help:"client addresses each rate limit tracks; past it the least recently seen is forgotten"`
+	TrustedProxies    []netip.Prefix `env:"ORCH_TRUSTED_PROXIES" envSeparator:"," help:"comma-separated CIDRs without spaces (e.g. 127.0.0.1/32) of reverse proxies whose X-Forwarded-For names the client; empty = the TCP peer is the client"`
+	MaxGuests         int            `env:"ORCH_MAX_GUESTS" envDefault:"10000" help:"disposable guest characters held in memory; past it guest joins get 503 capacity (players with an authKey are not affected); 0 = no bound"`
+
+	AllowFaultInjection bool `env:"ORCH_ALLOW_FAULT_INJECTION" envDefault:"false" help:"TESTS ONLY: let admin create pass MAP_FAULT_* variables to one instance's container"`
 }
 
 // Validate checks values that parse but make no sense, naming the variable.
@@ -70,6 +79,9 @@ func (c *Config) Validate() error {
 	if c.Secret != "" && len(c.Secret) < 16 {
 		return fmt.Errorf("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
+	if c.PreviousSecret != "" && len(c.PreviousSecret) < 16 {
+		return fmt.Errorf("ORCH_PREVIOUS_INTERNAL_RPC_SECRET: must be at least 16 characters")
+	}
 	for _, v := range []struct {
 		name     string
 		val, min int
@@ -89,6 +101,10 @@ func (c *Config) Validate() error {
 		{"ORCH_MAP_PROBE_MS", c.MapProbeMS, 50},
 		{"ORCH_MAP_START_TIMEOUT_MS", c.MapStartTimeoutMS, 100},
 		{"ORCH_MAP_ORPHAN_GRACE_MS", c.MapOrphanGraceMS, 0},
+		{"ORCH_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 0},
+		{"ORCH_JOIN_RATE_BURST", c.JoinRateBurst, 1},
+		{"ORCH_RATE_LIMIT_CLIENTS", c.RateLimitClients, 1},
+		{"ORCH_MAX_GUESTS", c.MaxGuests, 0},
 	} {
 		if v.val < v.min {
 			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)

@@ -39,6 +39,11 @@ func TestConfig_Defaults(t *testing.T) {
 		{"ORCH_MAP_START_TIMEOUT_MS", c.MapStartTimeoutMS, 30000},
 		{"ORCH_MAP_ORPHAN_GRACE_MS", c.MapOrphanGraceMS, 10000},
 		{"ORCH_ALLOW_FAULT_INJECTION", c.AllowFaultInjection, false},
+		{"ORCH_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 30},
+		{"ORCH_JOIN_RATE_BURST", c.JoinRateBurst, 10},
+		{"ORCH_RATE_LIMIT_CLIENTS", c.RateLimitClients, 65536},
+		{"ORCH_TRUSTED_PROXIES", len(c.TrustedProxies), 0},
+		{"ORCH_MAX_GUESTS", c.MaxGuests, 10000},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s default=%v, want %v", tt.name, tt.got, tt.want)
@@ -58,6 +63,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"ORCH_DEFAULT_INSTANCE_ID=Default_1", "ORCH_DEFAULT_INSTANCE_ID"},
 		{"ORCH_INTERNAL_RPC_SECRET=short", "ORCH_INTERNAL_RPC_SECRET"},
 		{"ORCH_LOG_LEVEL=loud", "ORCH_LOG_LEVEL"},
+		{"ORCH_JOIN_RATE_BURST=0", "ORCH_JOIN_RATE_BURST"},
+		{"ORCH_MAX_GUESTS=-1", "ORCH_MAX_GUESTS"},
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			var c orchestrator.Config

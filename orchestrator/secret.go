@@ -15,6 +15,23 @@ import (
 // running maps and later orchestrators agree on it.
 const SecretFileName = "internal-rpc-secret"
 
+// PreviousSecretFileName is where an operator rotating the root secret moves the old
+// one (see docs/security.md): the orchestrator then re-keys each saved character's
+// authKey hash when its player next joins.
+const PreviousSecretFileName = SecretFileName + ".previous"
+
+// LoadPreviousSecret returns the secret kept in dir under PreviousSecretFileName, or ""
+// when there is none.
+func LoadPreviousSecret(dir string) (string, error) {
+	buf, err := os.ReadFile(filepath.Join(dir, PreviousSecretFileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("read previous secret: %w", err)
+	}
+	return strings.TrimSpace(string(buf)), nil
+}
+
 // LoadOrCreateSecret returns the secret kept in dir, creating a new random one (256 bits,
 // file mode 0600) the first time. A concurrent first start cannot produce two secrets:
 // the file is created exclusively and the loser reads the winner's.

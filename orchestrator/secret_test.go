@@ -35,3 +35,16 @@ func TestLoadOrCreateSecret(t *testing.T) {
 		t.Fatalf("another data dir must get its own secret (err=%v)", err)
 	}
 }
+
+func TestLoadPreviousSecret(t *testing.T) {
+	dir := t.TempDir()
+	if s, err := orchestrator.LoadPreviousSecret(dir); err != nil || s != "" {
+		t.Fatalf("no rotation: %q %v, want none", s, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, orchestrator.PreviousSecretFileName), []byte("the-old-root-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := orchestrator.LoadPreviousSecret(dir); err != nil || s != "the-old-root-0123456789" {
+		t.Fatalf("after rotation: %q %v", s, err)
+	}
+}

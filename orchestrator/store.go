@@ -63,6 +63,11 @@ type CharacterStore interface {
 	// FindCharacterByKeyHash returns the character of a keyed authKey hash, or apierr.ENOTFOUND.
 	FindCharacterByKeyHash(ctx context.Context, keyHash string) (*Character, error)
 
+	// RekeyCharacter replaces a character's key hash, after the root secret (and with it
+	// the hash key) was rotated. It returns apierr.ENOTFOUND if the character no longer
+	// has oldHash (another join re-keyed it first).
+	RekeyCharacter(ctx context.Context, characterID, oldHash, newHash string) error
+
 	// CharacterState returns where a character was last saved: the newest of its
 	// character partition snapshot and its durable state. It returns apierr.ENOTFOUND if the
 	// character has never been saved in a map.

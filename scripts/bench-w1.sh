@@ -53,6 +53,18 @@ start_fake() {
 		bin/fakeorch >>"$OUT/fakeorch.log" 2>&1 &
 	FAKE_PID=$!
 	scripts/wait-ready.sh "http://127.0.0.1:$PUB/healthz" 30 >/dev/null
+	# The map's own credentials, as the fake orchestrator prints them for instance $2.
+	for _ in $(seq 1 50); do
+		line=$(grep -o "MAP_INSTANCE_ID=$2 MAP_CREDENTIAL=[^ ]* MAP_ORCH_CREDENTIAL=[^ ]*" "$OUT/fakeorch.log" | tail -n 1)
+		[ -n "$line" ] && break
+		sleep 0.1
+	done
+	MAP_CRED=$(sed -n 's/.*MAP_CREDENTIAL=\([^ ]*\).*/\1/p' <<<"$line")
+	ORCH_CRED=$(sed -n 's/.*MAP_ORCH_CREDENTIAL=\([^ ]*\).*/\1/p' <<<"$line")
+	if [ -z "$MAP_CRED" ] || [ -z "$ORCH_CRED" ]; then
+		echo "fakeorch printed no credentials for $2" >&2
+		return 1
+	fi
 }
 
 # start_map runs a fresh map container of instance $1 (map $2, default W1's) and prints
@@ -61,10 +73,10 @@ start_map() {
 	docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
 	docker run -d --rm --name "$CONTAINER" --network host "${SERVER_CPUS[@]}" \
 		-e MAP_INSTANCE_ID="${1:-w1-1}" -e MAP_MAP_ID="${2:-w1}" -e MAP_ORCH_URL="http://127.0.0.1:$CTL" \
-		-e MAP_INTERNAL_RPC_SECRET="$SECRET" -e MAP_LISTEN_HOST=127.0.0.1 -e MAP_GAME_PORT="$GP" \
+		-e MAP_CREDENTIAL="$MAP_CRED" -e MAP_ORCH_CREDENTIAL="$ORCH_CRED" -e MAP_LISTEN_HOST=127.0.0.1 -e MAP_GAME_PORT="$GP" \
 		-e MAP_CONTROL_PORT_BASE="$CP" -e MAP_LOG_LEVEL=warn -e MAP_HEARTBEAT_MS=1000 "$IMAGE" >/dev/null
 	for _ in $(seq 1 150); do
-		if curl -fsS -H "X-Mapyard-Secret: $SECRET" "http://127.0.0.1:$CP/health" 2>/dev/null |
+		if curl -fsS -H "X-Mapyard-Secret: $ORCH_CRED" "http://127.0.0.1:$CP/health" 2>/dev/null |
 			grep -q '"worldHash":"[0-9a-f]'; then
 			docker inspect -f '{{.State.Pid}}' "$CONTAINER"
 			return 0
@@ -79,7 +91,7 @@ start_map() {
 rss_mb() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 
 bots() {
-	MAP_INTERNAL_RPC_SECRET="$SECRET" "${BOT_CPUS[@]}" bin/mapbots -json \
+	MAP_ORCH_CREDENTIAL="$ORCH_CRED" "${BOT_CPUS[@]}" bin/mapbots -json \
 		-join "http://127.0.0.1:$PUB" -map "ws://127.0.0.1:$GP/ws" \
 		-metrics "http://127.0.0.1:$CP/metrics" "$@"
 }

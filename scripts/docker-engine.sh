@@ -25,10 +25,18 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
+# dockerd keeps maps from reaching each other (the map network's enable_icc=false) with
+# iptables rules it manages, so it runs with iptables wherever the kernel has them. Only
+# where it has none (some sandboxes) is it started without; published ports on
+# 127.0.0.1 still work there through docker-proxy, but maps are not isolated from each
+# other (docs/security.md).
+iptables_flags=()
+if ! iptables -S >/dev/null 2>&1; then
+	echo "docker-engine: iptables unavailable; starting dockerd without it (maps will not be isolated from each other)" >&2
+	iptables_flags=(--iptables=false --ip6tables=false)
+fi
 echo "docker-engine: starting dockerd" >&2
-# No iptables: sandboxes often lack the kernel modules; ports published on 127.0.0.1
-# still work through docker-proxy.
-setsid dockerd --iptables=false --ip6tables=false >/var/log/mapyard-dockerd.log 2>&1 < /dev/null &
+setsid dockerd "${iptables_flags[@]}" >/var/log/mapyard-dockerd.log 2>&1 < /dev/null &
 
 for _ in $(seq 1 60); do
 	if docker info >/dev/null 2>&1; then

@@ -76,9 +76,9 @@ func (m *Main) Open() error {
 	m.generated = make(chan struct{})
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Orch = control.NewClient(cfg.OrchURL, cfg.Secret)
+	m.Orch = control.NewClient(cfg.OrchURL, cfg.Credential)
 
-	m.HTTP = httpapi.NewServer(cfg.Secret, httpapi.Health{
+	m.HTTP = httpapi.NewServer(cfg.OrchCredential, httpapi.Health{
 		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: mapserver.Version,
 	}, m.Log)
 	m.HTTP.Blank, m.HTTP.FailHealth = cfg.Blank, cfg.FaultFailHealth

@@ -19,8 +19,6 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
 )
 
-const secret = faketest.Secret
-
 // fakeOrch is the fake orchestrator in-process.
 type fakeOrch struct{ *faketest.Orch }
 
@@ -33,12 +31,15 @@ func (f *fakeOrch) join(t *testing.T, body string) orchestrator.JoinResponse { r
 func mustOpenMap(t *testing.T, f *fakeOrch, tune func(*mapserver.Config)) *app.Main {
 	t.Helper()
 	cfg := mapserver.Config{
-		InstanceID: "dev-1", MapID: "default", OrchURL: f.HTTP.ControlURL(), Secret: secret,
+		InstanceID: "dev-1", MapID: "default", OrchURL: f.HTTP.ControlURL(),
 		ListenHost: "127.0.0.1", HeartbeatMS: 200, SnapshotPushMS: 10000, TickHz: 30, SnapshotHz: 15,
 		ResumeTTLMS: 10000, LogLevel: "info",
 	}
 	if tune != nil {
 		tune(&cfg)
+	}
+	if cfg.Credential == "" { // the credentials the fake orchestrator gives the instance
+		cfg.Credential, cfg.OrchCredential = faketest.Credentials(t, cfg.InstanceID)
 	}
 	m := &app.Main{Config: cfg, Log: slog.New(slog.DiscardHandler)}
 	if err := m.Open(); err != nil {
@@ -116,7 +117,8 @@ func (p *player) wantClose(code int) {
 func metrics(t *testing.T, m *app.Main) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, m.ControlURL()+control.PathMetrics, nil)
-	req.Header.Set(control.SecretHeader, secret)
+	_, orchCred := faketest.Credentials(t, m.Config.InstanceID)
+	req.Header.Set(control.SecretHeader, orchCred)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package httpapi serves a map server's two listeners: the game listener that players'
 // WebSockets reach through the orchestrator's proxy, and the control listener that
-// only the orchestrator calls, every request carrying the shared secret.
+// only the orchestrator calls, every request carrying the orchestrator's credential
+// towards this one container.
 package httpapi
 
 import (
@@ -26,8 +27,10 @@ type Health = mapcontrol.MapHealth
 type Server struct {
 	GameAddr    string
 	ControlAddr string
-	Secret      string
-	Log         *slog.Logger
+	// OrchCredential is what a control request must carry: only the orchestrator that
+	// started this container has it.
+	OrchCredential string
+	Log            *slog.Logger
 
 	// Blank marks a warm-pool server: it accepts the first instance that
 	// /control/start-instance names instead of only its own.
@@ -50,10 +53,11 @@ type Server struct {
 	servers       control.Servers
 }
 
-// NewServer returns a Server whose control routes demand secret.
-func NewServer(secret string, health Health, log *slog.Logger) *Server {
-	s := &Server{Secret: secret, health: health, Log: log, game: control.NewEcho(log), control: control.NewEcho(log)}
-	s.controlGroup = s.control.Group("", control.RequireSecret(secret))
+// NewServer returns a Server whose control routes demand orchCredential, the
+// orchestrator's credential towards this container (and nothing another map holds).
+func NewServer(orchCredential string, health Health, log *slog.Logger) *Server {
+	s := &Server{OrchCredential: orchCredential, health: health, Log: log, game: control.NewEcho(log), control: control.NewEcho(log)}
+	s.controlGroup = s.control.Group("", control.RequireSecret(orchCredential))
 	s.controlGroup.GET(mapcontrol.PathHealth, s.handleHealth)
 	s.controlGroup.POST(mapcontrol.PathStartInstance, s.handleStartInstance)
 	return s

@@ -66,7 +66,7 @@ func TestServer_Health(t *testing.T) {
 
 func TestServer_StartInstance(t *testing.T) {
 	ctx := context.Background()
-	mc := mapcontrol.NewMapClient(secret, 2*time.Second)
+	mc := mapcontrol.NewMapClient(2 * time.Second)
 	open := func(t *testing.T, blank bool) (*httpapi.Server, string, *[]mapgen.MapConfig) {
 		s := httpapi.NewServer(secret, httpapi.Health{Status: "ok", InstanceID: "frontier-9", MapID: "frontier"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.GameAddr, s.ControlAddr, s.Blank = "127.0.0.1:0", "127.0.0.1:0", blank
@@ -84,30 +84,30 @@ func TestServer_StartInstance(t *testing.T) {
 		cfg.InstanceID, cfg.Seed = "a-1", 1234
 		raw, _ := json.Marshal(cfg)
 		r := mapcontrol.StartInstance{InstanceID: "a-1", MapID: "default", Config: raw}
-		if err := mc.StartInstance(ctx, url, r); err != nil {
+		if err := mc.StartInstance(ctx, url, secret, r); err != nil {
 			t.Fatal(err)
 		}
 		if h := s.Health(); h.InstanceID != "a-1" || h.MapID != "default" {
 			t.Fatalf("health %+v after start-instance", h)
 		}
-		if err := mc.StartInstance(ctx, url, r); err != nil {
+		if err := mc.StartInstance(ctx, url, secret, r); err != nil {
 			t.Fatalf("repeated start-instance: %v", err)
 		}
 		if len(*got) != 1 || (*got)[0].Seed != 1234 || (*got)[0].InstanceID != "a-1" {
 			t.Fatalf("OnStart calls %+v, want exactly one with the config", *got)
 		}
-		err := mc.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: "b-1", MapID: "frontier"})
+		err := mc.StartInstance(ctx, url, secret, mapcontrol.StartInstance{InstanceID: "b-1", MapID: "frontier"})
 		if code := apierr.Code(err); code != apierr.ECONFLICT {
 			t.Fatalf("second instance: code %q (%v), want conflict", code, err)
 		}
 	})
 	t.Run("ErrConflictNotBlank", func(t *testing.T) {
 		_, url, _ := open(t, false)
-		err := mc.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: "a-1", MapID: "frontier"})
+		err := mc.StartInstance(ctx, url, secret, mapcontrol.StartInstance{InstanceID: "a-1", MapID: "frontier"})
 		if code := apierr.Code(err); code != apierr.ECONFLICT {
 			t.Fatalf("code %q (%v), want conflict", code, err)
 		}
-		if err := mc.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: "frontier-9", MapID: "frontier"}); err != nil {
+		if err := mc.StartInstance(ctx, url, secret, mapcontrol.StartInstance{InstanceID: "frontier-9", MapID: "frontier"}); err != nil {
 			t.Fatalf("own instance: %v", err)
 		}
 	})
@@ -118,23 +118,23 @@ func TestServer_StartInstance(t *testing.T) {
 			"UnknownMap": {InstanceID: "forest-1", MapID: "forest"},
 			"BadConfig":  {InstanceID: "forest-1", MapID: "forest", Config: json.RawMessage(`{"mapId":"forest","instanceId":"forest-1","seed":7}`)},
 		} {
-			err := mc.StartInstance(ctx, url, r)
+			err := mc.StartInstance(ctx, url, secret, r)
 			if code := apierr.Code(err); code != apierr.EBADREQUEST {
 				t.Fatalf("%s: code %q (%v), want bad_request", name, code, err)
 			}
 		}
 		// Refused configs leave the blank server free for a good one.
-		if err := mc.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: "frontier-2", MapID: "frontier"}); err != nil {
+		if err := mc.StartInstance(ctx, url, secret, mapcontrol.StartInstance{InstanceID: "frontier-2", MapID: "frontier"}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("FaultFailHealth", func(t *testing.T) {
 		s, url, _ := open(t, false)
-		if h, err := mc.Health(ctx, url); err != nil || h.InstanceID != "frontier-9" {
+		if h, err := mc.Health(ctx, url, secret); err != nil || h.InstanceID != "frontier-9" {
 			t.Fatalf("health %+v, %v", h, err)
 		}
 		s.FailHealth = true
-		if _, err := mc.Health(ctx, url); apierr.Code(err) != apierr.EUNAVAILABLE {
+		if _, err := mc.Health(ctx, url, secret); apierr.Code(err) != apierr.EUNAVAILABLE {
 			t.Fatalf("health with fault injected: %v, want unavailable", err)
 		}
 	})

@@ -43,33 +43,42 @@ type MapHealth struct {
 	WorldHash string `json:"worldHash,omitempty"`
 }
 
+// Environment variables through which the orchestrator hands a map container its
+// credentials. Each container gets its own pair and nothing else secret.
+const (
+	// EnvCredential is the map's credential, sent on every call to the orchestrator:
+	// it says which container calls, and the orchestrator lets it act for the instance
+	// that container runs only.
+	EnvCredential = "MAP_CREDENTIAL"
+	// EnvOrchCredential is the orchestrator's credential towards this container: the
+	// map answers its control routes only to requests that carry it.
+	EnvOrchCredential = "MAP_ORCH_CREDENTIAL"
+)
+
 // MapClient calls the map side of the control RPC on a map's published control port.
-// The orchestrator's supervisor uses it for health probes and to hand out instances.
+// The orchestrator's supervisor uses it for health probes and to hand out instances,
+// with the credential of the container it calls (each map accepts only its own).
 type MapClient struct {
-	Secret string
-	HTTP   *http.Client
+	HTTP *http.Client
 }
 
 // NewMapClient returns a MapClient whose requests time out after timeout.
-func NewMapClient(secret string, timeout time.Duration) *MapClient {
-	return &MapClient{Secret: secret, HTTP: &http.Client{Timeout: timeout, Transport: &http.Transport{
+func NewMapClient(timeout time.Duration) *MapClient {
+	return &MapClient{HTTP: &http.Client{Timeout: timeout, Transport: &http.Transport{
 		MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second,
 	}}}
 }
 
-// Health asks the map at baseURL for GET /health. Any non-2xx answer is an error.
-func (c *MapClient) Health(ctx context.Context, baseURL string) (MapHealth, error) {
+// Health asks the map at baseURL for GET /health, presenting cred. Any non-2xx answer
+// is an error; a map that does not know cred answers EUNAUTHORIZED.
+func (c *MapClient) Health(ctx context.Context, baseURL, cred string) (MapHealth, error) {
 	var h MapHealth
-	err := c.call(ctx, http.MethodGet, baseURL+PathHealth, nil, &h)
+	err := control.Call(ctx, c.HTTP, http.MethodGet, baseURL+PathHealth, cred, nil, &h)
 	return h, err
 }
 
-// StartInstance posts r to the map at baseURL. Error codes from the map: EBADREQUEST,
-// ECONFLICT (the map already runs another instance).
-func (c *MapClient) StartInstance(ctx context.Context, baseURL string, r StartInstance) error {
-	return c.call(ctx, http.MethodPost, baseURL+PathStartInstance, r, nil)
-}
-
-func (c *MapClient) call(ctx context.Context, method, url string, in, out any) error {
-	return control.Call(ctx, c.HTTP, method, url, c.Secret, in, out)
+// StartInstance posts r to the map at baseURL, presenting cred. Error codes from the
+// map: EUNAUTHORIZED, EBADREQUEST, ECONFLICT (the map already runs another instance).
+func (c *MapClient) StartInstance(ctx context.Context, baseURL, cred string, r StartInstance) error {
+	return control.Call(ctx, c.HTTP, http.MethodPost, baseURL+PathStartInstance, cred, r, nil)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -47,11 +48,15 @@ type Store interface {
 const (
 	DefaultTTL           = 10 * time.Second
 	DefaultGuestLeaseTTL = 24 * time.Hour
-	DefaultName          = "wanderer"
-	MaxNameLen           = 32
-	disposablePrefix     = "~" // Subject of a disposable session; never a base64url key hash
-	guestIDPrefix        = "guest-"
-	transferEventPrefix  = "transfer-"
+	// DefaultMaxGuests bounds the disposable characters held in memory (a few hundred
+	// bytes each): enough for a busy host, small enough that a flood of guest joins
+	// cannot exhaust the orchestrator.
+	DefaultMaxGuests    = 10000
+	DefaultName         = "wanderer"
+	MaxNameLen          = 32
+	disposablePrefix    = "~" // Subject of a disposable session; never a base64url key hash
+	guestIDPrefix       = "guest-"
+	transferEventPrefix = "transfer-"
 )
 
 // Service is the admission service. Set the exported fields (NewService does), Open it
@@ -59,9 +64,12 @@ const (
 type Service struct {
 	Signer *ticket.Signer
 	Keys   *ticket.KeyHasher
-	Store  Store
-	Maps   Maps
-	Log    *slog.Logger
+	// PreviousKeys hashes authKeys as the root secret before the last rotation did; nil
+	// when there is none. See rekey.
+	PreviousKeys *ticket.KeyHasher
+	Store        Store
+	Maps         Maps
+	Log          *slog.Logger
 	// Wanted finds the configs of running instances, the parents of derived maps;
 	// NewService sets it when the store provides it.
 	Wanted WantedInstances
@@ -72,6 +80,10 @@ type Service struct {
 	// GuestLeaseTTL bounds the memory disposable characters hold: a guest lease not
 	// renewed for this long is forgotten by Sweep (its player re-joins as a new guest).
 	GuestLeaseTTL time.Duration
+	// MaxGuests bounds the disposable characters (their leases and hand-overs) held in
+	// memory; past it guest joins are refused with ECAPACITY until guests leave or are
+	// forgotten. Players with an authKey are not affected. 0 means no bound.
+	MaxGuests int
 	// SweepInterval is how often the sweeper started by Open runs Sweep.
 	SweepInterval time.Duration
 
@@ -88,13 +100,14 @@ type Service struct {
 	handovers map[string]*control.CharacterState // final states of disposable characters in transit
 }
 
-// NewService returns a Service signing with secret.
-func NewService(secret string, store Store, maps Maps, defaultInstanceID string, log *slog.Logger) *Service {
+// NewService returns a Service signing tickets and hashing authKeys with keys derived
+// from root.
+func NewService(root *keys.Root, store Store, maps Maps, defaultInstanceID string, log *slog.Logger) *Service {
 	return &Service{
-		Signer: ticket.NewSigner(secret), Keys: ticket.NewKeyHasher(secret),
+		Signer: ticket.NewSigner(root.TicketKey()), Keys: ticket.NewKeyHasher(root.AuthKeyHashKey()),
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
-		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL,
+		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
 		handovers: make(map[string]*control.CharacterState), SweepInterval: DefaultSweepInterval,
 		Wanted: wanted(store),
 	}
@@ -125,6 +138,41 @@ func (s *Service) forgetIdleGuests(now time.Time) {
 	}
 }
 
+// guestsFullLocked reports whether no new disposable character fits in memory. The
+// caller holds s.mu.
+func (s *Service) guestsFullLocked() bool {
+	return s.MaxGuests > 0 && len(s.guests) >= s.MaxGuests
+}
+
+// errGuestsFull is the answer to a guest past MaxGuests.
+var errGuestsFull = &apierr.Error{Code: apierr.ECAPACITY, Message: "this server holds as many guest players as it may; try again later, or join with an authKey"}
+
+// GuestsFull reports whether a new disposable character would be refused now.
+func (s *Service) GuestsFull() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.guestsFullLocked()
+}
+
+// guestWontFit reports whether characterID is a disposable character that holds no
+// lease yet and would not fit.
+func (s *Service) guestWontFit(characterID string) bool {
+	if !IsDisposable(characterID) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, held := s.guests[characterID]
+	return !held && s.guestsFullLocked()
+}
+
+// Guests is the number of disposable characters held in memory.
+func (s *Service) Guests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.guests)
+}
+
 // lock serializes everything that reads and then changes one character's lease.
 func (s *Service) lock(characterID string) func() {
 	m := &s.locks[maphash.String(s.seed, characterID)%uint64(len(s.locks))]
@@ -137,8 +185,9 @@ func IsDisposable(characterID string) bool { return strings.HasPrefix(characterI
 
 // Join resolves the identity of r into a character and returns a join ticket for the
 // map it should enter: the instance it was last saved in if that map is ready, else the
-// default map. Error codes: EBADREQUEST (bad authKey or name), EMAPQUARANTINED,
-// EMAPUNAVAILABLE (the default map cannot take players).
+// default map. Error codes: EBADREQUEST (bad authKey or name), ECAPACITY (no room for
+// another guest), EMAPQUARANTINED, EMAPUNAVAILABLE (the default map cannot take
+// players).
 func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
 	name, err := cleanName(r.Name)
 	if err != nil {
@@ -146,10 +195,16 @@ func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 	}
 	var characterID, subject, target string
 	if r.AuthKey == "" {
+		if s.GuestsFull() {
+			return nil, errGuestsFull
+		}
 		characterID, subject = guestIDPrefix+ticket.NewID(9), disposablePrefix+ticket.NewID(12)
 	} else {
 		keyHash, err := s.Keys.Hash(r.AuthKey)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.rekey(ctx, r.AuthKey, keyHash); err != nil {
 			return nil, err
 		}
 		ch, err := s.character(ctx, keyHash, name)
@@ -256,6 +311,9 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 			delete(s.guests, l.CharacterID)
 			return nil
 		}
+		if _, held := s.guests[l.CharacterID]; !held && s.guestsFullLocked() {
+			return errGuestsFull
+		}
 		s.guests[l.CharacterID] = guestLease{Lease: l, at: s.Now()}
 		return nil
 	}
@@ -264,13 +322,23 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 
 // Authorize checks that instanceID holds characterID's lease at epoch: the gate every
 // per-character write from a map passes, so a map that lost a character (to a transfer
-// or a second login) can no longer change it. Error code: ECONFLICT.
+// or a second login) can no longer change it, and no map can change a character it
+// never held. Error codes: EFORBIDDEN (another instance, or none, holds the character),
+// ECONFLICT (this instance holds it at another epoch: a second login in the same map).
 func (s *Service) Authorize(ctx context.Context, characterID, instanceID string, epoch int64) error {
 	l, err := s.lease(ctx, characterID)
 	if err != nil {
 		return err
 	}
-	if l.InstanceID != instanceID || l.Epoch != epoch || instanceID == "" {
+	return holds(l, characterID, instanceID, epoch)
+}
+
+// holds is Authorize's rule over a lease already read.
+func holds(l orchestrator.Lease, characterID, instanceID string, epoch int64) error {
+	switch {
+	case l.InstanceID != instanceID || instanceID == "":
+		return apierr.Errorf(apierr.EFORBIDDEN, "character %q is not held by map instance %q", characterID, instanceID)
+	case l.Epoch != epoch:
 		return apierr.Errorf(apierr.ECONFLICT, "character %q is not authoritative in %q at epoch %d", characterID, instanceID, epoch)
 	}
 	return nil

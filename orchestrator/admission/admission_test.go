@@ -15,6 +15,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 const (
@@ -143,7 +144,7 @@ func (e *env) open(tb testing.TB) {
 	db := e.db
 	tb.Cleanup(func() { db.Close() })
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.svc = admission.NewService(secret, e.db, e.maps, "default-1", log)
+	e.svc = admission.NewService(testutil.Root(tb, secret), e.db, e.maps, "default-1", log)
 	e.svc.Now = e.clock.Now
 }
 

@@ -138,8 +138,8 @@ func (m *model) step() string {
 				Epoch: epoch, State: control.CharacterState{MapID: from, X: x, Revision: int64(m.nextID)},
 			})
 			if err != nil {
-				m.expect(err, apierr.ECONFLICT, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
-				if apierr.Code(err) == apierr.ECONFLICT {
+				m.expect(err, apierr.ECONFLICT, apierr.EFORBIDDEN, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
+				if code := apierr.Code(err); code == apierr.ECONFLICT || code == apierr.EFORBIDDEN {
 					delete(m.beliefs[from], ch) // the map learns it lost the character
 				}
 				return "transfer refused"

@@ -19,7 +19,7 @@ import (
 // learns it on its next write (Authorize fails).
 //
 // Error codes: EBADREQUEST, ETICKETINVALID, ETICKETEXPIRED, ETICKETUSED, EWRONGMAP,
-// EMAPQUARANTINED, EMAPUNAVAILABLE.
+// ECAPACITY (a new guest past MaxGuests), EMAPQUARANTINED, EMAPUNAVAILABLE.
 func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
 	if !control.ValidName(r.InstanceID) {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "instanceId must be a valid id")
@@ -53,6 +53,11 @@ func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (*control
 		default:
 			return nil, apierr.Errorf(apierr.ETICKETUSED, "transfer token already used")
 		}
+	}
+	// A guest that would not fit is refused before its ticket is used up, so it can
+	// come back later with the same ticket while that is still valid.
+	if s.guestWontFit(c.CharacterID) {
+		return nil, errGuestsFull
 	}
 	if err := s.useNonce(ctx, c.Nonce, time.UnixMilli(c.ExpiresAtMs)); err != nil {
 		return nil, err

@@ -26,8 +26,9 @@ var pendingStates = []orchestrator.TransferState{
 // TransferID returns the same token. The destination is started if needed; if it cannot
 // take players the request fails and the character stays where it is.
 //
-// Error codes: EBADREQUEST, ECONFLICT (the source does not hold the character at that
-// epoch, or the id was used for another transfer), EMAPQUARANTINED, EMAPUNAVAILABLE.
+// Error codes: EBADREQUEST, EFORBIDDEN (the source does not hold the character),
+// ECONFLICT (it holds it at another epoch, or the id was used for another transfer),
+// EMAPQUARANTINED, EMAPUNAVAILABLE.
 func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error) {
 	toMapID := r.ToMapID
 	if r.ToInstanceID == "" && r.ToMapID != "" {
@@ -72,8 +73,8 @@ func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest
 	if err != nil {
 		return nil, err
 	}
-	if lease.InstanceID != r.FromInstanceID || lease.Epoch != r.Epoch {
-		return nil, apierr.Errorf(apierr.ECONFLICT, "character %q is not authoritative in %q at epoch %d", r.CharacterID, r.FromInstanceID, r.Epoch)
+	if err := holds(lease, r.CharacterID, r.FromInstanceID, r.Epoch); err != nil {
+		return nil, err
 	}
 
 	now := s.Now()

@@ -44,7 +44,7 @@ func TestTransfer(t *testing.T) {
 		}
 	})
 	t.Run("SourceLostAuthority", func(t *testing.T) {
-		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch), apierr.ECONFLICT)
+		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch), apierr.EFORBIDDEN)
 	})
 	t.Run("ErrWrongMap", func(t *testing.T) {
 		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: a.Token})
@@ -76,9 +76,9 @@ func TestTransfer(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("ErrConflictStaleEpoch", func(t *testing.T) {
+	t.Run("ErrForbiddenNotHeld", func(t *testing.T) {
 		_, err := e.svc.RequestTransfer(ctx, transferReq("tr-2", r, "default-1", "cave", 1))
-		wantCode(t, err, apierr.ECONFLICT)
+		wantCode(t, err, apierr.EFORBIDDEN)
 	})
 }
 
@@ -138,7 +138,7 @@ func TestTransfer_Failures(t *testing.T) {
 		if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-f", InstanceID: "frontier-1", Reason: "spawn failed"}); err != nil {
 			t.Fatal(err)
 		}
-		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch), apierr.ECONFLICT)
+		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch), apierr.EFORBIDDEN)
 	})
 	t.Run("LazyCreatesTemplateInstance", func(t *testing.T) {
 		e := newEnv(t)

@@ -30,11 +30,19 @@ const (
 	ESCHEMAVERSION   = "schema_version"
 	EHASHMISMATCH    = "hash_mismatch"
 	EINVALIDENVELOPE = "invalid_envelope"
+	// ERATELIMITED refuses a client address over its request rate; Retry-After says when
+	// to come back.
+	ERATELIMITED = "rate_limited"
+	// ECAPACITY refuses what would grow state held in memory past its configured bound
+	// (for example disposable guest characters); it clears as players leave.
+	ECAPACITY = "capacity"
 
 	// Codes of HTTP-level refusals, so that they too carry a code a client can branch on.
 	EMETHODNOTALLOWED = "method_not_allowed"
 	EUNSUPPORTEDMEDIA = "unsupported_media_type"
-	EFORBIDDEN        = "forbidden"
+	// EFORBIDDEN refuses a caller that is who it says but acts for someone else: a map
+	// calling for another instance, or for a character whose lease it does not hold.
+	EFORBIDDEN = "forbidden"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;
@@ -87,6 +95,9 @@ var statuses = map[string]int{
 	EHASHMISMATCH:    http.StatusBadRequest,
 	ESCHEMAVERSION:   http.StatusBadRequest,
 	EUNAUTHORIZED:    http.StatusUnauthorized,
+	EFORBIDDEN:       http.StatusForbidden,
+	ERATELIMITED:     http.StatusTooManyRequests,
+	ECAPACITY:        http.StatusServiceUnavailable,
 	ETICKETINVALID:   http.StatusUnauthorized,
 	ETICKETEXPIRED:   http.StatusUnauthorized,
 	ETICKETUSED:      http.StatusConflict,
@@ -101,7 +112,6 @@ var statuses = map[string]int{
 
 	EMETHODNOTALLOWED: http.StatusMethodNotAllowed,
 	EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
-	EFORBIDDEN:        http.StatusForbidden,
 }
 
 // Status returns the HTTP status an error code is answered with, so both sides of the

@@ -20,6 +20,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
@@ -97,12 +98,15 @@ func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 	h := &harness{tb: tb, cli: cli, deployment: "test-" + randomHex(tb, 4), beats: map[string]int{}}
 	tb.Cleanup(func() { dockertest.RemoveDeployment(tb, cli, h.deployment) })
 
-	gateway, err := docker.EnsureNetwork(ctx, cli, "mapyard")
+	mapNet, err := docker.EnsureNetwork(ctx, cli, "mapyard", h.deployment)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h.gateway = gateway
-	secret := randomHex(tb, 16)
+	h.gateway = mapNet.Gateway
+	root, err := keys.NewRoot(randomHex(tb, 16))
+	if err != nil {
+		tb.Fatal(err)
+	}
 	var log *slog.Logger
 	if _, ok := tb.(*testing.B); ok && os.Getenv("MAPYARD_BENCH_LOG") == "" {
 		log = slog.New(slog.DiscardHandler)
@@ -110,7 +114,7 @@ func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 		log = slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	h.rt = docker.NewRuntime(cli, docker.Template{
-		Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway, Deployment: h.deployment,
+		Image: dockertest.MapImage(), Network: "mapyard", Gateway: mapNet.Gateway, Deployment: h.deployment,
 		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
 	})
 	opts := supervise.DefaultOptions()
@@ -121,7 +125,7 @@ func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 	opts.StopGrace = 2 * time.Second
 	opts.OrphanGrace = 300 * time.Millisecond
 	opts.PoolSize = 0
-	sup := supervise.New(h.rt, mapcontrol.NewMapClient(secret, time.Second), log, opts)
+	sup := supervise.New(h.rt, mapcontrol.NewMapClient(time.Second), root, log, opts)
 	sup.OnTransition = func(id string, from, to orchestrator.InstanceState, reason string) {
 		h.mu.Lock()
 		h.transitions = append(h.transitions, transition{time.Now(), id, from, to, reason})
@@ -132,8 +136,9 @@ func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 	}
 	h.sup = sup
 
-	srv := httpapi.NewServer(countingMaps{sup, h}, nil, nil, secret, log)
-	srv.PublicAddr, srv.ControlAddr, srv.ControlExtraIPs = "127.0.0.1:0", "127.0.0.1:0", []string{gateway}
+	srv := httpapi.NewServer(countingMaps{sup, h}, nil, nil, root, log)
+	srv.Callers = sup
+	srv.PublicAddr, srv.ControlAddr, srv.ControlExtraIPs = "127.0.0.1:0", "127.0.0.1:0", []string{mapNet.Gateway}
 	if err := srv.Open(); err != nil {
 		tb.Fatal(err)
 	}
@@ -141,7 +146,6 @@ func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 	tb.Cleanup(func() { srv.Close(context.Background()) })
 	sup.Env = []string{
 		fmt.Sprintf("MAP_ORCH_URL=http://host.docker.internal:%d", srv.ControlPort()),
-		"MAP_INTERNAL_RPC_SECRET=" + secret,
 		"MAP_HEARTBEAT_MS=300",
 	}
 	if err := sup.Open(ctx); err != nil {

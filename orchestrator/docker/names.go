@@ -33,4 +33,9 @@ const (
 	// LabelDeployment scopes containers to one orchestrator deployment (ORCH_DEPLOYMENT),
 	// so an orchestrator never adopts or removes another deployment's maps (or a test's).
 	LabelDeployment = "io.mapyard.deployment"
+	// LabelGeneration and LabelKeyID say whose credentials a container holds: with
+	// LabelInstance (the id it was created for) they let a restarted orchestrator
+	// recompute them. Neither is secret.
+	LabelGeneration = "io.mapyard.generation"
+	LabelKeyID      = "io.mapyard.keyid"
 )

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/docker/go-connections/nat"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
@@ -47,13 +47,6 @@ type API interface {
 	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
 }
 
-// NetworkAPI is the part of *client.Client EnsureNetwork uses.
-type NetworkAPI interface {
-	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
-	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
-	NetworkRemove(ctx context.Context, networkID string) error
-}
-
 // Template is what every map container of a deployment shares.
 type Template struct {
 	Deployment string // value of the io.mapyard.deployment label
@@ -75,58 +68,6 @@ var _ supervise.Runtime = (*Runtime)(nil)
 
 // NewRuntime returns a Runtime creating containers from t through api.
 func NewRuntime(api API, t Template) *Runtime { return &Runtime{API: api, Template: t} }
-
-// EnsureNetwork returns the gateway IP of the user-defined bridge network name, creating
-// the network (labelled as mapyard's) if it does not exist. The engine does not make
-// names unique atomically: processes creating the network at the same moment may get
-// one each. All of them then use the oldest, and the losers remove their own.
-func EnsureNetwork(ctx context.Context, api NetworkAPI, name string) (gateway string, err error) {
-	nw, err := oldestNetwork(ctx, api, name)
-	if errdefs.IsNotFound(err) {
-		created, cerr := api.NetworkCreate(ctx, name, network.CreateOptions{
-			Driver: "bridge",
-			Labels: map[string]string{LabelManaged: "true"},
-		})
-		if cerr != nil && !errdefs.IsConflict(cerr) {
-			return "", fmt.Errorf("create network %q: %w", name, cerr)
-		}
-		nw, err = oldestNetwork(ctx, api, name)
-		if err == nil && created.ID != "" && created.ID != nw.ID {
-			_ = api.NetworkRemove(ctx, created.ID)
-		}
-	}
-	if err != nil {
-		return "", err
-	}
-	for _, c := range nw.IPAM.Config {
-		if ip := net.ParseIP(c.Gateway); ip != nil && ip.To4() != nil {
-			return c.Gateway, nil
-		}
-	}
-	return "", fmt.Errorf("network %q has no IPv4 gateway", name)
-}
-
-// oldestNetwork returns the oldest network called exactly name.
-func oldestNetwork(ctx context.Context, api NetworkAPI, name string) (network.Summary, error) {
-	list, err := api.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
-	if err != nil {
-		return network.Summary{}, fmt.Errorf("list networks %q: %w", name, err)
-	}
-	var out network.Summary
-	found := false
-	for _, nw := range list {
-		if nw.Name != name {
-			continue // the name filter matches substrings
-		}
-		if !found || nw.Created.Before(out.Created) || (nw.Created.Equal(out.Created) && nw.ID < out.ID) {
-			out, found = nw, true
-		}
-	}
-	if !found {
-		return network.Summary{}, fmt.Errorf("no network %q: %w", name, errdefs.ErrNotFound)
-	}
-	return out, nil
-}
 
 // Start removes whatever container holds the instance's name (a stale one), then
 // creates and starts the container of spec and reads back its published ports.
@@ -151,7 +92,8 @@ func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Con
 	if err != nil {
 		return supervise.Container{}, fmt.Errorf("container %s: %w", shortID(id), err)
 	}
-	return supervise.Container{ID: id, Name: name, InstanceID: spec.InstanceID, Pool: spec.Pool, Running: true, Exit: supervise.Exit{Code: -1}, Ports: ports}, nil
+	return supervise.Container{ID: id, Name: name, InstanceID: spec.InstanceID, Pool: spec.Pool, Running: true, Exit: supervise.Exit{Code: -1}, Ports: ports,
+		Identity: keys.Identity{InstanceID: spec.InstanceID, Generation: spec.Generation}, KeyID: spec.KeyID}, nil
 }
 
 // create creates (without starting) the container of spec and returns its id. The
@@ -175,6 +117,8 @@ func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) 
 			LabelInstance:   s.InstanceID,
 			LabelMap:        s.MapID,
 			LabelDeployment: t.Deployment,
+			LabelGeneration: s.Generation,
+			LabelKeyID:      s.KeyID,
 		},
 		StopSignal: "SIGTERM",
 	}
@@ -231,7 +175,8 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 	}
 	out := make([]supervise.Container, 0, len(list))
 	for _, s := range list {
-		c := supervise.Container{ID: s.ID, Pool: s.Labels[LabelPool] == "true", Running: s.State == "running", Exit: supervise.Exit{Code: -1}}
+		c := supervise.Container{ID: s.ID, Pool: s.Labels[LabelPool] == "true", Running: s.State == "running", Exit: supervise.Exit{Code: -1},
+			Identity: keys.Identity{InstanceID: s.Labels[LabelInstance], Generation: s.Labels[LabelGeneration]}, KeyID: s.Labels[LabelKeyID]}
 		if len(s.Names) > 0 {
 			c.Name = strings.TrimPrefix(s.Names[0], "/")
 			c.InstanceID, _ = InstanceFromContainerName(s.Names[0])

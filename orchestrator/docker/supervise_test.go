@@ -290,7 +290,7 @@ func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 
 	opts := h.sup.Options
 	opts.PoolSize = 0
-	next := supervise.New(h.rt, h.sup.RPC, h.sup.Log, opts)
+	next := supervise.New(h.rt, h.sup.RPC, h.sup.Credentials, h.sup.Log, opts)
 	next.Store = store
 	if err := next.Open(ctx); err != nil {
 		t.Fatal(err)

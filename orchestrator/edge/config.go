@@ -3,6 +3,7 @@ package edge
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -24,6 +25,13 @@ type Config struct {
 	DrainTimeoutMS int    `env:"EDGE_DRAIN_TIMEOUT_MS" envDefault:"10000" help:"on SIGTERM, how long open WebSockets may go on before they are closed"`
 	Procs          int    `env:"EDGE_PROCS" envDefault:"1" help:"threads running the edge's Go code at once (GOMAXPROCS); 1 costs the least CPU and latency per message because no wake-up crosses threads, and one core copies far more than a host's players send"`
 	LogLevel       string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+
+	JoinRatePerMin   int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
+	JoinRateBurst    int            `env:"EDGE_JOIN_RATE_BURST" envDefault:"10" help:"joins one client address may make at once"`
+	WSRatePerMin     int            `env:"EDGE_WS_RATE_PER_MIN" envDefault:"60" help:"map WebSocket upgrades a minute allowed from one client address; more get 429 rate_limited; 0 = no limit"`
+	WSRateBurst      int            `env:"EDGE_WS_RATE_BURST" envDefault:"20" help:"map WebSocket upgrades one client address may make at once"`
+	RateLimitClients int            `env:"EDGE_RATE_LIMIT_CLIENTS" envDefault:"65536" help:"client addresses each rate limit tracks; past it the least recently seen is forgotten"`
+	TrustedProxies   []netip.Prefix `env:"EDGE_TRUSTED_PROXIES" envSeparator:"," help:"comma-separated CIDRs without spaces (e.g. 127.0.0.1/32) of reverse proxies whose X-Forwarded-For names the client; empty = the TCP peer is the client"`
 
 	StaticRoutes string `env:"EDGE_STATIC_ROUTES" envDefault:"" help:"BENCHMARKS ONLY: fixed routes instance=port,... used instead of the orchestrator's table"`
 }
@@ -52,6 +60,11 @@ func (c *Config) Validate() error {
 		{"EDGE_WRITE_TIMEOUT_MS", c.WriteTimeoutMS, 100},
 		{"EDGE_DRAIN_TIMEOUT_MS", c.DrainTimeoutMS, 0},
 		{"EDGE_PROCS", c.Procs, 1},
+		{"EDGE_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 0},
+		{"EDGE_JOIN_RATE_BURST", c.JoinRateBurst, 0},
+		{"EDGE_WS_RATE_PER_MIN", c.WSRatePerMin, 0},
+		{"EDGE_WS_RATE_BURST", c.WSRateBurst, 0},
+		{"EDGE_RATE_LIMIT_CLIENTS", c.RateLimitClients, 0},
 	} {
 		if v.val < v.min {
 			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)

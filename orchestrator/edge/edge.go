@@ -32,6 +32,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
 
 //go:embed static
@@ -69,6 +70,10 @@ type Edge struct {
 	Routes       *Routes
 	Registry     *prometheus.Registry
 	Log          *slog.Logger
+	// JoinLimit and WSLimit limit joins and map WebSocket upgrades per client address
+	// (nil: no limit); Clients says how a request's client address is found.
+	JoinLimit, WSLimit *ratelimit.Limiter
+	Clients            ratelimit.ClientAddr
 
 	source  RouteSource // nil with static routes
 	public  *echo.Echo
@@ -101,6 +106,10 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.Proxy.WriteTimeout = orchestrator.Ms(cfg.WriteTimeoutMS)
 	e.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	e.Proxy.Metrics = NewMetrics(e.Registry)
+	e.JoinLimit = newLimiter(cfg.JoinRatePerMin, cfg.JoinRateBurst, cfg.RateLimitClients)
+	e.WSLimit = newLimiter(cfg.WSRatePerMin, cfg.WSRateBurst, cfg.RateLimitClients)
+	e.Clients = ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies}
+	registerLimitMetrics(e.Registry, map[string]*ratelimit.Limiter{"join": e.JoinLimit, "ws": e.WSLimit})
 	static, _ := cfg.ParseStaticRoutes()
 	if static != nil {
 		e.Routes = NewStaticRoutes(static)
@@ -121,11 +130,11 @@ func (e *Edge) Open() (err error) {
 	e.public = control.NewEcho(e.Log)
 	e.public.GET("/healthz", e.handleHealthz)
 	e.public.GET("/readyz", e.handleReadyz)
-	e.public.POST(control.PathJoin, e.handleJoin)
+	e.public.POST(control.PathJoin, e.handleJoin, e.JoinLimit.Echo(e.Clients))
 	// The page's catch-all would answer other methods of the join with not_found.
 	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, control.PathJoin,
 		func(echo.Context) error { return echo.ErrMethodNotAllowed })
-	e.public.GET("/maps/:id/ws", e.handleMapWS)
+	e.public.GET("/maps/:id/ws", e.handleMapWS, e.WSLimit.Echo(e.Clients))
 	e.public.GET("/", e.handleStatic)
 	e.public.GET("/*", e.handleStatic)
 	mux := control.NewEcho(e.Log)

@@ -18,6 +18,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
 // Registry tracks the map servers that registered. It implements orchestrator.Maps; what
@@ -28,8 +29,11 @@ type Registry struct {
 	// DefaultInstanceID is the instance whose registration makes /readyz answer 200.
 	DefaultInstanceID string
 	RPC               *mapcontrol.MapClient
-	Log               *slog.Logger
-	Now               func() time.Time
+	// Root mints the credentials of maps started by hand: each of generation
+	// DevGeneration (see DevCredentials).
+	Root *keys.Root
+	Log  *slog.Logger
+	Now  func() time.Time
 	// Configs holds MapConfigs (JSON) by instance id, sent in start-instance to the map
 	// that registers as that instance; an instance without one runs its map's template.
 	Configs map[string]json.RawMessage
@@ -40,11 +44,32 @@ type Registry struct {
 
 var _ orchestrator.Maps = (*Registry)(nil)
 
-// NewRegistry returns a Registry that reaches maps on 127.0.0.1 with secret.
-func NewRegistry(secret, defaultInstanceID string, log *slog.Logger) *Registry {
+// DevGeneration is the generation of every map container started by hand against the
+// fake orchestrator: there is one container per instance id, and no restarts to tell
+// apart.
+const DevGeneration = "dev"
+
+// DevCredentials returns the environment a map started by hand as instanceID needs
+// (MAP_CREDENTIAL and MAP_ORCH_CREDENTIAL), minted by root.
+func DevCredentials(root *keys.Root, instanceID string) ([]string, error) {
+	id := keys.Identity{InstanceID: instanceID, Generation: DevGeneration}
+	mc, err := root.MapCredential(id)
+	if err != nil {
+		return nil, err
+	}
+	oc, err := root.OrchCredential(id)
+	if err != nil {
+		return nil, err
+	}
+	return []string{mapcontrol.EnvCredential + "=" + mc, mapcontrol.EnvOrchCredential + "=" + oc}, nil
+}
+
+// NewRegistry returns a Registry that reaches maps on 127.0.0.1 with credentials
+// minted by root.
+func NewRegistry(root *keys.Root, defaultInstanceID string, log *slog.Logger) *Registry {
 	return &Registry{
-		MapHost: "127.0.0.1", DefaultInstanceID: defaultInstanceID,
-		RPC: mapcontrol.NewMapClient(secret, 2*time.Second), Log: log, Now: time.Now,
+		MapHost: "127.0.0.1", DefaultInstanceID: defaultInstanceID, Root: root,
+		RPC: mapcontrol.NewMapClient(2 * time.Second), Log: log, Now: time.Now,
 		instances: make(map[string]*orchestrator.Instance),
 	}
 }
@@ -60,7 +85,11 @@ func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
 		return apierr.Errorf(apierr.EBADREQUEST, "gamePort and controlPort must be ports")
 	}
 	url := fmt.Sprintf("http://%s:%d", r.MapHost, m.ControlPort)
-	if err := r.RPC.StartInstance(ctx, url, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID, Config: r.Configs[m.InstanceID]}); err != nil {
+	cred, err := r.Root.OrchCredential(keys.Identity{InstanceID: m.InstanceID, Generation: DevGeneration})
+	if err != nil {
+		return err
+	}
+	if err := r.RPC.StartInstance(ctx, url, cred, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID, Config: r.Configs[m.InstanceID]}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", m.InstanceID, err)
 	}
 	r.mu.Lock()

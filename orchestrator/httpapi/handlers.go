@@ -29,6 +29,9 @@ func (s *Server) handleMapReady(c echo.Context) error {
 	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
 		return err
 	}
+	if err := actFor(c, r.InstanceID); err != nil {
+		return err
+	}
 	if err := s.Maps.MapReady(c.Request().Context(), r); err != nil {
 		return err
 	}
@@ -41,6 +44,9 @@ func (s *Server) handleMapReady(c echo.Context) error {
 func (s *Server) handleHeartbeat(c echo.Context) error {
 	var h control.Heartbeat
 	if err := control.DecodeJSON(c, &h, control.DefaultMaxBodySize); err != nil {
+		return err
+	}
+	if err := actFor(c, h.InstanceID); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, control.HeartbeatAnswer{Registered: s.Maps.Heartbeat(h.InstanceID, h.Players)})

@@ -12,6 +12,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // changingMaps is a fake supervisor whose instances a test changes.
@@ -52,7 +53,7 @@ func (m *changingMaps) set(inst ...orchestrator.Instance) {
 
 func TestRoutes_Watch(t *testing.T) {
 	maps := &changingMaps{inst: []orchestrator.Instance{{ID: "default-1", State: orchestrator.StateReady, GamePort: 4001}}}
-	s := httpapi.NewServer(maps, nil, nil, secret, slog.New(slog.DiscardHandler))
+	s := httpapi.NewServer(maps, nil, nil, testutil.Root(t, secret), slog.New(slog.DiscardHandler))
 	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if err := s.Open(); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,8 @@
 // listener (health, readiness and the join API; on loopback by default, because players
 // reach mapyard through the edge, package edge) and the control
 // listener (the control RPC for map servers and the admin API for ops), which binds
-// host-local addresses only and demands the shared secret on every route.
+// host-local addresses only. Map routes demand a map credential and act only for the
+// instance it names; admin routes demand the root secret.
 package httpapi
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
 // Server owns both listeners. Set the fields, call Open, and Close at shutdown.
@@ -28,14 +30,21 @@ type Server struct {
 	// ControlExtraIPs are further addresses the control listener binds, on the same port
 	// as ControlAddr: the map network's gateway, so that map containers reach it.
 	ControlExtraIPs []string
-	Secret          string
-	Maps            orchestrator.Maps
-	Admission       Admission
-	Store           Persistence
-	Log             *slog.Logger
+	// Root verifies map credentials and the admin secret.
+	Root *keys.Root
+	// Callers resolves a map credential to the instance its container runs; nil takes
+	// the instance the credential names (the fake orchestrator, whose maps are started
+	// by hand).
+	Callers   Callers
+	Maps      orchestrator.Maps
+	Admission Admission
+	Store     Persistence
+	Log       *slog.Logger
 	// Metrics serves GET /metrics on the control listener (behind the secret, like
 	// everything there); nil answers 404.
 	Metrics http.Handler
+	// Limits rate-limits joins per client address. The zero value limits nothing.
+	Limits PublicLimits
 
 	routes *routeWatch
 
@@ -48,11 +57,12 @@ type Server struct {
 }
 
 // NewServer returns a Server over its dependencies, guarding the control listener with
-// secret.
-func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret string, log *slog.Logger) *Server {
-	s := &Server{Maps: maps, Admission: adm, Store: store, Secret: secret, Log: log,
+// credentials derived from root.
+func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *keys.Root, log *slog.Logger) *Server {
+	s := &Server{Maps: maps, Admission: adm, Store: store, Root: root, Log: log,
 		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log),
 		routes: newRouteWatch(maps)}
+	s.public.Use(s.rateLimit)
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
 	if adm != nil {
@@ -60,11 +70,11 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, secret 
 	}
 
 	// Map containers reach the control port through the map network's gateway; that
-	// address serves the map-facing routes only, so a compromised map, which holds the
-	// secret, still cannot stop or create maps or read metrics.
-	s.mapRoutes(s.gateway.Group("", control.RequireSecret(secret)))
-	g := s.control.Group("", control.RequireSecret(secret))
-	s.mapRoutes(g)
+	// address serves the map-facing routes only, so even a map that guessed the root
+	// could not stop or create maps or read metrics from there.
+	s.mapRoutes(s.gateway.Group("", s.requireMap))
+	s.mapRoutes(s.control.Group("", s.requireMap))
+	g := s.control.Group("", s.requireAdmin)
 	g.GET(control.PathAdminMaps, s.handleAdminMaps)
 	g.GET(control.PathAdminMaps+"/:id", s.handleAdminMap)
 	g.POST(control.PathAdminMaps, s.handleAdminCreate)
@@ -86,13 +96,18 @@ func (s *Server) mapRoutes(g *echo.Group) {
 	g.POST(control.PathMapHeartbeat, s.handleHeartbeat)
 	// Tests of the supervisor alone run without admission and store.
 	if s.Admission != nil {
-		g.POST(control.PathRedeem, rpc(control.DefaultMaxBodySize, s.Admission.Redeem))
-		g.POST(control.PathRequestTransfer, rpc(control.DefaultMaxBodySize, s.Admission.RequestTransfer))
-		g.POST(control.PathTransferResult, rpc(control.DefaultMaxBodySize, ok(s.Admission.TransferResult)))
+		g.POST(control.PathRedeem, mapRPC(control.DefaultMaxBodySize,
+			func(r *control.RedeemRequest) string { return r.InstanceID }, s.Admission.Redeem))
+		g.POST(control.PathRequestTransfer, mapRPC(control.DefaultMaxBodySize,
+			func(r *control.TransferRequest) string { return r.FromInstanceID }, s.Admission.RequestTransfer))
+		g.POST(control.PathTransferResult, mapRPC(control.DefaultMaxBodySize,
+			func(r *control.TransferResult) string { return r.InstanceID }, ok(s.Admission.TransferResult)))
 	}
 	if s.Admission != nil && s.Store != nil {
-		g.POST(control.PathPersistSnapshot, rpc(maxSnapshotBody, s.persistSnapshot))
-		g.POST(control.PathPersistCritical, rpc(maxCriticalBody, s.persistCritical))
+		g.POST(control.PathPersistSnapshot, mapRPC(maxSnapshotBody,
+			func(r *control.PersistSnapshot) string { return r.InstanceID }, s.persistSnapshot))
+		g.POST(control.PathPersistCritical, mapRPC(maxCriticalBody,
+			func(r *control.CriticalEvent) string { return r.InstanceID }, s.persistCritical))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -47,8 +48,9 @@ func (m readyMaps) Acquire(ctx context.Context, id string) (orchestrator.Instanc
 }
 func (m readyMaps) Ready() bool { return true }
 
-// MustOpenServer serves a real admission service over a real SQLite store.
-func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
+// MustOpenServer serves a real admission service over a real SQLite store, after the
+// optional set-up functions changed the server.
+func MustOpenServer(tb testing.TB, setup ...func(*httpapi.Server)) (*httpapi.Server, *sqlite.DB) {
 	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db := sqlite.NewDB(filepath.Join(tb.TempDir(), "mapyard.db"))
@@ -57,10 +59,13 @@ func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
 	}
 	tb.Cleanup(func() { db.Close() })
 	maps := readyMaps{ids: map[string]bool{"default-1": true, "frontier-1": true}}
-	adm := admission.NewService(secret, db, maps, "default-1", log)
-	s := httpapi.NewServer(maps, adm, db, secret, log)
+	adm := admission.NewService(testutil.Root(tb, secret), db, maps, "default-1", log)
+	s := httpapi.NewServer(maps, adm, db, testutil.Root(tb, secret), log)
 	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	s.ControlExtraIPs = []string{"127.0.0.2"} // stands in for the map network's gateway
+	for _, f := range setup {
+		f(s)
+	}
 	if err := s.Open(); err != nil {
 		tb.Fatal(err)
 	}
@@ -68,14 +73,24 @@ func MustOpenServer(tb testing.TB) (*httpapi.Server, *sqlite.DB) {
 	return s, db
 }
 
+// as returns the map credential of the container of instance (generation "t1").
+func as(tb testing.TB, instance string) string {
+	tb.Helper()
+	c, err := testutil.Root(tb, secret).MapCredential(keys.Identity{InstanceID: instance, Generation: "t1"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
 // TestPersistSnapshot_Lease checks that a character partition is accepted only from the
 // map holding the character's lease at the quoted epoch.
 func TestPersistSnapshot_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, secret, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, "", orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
 	var r control.RedeemResult
-	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, secret, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, "default-1"), control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
 	snap := control.PersistSnapshot{
@@ -83,7 +98,7 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 		Envelope: control.NewSnapshotEnvelope("sim-1", 10, 0, payload),
 	}
 	var a control.PersistSnapshotAnswer
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, snap, http.StatusOK, &a)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "default-1"), snap, http.StatusOK, &a)
 	if !a.Accepted {
 		t.Fatal("snapshot from the lease holder not accepted")
 	}
@@ -91,22 +106,25 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 		stale := snap
 		stale.Revision, stale.Epoch = 2, r.Epoch-1
 		var e control.ErrorResponse
-		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, stale, http.StatusConflict, &e)
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "default-1"), stale, http.StatusConflict, &e)
 		if e.Error.Code != apierr.ECONFLICT {
 			t.Fatalf("code %q", e.Error.Code)
 		}
 	})
-	t.Run("ErrConflictOtherMap", func(t *testing.T) {
+	t.Run("ErrForbiddenOtherMap", func(t *testing.T) {
 		other := snap
 		other.InstanceID, other.Revision = "frontier-1", 3
-		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, other, http.StatusConflict, nil)
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "frontier-1"), other, http.StatusForbidden, nil)
+	})
+	t.Run("ErrForbiddenActingForAnother", func(t *testing.T) {
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "frontier-1"), snap, http.StatusForbidden, nil)
 	})
 	t.Run("ErrHashMismatch", func(t *testing.T) {
 		bad := snap
 		bad.Revision = 4
 		bad.Envelope.PayloadHash = strings.Repeat("0", 64)
 		var e control.ErrorResponse
-		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, secret, bad, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "default-1"), bad, http.StatusBadRequest, &e)
 		if e.Error.Code != apierr.EHASHMISMATCH {
 			t.Fatalf("code %q", e.Error.Code)
 		}
@@ -117,24 +135,27 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 }
 
 // TestGatewayServesMapRoutesOnly checks that the control port as map containers reach it
-// (the gateway address) refuses the admin API and metrics even with the secret.
+// (the gateway address) refuses the admin API and metrics, with a map's credential or
+// even with the root secret: there, every route but the map routes is unknown.
 func TestGatewayServesMapRoutesOnly(t *testing.T) {
 	s, _ := MustOpenServer(t)
 	gw := "http://127.0.0.2:" + strconv.Itoa(s.ControlPort())
 	for _, path := range []string{control.PathAdminMaps, control.PathMetrics} {
-		req, _ := http.NewRequest(http.MethodGet, gw+path, nil)
-		req.Header.Set(control.SecretHeader, secret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound {
-			t.Fatalf("GET %s on the gateway: %d, want 404", path, resp.StatusCode)
+		for _, cred := range []string{secret, as(t, "default-1")} {
+			req, _ := http.NewRequest(http.MethodGet, gw+path, nil)
+			req.Header.Set(control.SecretHeader, cred)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("GET %s on the gateway: %d, want 404 or 401", path, resp.StatusCode)
+			}
 		}
 	}
 	var ev control.CriticalAck
-	testutil.PostJSON(t, gw+control.PathPersistCritical, secret, control.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
+	testutil.PostJSON(t, gw+control.PathPersistCritical, as(t, "default-1"), control.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
 }
 
 // TestPersistCritical_Lease checks that item events are committed only for characters
@@ -142,31 +163,31 @@ func TestGatewayServesMapRoutesOnly(t *testing.T) {
 func TestPersistCritical_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, secret, orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, "", orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
 	var r control.RedeemResult
-	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, secret, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, "default-1"), control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 	grant := func(id, instance string, epoch int64) control.CriticalEvent {
 		return control.CriticalEvent{EventID: id, InstanceID: instance, Kind: control.EventItemGrant,
 			Payload: json.RawMessage(`{"itemId":"` + id + `","itemKind":"gold","quantity":5,"to":{"characterId":"` + r.CharacterID + `"}}`),
 			Epochs:  map[string]int64{r.CharacterID: epoch}}
 	}
 	var ack control.CriticalAck
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
 	var e control.ErrorResponse
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-2", "frontier-1", r.Epoch), http.StatusConflict, &e)
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "frontier-1"), grant("it-2", "frontier-1", r.Epoch), http.StatusForbidden, &e)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
 	if e.Error.Code != apierr.ECONFLICT {
 		t.Fatalf("code %q", e.Error.Code)
 	}
 	// A retry of a committed event is answered even by a map that since lost the lease.
 	var again control.CriticalAck
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, grant("it-1", "default-1", r.Epoch-1), http.StatusOK, &again)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), grant("it-1", "default-1", r.Epoch-1), http.StatusOK, &again)
 	if !again.Duplicate || again.Seq != ack.Seq {
 		t.Fatalf("retry ack %+v, want the first %+v", again, ack)
 	}
 	boundary := control.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: control.EventTransferBoundary,
 		Payload: json.RawMessage(`{"characterId":"` + r.CharacterID + `","mapId":"default","instanceId":"default-1","x":1,"y":1,"revision":99}`)}
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, boundary, http.StatusBadRequest, &e)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), boundary, http.StatusBadRequest, &e)
 	items, err := db.Items(context.Background(), control.ItemOwner{CharacterID: r.CharacterID})
 	if err != nil || len(items) != 1 || items[0].ItemID != "it-1" {
 		t.Fatalf("items %+v %v, want it-1 only", items, err)
@@ -177,8 +198,8 @@ func TestPersistCritical(t *testing.T) {
 	s, _ := MustOpenServer(t)
 	ev := control.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}
 	var a, b control.CriticalAck
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, ev, http.StatusOK, &a)
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, secret, ev, http.StatusOK, &b)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), ev, http.StatusOK, &a)
+	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), ev, http.StatusOK, &b)
 	if a.Seq == 0 || b.Seq != a.Seq || !b.Duplicate {
 		t.Fatalf("acks %+v then %+v: a retry must get the first ack", a, b)
 	}

@@ -64,6 +64,29 @@ func (db *DB) FindCharacterByKeyHash(ctx context.Context, keyHash string) (*orch
 	return c, nil
 }
 
+// RekeyCharacter replaces a character's key hash. See orchestrator.CharacterStore.
+func (db *DB) RekeyCharacter(ctx context.Context, characterID, oldHash, newHash string) error {
+	if !control.ValidKey(newHash) {
+		return apierr.Errorf(apierr.EBADREQUEST, "character: key hash required")
+	}
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE characters SET key_hash = ? WHERE character_id = ? AND key_hash = ?`, newHash, characterID, oldHash)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return apierr.Errorf(apierr.ENOTFOUND, "character %q has no such key hash", characterID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rekey character: %w", err)
+	}
+	return nil
+}
+
 // CharacterState returns where a character was last saved: its durable state, unless the
 // cache holds a newer character partition that is not checkpointed yet.
 func (db *DB) CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error) {

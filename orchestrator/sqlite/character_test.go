@@ -81,6 +81,26 @@ func TestDB_Characters(t *testing.T) {
 	})
 }
 
+// TestDB_RekeyCharacter checks the move of a character to a new key hash after a root
+// rotation: once, and only from the hash it has.
+func TestDB_RekeyCharacter(t *testing.T) {
+	ctx := context.Background()
+	db := MustOpenDB(t)
+	c := &orchestrator.Character{KeyHash: "old-hash", Name: "ada"}
+	if err := db.CreateCharacter(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RekeyCharacter(ctx, c.ID, "old-hash", "new-hash"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.FindCharacterByKeyHash(ctx, "new-hash"); err != nil || got.ID != c.ID {
+		t.Fatalf("under the new hash: %+v %v", got, err)
+	}
+	WantCode(t, db.RekeyCharacter(ctx, c.ID, "old-hash", "newer-hash"), apierr.ENOTFOUND)
+	_, err := db.FindCharacterByKeyHash(ctx, "old-hash")
+	WantCode(t, err, apierr.ENOTFOUND)
+}
+
 func TestDB_UseNonce(t *testing.T) {
 	ctx := context.Background()
 	now := time.UnixMilli(1700000000000)

@@ -37,7 +37,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 		case id == "":
 			orphans = append(orphans, c)
 		case strings.HasPrefix(id, PoolIDPrefix) && c.Pool:
-			if running {
+			if running && s.current(c) {
 				pooled = append(pooled, c)
 			} else {
 				remove = append(remove, c.ID)
@@ -50,7 +50,14 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 				orphans = append(orphans, c)
 				continue
 			}
-			in.ContainerID, in.ports = c.ID, c.Ports
+			in.ContainerID, in.ports, in.ident = c.ID, c.Ports, c.Identity
+			if !s.current(c) {
+				// Started by an earlier version (the host secret in its environment)
+				// or under a rotated root: its credentials cannot be verified, so it is
+				// replaced (stopped cleanly, then started anew with its own).
+				s.spawn(in, orchestrator.StateRestarting, "replacing a container without credentials of this orchestrator")
+				continue
+			}
 			s.transition(in, orchestrator.StateStarting, "adopted running container")
 			s.Metrics.Adopted.Inc()
 			probe = append(probe, in)
@@ -101,7 +108,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance, orphan, drop bool) {
 	poolID := c.InstanceID
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	h, err := s.RPC.Health(pctx, controlURL(c.Ports.Control))
+	h, err := s.RPC.Health(pctx, controlURL(c.Ports.Control), s.orchCredential(c.Identity))
 	cancel()
 	if err != nil {
 		s.Log.Info("pool container does not answer; removing", "pool", poolID, "err", err)
@@ -113,7 +120,7 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance
 		if len(s.pool) >= s.PoolSize {
 			return nil, false, true
 		}
-		s.pool[poolID] = &poolMember{id: poolID, containerID: c.ID, ports: c.Ports, started: true, startedAt: s.Now()}
+		s.pool[poolID] = &poolMember{id: poolID, containerID: c.ID, ports: c.Ports, ident: c.Identity, started: true, startedAt: s.Now()}
 		s.Metrics.Adopted.Inc()
 		s.Log.Info("adopted warm pool container", "pool", poolID, "container", shortID(c.ID))
 		return nil, false, false
@@ -122,7 +129,7 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance
 	if !wanted || in.ContainerID != "" {
 		return nil, true, false
 	}
-	in.ContainerID, in.ports = c.ID, c.Ports
+	in.ContainerID, in.ports, in.ident = c.ID, c.Ports, c.Identity
 	s.transition(in, orchestrator.StateStarting, "adopted running container (handed out from the pool)")
 	s.Metrics.Adopted.Inc()
 	s.assignLater(in.ID, c.ID)
@@ -134,14 +141,14 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance
 // start timeout applies.
 func (s *Supervisor) probeAdopted(ctx context.Context, in *instance) {
 	s.mu.Lock()
-	ports := in.ports
+	ports, cred := in.ports, s.orchCredential(in.ident)
 	s.mu.Unlock()
 	var err error
 	if ports.Game == 0 || ports.Control == 0 {
 		err = fmt.Errorf("the runtime reports no published ports (%+v)", ports)
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = s.RPC.Health(pctx, controlURL(ports.Control))
+		_, err = s.RPC.Health(pctx, controlURL(ports.Control), cred)
 		cancel()
 	}
 	s.mu.Lock()

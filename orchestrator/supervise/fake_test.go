@@ -12,7 +12,9 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
 // fakeRuntime is a hand-written in-memory runtime that also answers the map control
@@ -34,6 +36,7 @@ type fakeRuntime struct {
 type fakeContainer struct {
 	Container
 	runs string
+	env  []string // what Start was given
 }
 
 var (
@@ -41,20 +44,54 @@ var (
 	_ MapRPC  = (*fakeRuntime)(nil)
 )
 
+// testRoot mints the credentials of the rigs' containers.
+var testRoot = func() *keys.Root {
+	r, err := keys.NewRoot("supervise-test-root-0123456789")
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
 func newFakeRuntime() *fakeRuntime {
 	return &fakeRuntime{containers: map[string]*fakeContainer{}, calls: map[string]int{},
 		events: make(chan Event), errs: make(chan error, 1)}
 }
 
-// add puts a container in the runtime as if an earlier orchestrator had started it.
+// add puts a container in the runtime as if an earlier orchestrator with the same root
+// had started it.
 func (f *fakeRuntime) add(instanceID, runs string, pool, running bool) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.next++
+	return f.addLocked(instanceID, runs, pool, running, keys.Identity{InstanceID: instanceID, Generation: fmt.Sprintf("g%d", f.next)}, testRoot.KeyID())
+}
+
+// addLegacy puts a running container in the runtime as a version before credentials
+// left it: no generation, no key id.
+func (f *fakeRuntime) addLegacy(instanceID string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	return f.addLocked(instanceID, instanceID, false, true, keys.Identity{InstanceID: instanceID}, "")
+}
+
+func (f *fakeRuntime) addLocked(instanceID, runs string, pool, running bool, ident keys.Identity, keyID string) string {
 	id := fmt.Sprintf("c%d", f.next)
 	f.containers[id] = &fakeContainer{Container: Container{ID: id, Name: "map-" + instanceID, InstanceID: instanceID, Pool: pool,
-		Running: running, Exit: Exit{Code: -1}, Ports: Ports{Game: 30000 + 2*f.next, Control: 30001 + 2*f.next}}, runs: runs}
+		Running: running, Exit: Exit{Code: -1}, Ports: Ports{Game: 30000 + 2*f.next, Control: 30001 + 2*f.next},
+		Identity: ident, KeyID: keyID}, runs: runs}
 	return id
+}
+
+// envOf returns the environment container id was started with.
+func (f *fakeRuntime) envOf(id string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.containers[id]; c != nil {
+		return c.env
+	}
+	return nil
 }
 
 func (f *fakeRuntime) count(call string) int {
@@ -70,9 +107,11 @@ func (f *fakeRuntime) exists(id string) bool {
 }
 
 func (f *fakeRuntime) Start(_ context.Context, spec Spec) (Container, error) {
-	id := f.add(spec.InstanceID, spec.InstanceID, spec.Pool, true)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.next++
+	id := f.addLocked(spec.InstanceID, spec.InstanceID, spec.Pool, true, keys.Identity{InstanceID: spec.InstanceID, Generation: spec.Generation}, spec.KeyID)
+	f.containers[id].env = spec.Env
 	f.calls["start"]++
 	if spec.Pool {
 		f.calls["start-pool"]++
@@ -143,7 +182,16 @@ func (f *fakeRuntime) byControlURL(url string) *fakeContainer {
 	return nil
 }
 
-func (f *fakeRuntime) Health(_ context.Context, url string) (mapcontrol.MapHealth, error) {
+// refuses reports whether c's map would refuse cred, as a real map refuses anything but
+// the orchestrator's credential towards its own container.
+func (c *fakeContainer) refuses(cred string) bool {
+	want, err := testRoot.OrchCredential(c.Identity)
+	return err != nil || cred != want
+}
+
+var errUnauthorized = apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong credential")
+
+func (f *fakeRuntime) Health(_ context.Context, url, cred string) (mapcontrol.MapHealth, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["health"]++
@@ -151,19 +199,24 @@ func (f *fakeRuntime) Health(_ context.Context, url string) (mapcontrol.MapHealt
 	switch {
 	case c == nil:
 		return mapcontrol.MapHealth{}, errors.New("connection refused")
+	case c.refuses(cred):
+		return mapcontrol.MapHealth{}, errUnauthorized
 	case f.healthErr != nil:
 		return mapcontrol.MapHealth{}, f.healthErr
 	}
 	return mapcontrol.MapHealth{Status: "ok", InstanceID: c.runs}, nil
 }
 
-func (f *fakeRuntime) StartInstance(_ context.Context, url string, r mapcontrol.StartInstance) error {
+func (f *fakeRuntime) StartInstance(_ context.Context, url, cred string, r mapcontrol.StartInstance) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["start-instance"]++
 	c := f.byControlURL(url)
 	if c == nil {
 		return errors.New("connection refused")
+	}
+	if c.refuses(cred) {
+		return errUnauthorized
 	}
 	c.runs = r.InstanceID
 	return nil
@@ -257,7 +310,7 @@ func newRig(t *testing.T, prepare func(*rig)) *rig {
 	opts.Policy = RestartPolicy{Window: time.Minute, Max: 3, Quarantine: 30 * time.Second}
 	opts.ProbeInterval = time.Hour
 	opts.OrphanGrace = 0
-	r.Supervisor = New(r.rt, r.rt, slog.New(slog.DiscardHandler), opts)
+	r.Supervisor = New(r.rt, r.rt, testRoot, slog.New(slog.DiscardHandler), opts)
 	r.Now, r.Store, r.Metrics = r.clock.Now, r.store, NewMetrics(nil)
 	r.OnTransition = func(id string, from, to orchestrator.InstanceState, reason string) {
 		r.mu.Lock()
@@ -306,6 +359,26 @@ func (r *rig) settle(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// registeredPoolMember waits for the (one) warm-pool container to start, registers its
+// blank map, and returns its pool id.
+func (r *rig) registeredPoolMember(t *testing.T) string {
+	t.Helper()
+	var poolID string
+	r.waitFor(t, "pool container started", func() bool {
+		r.Supervisor.mu.Lock()
+		defer r.Supervisor.mu.Unlock()
+		for id, m := range r.pool {
+			poolID = id
+			return m.started
+		}
+		return false
+	})
+	if err := r.MapReady(context.Background(), control.MapReady{InstanceID: poolID}); err != nil {
+		t.Fatal(err)
+	}
+	return poolID
 }
 
 // ready waits for instance id's container and registers its map.

@@ -27,7 +27,10 @@ func (s *Supervisor) MapReady(ctx context.Context, r control.MapReady) error {
 	if err != nil {
 		return err
 	}
-	if err := s.RPC.StartInstance(ctx, controlURL(ports.Control), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+	s.mu.Lock()
+	cred := s.orchCredential(in.ident)
+	s.mu.Unlock()
+	if err := s.RPC.StartInstance(ctx, controlURL(ports.Control), cred, mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", r.InstanceID, err)
 	}
 

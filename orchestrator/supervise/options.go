@@ -52,7 +52,8 @@ type Options struct {
 	AllowFaultEnv    bool          // accept MAP_FAULT_* env in Create (tests only)
 
 	// Env is the environment every map container gets (how to reach the
-	// orchestrator, its secret, MAP_* tunables); the supervisor adds the identity.
+	// orchestrator, MAP_* tunables); the supervisor adds each container's identity and
+	// its own credentials.
 	Env []string
 }
 

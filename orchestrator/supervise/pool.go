@@ -12,6 +12,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
 // poolMember is one blank warm-pool container. It registers under its pool id
@@ -24,6 +25,7 @@ type poolMember struct {
 	startedAt   time.Time
 	registered  bool // the blank map registered
 	ports       Ports
+	ident       keys.Identity // whose credentials the container holds
 }
 
 // ready reports whether m can be handed out: started and registered, in either order.
@@ -95,8 +97,15 @@ func (s *Supervisor) addPoolMember(ctx context.Context) error {
 		return err
 	}
 	m := &poolMember{id: PoolIDPrefix + hex.EncodeToString(b[:])}
-	spec := Spec{InstanceID: m.id, MapID: "pool", Pool: true,
-		Env: append(append([]string(nil), s.Env...), "MAP_INSTANCE_ID="+m.id, "MAP_MAP_ID=pool", "MAP_BLANK=true")}
+	ident, creds, err := s.mint(m.id)
+	if err != nil {
+		return err
+	}
+	m.ident = ident
+	// A handed-out pool container keeps these credentials: the supervisor knows which
+	// instance it runs (InstanceOf), so it acts for that instance only.
+	spec := Spec{InstanceID: m.id, MapID: "pool", Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
+		Env: append(append(append([]string(nil), s.Env...), creds...), "MAP_INSTANCE_ID="+m.id, "MAP_MAP_ID=pool", "MAP_BLANK=true")}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// In the pool before it starts: the blank map may register before Start returns.
@@ -180,10 +189,10 @@ func (s *Supervisor) takePoolLocked() *poolMember {
 func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) error {
 	start := s.Now()
 	s.mu.Lock()
-	in.ContainerID, in.ports = m.containerID, m.ports
+	in.ContainerID, in.ports, in.ident = m.containerID, m.ports, m.ident
 	in.GamePort, in.ControlPort = m.ports.Game, m.ports.Control
 	s.mu.Unlock()
-	if err := s.RPC.StartInstance(ctx, controlURL(m.ports.Control), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+	if err := s.RPC.StartInstance(ctx, controlURL(m.ports.Control), s.orchCredential(m.ident), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
 		return fmt.Errorf("start-instance on pool container %s: %w", m.id, err)
 	}
 	s.mu.Lock()

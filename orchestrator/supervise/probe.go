@@ -39,8 +39,8 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 // stops. Probes run concurrently; the round ends when the slowest one does.
 func (s *Supervisor) check(ctx context.Context) {
 	type probe struct {
-		id, container string
-		port          int
+		id, container, cred string
+		port                int
 	}
 	var probes []probe
 	var idle []string
@@ -62,7 +62,7 @@ func (s *Supervisor) check(ctx context.Context) {
 				continue
 			}
 			if in.ControlPort != 0 {
-				probes = append(probes, probe{in.ID, in.ContainerID, in.ControlPort})
+				probes = append(probes, probe{in.ID, in.ContainerID, s.orchCredential(in.ident), in.ControlPort})
 			}
 		case orchestrator.StateStarting, orchestrator.StateRestarting:
 			if now.Sub(in.Since) > s.StartTimeout {
@@ -115,7 +115,7 @@ func (s *Supervisor) check(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, timeout)
-			_, err := s.RPC.Health(pctx, controlURL(p.port))
+			_, err := s.RPC.Health(pctx, controlURL(p.port), p.cred)
 			cancel()
 			if ctx.Err() != nil {
 				return

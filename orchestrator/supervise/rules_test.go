@@ -175,19 +175,7 @@ func TestRules_AdoptsRunningContainers(t *testing.T) {
 func TestRules_PoolHandout(t *testing.T) {
 	r := newRig(t, func(r *rig) { r.PoolSize = 1 })
 	r.ready(t, "d-1")
-	var poolID string
-	r.waitFor(t, "pool container started", func() bool {
-		r.Supervisor.mu.Lock()
-		defer r.Supervisor.mu.Unlock()
-		for id, m := range r.pool {
-			poolID = id
-			return m.started
-		}
-		return false
-	})
-	if err := r.MapReady(context.Background(), control.MapReady{InstanceID: poolID}); err != nil {
-		t.Fatal(err)
-	}
+	poolID := r.registeredPoolMember(t)
 	if !r.Heartbeat(poolID, 0) || r.Pool().Ready != 1 {
 		t.Fatalf("registered pool map not ready: %+v", r.Pool())
 	}

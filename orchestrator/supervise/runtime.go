@@ -3,6 +3,8 @@ package supervise
 import (
 	"context"
 	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
 // Runtime is what the supervisor needs from whatever runs map containers: start one,
@@ -48,6 +50,10 @@ type Spec struct {
 	MapID      string
 	Pool       bool     // a blank warm-pool container
 	Env        []string // the map server's whole environment
+	// Generation and KeyID say whose credentials the container holds (see package
+	// keys); the runtime keeps them with the container and reports them in Container.
+	Generation string
+	KeyID      string
 }
 
 // Container is one map container as the runtime reports it.
@@ -59,9 +65,14 @@ type Container struct {
 	// unassigned pool container), or "" for a container that is not a map of ours.
 	InstanceID string
 	Pool       bool // started blank for the warm pool
-	Running    bool
-	Exit       Exit  // how it ended, when not running
-	Ports      Ports // published on 127.0.0.1, when running
+	// Identity is whose credentials the container holds: the instance (or pool) id it
+	// was created for and its generation; KeyID fingerprints the root that minted them.
+	// Both are empty for containers of versions before credentials.
+	Identity keys.Identity
+	KeyID    string
+	Running  bool
+	Exit     Exit  // how it ended, when not running
+	Ports    Ports // published on 127.0.0.1, when running
 }
 
 // Ports are a map container's published host ports on 127.0.0.1.

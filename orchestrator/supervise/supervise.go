@@ -19,6 +19,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
 // Store is where the supervisor keeps the wanted set, so that a restarted orchestrator
@@ -31,9 +32,10 @@ type Store interface {
 
 // MapRPC is the part of the control RPC's map client the supervisor uses: health
 // probes and handing an instance to a map.
+// Each call presents the credential of the container it reaches.
 type MapRPC interface {
-	Health(ctx context.Context, baseURL string) (mapcontrol.MapHealth, error)
-	StartInstance(ctx context.Context, baseURL string, r mapcontrol.StartInstance) error
+	Health(ctx context.Context, baseURL, cred string) (mapcontrol.MapHealth, error)
+	StartInstance(ctx context.Context, baseURL, cred string, r mapcontrol.StartInstance) error
 }
 
 var _ MapRPC = (*mapcontrol.MapClient)(nil)
@@ -49,8 +51,10 @@ type Supervisor struct {
 	Runtime Runtime
 	Store   Store // nil keeps the wanted set in memory only
 	RPC     MapRPC
-	Log     *slog.Logger
-	Now     func() time.Time
+	// Credentials mints each container's credentials (required).
+	Credentials Credentials
+	Log         *slog.Logger
+	Now         func() time.Time
 
 	// Options are the policies; they may be changed until Open.
 	Options
@@ -79,9 +83,10 @@ type instance struct {
 	orchestrator.Instance
 
 	config     json.RawMessage
-	env        []string // extra container env (fault injection in tests)
-	status     string   // orchestrator.StatusRunning or StatusStopped (the wanted set)
-	ports      Ports    // of ContainerID, known before the map registers
+	env        []string      // extra container env (fault injection in tests)
+	status     string        // orchestrator.StatusRunning or StatusStopped (the wanted set)
+	ports      Ports         // of ContainerID, known before the map registers
+	ident      keys.Identity // of ContainerID: whose credentials it holds
 	createdAt  time.Time
 	lastBeat   time.Time
 	lastActive time.Time // last heartbeat with players, or last Acquire
@@ -93,10 +98,11 @@ type instance struct {
 	changed    chan struct{}
 }
 
-// New returns a Supervisor running maps on rt with opts.
-func New(rt Runtime, rpc MapRPC, log *slog.Logger, opts Options) *Supervisor {
+// New returns a Supervisor running maps on rt with opts, handing each container
+// credentials minted by creds.
+func New(rt Runtime, rpc MapRPC, creds Credentials, log *slog.Logger, opts Options) *Supervisor {
 	return &Supervisor{
-		Runtime: rt, RPC: rpc, Log: log, Now: time.Now, Options: opts,
+		Runtime: rt, RPC: rpc, Credentials: creds, Log: log, Now: time.Now, Options: opts,
 		instances: make(map[string]*instance),
 		pool:      make(map[string]*poolMember),
 		poolKick:  make(chan struct{}, 1),
@@ -107,8 +113,8 @@ func New(rt Runtime, rpc MapRPC, log *slog.Logger, opts Options) *Supervisor {
 // starts wanted instances that have none, and starts the background loops: the events
 // stream, probes and the warm pool. It returns once adoption is done.
 func (s *Supervisor) Open(ctx context.Context) error {
-	if s.Runtime == nil || s.RPC == nil || s.Log == nil || s.Now == nil {
-		return errors.New("supervisor: Runtime, RPC, Log and Now are required")
+	if s.Runtime == nil || s.RPC == nil || s.Credentials == nil || s.Log == nil || s.Now == nil {
+		return errors.New("supervisor: Runtime, RPC, Credentials, Log and Now are required")
 	}
 	if err := s.Options.Validate(); err != nil {
 		return fmt.Errorf("supervisor: %w", err)
@@ -284,8 +290,6 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 	if len(in.env) == 0 {
 		m = s.takePoolLocked()
 	}
-	spec := Spec{InstanceID: in.ID, MapID: in.MapID,
-		Env: append(append(append([]string(nil), s.Env...), in.env...), "MAP_INSTANCE_ID="+in.ID, "MAP_MAP_ID="+in.MapID)}
 	s.mu.Unlock()
 
 	if m != nil {
@@ -304,6 +308,18 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 		in.ContainerID, in.GamePort, in.ControlPort, in.ports = "", 0, 0, Ports{}
 		s.mu.Unlock()
 	}
+
+	ident, creds, err := s.mint(in.ID)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	spec := Spec{InstanceID: in.ID, MapID: in.MapID, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
+		Env: append(append(append(append([]string(nil), s.Env...), in.env...), creds...), "MAP_INSTANCE_ID="+in.ID, "MAP_MAP_ID="+in.MapID)}
+	// The new container may register before Start returns: its credential is current
+	// from now on, and the old container's (stopped above) no longer is.
+	in.ident = ident
+	s.mu.Unlock()
 
 	start := s.Now()
 	c, err := s.Runtime.Start(ctx, spec)

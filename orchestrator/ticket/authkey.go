@@ -16,16 +16,17 @@ const (
 )
 
 // KeyHasher turns a player's raw authKey into the keyed hash that is the only form of it
-// mapyard ever stores, logs or compares. Keyed (HMAC with a key derived from the host
+// mapyard ever stores, logs or compares. Keyed (HMAC with a key derived from the root
 // secret) rather than a plain hash, so a leaked database cannot be brute-forced offline
 // without the secret.
 type KeyHasher struct {
 	key []byte
 }
 
-// NewKeyHasher returns a KeyHasher keyed from the host secret.
-func NewKeyHasher(secret string) *KeyHasher {
-	return &KeyHasher{key: derive(secret, "mapyard authkey hash v1")}
+// NewKeyHasher returns a KeyHasher with key, the authKey-hash key derived from the root
+// secret (keys.Root.AuthKeyHashKey).
+func NewKeyHasher(key []byte) *KeyHasher {
+	return &KeyHasher{key: key}
 }
 
 // Hash validates authKey and returns its keyed hash, base64url without padding. An

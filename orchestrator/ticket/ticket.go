@@ -1,7 +1,8 @@
 // Package ticket mints and verifies mapyard's one-time credentials: join tickets (enter
 // a map) and transfer tokens (move between maps). Both are compact, HMAC-SHA256 signed
-// with a key derived from the host secret, short-lived, and carry a nonce that the
-// orchestrator records when the credential is redeemed, so each is used at most once.
+// with a key derived from the orchestrator's root secret, short-lived, and carry a
+// nonce that the orchestrator records when the credential is redeemed, so each is used
+// at most once.
 //
 // A token is printable ASCII with its claims in the clear (they hold no secret: the
 // subject is a keyed hash, never an authKey), separated by dots, then the signature:
@@ -70,18 +71,12 @@ type macState struct {
 	sum [sha256.Size]byte
 }
 
-// NewSigner returns a Signer whose key is derived from the host secret, so a leaked
-// token key would not also reveal the control RPC secret.
-func NewSigner(secret string) *Signer {
-	s := &Signer{key: derive(secret, "mapyard ticket signing v1")}
+// NewSigner returns a Signer with key, the ticket key derived from the root secret
+// (keys.Root.TicketKey): only the orchestrator holds it, so nothing else can mint.
+func NewSigner(key []byte) *Signer {
+	s := &Signer{key: key}
 	s.pool.New = func() any { return &macState{h: hmac.New(sha256.New, s.key), buf: make([]byte, 0, MaxLen)} }
 	return s
-}
-
-func derive(secret, purpose string) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(purpose))
-	return m.Sum(nil)
 }
 
 // NewID returns a random URL-safe id of n random bytes, for token ids and nonces.

@@ -31,7 +31,7 @@ func MustMint(tb testing.TB, s *ticket.Signer, c ticket.Claims) string {
 }
 
 func TestVerify(t *testing.T) {
-	s := ticket.NewSigner(secret)
+	s := ticket.NewSigner([]byte(secret))
 	c := claims()
 	tok := MustMint(t, s, c)
 
@@ -51,7 +51,7 @@ func TestVerify(t *testing.T) {
 		}
 	})
 	invalid := map[string]string{
-		"Forged":        MustMint(t, ticket.NewSigner("another-host-secret-000000"), c),
+		"Forged":        MustMint(t, ticket.NewSigner([]byte("another-host-secret-000000")), c),
 		"Truncated":     tok[:len(tok)-1],
 		"TruncatedBody": tok[:20],
 		"Empty":         "",
@@ -82,7 +82,7 @@ func TestVerify(t *testing.T) {
 }
 
 func TestMint_Refuses(t *testing.T) {
-	s := ticket.NewSigner(secret)
+	s := ticket.NewSigner([]byte(secret))
 	for name, mut := range map[string]func(*ticket.Claims){
 		"EmptyTo":     func(c *ticket.Claims) { c.To = "" },
 		"DotInID":     func(c *ticket.Claims) { c.ID = "a.b" },
@@ -99,7 +99,7 @@ func TestMint_Refuses(t *testing.T) {
 }
 
 func TestKeyHasher(t *testing.T) {
-	k := ticket.NewKeyHasher(secret)
+	k := ticket.NewKeyHasher([]byte(secret))
 	key := "AbCdEfGhIjKlMnOpQrStUv_-0123"
 	h1, err := k.Hash(key)
 	if err != nil {
@@ -108,7 +108,7 @@ func TestKeyHasher(t *testing.T) {
 	if h2, _ := k.Hash(key); h1 != h2 {
 		t.Fatal("hash is not stable")
 	}
-	if h3, _ := ticket.NewKeyHasher("other-secret-000000000000").Hash(key); h3 == h1 {
+	if h3, _ := ticket.NewKeyHasher([]byte("other-secret-000000000000")).Hash(key); h3 == h1 {
 		t.Fatal("hash does not depend on the host secret")
 	}
 	if strings.Contains(h1, key) {
@@ -131,7 +131,7 @@ func TestKeyHasher(t *testing.T) {
 }
 
 func FuzzVerify(f *testing.F) {
-	s := ticket.NewSigner(secret)
+	s := ticket.NewSigner([]byte(secret))
 	tok := MustMint(f, s, claims())
 	f.Add(tok)
 	f.Add(tok[:len(tok)-5])
@@ -155,7 +155,7 @@ func FuzzVerify(f *testing.F) {
 }
 
 func BenchmarkMint(b *testing.B) {
-	s := ticket.NewSigner(secret)
+	s := ticket.NewSigner([]byte(secret))
 	c := claims()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -166,7 +166,7 @@ func BenchmarkMint(b *testing.B) {
 }
 
 func BenchmarkVerify(b *testing.B) {
-	s := ticket.NewSigner(secret)
+	s := ticket.NewSigner([]byte(secret))
 	tok := MustMint(b, s, claims())
 	b.ReportAllocs()
 	for b.Loop() {

@@ -45,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	spread := fs.String("spread", "", "orchestrator control URL: save every bot at a uniformly random position before it connects, speaking the control RPC in the map's place (secret from MAP_INTERNAL_RPC_SECRET; benchmarks only)")
 	size := fs.Float64("size", 2000, "with -spread: the map's width and height in units")
 	serverPID := fs.Int("server-pid", 0, "map server process to measure (CPU, RSS) over the window, as the host sees it")
-	metricsURL := fs.String("metrics", "", "the map's control /metrics URL (secret from MAP_INTERNAL_RPC_SECRET) for tick times, snapshots and drops")
+	metricsURL := fs.String("metrics", "", "the map's control /metrics URL (credential from MAP_ORCH_CREDENTIAL, as the map was started with) for tick times, snapshots and drops")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -84,7 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var w *watcher
 	var p0 probe
 	if *serverPID > 0 {
-		w = &watcher{pid: *serverPID, metrics: *metricsURL, secret: os.Getenv("MAP_INTERNAL_RPC_SECRET"), hc: &http.Client{Timeout: 5 * time.Second}}
+		w = &watcher{pid: *serverPID, metrics: *metricsURL, secret: os.Getenv("MAP_ORCH_CREDENTIAL"), hc: &http.Client{Timeout: 5 * time.Second}}
 		var err error
 		if p0, err = w.probe(); err != nil {
 			fmt.Fprintln(stderr, "mapbots: measure the server:", err)

@@ -86,6 +86,6 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 func healthcheck(cfg mapserver.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err := mapcontrol.NewMapClient(cfg.Secret, 3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)))
+	_, err := mapcontrol.NewMapClient(3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)), cfg.OrchCredential)
 	return err
 }

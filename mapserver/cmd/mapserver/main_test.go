@@ -42,7 +42,7 @@ func TestRun_Help(t *testing.T) {
 	if code := run([]string{"-h"}, nil, &stdout, io.Discard); code != 0 {
 		t.Fatalf("-h exited %d", code)
 	}
-	for _, v := range []string{"MAP_INSTANCE_ID", "MAP_ORCH_URL", "MAP_INTERNAL_RPC_SECRET", "MAP_CONTROL_PORT_BASE", "MAP_FAULT_EXIT_AFTER_MS", "MAP_RESUME_TTL_MS"} {
+	for _, v := range []string{"MAP_INSTANCE_ID", "MAP_ORCH_URL", "MAP_CREDENTIAL", "MAP_ORCH_CREDENTIAL", "MAP_CONTROL_PORT_BASE", "MAP_FAULT_EXIT_AFTER_MS", "MAP_RESUME_TTL_MS"} {
 		if !strings.Contains(stdout.String(), v) {
 			t.Errorf("-h does not list %s:\n%s", v, stdout.String())
 		}
@@ -52,8 +52,8 @@ func TestRun_Help(t *testing.T) {
 func TestRun_InvalidConfig(t *testing.T) {
 	for name, env := range map[string][]string{
 		"NoSecret":     nil,
-		"BadInstance":  {"MAP_INTERNAL_RPC_SECRET=" + testSecret, "MAP_INSTANCE_ID=Dev 1"},
-		"SnapshotRate": {"MAP_INTERNAL_RPC_SECRET=" + testSecret, "MAP_TICK_HZ=10", "MAP_SNAPSHOT_HZ=20"},
+		"BadInstance":  {"MAP_CREDENTIAL=" + testSecret, "MAP_ORCH_CREDENTIAL=" + testSecret, "MAP_INSTANCE_ID=Dev 1"},
+		"SnapshotRate": {"MAP_CREDENTIAL=" + testSecret, "MAP_ORCH_CREDENTIAL=" + testSecret, "MAP_TICK_HZ=10", "MAP_SNAPSHOT_HZ=20"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -78,7 +78,7 @@ func TestHealthcheck(t *testing.T) {
 	}))
 	t.Cleanup(orch.Close)
 	env := []string{
-		"MAP_INTERNAL_RPC_SECRET=" + testSecret, "MAP_ORCH_URL=" + orch.URL, "MAP_LISTEN_HOST=127.0.0.1",
+		"MAP_CREDENTIAL=" + testSecret, "MAP_ORCH_CREDENTIAL=" + testSecret, "MAP_ORCH_URL=" + orch.URL, "MAP_LISTEN_HOST=127.0.0.1",
 		"MAP_GAME_PORT=0", "MAP_CONTROL_PORT_BASE=" + strconv.Itoa(testutil.FreePort(t)), "MAP_HEARTBEAT_MS=200",
 	}
 	if code := run([]string{"healthcheck"}, env, io.Discard, io.Discard); code != 1 {
@@ -125,9 +125,10 @@ func TestHealthcheck(t *testing.T) {
 // exits 0 (a clean stop, never counted as a crash).
 func TestSIGTERM_ClosesPlayersPushesExitsZero(t *testing.T) {
 	orch := faketest.MustOpenOrch(t)
+	mapCred, orchCred := faketest.Credentials(t, faketest.DefaultInstance)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "MAPYARD_MAP_CHILD=1",
-		"MAP_ORCH_URL="+orch.HTTP.ControlURL(), "MAP_INTERNAL_RPC_SECRET="+faketest.Secret,
+		"MAP_ORCH_URL="+orch.HTTP.ControlURL(), "MAP_CREDENTIAL="+mapCred, "MAP_ORCH_CREDENTIAL="+orchCred,
 		"MAP_INSTANCE_ID="+faketest.DefaultInstance, "MAP_MAP_ID=default", "MAP_LISTEN_HOST=127.0.0.1",
 		"MAP_GAME_PORT=0", "MAP_CONTROL_PORT_BASE=0", "MAP_HEARTBEAT_MS=200", "MAP_LOG_LEVEL=debug")
 	var logs bytes.Buffer
@@ -145,14 +146,14 @@ func TestSIGTERM_ClosesPlayersPushesExitsZero(t *testing.T) {
 		}
 	})
 
-	mc := mapcontrol.NewMapClient(faketest.Secret, 2*time.Second)
+	mc := mapcontrol.NewMapClient(2 * time.Second)
 	var inst orchestrator.Instance
 	faketest.WaitFor(t, "the map to register and generate its world", func() bool {
 		var err error
 		if inst, err = orch.Maps.Instance(faketest.DefaultInstance); err != nil {
 			return false
 		}
-		h, err := mc.Health(context.Background(), fmt.Sprintf("http://127.0.0.1:%d", inst.ControlPort))
+		h, err := mc.Health(context.Background(), fmt.Sprintf("http://127.0.0.1:%d", inst.ControlPort), orchCred)
 		return err == nil && h.WorldHash != ""
 	})
 

@@ -4,9 +4,9 @@
 // heartbeats, redeem, transfers, snapshot and critical-event persistence — is the real
 // orchestrator code over a throwaway SQLite file.
 //
-//	bin/fakeorch &
+//	bin/fakeorch &     # prints MAP_CREDENTIAL and MAP_ORCH_CREDENTIAL for dev-1
 //	docker run --rm --network host -e MAP_LISTEN_HOST=127.0.0.1 -e MAP_INSTANCE_ID=dev-1 \
-//	  -e MAP_ORCH_URL=http://127.0.0.1:9000 -e MAP_INTERNAL_RPC_SECRET=<printed secret> mapyard/map
+//	  -e MAP_ORCH_URL=http://127.0.0.1:9000 -e MAP_CREDENTIAL=<printed> -e MAP_ORCH_CREDENTIAL=<printed> mapyard/map
 //	curl -XPOST localhost:8080/api/v1/join
 package main
 
@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
@@ -39,16 +41,33 @@ import (
 type Config struct {
 	PublicAddr         string `env:"ORCH_PUBLIC_ADDR" envDefault:"127.0.0.1:8080" help:"join API listener"`
 	ControlAddr        string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC listener the map server registers with"`
-	Secret             string `env:"ORCH_INTERNAL_RPC_SECRET" help:"shared secret; a random one is generated and printed when empty"`
+	Secret             string `env:"ORCH_INTERNAL_RPC_SECRET" help:"root secret; a random one is generated when empty (maps never get it: each gets its own printed credentials)"`
 	DefaultInstanceID  string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"dev-1" help:"instance that join tickets target (set the same MAP_INSTANCE_ID on the map)"`
+	DevInstances       string `env:"ORCH_DEV_INSTANCES" envDefault:"" help:"comma-separated further instance ids to print map credentials for (to run several maps, e.g. for transfers)"`
 	JoinTicketTTLMS    int    `env:"ORCH_JOIN_TICKET_TTL_MS" envDefault:"10000" help:"lifetime of a join ticket"`
 	TransferTokenTTLMS int    `env:"ORCH_TRANSFER_TOKEN_TTL_MS" envDefault:"10000" help:"lifetime of a transfer token"`
 	LogLevel           string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	MapConfigFile      string `env:"ORCH_FAKE_MAP_CONFIG" help:"MapConfig JSON file sent to the map that registers as its instanceId (default: the map's template); benchmarks use it"`
 }
 
+// devInstances are the ids of ORCH_DEV_INSTANCES.
+func (c *Config) devInstances() []string {
+	var ids []string
+	for _, id := range strings.Split(c.DevInstances, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // Validate checks the values, naming the variable.
 func (c *Config) Validate() error {
+	for _, id := range c.devInstances() {
+		if !control.ValidName(id) {
+			return fmt.Errorf("ORCH_DEV_INSTANCES: %q must match %s", id, control.IDPattern)
+		}
+	}
 	if c.Secret != "" && len(c.Secret) < 16 {
 		return errors.New("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
@@ -82,9 +101,16 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		m.Close()
 		return 1
 	}
-	fmt.Fprintf(stdout, "fake orchestrator ready: join at %s/api/v1/join; start the map with\n"+
-		"  MAP_ORCH_URL=%s MAP_INTERNAL_RPC_SECRET=%s MAP_INSTANCE_ID=%s\n",
-		m.HTTP.PublicURL(), m.HTTP.ControlURL(), m.Secret, cfg.DefaultInstanceID)
+	fmt.Fprintf(stdout, "fake orchestrator ready: join at %s/api/v1/join; start each map with\n", m.HTTP.PublicURL())
+	for _, id := range append([]string{cfg.DefaultInstanceID}, cfg.devInstances()...) {
+		creds, err := fake.DevCredentials(m.Root, id)
+		if err != nil {
+			m.Log.Error("credentials", "instance", id, "err", err)
+			m.Close()
+			return 1
+		}
+		fmt.Fprintf(stdout, "  MAP_ORCH_URL=%s MAP_INSTANCE_ID=%s %s\n", m.HTTP.ControlURL(), id, strings.Join(creds, " "))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
@@ -100,6 +126,8 @@ type Main struct {
 	Config Config
 	Log    *slog.Logger
 	Secret string
+	// Root is derived from Secret; it mints the credentials printed for maps.
+	Root *keys.Root
 
 	dir       string
 	DB        *sqlite.DB
@@ -121,19 +149,22 @@ func (m *Main) Run() (err error) {
 	if err := m.DB.Open(); err != nil {
 		return err
 	}
-	m.Maps = fake.NewRegistry(m.Secret, m.Config.DefaultInstanceID, m.Log)
+	if m.Root, err = keys.NewRoot(m.Secret); err != nil {
+		return err
+	}
+	m.Maps = fake.NewRegistry(m.Root, m.Config.DefaultInstanceID, m.Log)
 	if m.Config.MapConfigFile != "" {
 		if err := m.loadMapConfig(m.Config.MapConfigFile); err != nil {
 			return err
 		}
 	}
-	m.Admission = admission.NewService(m.Secret, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
+	m.Admission = admission.NewService(m.Root, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
 	m.Admission.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
 	if err := m.Admission.Open(); err != nil {
 		return err
 	}
-	m.HTTP = httpapi.NewServer(m.Maps, m.Admission, m.DB, m.Secret, m.Log)
+	m.HTTP = httpapi.NewServer(m.Maps, m.Admission, m.DB, m.Root, m.Log)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = m.Config.PublicAddr, m.Config.ControlAddr
 	if err := m.HTTP.Open(); err != nil {
 		return err

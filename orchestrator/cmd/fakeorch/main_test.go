@@ -20,6 +20,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -41,9 +42,14 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 	}
 	t.Cleanup(func() { m.Close() })
 
+	creds, err := fake.DevCredentials(m.Root, "dev-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapCred, orchCred := strings.SplitN(creds[0], "=", 2)[1], strings.SplitN(creds[1], "=", 2)[1]
 	mapCmd := exec.Command(bin)
-	mapCmd.Env = append(os.Environ(),
-		"MAP_ORCH_URL="+m.HTTP.ControlURL(), "MAP_INTERNAL_RPC_SECRET="+m.Secret, "MAP_INSTANCE_ID=dev-1",
+	mapCmd.Env = append(append(os.Environ(), creds...),
+		"MAP_ORCH_URL="+m.HTTP.ControlURL(), "MAP_INSTANCE_ID=dev-1",
 		"MAP_MAP_ID=default", "MAP_LISTEN_HOST=127.0.0.1", "MAP_GAME_PORT=0", "MAP_CONTROL_PORT_BASE=0", "MAP_HEARTBEAT_MS=200")
 	stderr, _ := mapCmd.StderrPipe()
 	if err := mapCmd.Start(); err != nil {
@@ -76,10 +82,10 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mc := mapcontrol.NewMapClient(m.Secret, 2*time.Second)
+		mc := mapcontrol.NewMapClient(2 * time.Second)
 		var got string
 		waitFor(t, "the world hash", func() bool {
-			h, err := mc.Health(context.Background(), fmt.Sprintf("http://127.0.0.1:%d", inst.ControlPort))
+			h, err := mc.Health(context.Background(), fmt.Sprintf("http://127.0.0.1:%d", inst.ControlPort), orchCred)
 			got = h.WorldHash
 			return err == nil && got != ""
 		})
@@ -95,12 +101,12 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 		}
 		body := `{"instanceId":"dev-1","token":"` + j.Ticket + `"}`
 		var r control.RedeemResult
-		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusOK, &r)
+		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, mapCred, body, http.StatusOK, &r)
 		if r.CharacterID != j.CharacterID {
 			t.Fatalf("redeem %+v", r)
 		}
 		var e control.ErrorResponse
-		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, m.Secret, body, http.StatusConflict, &e)
+		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, mapCred, body, http.StatusConflict, &e)
 		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: %+v", e.Error)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/mapyard/mapyard/orchestrator"
@@ -62,18 +63,19 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	waitInstance(t, first.control, secret, created, orchestrator.StateReady, 30*time.Second)
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
 
-	// A labelled container of this deployment for an instance nobody wants.
-	gateway, err := docker.EnsureNetwork(ctx, cli, "mapyard")
+	// A labelled container of this deployment for an instance nobody wants, on the
+	// network the orchestrator made sure of.
+	mapNet, err := cli.NetworkInspect(ctx, "mapyard", network.InspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ghostRT := docker.NewRuntime(cli, docker.Template{
-		Image: dockertest.MapImage(), Network: "mapyard", Gateway: gateway,
+		Image: dockertest.MapImage(), Network: "mapyard", Gateway: mapNet.IPAM.Config[0].Gateway,
 		Deployment: deployment, MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
 	})
 	ghostC, err := ghostRT.Start(ctx, supervise.Spec{
 		InstanceID: ghost, MapID: "forest",
-		Env: []string{"MAP_INSTANCE_ID=" + ghost, "MAP_INTERNAL_RPC_SECRET=" + secret, "MAP_ORCH_URL=http://127.0.0.1:1"},
+		Env: []string{"MAP_INSTANCE_ID=" + ghost, "MAP_CREDENTIAL=ghost-credential-0000", "MAP_ORCH_CREDENTIAL=ghost-credential-0000", "MAP_ORCH_URL=http://127.0.0.1:1"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -39,8 +39,11 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
+	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
 func main() {
@@ -111,11 +114,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	// The stored secret (or ORCH_INTERNAL_RPC_SECRET) is the root: every key and
+	// credential is derived from it, and it never leaves this process.
 	secret := cfg.Secret
 	if secret == "" {
 		if secret, err = orchestrator.LoadOrCreateSecret(dir); err != nil {
 			return err
 		}
+	}
+	root, err := keys.NewRoot(secret)
+	if err != nil {
+		return err
 	}
 	m.DB = sqlite.NewDB(cfg.DBPath)
 	m.DB.CheckpointInterval = orchestrator.Ms(cfg.CheckpointMS)
@@ -132,10 +141,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if _, err := m.Docker.Ping(pingCtx); err != nil {
 		return fmt.Errorf("docker engine: %w", err)
 	}
-	gateway, err := docker.EnsureNetwork(ctx, m.Docker, cfg.MapNetwork)
+	mapNet, err := docker.EnsureNetwork(ctx, m.Docker, cfg.MapNetwork, cfg.Deployment)
 	if err != nil {
 		return err
 	}
+	if !mapNet.Isolated {
+		m.Log.Error("the map network lets maps reach each other: it was created by an older version and containers of another deployment still use it; stop them and restart, or set ORCH_MAP_NETWORK to a new name",
+			"network", cfg.MapNetwork)
+	}
+	gateway := mapNet.Gateway
 
 	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
 	rt := docker.NewRuntime(m.Docker, docker.Template{
@@ -149,21 +163,34 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Supervisor = supervise.New(rt, mapcontrol.NewMapClient(secret, 2*time.Second), m.Log, supervisorOptions(&cfg))
+	isolated := prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_map_network_isolated",
+		Help: "1 when the map network was created with inter-container communication off (the engine must also manage iptables to enforce it), 0 when an older network could not be replaced"})
+	if mapNet.Isolated {
+		isolated.Set(1)
+	}
+	m.Registry.MustRegister(isolated)
+	m.Supervisor = supervise.New(rt, mapcontrol.NewMapClient(2*time.Second), root, m.Log, supervisorOptions(&cfg))
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = supervise.NewMetrics(m.Registry)
-	m.Admission = admission.NewService(secret, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
+	m.Admission = admission.NewService(root, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
 	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
+	m.Admission.MaxGuests = cfg.MaxGuests
+	if m.Admission.PreviousKeys, err = previousKeys(cfg.PreviousSecret, dir); err != nil {
+		return err
+	}
 
-	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, secret, m.Log)
+	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, root, m.Log)
+	m.HTTP.Callers = m.Supervisor
+	m.HTTP.Limits = publicLimits(&cfg)
+	registerDoorMetrics(m.Registry, m.HTTP.Limits, m.Admission)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
 	m.HTTP.Metrics = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
-	m.Supervisor.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()), secret)
+	m.Supervisor.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()))
 	m.Log.Info("orchestrator listening", "version", orchestrator.Version,
 		"public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL(), "mapGateway", gateway, "db", cfg.DBPath,
 		"deployment", cfg.Deployment)
@@ -221,24 +248,64 @@ func supervisorOptions(cfg *orchestrator.Config) supervise.Options {
 // mapEnv is the environment of map containers: every MAP_* variable of the
 // orchestrator's own environment (so hosts tune maps in one place), then how to reach
 // the orchestrator, which always wins. Variables the supervisor sets per container
-// (identity, blank pool mode) and fault injection (per instance, tests only) are never
-// passed through.
-func mapEnv(environ []string, orchURL, secret string) []string {
+// (identity, credentials, blank pool mode) and fault injection (per instance, tests
+// only) are never passed through; nor is the pre-credentials secret variable.
+func mapEnv(environ []string, orchURL string) []string {
 	var env []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
 		case !strings.HasPrefix(k, "MAP_"), strings.HasPrefix(k, "MAP_FAULT_"):
 			continue
-		case k == "MAP_ORCH_URL", k == "MAP_INTERNAL_RPC_SECRET", k == "MAP_INSTANCE_ID", k == "MAP_MAP_ID", k == "MAP_BLANK":
+		case k == "MAP_ORCH_URL", k == "MAP_INTERNAL_RPC_SECRET", k == mapcontrol.EnvCredential, k == mapcontrol.EnvOrchCredential,
+			k == "MAP_INSTANCE_ID", k == "MAP_MAP_ID", k == "MAP_BLANK":
 			continue
 		}
 		env = append(env, kv)
 	}
 	return append(env,
 		"MAP_ORCH_URL="+orchURL,
-		"MAP_INTERNAL_RPC_SECRET="+secret,
 		fmt.Sprintf("MAP_GAME_PORT=%d", docker.MapGamePort),
 		fmt.Sprintf("MAP_CONTROL_PORT_BASE=%d", docker.MapControlPort),
 	)
+}
+
+// previousKeys hashes authKeys as the root before the last rotation did, from secret or
+// else the .previous file in dir; nil when there was no rotation.
+func previousKeys(secret, dir string) (*ticket.KeyHasher, error) {
+	if secret == "" {
+		var err error
+		if secret, err = orchestrator.LoadPreviousSecret(dir); err != nil || secret == "" {
+			return nil, err
+		}
+	}
+	root, err := keys.NewRoot(secret)
+	if err != nil {
+		return nil, fmt.Errorf("previous root secret: %w", err)
+	}
+	return ticket.NewKeyHasher(root.AuthKeyHashKey()), nil
+}
+
+// publicLimits are the per-client-address limits of joins on the public listener.
+func publicLimits(cfg *orchestrator.Config) httpapi.PublicLimits {
+	l := ratelimit.New(cfg.JoinRatePerMin, cfg.JoinRateBurst)
+	l.MaxClients = cfg.RateLimitClients
+	return httpapi.PublicLimits{Join: l, Clients: ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies}}
+}
+
+// registerDoorMetrics exposes what the public door's limits hold back: requests refused
+// per route, addresses tracked, and guest characters held in memory.
+func registerDoorMetrics(reg prometheus.Registerer, limits httpapi.PublicLimits, adm *admission.Service) {
+	for route, l := range map[string]*ratelimit.Limiter{"join": limits.Join} {
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mapyard_rate_limited_total",
+				Help: "requests refused with 429 rate_limited", ConstLabels: prometheus.Labels{"route": route}},
+				func() float64 { return float64(l.Refused()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mapyard_rate_limit_clients",
+				Help: "client addresses a rate limit tracks now", ConstLabels: prometheus.Labels{"route": route}},
+				func() float64 { return float64(l.Len()) }))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mapyard_guest_characters",
+		Help: "disposable guest characters held in memory (bounded by ORCH_MAX_GUESTS)"},
+		func() float64 { return float64(adm.Guests()) }))
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -52,6 +54,7 @@ func TestRun_Help(t *testing.T) {
 		"ORCH_MAP_RESTART_WINDOW_MS", "ORCH_MAP_RESTART_MAX_IN_WINDOW", "ORCH_MAP_QUARANTINE_MS",
 		"ORCH_INTERNAL_RPC_SECRET", "ORCH_MAP_IMAGE", "ORCH_WARM_POOL_SIZE", "ORCH_MAP_IDLE_STOP_MS",
 		"ORCH_DEPLOYMENT", "ORCH_ALLOW_FAULT_INJECTION", "MAP_FAULT_EXIT_AFTER_MS", "tests only",
+		"ORCH_PREVIOUS_INTERNAL_RPC_SECRET", "ORCH_JOIN_RATE_PER_MIN", "ORCH_TRUSTED_PROXIES", "ORCH_MAX_GUESTS",
 	} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("help does not list %s", v)
@@ -162,6 +165,19 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 			t.Fatalf("instance container %s, want %s", got.Instances[0].ContainerID, info.ID)
 		}
 	})
+	// What the default map's container holds, recomputed from its labels as the
+	// orchestrator does after a restart: the test speaks as that map below.
+	mapCred, orchCred := credentialsOf(t, info, secret)
+	t.Run("MapHoldsOnlyItsOwnCredentials", func(t *testing.T) {
+		for _, kv := range info.Config.Env {
+			if strings.Contains(kv, secret) || strings.HasPrefix(kv, "MAP_INTERNAL_RPC_SECRET=") {
+				t.Errorf("map container env holds the root secret: %s", strings.SplitN(kv, "=", 2)[0])
+			}
+		}
+		if !slices.Contains(info.Config.Env, mapcontrol.EnvCredential+"="+mapCred) || !slices.Contains(info.Config.Env, mapcontrol.EnvOrchCredential+"="+orchCred) {
+			t.Errorf("map container env lacks its credentials")
+		}
+	})
 	// The world the default map must run: the default template, generated here.
 	cfg, err := mapgen.Resolve(instance, mapgen.DefaultMapID, nil)
 	if err != nil {
@@ -177,10 +193,10 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		var got struct{ Instances []orchestrator.Instance }
 		testutil.GetJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
 		url := fmt.Sprintf("http://127.0.0.1:%d", got.Instances[0].ControlPort)
-		mc := mapcontrol.NewMapClient(secret, 2*time.Second)
+		mc := mapcontrol.NewMapClient(2 * time.Second)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			h, err := mc.Health(ctx, url)
+			h, err := mc.Health(ctx, url, orchCred)
 			if err == nil && h.WorldHash != "" {
 				if h.WorldHash != world.Hash() {
 					t.Fatalf("map world hash %s, want %s", h.WorldHash, world.Hash())
@@ -219,12 +235,12 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 		body := `{"instanceId":"` + instance + `","token":"` + j.Ticket + `"}`
 		var r control.RedeemResult
-		testutil.PostJSON(t, child.control+control.PathRedeem, secret, body, http.StatusOK, &r)
+		testutil.PostJSON(t, child.control+control.PathRedeem, mapCred, body, http.StatusOK, &r)
 		if r.CharacterID != j.CharacterID || r.Epoch != 1 {
 			t.Fatalf("redeem answer %+v", r)
 		}
 		var e control.ErrorResponse
-		testutil.PostJSON(t, child.control+control.PathRedeem, secret, body, http.StatusConflict, &e)
+		testutil.PostJSON(t, child.control+control.PathRedeem, mapCred, body, http.StatusConflict, &e)
 		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: code %q, want ticket_used", e.Error.Code)
 		}
@@ -319,7 +335,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		req := fmt.Sprintf(`{"transferId":%q,"characterId":%q,"fromInstanceId":%q,"toInstanceId":%q,"epoch":%d,`+
 			`"state":{"mapId":"default","x":321.5,"y":42,"revision":7}}`, transferID, w.CharacterID, instance, dest, w.Epoch)
 		var a control.TransferAnswer
-		testutil.PostJSON(t, child.control+control.PathRequestTransfer, secret, req, http.StatusOK, &a)
+		testutil.PostJSON(t, child.control+control.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
 		if a.ToInstanceID != dest || a.WS != orchestrator.WSPath(dest) {
 			t.Fatalf("transfer answer %+v", a)
 		}
@@ -335,17 +351,18 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		if w2.Kind != "welcome" || w2.CharacterID != w.CharacterID || w2.InstanceID != dest || w2.TransferID != transferID || w2.Epoch <= w.Epoch {
 			t.Fatalf("destination welcome %+v after %+v", w2, w)
 		}
-		// The source lost the character: a transfer request at its old epoch is refused.
+		// The source lost the character: a transfer request for it is refused, as one
+		// for a character the map never held would be.
 		var e control.ErrorResponse
-		testutil.PostJSON(t, child.control+control.PathRequestTransfer, secret,
-			strings.Replace(req, transferID, transferID+"x", 1), http.StatusConflict, &e)
+		testutil.PostJSON(t, child.control+control.PathRequestTransfer, mapCred,
+			strings.Replace(req, transferID, transferID+"x", 1), http.StatusForbidden, &e)
 
 		// The destination reports the arrival on its own; a retry of the request tells
 		// the transfer's state without reaching into the orchestrator.
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			req2, _ := http.NewRequest(http.MethodPost, child.control+control.PathRequestTransfer, strings.NewReader(req))
-			req2.Header.Set(control.SecretHeader, secret)
+			req2.Header.Set(control.SecretHeader, mapCred)
 			resp, err := http.DefaultClient.Do(req2)
 			if err != nil {
 				t.Fatal(err)
@@ -392,6 +409,24 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 			}
 		}
 	})
+}
+
+// credentialsOf returns the credentials of the map container info, recomputed from its
+// labels and the root secret.
+func credentialsOf(t *testing.T, info container.InspectResponse, secret string) (mapCred, orchCred string) {
+	t.Helper()
+	root, err := keys.NewRoot(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := keys.Identity{InstanceID: info.Config.Labels[docker.LabelInstance], Generation: info.Config.Labels[docker.LabelGeneration]}
+	if mapCred, err = root.MapCredential(id); err != nil {
+		t.Fatalf("container %s: %v", info.Name, err)
+	}
+	if orchCred, err = root.OrchCredential(id); err != nil {
+		t.Fatal(err)
+	}
+	return mapCred, orchCred
 }
 
 func dialWS(t *testing.T, url string) *websocket.Conn {
@@ -516,14 +551,14 @@ func randomHex(t *testing.T, n int) string {
 func TestMapEnv(t *testing.T) {
 	env := strings.Join(mapEnv([]string{
 		"MAP_TICK_HZ=20", "PATH=/bin", "MAP_FAULT_EXIT_AFTER_MS=10", "MAP_INSTANCE_ID=x", "MAP_BLANK=true",
-		"MAP_ORCH_URL=http://elsewhere", "MAP_INTERNAL_RPC_SECRET=leak",
-	}, "http://host.docker.internal:9000", "s3cret-0123456789"), " ")
-	for _, want := range []string{"MAP_TICK_HZ=20", "MAP_ORCH_URL=http://host.docker.internal:9000", "MAP_INTERNAL_RPC_SECRET=s3cret-0123456789"} {
+		"MAP_ORCH_URL=http://elsewhere", "MAP_INTERNAL_RPC_SECRET=leak", "MAP_CREDENTIAL=forged", "MAP_ORCH_CREDENTIAL=forged",
+	}, "http://host.docker.internal:9000"), " ")
+	for _, want := range []string{"MAP_TICK_HZ=20", "MAP_ORCH_URL=http://host.docker.internal:9000"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("map env %q lacks %s", env, want)
 		}
 	}
-	for _, never := range []string{"PATH=", "MAP_FAULT_", "MAP_INSTANCE_ID", "MAP_BLANK", "elsewhere", "leak"} {
+	for _, never := range []string{"PATH=", "MAP_FAULT_", "MAP_INSTANCE_ID", "MAP_BLANK", "elsewhere", "leak", "SECRET", "forged"} {
 		if strings.Contains(env, never) {
 			t.Errorf("map env %q passes %s through", env, never)
 		}

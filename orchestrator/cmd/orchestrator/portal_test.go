@@ -48,6 +48,8 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 		"MAP_SNAPSHOT_PUSH_MS=200",
 	})
 	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
+	// The test speaks for the default map on /orch/*, with that map's own credential.
+	mapCred, _ := credentialsOf(t, inspect(t, cli, getInstance(t, child.control, secret, deployment).ContainerID), secret)
 
 	// The source map: flat, without props or water, with a portal to a map nobody can
 	// start and a portal to a map discovered from it. Its ids are this run's own, so
@@ -81,7 +83,7 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 
 	t.Run("DeniedStaysPut", func(t *testing.T) {
 		p := world.Portals[0]
-		c := enterBeside(t, child, secret, base, src, p, `{"gold":3}`)
+		c := enterBeside(t, child, mapCred, base, src, p, `{"gold":3}`)
 		sx, sy := selfPosition(t, c)
 		ev := walkUntil(t, c, "the refusal", func(e client.Event) bool { return e.Kind == "event" })
 		if ev.Event.Name != "transfer_denied" || ev.Event.Code != "map_unavailable" {
@@ -105,7 +107,7 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 
 	t.Run("ArrivesOnDerivedMapWithItsState", func(t *testing.T) {
 		p := world.Portals[1]
-		c := enterBeside(t, child, secret, base, src, p, `{"gold":12}`)
+		c := enterBeside(t, child, mapCred, base, src, p, `{"gold":12}`)
 		character := c.Welcome().CharacterID
 		ev := walkUntil(t, c, "the arrival", func(e client.Event) bool { return e.Kind == "welcome" && e.Welcome.MapID == p.TargetMapID })
 		w := ev.Welcome
@@ -148,18 +150,18 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 // west of portal p's trigger circle: the test redeems the join ticket in the default
 // map's place (so no map pushes the character meanwhile) and asks for the transfer as
 // that map would.
-func enterBeside(t *testing.T, child *childOrchestrator, secret, base string, src mapgen.MapConfig, p mapgen.Portal, attrs string) *client.Client {
+func enterBeside(t *testing.T, child *childOrchestrator, mapCred, base string, src mapgen.MapConfig, p mapgen.Portal, attrs string) *client.Client {
 	t.Helper()
 	var j orchestrator.JoinResponse
 	testutil.PostJSON(t, child.public+control.PathJoin, "", fmt.Sprintf(`{"authKey":"P0rtal%sK3yAbCdEfGhIjKl"}`, randomHex(t, 6)), http.StatusOK, &j)
 	var r control.RedeemResult
-	testutil.PostJSON(t, child.control+control.PathRedeem, secret, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
+	testutil.PostJSON(t, child.control+control.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
 	x, y := float64(p.X-p.Radius)/100-1, float64(p.Y)/100
 	req := fmt.Sprintf(`{"transferId":"tr-%s","characterId":%q,"fromInstanceId":%q,"toMapId":%q,"epoch":%d,`+
 		`"state":{"mapId":%q,"x":%g,"y":%g,"attributes":%s,"revision":%d}}`, randomHex(t, 6), r.CharacterID, j.InstanceID, src.MapID, r.Epoch,
 		src.MapID, x, y, attrs, time.Now().UnixMicro())
 	var a control.TransferAnswer
-	testutil.PostJSON(t, child.control+control.PathRequestTransfer, secret, req, http.StatusOK, &a)
+	testutil.PostJSON(t, child.control+control.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
 	c, err := client.Dial(context.Background(), base+a.WS, client.Hello{Ticket: a.Token}, client.Options{})
 	if err != nil {
 		t.Fatal(err)

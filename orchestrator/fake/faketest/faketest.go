@@ -18,11 +18,30 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
-// Secret is the control RPC secret of every fake orchestrator opened here.
+// Secret is the root secret of every fake orchestrator opened here.
 const Secret = "test-secret-0123456789"
+
+// Credentials returns what a map started by hand as instanceID holds against a fake
+// orchestrator opened here: its credential towards the orchestrator (MAP_CREDENTIAL)
+// and the orchestrator's towards it (MAP_ORCH_CREDENTIAL).
+func Credentials(tb testing.TB, instanceID string) (mapCred, orchCred string) {
+	tb.Helper()
+	id := keys.Identity{InstanceID: instanceID, Generation: fake.DevGeneration}
+	root := testutil.Root(tb, Secret)
+	mapCred, err := root.MapCredential(id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if orchCred, err = root.OrchCredential(id); err != nil {
+		tb.Fatal(err)
+	}
+	return mapCred, orchCred
+}
 
 // Orch is a fake orchestrator; join tickets target DefaultInstance.
 type Orch struct {
@@ -44,9 +63,10 @@ func MustOpenOrch(tb testing.TB) *Orch {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { o.DB.Close() })
-	o.Maps = fake.NewRegistry(Secret, DefaultInstance, log)
-	adm := admission.NewService(Secret, o.DB, o.Maps, DefaultInstance, log)
-	o.HTTP = httpapi.NewServer(o.Maps, adm, o.DB, Secret, log)
+	root := testutil.Root(tb, Secret)
+	o.Maps = fake.NewRegistry(root, DefaultInstance, log)
+	adm := admission.NewService(root, o.DB, o.Maps, DefaultInstance, log)
+	o.HTTP = httpapi.NewServer(o.Maps, adm, o.DB, root, log)
 	o.HTTP.PublicAddr, o.HTTP.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if err := o.HTTP.Open(); err != nil {
 		tb.Fatal(err)

@@ -1,0 +1,87 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/keys"
+)
+
+// Callers resolves a verified map credential to the instance its container runs now.
+// The supervisor implements it: the credential names the container (its instance id at
+// creation and its generation), and a warm-pool container keeps its credential after it
+// is handed an instance.
+type Callers interface {
+	// InstanceOf returns the instance the container of id runs, or ok=false when id is
+	// not a current container of this orchestrator (replaced, removed, or unknown).
+	InstanceOf(id keys.Identity) (instanceID string, ok bool)
+}
+
+// callerKey is where requireMap leaves the calling instance in the echo context.
+const callerKey = "mapyard.caller"
+
+// requireMap is the middleware of the map-facing routes: the request must carry a map
+// credential minted by this orchestrator's root (401 otherwise) for a container that is
+// still current (403 otherwise). The instance it runs is the caller every handler checks
+// the request against.
+func (s *Server) requireMap(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := s.Root.VerifyMapCredential(c.Request().Header.Get(control.SecretHeader))
+		if err != nil {
+			return err
+		}
+		instance := id.InstanceID
+		if s.Callers != nil {
+			var ok bool
+			if instance, ok = s.Callers.InstanceOf(id); !ok {
+				return apierr.Errorf(apierr.EFORBIDDEN, "credential of map container %s, which is no longer current", id)
+			}
+		}
+		c.Set(callerKey, instance)
+		return next(c)
+	}
+}
+
+// requireAdmin is the middleware of the admin routes and metrics (loopback only): the
+// request must carry the root secret, compared in constant time.
+func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !s.Root.IsRoot(c.Request().Header.Get(control.SecretHeader)) {
+			return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong %s header", control.SecretHeader)
+		}
+		return next(c)
+	}
+}
+
+// actFor refuses, with EFORBIDDEN, a request that names an instance other than the
+// caller's.
+func actFor(c echo.Context, instanceID string) error {
+	caller, _ := c.Get(callerKey).(string)
+	if caller == "" || caller != instanceID {
+		return apierr.Errorf(apierr.EFORBIDDEN, "map instance %q may not act for %q", caller, instanceID)
+	}
+	return nil
+}
+
+// mapRPC is rpc for the map-facing routes: after decoding, the instance the request acts
+// for (instance picks it out) must be the caller.
+func mapRPC[Req, Res any](limit int64, instance func(*Req) string, fn func(context.Context, Req) (Res, error)) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var r Req
+		if err := control.DecodeJSON(c, &r, limit); err != nil {
+			return err
+		}
+		if err := actFor(c, instance(&r)); err != nil {
+			return err
+		}
+		res, err := fn(c.Request().Context(), r)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, res)
+	}
+}

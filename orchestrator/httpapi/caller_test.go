@@ -1,0 +1,63 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
+)
+
+// onlyCurrent is a Callers that knows one current container per instance, of
+// generation "t1".
+type onlyCurrent struct{}
+
+func (onlyCurrent) InstanceOf(id keys.Identity) (string, bool) {
+	return id.InstanceID, id.Generation == "t1"
+}
+
+// TestMapCredentials checks the control listener's map routes: each demands a map
+// credential of this orchestrator for a current container, and acts only for the
+// instance that credential names.
+func TestMapCredentials(t *testing.T) {
+	s, _ := MustOpenServer(t, func(s *httpapi.Server) { s.Callers = onlyCurrent{} })
+	url := s.ControlURL()
+	b := as(t, "frontier-1") // a map acting for default-1 below
+
+	oldGen, err := testutil.Root(t, secret).MapCredential(keys.Identity{InstanceID: "default-1", Generation: "t0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherRoot, _ := keys.NewRoot(secret + "-other")
+	forged, _ := otherRoot.MapCredential(keys.Identity{InstanceID: "default-1", Generation: "t1"})
+
+	for _, tt := range []struct {
+		name, path, cred string
+		body             any
+		status           int
+		code             string
+	}{
+		{"ErrUnauthorizedNoCredential", control.PathMapHeartbeat, "", control.Heartbeat{InstanceID: "default-1"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		{"ErrUnauthorizedRootIsNoMapCredential", control.PathMapHeartbeat, secret, control.Heartbeat{InstanceID: "default-1"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		{"ErrUnauthorizedForged", control.PathMapHeartbeat, forged, control.Heartbeat{InstanceID: "default-1"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		{"ErrForbiddenReplacedContainer", control.PathMapHeartbeat, oldGen, control.Heartbeat{InstanceID: "default-1"}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenRegisterAsAnother", control.PathMapReady, b, control.MapReady{InstanceID: "default-1", MapID: "default", GamePort: 1, ControlPort: 2}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenHeartbeatAsAnother", control.PathMapHeartbeat, b, control.Heartbeat{InstanceID: "default-1"}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenRedeemForAnother", control.PathRedeem, b, control.RedeemRequest{InstanceID: "default-1", Token: "mt1.x"}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenTransferFromAnother", control.PathRequestTransfer, b, control.TransferRequest{TransferID: "tr-1", CharacterID: "c", FromInstanceID: "default-1", ToInstanceID: "frontier-1"}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenResultForAnother", control.PathTransferResult, b, control.TransferResult{TransferID: "tr-1", InstanceID: "default-1", Success: true}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrUnauthorizedAdminWithMapCredential", control.PathAdminMaps, as(t, "default-1"), orchestrator.CreateInstance{InstanceID: "x-1", MapID: "x"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var e control.ErrorResponse
+			testutil.PostJSON(t, url+tt.path, tt.cred, tt.body, tt.status, &e)
+			if e.Error.Code != tt.code {
+				t.Fatalf("code %q, want %q", e.Error.Code, tt.code)
+			}
+		})
+	}
+}
