@@ -91,7 +91,7 @@ start_map() {
 rss_mb() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 
 bots() {
-	MAP_ORCH_CREDENTIAL="$ORCH_CRED" "${BOT_CPUS[@]}" bin/mapbots -json \
+	MAP_ORCH_CREDENTIAL="$ORCH_CRED" MAP_CREDENTIAL="$MAP_CRED" "${BOT_CPUS[@]}" bin/mapbots -json \
 		-join "http://127.0.0.1:$PUB" -map "ws://127.0.0.1:$GP/ws" \
 		-metrics "http://127.0.0.1:$CP/metrics" "$@"
 }

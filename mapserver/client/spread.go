@@ -13,10 +13,11 @@ import (
 
 // Spread places bots uniformly over a map before they connect, as returning players
 // saved all over it would be, instead of at the map's spawn points. It speaks the
-// control RPC in the map's place (so it needs the orchestrator's control URL and the
-// secret): it redeems a first join ticket of a keyed character for the map, pushes that
-// character's state at a random position, and joins again; the map then spawns the
-// character at its saved position. For benchmarks only.
+// control RPC in the map's place, so it needs the orchestrator's control URL and the
+// map's own credential (the orchestrator lets a map act only for itself): it redeems a
+// first join ticket of a keyed character for the map, pushes that character's state at
+// a random position, and joins again; the map then spawns the character at its saved
+// position. For benchmarks only.
 type Spread struct {
 	ControlURL string
 	Secret     string

@@ -42,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	shards := fs.Int("shards", 0, "sender goroutines (0: one per 64 bots)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the bots' directions")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
-	spread := fs.String("spread", "", "orchestrator control URL: save every bot at a uniformly random position before it connects, speaking the control RPC in the map's place (secret from MAP_INTERNAL_RPC_SECRET; benchmarks only)")
+	spread := fs.String("spread", "", "orchestrator control URL: save every bot at a uniformly random position before it connects, speaking the control RPC in the map's place (with the map's own credential from MAP_CREDENTIAL; benchmarks only)")
 	size := fs.Float64("size", 2000, "with -spread: the map's width and height in units")
 	serverPID := fs.Int("server-pid", 0, "map server process to measure (CPU, RSS) over the window, as the host sees it")
 	metricsURL := fs.String("metrics", "", "the map's control /metrics URL (credential from MAP_ORCH_CREDENTIAL, as the map was started with) for tick times, snapshots and drops")
@@ -62,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	s := &client.Swarm{JoinURL: *joinURL, MapURL: *mapURL, N: *n, JoinPerSec: *joinRate, Idle: *idle, Shards: *shards,
 		Seed: *seed, Options: client.Options{NoAutoAck: !*idle}}
 	if *spread != "" {
-		s.Spread = &client.Spread{ControlURL: *spread, Secret: os.Getenv("MAP_INTERNAL_RPC_SECRET"), Width: *size, Height: *size}
+		s.Spread = &client.Spread{ControlURL: *spread, Secret: os.Getenv("MAP_CREDENTIAL"), Width: *size, Height: *size}
 	}
 	start := time.Now()
 	if err := s.Connect(ctx); err != nil {
