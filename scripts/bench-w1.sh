@@ -2,7 +2,9 @@
 # Workload W1 (../shared/WORKLOADS.md, docs/benchmarks.md): one map container (the map
 # image, host network, pinned to CPU 0) against the fake orchestrator, driven by
 # bin/mapbots in a separate process pinned to CPU 1, at every N of NS; the Colyseus peer
-# runs right after each N on the same machine, pinned the same way. Then an idle player
+# runs right after each N on the same machine, pinned the same way. The bots start at
+# uniformly random positions, as the peer's do (mapbots -spread saves them there before
+# they connect; a new character would start at a spawn point). Then an idle player
 # alone on the map, and the idle container's RSS. Writes one JSON per run and table.md
 # into OUT and prints the table.
 #
@@ -89,7 +91,7 @@ start_map() {
 rss_mb() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 
 bots() {
-	MAP_ORCH_CREDENTIAL="$ORCH_CRED" "${BOT_CPUS[@]}" bin/mapbots -json \
+	MAP_ORCH_CREDENTIAL="$ORCH_CRED" MAP_CREDENTIAL="$MAP_CRED" "${BOT_CPUS[@]}" bin/mapbots -json \
 		-join "http://127.0.0.1:$PUB" -map "ws://127.0.0.1:$GP/ws" \
 		-metrics "http://127.0.0.1:$CP/metrics" "$@"
 }
@@ -100,7 +102,7 @@ for N in $NS; do
 	sleep 1
 	idle=$(rss_mb "$pid")
 	echo "mapyard N=$N: map container pid $pid, idle RSS ${idle} MB" >&2
-	bots -n "$N" -warmup "${WARMUP}s" -window "${WINDOW}s" -server-pid "$pid" 2>>"$OUT/mapbots.log" |
+	bots -n "$N" -warmup "${WARMUP}s" -window "${WINDOW}s" -server-pid "$pid" -spread "http://127.0.0.1:$CTL" 2>>"$OUT/mapbots.log" |
 		jq --argjson idle "$idle" '.server.rssIdleMb = $idle' >"$OUT/mapyard-n$N.json"
 	jq -c '{n, cpu: .server.cpuPercent, kbit: .bots.kbitDownPerClient, view: .bots.entitiesInView, snaps: .bots.snapshotsPerSec, tickP99: .server.tickP99Ms, drops: (.bots.dropped + .server.droppedClients), foreign: .server.foreignCpuPercent}' "$OUT/mapyard-n$N.json" >&2
 	docker stop -t 5 "$CONTAINER" >/dev/null

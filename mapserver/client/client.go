@@ -307,25 +307,24 @@ func (c *Client) Send(frame []byte) error {
 // Ping sends a ping stamped with the client's clock; the pong's round trip lands in
 // Stats.RTT.
 func (c *Client) Ping() error {
-	us := time.Since(c.epoch).Microseconds()
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	b := append(c.buf[:0], `{"v":1,"kind":"ping","t":`...)
-	b = strconv.AppendInt(b, us, 10)
-	b = append(b, '}')
-	c.buf = b
-	return c.writeLocked(websocket.TextMessage, b)
+	return c.sendNumber(`{"v":1,"kind":"ping","t":`, uint64(time.Since(c.epoch).Microseconds()))
 }
 
 // ack acknowledges the snapshot of tick.
 func (c *Client) ack(tick uint64) {
+	_ = c.sendNumber(`{"v":1,"kind":"ack","tick":`, tick)
+}
+
+// sendNumber sends prefix, n and a closing brace: the small messages the client sends
+// often, built without reflection.
+func (c *Client) sendNumber(prefix string, n uint64) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	b := append(c.buf[:0], `{"v":1,"kind":"ack","tick":`...)
-	b = strconv.AppendUint(b, tick, 10)
+	b := append(c.buf[:0], prefix...)
+	b = strconv.AppendUint(b, n, 10)
 	b = append(b, '}')
 	c.buf = b
-	_ = c.writeLocked(websocket.TextMessage, b)
+	return c.writeLocked(websocket.TextMessage, b)
 }
 
 var errClosed = errors.New("client closed")

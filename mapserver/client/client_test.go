@@ -54,11 +54,12 @@ func (m *fakeMap) serve(w http.ResponseWriter, r *http.Request) {
 	if err := ws.ReadJSON(&hello); err != nil {
 		return
 	}
-	if hello.Ticket != "good" && (m.token == "" || hello.Ticket != m.token) {
+	if hello.Ticket != "good" && (m.token == "" || hello.Ticket != m.token) && hello.Resume != "rt" {
 		_ = ws.WriteJSON(map[string]any{"v": 1, "kind": "error", "code": "ticket_invalid", "message": "no"})
 		return
 	}
-	_ = ws.WriteJSON(wire.Welcome{V: 1, Kind: wire.KindWelcome, CharacterID: "c1", InstanceID: m.name + "-1", MapID: m.name, ResumeToken: "rt"})
+	_ = ws.WriteJSON(wire.Welcome{V: 1, Kind: wire.KindWelcome, CharacterID: "c1", InstanceID: m.name + "-1", MapID: m.name, ResumeToken: "rt",
+		Resumed: hello.Resume != ""})
 	enc, cl := wire.NewEncoder(0), wire.NewClient(0)
 	tick := uint32(0)
 	for {
@@ -205,6 +206,20 @@ func TestClient(t *testing.T) {
 		<-c.Done()
 		if !c.Stats().Dropped {
 			t.Fatal("a connection the server broke must count as dropped")
+		}
+	})
+	t.Run("ResumesAfterDrop", func(t *testing.T) {
+		m := newFakeMap(t, "a")
+		c := dial(t, m.url(), client.Options{})
+		token := c.Welcome().ResumeToken
+		c.Drop()
+		r, err := client.Dial(context.Background(), m.url(), client.Hello{Resume: token}, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if w := r.Welcome(); !w.Resumed || w.CharacterID != "c1" {
+			t.Fatalf("welcome %+v, want the resumed character", w)
 		}
 	})
 	t.Run("OriginOfURL", func(t *testing.T) {

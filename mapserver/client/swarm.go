@@ -1,11 +1,8 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -19,18 +16,18 @@ import (
 // Workload W1's bot behaviour (docs/benchmarks.md): an input every tick, a new random
 // direction every 0.75 to 1.25 s.
 const (
-	W1InputHz     = 30
-	W1TurnMin     = 750 * time.Millisecond
-	W1TurnSpread  = 500 * time.Millisecond
-	W1PingEvery   = time.Second
-	maxDirection  = 127
-	joinBodyLimit = 1 << 16
+	W1InputHz    = 30
+	W1TurnMin    = 750 * time.Millisecond
+	W1TurnSpread = 500 * time.Millisecond
+	W1PingEvery  = time.Second
+	maxDirection = 127
 )
 
 // Ticket is what a join answers: the ticket to say hello with and where.
 type Ticket struct {
 	Ticket      string `json:"ticket"`
 	CharacterID string `json:"characterId"`
+	MapID       string `json:"mapId"`
 	InstanceID  string `json:"instanceId"`
 	WS          string `json:"ws"`
 }
@@ -38,28 +35,9 @@ type Ticket struct {
 // Join asks the public edge at baseURL (http://host:port) for a guest join ticket
 // (POST /api/v1/join).
 func Join(ctx context.Context, hc *http.Client, baseURL string) (Ticket, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+control.PathJoin, bytes.NewReader([]byte("{}")))
-	if err != nil {
-		return Ticket{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return Ticket{}, fmt.Errorf("join: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, joinBodyLimit))
-	if err != nil {
-		return Ticket{}, fmt.Errorf("join: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return Ticket{}, fmt.Errorf("join: status %d: %s", resp.StatusCode, bytes.TrimSpace(body))
-	}
 	var t Ticket
-	if err := json.Unmarshal(body, &t); err != nil {
-		return Ticket{}, fmt.Errorf("join: %w", err)
-	}
-	return t, nil
+	err := control.Call(ctx, hc, http.MethodPost, baseURL+control.PathJoin, "", struct{}{}, &t)
+	return t, err
 }
 
 // Swarm is N bots playing workload W1 against one map. Set the fields, then Run.
@@ -76,13 +54,18 @@ type Swarm struct {
 	// Shards is how many sender goroutines drive the bots (0: one per 64 bots).
 	Shards int
 	Seed   uint64
+	// Spread, when set, saves every bot at a random position of the map before it
+	// connects (see Spread), instead of letting it start at a spawn point.
+	Spread *Spread
 	// Options are every bot's client options.
 	Options Options
 
 	mu   sync.Mutex
 	bots []*Client
-	// JoinFailures counts bots that could not join or connect.
+	// JoinFailures counts bots that could not join or connect; JoinError is the first
+	// reason.
 	JoinFailures int
+	JoinError    error
 }
 
 // Connect joins and connects the N bots, at most JoinPerSec per second.
@@ -104,13 +87,16 @@ func (s *Swarm) Connect(ctx context.Context) error {
 			}
 		}
 		wg.Add(1)
+		r := rand.New(rand.NewPCG(s.Seed, uint64(i)<<32))
 		go func() {
 			defer wg.Done()
-			c, err := s.connect(ctx, hc)
+			c, err := s.connect(ctx, hc, r)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if err != nil {
-				s.JoinFailures++
+				if s.JoinFailures++; s.JoinError == nil {
+					s.JoinError = err
+				}
 				return
 			}
 			s.bots = append(s.bots, c)
@@ -118,13 +104,19 @@ func (s *Swarm) Connect(ctx context.Context) error {
 	}
 	wg.Wait()
 	if len(s.bots) == 0 {
-		return fmt.Errorf("no bot could join (%d failures)", s.JoinFailures)
+		return fmt.Errorf("no bot could join (%d failures, the first: %w)", s.JoinFailures, s.JoinError)
 	}
 	return nil
 }
 
-func (s *Swarm) connect(ctx context.Context, hc *http.Client) (*Client, error) {
-	t, err := Join(ctx, hc, s.JoinURL)
+func (s *Swarm) connect(ctx context.Context, hc *http.Client, r *rand.Rand) (*Client, error) {
+	var t Ticket
+	var err error
+	if s.Spread != nil {
+		t, err = s.Spread.join(ctx, hc, s.JoinURL, r)
+	} else {
+		t, err = Join(ctx, hc, s.JoinURL)
+	}
 	if err != nil {
 		return nil, err
 	}

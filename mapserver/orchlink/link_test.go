@@ -323,6 +323,18 @@ func TestLink_Critical(t *testing.T) {
 			t.Fatalf("err=%v, want conflict", res.Err)
 		}
 	})
+	t.Run("NotImplementedIsFinal", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathPersistCritical], f.failCode[control.PathPersistCritical] = 1<<30, apierr.ENOTIMPLEMENTED
+		l := openLink(t, c)
+		ch, err := l.CriticalChan(control.CriticalEvent{EventID: "e1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := <-ch; apierr.Code(res.Err) != apierr.ENOTIMPLEMENTED {
+			t.Fatalf("err=%v, want not_implemented without retrying until close", res.Err)
+		}
+	})
 	t.Run("CloseFailsQueuedWork", func(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.fail[control.PathPersistCritical] = 1 << 30

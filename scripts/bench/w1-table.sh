@@ -7,8 +7,8 @@ f1() { jq -r "$1" "$2"; }
 echo "| N | system | server CPU % (1 core) | RSS MB | tick p50 / p99 ms | patch p99 ms | interval p99 ms | kbit/s down per client | snapshots/s per client | entities in view | drops | bots CPU % | foreign load % |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 ratios=""
-for m in $(ls "$dir"/mapyard-n*.json 2>/dev/null | sort -t n -k2 -n); do
-	n=$(jq -r .n "$m")
+for n in $(cat "$dir"/mapyard-n*.json 2>/dev/null | jq -r .n | sort -n); do
+	m="$dir/mapyard-n$n.json"
 	jq -r '"| \(.n) | mapyard | \(.server.cpuPercent*10|round/10) | \(.server.rssMb*10|round/10) (idle \(.server.rssIdleMb)) | \(.server.tickP50Ms*100|round/100) / \(.server.tickP99Ms*100|round/100) (tick + snapshots) | in tick | \(.server.intervalP99Ms*10|round/10) | \(.bots.kbitDownPerClient*10|round/10) | \(.bots.snapshotsPerSec*100|round/100) | \(.bots.entitiesInView*10|round/10) | \(.bots.dropped + .server.droppedClients) (joins failed \(.bots.joinFailures)) | \(.bots.botsCpuPercent*10|round/10) | \(.server.foreignCpuPercent*10|round/10) |"' "$m"
 	c="$dir/colyseus-n$n.json"
 	if [ -f "$c" ]; then

@@ -4,8 +4,9 @@
 // client, snapshots per second, kbit/s down, entities in view, round trips and drops,
 // and the bots' own CPU.
 //
-//	mapbots -join http://127.0.0.1:8080 -n 250                 # through the public edge
-//	mapbots -join http://127.0.0.1:8080 -map ws://127.0.0.1:7000/ws -n 250   # tickets from the edge, straight to the map
+//	mapbots -join http://127.0.0.1:8080 -n 250                               # through the public edge
+//	mapbots -join http://127.0.0.1:8080 -map ws://127.0.0.1:7000/ws -n 250   # tickets from the edge or a
+//	                                                                         # fake orchestrator, straight to the map
 package main
 
 import (
@@ -41,6 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	shards := fs.Int("shards", 0, "sender goroutines (0: one per 64 bots)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the bots' directions")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	spread := fs.String("spread", "", "orchestrator control URL: save every bot at a uniformly random position before it connects, speaking the control RPC in the map's place (with the map's own credential from MAP_CREDENTIAL; benchmarks only)")
+	size := fs.Float64("size", 2000, "with -spread: the map's width and height in units")
 	serverPID := fs.Int("server-pid", 0, "map server process to measure (CPU, RSS) over the window, as the host sees it")
 	metricsURL := fs.String("metrics", "", "the map's control /metrics URL (credential from MAP_ORCH_CREDENTIAL, as the map was started with) for tick times, snapshots and drops")
 	if err := fs.Parse(args); err != nil {
@@ -58,6 +61,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	s := &client.Swarm{JoinURL: *joinURL, MapURL: *mapURL, N: *n, JoinPerSec: *joinRate, Idle: *idle, Shards: *shards,
 		Seed: *seed, Options: client.Options{NoAutoAck: !*idle}}
+	if *spread != "" {
+		s.Spread = &client.Spread{ControlURL: *spread, Secret: os.Getenv("MAP_CREDENTIAL"), Width: *size, Height: *size}
+	}
 	start := time.Now()
 	if err := s.Connect(ctx); err != nil {
 		fmt.Fprintln(stderr, "mapbots:", err)
