@@ -9,7 +9,7 @@ import (
 // zero Inbound would: it accepts the same messages, fills the same fields and fails
 // with encoding/json's error. The common shape of a command, ack or ping
 // ({"v":1,"kind":"command","seq":7,"feature":"movement","action":"input_batch",
-// "payload":{...}}) is read by a reflection-free scanner; anything it does not
+// "payload":{...}}, {"v":1,"kind":"ping","t":123}) is read by a reflection-free scanner; anything it does not
 // recognise (other members, escapes, non-ASCII strings, repeated members, a payload
 // that is not an object or array, ...) goes to encoding/json. Every player sends a
 // command per tick, and encoding/json's reflection was a tenth of the map's reading
@@ -32,7 +32,7 @@ func fastInbound(b []byte, in *Inbound) bool {
 		p.i++
 		return p.end()
 	}
-	var seen [7]bool
+	var seen [8]bool
 	for p.err == nil {
 		name := p.name()
 		if p.err != nil {
@@ -80,6 +80,12 @@ func fastInbound(b []byte, in *Inbound) bool {
 				return false
 			}
 			in.Payload = raw
+		case 7:
+			n, ok := p.number()
+			if !ok {
+				return false
+			}
+			in.T = json.Number(n)
 		}
 		switch p.peek() {
 		case ',':
@@ -111,6 +117,8 @@ func inboundField(name []byte) int {
 		return 5
 	case "payload":
 		return 6
+	case "t":
+		return 7
 	}
 	return -1
 }
@@ -146,6 +154,47 @@ func (p *inputParser) delimited() bool {
 		return true
 	}
 	return false
+}
+
+// number reads a JSON number literal (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?)
+// followed by a delimiter.
+func (p *inputParser) number() (string, bool) {
+	b, start, j := p.b, p.i, p.i
+	digits := func() bool {
+		k := j
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		return j > k
+	}
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	if j < len(b) && b[j] == '0' {
+		j++
+	} else if !digits() {
+		return "", false
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		if !digits() {
+			return "", false
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if !digits() {
+			return "", false
+		}
+	}
+	p.i = j
+	if !p.delimited() {
+		return "", false
+	}
+	return string(b[start:j]), true
 }
 
 // plainString reads a JSON string of printable ASCII without escapes.
