@@ -140,7 +140,7 @@ func (s *session) Receive(data []byte, binary bool) {
 		return
 	}
 	var in wire.Inbound
-	if err := json.Unmarshal(data, &in); err != nil {
+	if err := wire.DecodeInbound(data, &in); err != nil {
 		s.fail(apierr.EBADREQUEST, "invalid JSON: "+err.Error(), 0)
 		return
 	}

@@ -141,9 +141,19 @@ func (c *conn) handshake(ctx context.Context) mapserver.Session {
 }
 
 // readLoop hands every message to the session until the connection ends.
+//
+// The idle deadline is moved at most every idleTimeout/8 rather than per message:
+// resetting it rearms a runtime timer, and every player sends a command per tick. It
+// is set idleTimeout/8 beyond idleTimeout, so a client is closed after between
+// idleTimeout and 9/8 idleTimeout of silence, never sooner.
 func (c *conn) readLoop(sess mapserver.Session) {
+	slack := c.idleTimeout / 8
+	var set time.Time // when the deadline was last moved
 	for {
-		_ = c.ws.SetReadDeadline(time.Now().Add(c.idleTimeout))
+		if now := time.Now(); now.Sub(set) >= slack {
+			_ = c.ws.SetReadDeadline(now.Add(c.idleTimeout + slack))
+			set = now
+		}
 		typ, data, err := c.ws.ReadMessage()
 		if err != nil {
 			if isTimeout(err) && !c.closing.Load() {
