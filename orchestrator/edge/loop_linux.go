@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -34,6 +35,10 @@ type loop struct {
 	epfd, wakefd int
 	idle, wto    time.Duration
 	bufs         *sync.Pool
+
+	// pauses counts the times a destination did not take a whole write, so that a
+	// source was paused.
+	pauses atomic.Int64
 
 	mu      sync.Mutex
 	queue   []loopCmd
@@ -190,6 +195,9 @@ func dupConn(c net.Conn) (int, error) {
 	}
 	return nfd, nil
 }
+
+// paused returns how often a source was paused for back-pressure.
+func (l *loop) paused() int64 { return l.pauses.Load() }
 
 // close asks the loop to close lp; safe from any goroutine.
 func (l *loop) close(lp *loopPair) { l.send(loopCmd{pair: lp}) }
@@ -429,6 +437,7 @@ func (l *loop) copyDir(lp *loopPair, i int, now int64) bool {
 		d.pbuf = l.bufs.Get().(*[]byte)
 		d.pending = append((*d.pbuf)[:0], l.scratch[w:n]...)
 		d.since = now
+		l.pauses.Add(1)
 		return l.watch(lp, i) && l.watch(lp, 1-i)
 	}
 	if n == len(l.scratch) {

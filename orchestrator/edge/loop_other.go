@@ -21,3 +21,4 @@ func newLoop(time.Duration, time.Duration, *sync.Pool) (*loop, error) {
 func (*loop) adopt(*splice) error { return errors.New("the loop engine needs Linux") }
 func (*loop) close(*loopPair)     {}
 func (*loop) stop()               {}
+func (*loop) paused() int64       { return 0 }

@@ -136,13 +136,17 @@ func (p *Proxy) Forward(w http.ResponseWriter, r *http.Request, instanceID, addr
 		return nil
 	}
 	p.Metrics.opened()
-	if l := p.eventLoop(); l != nil {
-		if err := l.adopt(s); err == nil {
-			return nil
-		}
+	p.serve(s)
+	return nil
+}
+
+// serve copies s both ways with the configured engine. With the loop engine it
+// returns at once, the loop ending s later; the goroutine engine returns when s ended.
+func (p *Proxy) serve(s *splice) {
+	if l := p.eventLoop(); l != nil && l.adopt(s) == nil {
+		return
 	}
 	s.run()
-	return nil
 }
 
 // eventLoop returns the loop engine, started on first use, or nil when the goroutine
