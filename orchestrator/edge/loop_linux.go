@@ -21,8 +21,8 @@ import (
 // A wake-up then costs one goroutine wake-up and one epoll_wait for however many
 // sockets became ready, instead of a goroutine wake-up per socket and direction.
 // The goroutine parks in Go's poller on the epoll descriptor itself: an OS thread of
-// its own blocked in epoll_wait measured worse, because with one P the runtime's
-// monitor thread keeps taking the P from the blocked thread and waking up to do so.
+// its own blocked in epoll_wait cost more CPU per message, likely because with one P
+// the runtime's monitor thread keeps taking the P from the blocked thread.
 //
 // Sockets are level-triggered and watched for input only, so one read per message
 // suffices (no read to EAGAIN). A direction reads its source only while nothing of it
