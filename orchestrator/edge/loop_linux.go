@@ -551,25 +551,3 @@ func (l *loop) closeAll() {
 		}
 	}
 }
-
-func rawRead(fd int, b []byte) (int, syscall.Errno) {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		if e == syscall.EINTR {
-			continue
-		}
-		return int(n), e
-	}
-}
-
-// rawWrite sends with MSG_NOSIGNAL: a peer that is gone is EPIPE, not a signal.
-func rawWrite(fd int, b []byte) (int, syscall.Errno) {
-	for {
-		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
-			syscall.MSG_NOSIGNAL, 0, 0)
-		if e == syscall.EINTR {
-			continue
-		}
-		return int(n), e
-	}
-}

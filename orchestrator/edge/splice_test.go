@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
 )
 
 // engines runs test once per copy engine.
@@ -81,17 +83,6 @@ func openSplice(t *testing.T, p *Proxy, small bool) (player, mapEnd *net.TCPConn
 	return player, mapEnd
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func closeProxy(t *testing.T, p *Proxy) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -122,7 +113,7 @@ func TestSplice_BackPressure(t *testing.T) {
 		go func() { defer wg.Done(); _, errs[1] = mapEnd.Write(down) }()
 		go func() { defer wg.Done(); gotDown, errs[2] = slowRead(player, size) }()
 		if engine == EngineLoop && p.eventLoop() != nil {
-			waitUntil(t, "the loop to pause the player's side", func() bool { return p.loop.paused() > 0 })
+			faketest.WaitFor(t, "the loop to pause the player's side", func() bool { return p.loop.paused() > 0 })
 		}
 		gotUp, errs[3] = slowRead(mapEnd, size)
 		wg.Wait()
@@ -136,7 +127,7 @@ func TestSplice_BackPressure(t *testing.T) {
 		if !bytes.Equal(gotUp, up) || !bytes.Equal(gotDown, down) {
 			t.Fatalf("bytes differ: up %d of %d, down %d of %d", len(gotUp), size, len(gotDown), size)
 		}
-		waitUntil(t, "the splice to end", func() bool { return p.Active() == 0 })
+		faketest.WaitFor(t, "the splice to end", func() bool { return p.Active() == 0 })
 		if u, d := testutil.ToFloat64(p.Metrics.up), testutil.ToFloat64(p.Metrics.down); u != size || d != size {
 			t.Fatalf("byte counters up %v down %v, want %d each", u, d, size)
 		}
@@ -186,7 +177,7 @@ func TestSplice_HalfClose(t *testing.T) {
 		if rest, err := io.ReadAll(player); err != nil || len(rest) != 0 {
 			t.Fatalf("player after map close: %q, %v", rest, err)
 		}
-		waitUntil(t, "the splice to end", func() bool { return p.Active() == 0 })
+		faketest.WaitFor(t, "the splice to end", func() bool { return p.Active() == 0 })
 	})
 }
 
@@ -216,7 +207,7 @@ func TestSplice_IdleTimeout(t *testing.T) {
 		if d := time.Since(start); d < idle/2 {
 			t.Fatalf("idle connection closed after %v, before the idle timeout %v", d, idle)
 		}
-		waitUntil(t, "the splice to end", func() bool { return p.Active() == 0 })
+		faketest.WaitFor(t, "the splice to end", func() bool { return p.Active() == 0 })
 	})
 }
 
@@ -234,7 +225,7 @@ func TestSplice_WriteTimeout(t *testing.T) {
 				}
 			}
 		}()
-		waitUntil(t, "the stuck connection to be cut", func() bool { return p.Active() == 0 })
+		faketest.WaitFor(t, "the stuck connection to be cut", func() bool { return p.Active() == 0 })
 	})
 }
 
@@ -246,7 +237,7 @@ func TestSplice_Drain(t *testing.T) {
 		player, mapEnd := openSplice(t, p, false)
 		done := make(chan error, 1)
 		go func() { done <- p.Close(context.Background()) }()
-		waitUntil(t, "the proxy to stop accepting", func() bool { return !p.acquireIfOpen() })
+		faketest.WaitFor(t, "the proxy to stop accepting", func() bool { return !p.acquireIfOpen() })
 		if _, err := player.Write([]byte("still here")); err != nil {
 			t.Fatal(err)
 		}
