@@ -40,15 +40,18 @@ func (benchGame) Closed() {}
 
 // BenchmarkPingPong measures one ping/pong round trip of a single welcomed client
 // (C=1) against the real map WebSocket server, directly on its game port and through
-// the edge, so the proxy hop's cost per message is the difference.
+// the edge (with each copy engine), so the proxy hop's cost per message is the difference.
 func BenchmarkPingPong(b *testing.B) {
 	game := httptest.NewServer(ws.NewServer(benchGame{}, slog.New(slog.DiscardHandler)))
 	defer game.Close()
-	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = "bench-1=" + strconv.Itoa(portOf(b, game)) })
+	routes := "bench-1=" + strconv.Itoa(portOf(b, game))
+	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = routes })
+	eg := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes, c.Engine = routes, edge.EngineGoroutine })
 
 	for _, tc := range []struct{ name, url string }{
 		{"direct", "ws" + strings.TrimPrefix(game.URL, "http") + "/ws"},
 		{"edge", wsURL(e, "bench-1")},
+		{"edge-goroutine", wsURL(eg, "bench-1")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			c, _, err := websocket.DefaultDialer.Dial(tc.url, nil)

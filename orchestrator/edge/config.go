@@ -24,6 +24,7 @@ type Config struct {
 	WriteTimeoutMS int    `env:"EDGE_WRITE_TIMEOUT_MS" envDefault:"10000" help:"a peer that does not take a write for this long is cut"`
 	DrainTimeoutMS int    `env:"EDGE_DRAIN_TIMEOUT_MS" envDefault:"10000" help:"on SIGTERM, how long open WebSockets may go on before they are closed"`
 	Procs          int    `env:"EDGE_PROCS" envDefault:"1" help:"threads running the edge's Go code at once (GOMAXPROCS); 1 costs the least CPU and latency per message because no wake-up crosses threads, and one core copies far more than a host's players send"`
+	Engine         string `env:"EDGE_ENGINE" envDefault:"loop" help:"how WebSocket bytes are copied after the upgrade: loop (one epoll event loop on one thread for every connection; Linux) or goroutine (two goroutines per connection; the fallback elsewhere)"`
 	LogLevel       string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
 	JoinRatePerMin   int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
@@ -69,6 +70,9 @@ func (c *Config) Validate() error {
 		if v.val < v.min {
 			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)
 		}
+	}
+	if c.Engine != "" && c.Engine != EngineLoop && c.Engine != EngineGoroutine {
+		return fmt.Errorf("EDGE_ENGINE=%q: must be loop or goroutine", c.Engine)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

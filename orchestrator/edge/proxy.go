@@ -36,6 +36,12 @@ const (
 	closeGrace = 2 * time.Second
 )
 
+// Copy engines of Proxy.Engine.
+const (
+	EngineLoop      = "loop"
+	EngineGoroutine = "goroutine"
+)
+
 // mapWSPath is where every map server serves its player WebSocket on its game port.
 const mapWSPath = "/ws"
 
@@ -51,9 +57,17 @@ type Proxy struct {
 	WriteTimeout time.Duration
 	// DialTimeout bounds the connection to the map's game port.
 	DialTimeout time.Duration
+	// Engine is how bytes are copied after the handshake: EngineLoop (one epoll
+	// event loop for all connections, Linux only) or EngineGoroutine (two goroutines
+	// per connection); empty is EngineLoop. Read when the first connection is
+	// forwarded.
+	Engine string
 	// Metrics, when not nil, counts connections and bytes.
 	Metrics *Metrics
 	Log     *slog.Logger
+
+	loopOnce sync.Once
+	loop     *loop
 
 	slots chan struct{}
 	bufs  sync.Pool
@@ -71,10 +85,11 @@ func NewProxy(maxConns int, log *slog.Logger) *Proxy {
 	}
 	return &Proxy{
 		IdleTimeout: DefaultIdleTimeout, WriteTimeout: DefaultWriteTimeout, DialTimeout: DefaultDialTimeout,
-		Log:   log,
-		slots: make(chan struct{}, maxConns),
-		bufs:  sync.Pool{New: func() any { b := make([]byte, BufferSize); return &b }},
-		conns: make(map[*splice]struct{}),
+		Engine: EngineLoop,
+		Log:    log,
+		slots:  make(chan struct{}, maxConns),
+		bufs:   sync.Pool{New: func() any { b := make([]byte, BufferSize); return &b }},
+		conns:  make(map[*splice]struct{}),
 	}
 }
 
@@ -121,8 +136,34 @@ func (p *Proxy) Forward(w http.ResponseWriter, r *http.Request, instanceID, addr
 		return nil
 	}
 	p.Metrics.opened()
-	s.run()
+	p.serve(s)
 	return nil
+}
+
+// serve copies s both ways with the configured engine. With the loop engine it
+// returns at once, the loop ending s later; the goroutine engine returns when s ended.
+func (p *Proxy) serve(s *splice) {
+	if l := p.eventLoop(); l != nil && l.adopt(s) == nil {
+		return
+	}
+	s.run()
+}
+
+// eventLoop returns the loop engine, started on first use, or nil when the goroutine
+// engine is configured or the loop cannot start here.
+func (p *Proxy) eventLoop() *loop {
+	p.loopOnce.Do(func() {
+		if p.Engine == EngineGoroutine {
+			return
+		}
+		l, err := newLoop(p.IdleTimeout, p.WriteTimeout, &p.bufs)
+		if err != nil {
+			p.Log.Warn("event loop unavailable, copying with goroutines", "err", err)
+			return
+		}
+		p.loop = l
+	})
+	return p.loop
 }
 
 // handshake dials the map, forwards the client's upgrade request and reads the map's
@@ -275,6 +316,7 @@ func (p *Proxy) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
+	defer p.stopLoop()
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()
 	select {
@@ -292,6 +334,14 @@ func (p *Proxy) Close(ctx context.Context) error {
 	return fmt.Errorf("drain: closed %d connections still open: %w", n, context.Cause(ctx))
 }
 
+// stopLoop ends the loop engine's goroutine once no connection is left.
+func (p *Proxy) stopLoop() {
+	p.loopOnce.Do(func() {}) // no loop starts after this
+	if p.loop != nil {
+		p.loop.stop()
+	}
+}
+
 // splice is one forwarded connection after the handshake.
 type splice struct {
 	p               *Proxy
@@ -300,6 +350,10 @@ type splice struct {
 	last            atomic.Int64 // unix nanos of the last byte read from either side
 	halfClosed      atomic.Bool
 	closeOnce       sync.Once
+
+	mu   sync.Mutex
+	loop *loop     // the loop engine that owns the connections, if any
+	lp   *loopPair // their pair in it
 }
 
 // start replays the map's 101 (and any bytes the map sent right after it) to the client
@@ -426,6 +480,13 @@ func ioFor(c net.Conn) connIO {
 }
 
 func (s *splice) closeBoth() {
+	s.mu.Lock()
+	l, lp := s.loop, s.lp
+	s.mu.Unlock()
+	if l != nil {
+		l.close(lp)
+		return
+	}
 	s.closeOnce.Do(func() {
 		s.client.Close()
 		s.backend.Close()

@@ -54,17 +54,12 @@ func (r *rawIO) read(buf []byte) (int, error) {
 }
 
 func (r *rawIO) doRead(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.buf[0])), uintptr(len(r.buf)))
-		switch e {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false // wait until readable
-		}
-		r.n, r.errno = int(n), e
-		return true
+	n, e := rawRead(int(fd), r.buf)
+	if e == syscall.EAGAIN {
+		return false // wait until readable
 	}
+	r.n, r.errno = n, e
+	return true
 }
 
 func (r *rawIO) write(p []byte) error {
@@ -78,15 +73,12 @@ func (r *rawIO) write(p []byte) error {
 	return nil
 }
 
-// doWrite sends with MSG_NOSIGNAL: a peer that is gone is an EPIPE error, not a signal.
 func (r *rawIO) doWrite(fd uintptr) bool {
 	for r.n < len(r.buf) {
-		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&r.buf[r.n])), uintptr(len(r.buf)-r.n),
-			syscall.MSG_NOSIGNAL, 0, 0)
+		n, e := rawWrite(int(fd), r.buf[r.n:])
 		switch e {
 		case 0:
-			r.n += int(n)
-		case syscall.EINTR:
+			r.n += n
 		case syscall.EAGAIN:
 			return false // wait until writable
 		default:
@@ -95,4 +87,28 @@ func (r *rawIO) doWrite(fd uintptr) bool {
 		}
 	}
 	return true
+}
+
+// rawRead is one read(2) on a non-blocking descriptor, retried on EINTR.
+func rawRead(fd int, b []byte) (int, syscall.Errno) {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e == syscall.EINTR {
+			continue
+		}
+		return int(n), e
+	}
+}
+
+// rawWrite is one send(2) on a non-blocking descriptor, retried on EINTR, with
+// MSG_NOSIGNAL: a peer that is gone is EPIPE, not a signal.
+func rawWrite(fd int, b []byte) (int, syscall.Errno) {
+	for {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
+			syscall.MSG_NOSIGNAL, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		return int(n), e
+	}
 }
