@@ -42,3 +42,23 @@ func ModuleRoot(tb testing.TB) string {
 	tb.Helper()
 	return filepath.Dir(GoList(tb, ".", nil, "-m", "-f", "{{.GoMod}}")[0])
 }
+
+// RequireBrowserSafe fails tb if pkg, listed with env added (GOOS=js GOARCH=wasm for the
+// browser's build), depends on a package that cannot or must not run in a browser: the
+// network stack, processes, Docker, SQLite or gorilla. Code the browser runs (the map
+// generator, the simulation's movement, the wire format) is guarded by it.
+func RequireBrowserSafe(tb testing.TB, env []string, pkg string) {
+	tb.Helper()
+	forbidden := []string{"net", "os/exec", "github.com/docker", "modernc.org/sqlite", "github.com/gorilla"}
+	deps := GoList(tb, ".", env, "-deps", pkg)
+	if len(deps) < 3 {
+		tb.Fatalf("go list -deps %s printed only %q", pkg, deps)
+	}
+	for _, dep := range deps {
+		for _, bad := range forbidden {
+			if dep == bad || strings.HasPrefix(dep, bad+"/") {
+				tb.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+}
