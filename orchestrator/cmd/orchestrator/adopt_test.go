@@ -39,19 +39,13 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	secret := randomHex(t, 16)
 	// The control port stays the same across the restart, as in a deployment (9000):
 	// the running maps keep calling it.
-	env := []string{
-		"ORCH_PUBLIC_ADDR=127.0.0.1:0",
-		"ORCH_CONTROL_ADDR=127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)),
-		"ORCH_DB_PATH=" + filepath.Join(t.TempDir(), "mapyard.db"),
-		"ORCH_INTERNAL_RPC_SECRET=" + secret,
-		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
-		"ORCH_DEPLOYMENT=" + deployment,
-		"ORCH_DEFAULT_INSTANCE_ID=" + def,
+	env := childEnv(deployment, "127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)), filepath.Join(t.TempDir(), "mapyard.db"), secret,
+		"ORCH_DEFAULT_INSTANCE_ID="+def,
 		"ORCH_WARM_POOL_SIZE=1",
 		"ORCH_MAP_ORPHAN_GRACE_MS=300",
 		"ORCH_MAP_PROBE_MS=300",
 		"MAP_HEARTBEAT_MS=300",
-	}
+	)
 	first := startOrchestrator(t, env)
 	waitStatus(t, first.public+"/readyz", http.StatusOK, 60*time.Second)
 

@@ -166,19 +166,13 @@ func TestEdge_PlayersSurviveOrchestratorRestart(t *testing.T) {
 	secret := randomHex(t, 16)
 	// The control port stays the same across restarts, as in a deployment: the edge and
 	// the running maps keep calling it.
-	env := []string{
-		"ORCH_PUBLIC_ADDR=127.0.0.1:0",
-		"ORCH_CONTROL_ADDR=127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)),
-		"ORCH_DB_PATH=" + filepath.Join(t.TempDir(), "mapyard.db"),
-		"ORCH_INTERNAL_RPC_SECRET=" + secret,
-		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
-		"ORCH_DEPLOYMENT=" + deployment,
-		"ORCH_MAP_NETWORK=" + deployment,
-		"ORCH_DEFAULT_INSTANCE_ID=" + deployment + "-d",
+	env := childEnv(deployment, "127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)), filepath.Join(t.TempDir(), "mapyard.db"), secret,
+		"ORCH_MAP_NETWORK="+deployment,
+		"ORCH_DEFAULT_INSTANCE_ID="+deployment+"-d",
 		"ORCH_WARM_POOL_SIZE=0",
 		"ORCH_MAP_PROBE_MS=300",
 		"MAP_HEARTBEAT_MS=300",
-	}
+	)
 	orch := startOrchestrator(t, env)
 	waitStatus(t, orch.public+"/readyz", http.StatusOK, 60*time.Second)
 	e := openEdge(t, orch.control, secret)

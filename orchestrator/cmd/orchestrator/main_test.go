@@ -97,16 +97,10 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 
 	secret := randomHex(t, 16)
 	dbPath := filepath.Join(t.TempDir(), "mapyard.db")
-	child := startOrchestrator(t, []string{
-		"ORCH_PUBLIC_ADDR=127.0.0.1:0",
-		"ORCH_CONTROL_ADDR=127.0.0.1:0",
-		"ORCH_DB_PATH=" + dbPath,
-		"ORCH_INTERNAL_RPC_SECRET=" + secret,
-		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
-		"ORCH_DEFAULT_INSTANCE_ID=" + instance,
-		"ORCH_DEPLOYMENT=" + instance,
+	child := startOrchestrator(t, childEnv(instance, "127.0.0.1:0", dbPath, secret,
+		"ORCH_DEFAULT_INSTANCE_ID="+instance,
 		"MAP_HEARTBEAT_MS=500",
-	})
+	))
 
 	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
 
@@ -483,6 +477,21 @@ func (c *childOrchestrator) wait(d time.Duration) error {
 
 // startOrchestrator runs the orchestrator as a child process with env and returns once
 // it logged its listener URLs. Its log goes to the test log.
+// childEnv is the environment every test orchestrator starts with: its public listener
+// on a free loopback port, the control listener on controlAddr, a database at dbPath,
+// the secret, the map image built from this checkout and the test's own deployment, so
+// it never touches another test's containers. extra adds the test's own variables.
+func childEnv(deployment, controlAddr, dbPath, secret string, extra ...string) []string {
+	return append([]string{
+		"ORCH_PUBLIC_ADDR=127.0.0.1:0",
+		"ORCH_CONTROL_ADDR=" + controlAddr,
+		"ORCH_DB_PATH=" + dbPath,
+		"ORCH_INTERNAL_RPC_SECRET=" + secret,
+		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
+		"ORCH_DEPLOYMENT=" + deployment,
+	}, extra...)
+}
+
 func startOrchestrator(t *testing.T, env []string) *childOrchestrator {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])

@@ -35,18 +35,12 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 
 	secret := randomHex(t, 16)
 	dbPath := filepath.Join(t.TempDir(), "mapyard.db")
-	child := startOrchestrator(t, []string{
-		"ORCH_PUBLIC_ADDR=127.0.0.1:0",
-		"ORCH_CONTROL_ADDR=127.0.0.1:0",
-		"ORCH_DB_PATH=" + dbPath,
-		"ORCH_INTERNAL_RPC_SECRET=" + secret,
-		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
-		"ORCH_DEFAULT_INSTANCE_ID=" + deployment,
-		"ORCH_DEPLOYMENT=" + deployment,
+	child := startOrchestrator(t, childEnv(deployment, "127.0.0.1:0", dbPath, secret,
+		"ORCH_DEFAULT_INSTANCE_ID="+deployment,
 		"ORCH_CHECKPOINT_MS=200",
 		"MAP_HEARTBEAT_MS=500",
 		"MAP_SNAPSHOT_PUSH_MS=200",
-	})
+	))
 	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
 	// The test speaks for the default map on /orch/*, with that map's own credential.
 	mapCred, _ := credentialsOf(t, inspect(t, cli, getInstance(t, child.control, secret, deployment).ContainerID), secret)

@@ -63,12 +63,9 @@ func TestRogueMap(t *testing.T) {
 	}
 
 	secret := randomHex(t, 16)
-	child := startOrchestrator(t, []string{
-		"ORCH_PUBLIC_ADDR=127.0.0.1:0", "ORCH_CONTROL_ADDR=127.0.0.1:0",
-		"ORCH_DB_PATH=" + filepath.Join(t.TempDir(), "mapyard.db"), "ORCH_INTERNAL_RPC_SECRET=" + secret,
-		"ORCH_MAP_IMAGE=" + dockertest.MapImage(), "ORCH_DEFAULT_INSTANCE_ID=" + victim,
-		"ORCH_DEPLOYMENT=" + deployment, "ORCH_MAP_NETWORK=" + netName, "ORCH_WARM_POOL_SIZE=0", "MAP_HEARTBEAT_MS=500",
-	})
+	child := startOrchestrator(t, childEnv(deployment, "127.0.0.1:0", filepath.Join(t.TempDir(), "mapyard.db"), secret,
+		"ORCH_DEFAULT_INSTANCE_ID="+victim, "ORCH_MAP_NETWORK="+netName, "ORCH_WARM_POOL_SIZE=0", "MAP_HEARTBEAT_MS=500",
+	))
 	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
 	testutil.PostJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+rogue+`","mapId":"frontier"}`, http.StatusCreated, nil)
 	r := waitInstance(t, child.control, secret, rogue, orchestrator.StateReady, 60*time.Second)
