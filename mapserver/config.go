@@ -54,10 +54,10 @@ type Config struct {
 // Validate checks values that parse but make no sense, naming the variable.
 func (c *Config) Validate() error {
 	if !control.ValidName(c.InstanceID) {
-		return fmt.Errorf("MAP_INSTANCE_ID=%q: must match %s", c.InstanceID, control.IDPattern)
+		return fmt.Errorf("MAP_INSTANCE_ID=%q: must be %s", c.InstanceID, control.IDRule)
 	}
 	if !control.ValidName(c.MapID) {
-		return fmt.Errorf("MAP_MAP_ID=%q: must match %s", c.MapID, control.IDPattern)
+		return fmt.Errorf("MAP_MAP_ID=%q: must be %s", c.MapID, control.IDRule)
 	}
 	if u, err := url.Parse(c.OrchURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("MAP_ORCH_URL=%q: must be an http(s) URL", c.OrchURL)

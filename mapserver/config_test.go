@@ -1,11 +1,13 @@
 package mapserver_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 )
 
 const testSecret = "0123456789abcdef0123"
@@ -51,5 +53,31 @@ func TestConfig_Validate(t *testing.T) {
 				t.Fatalf("Validate()=%v, want an error naming %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestConfig_EnvNamesAreTheContract: the variables the orchestrator sets on a map
+// container are read under exactly the names mapcontrol declares (struct tags cannot
+// name constants, so this test keeps the two one rule).
+func TestConfig_EnvNamesAreTheContract(t *testing.T) {
+	want := map[string]string{
+		"InstanceID": mapcontrol.EnvInstanceID, "MapID": mapcontrol.EnvMapID, "OrchURL": mapcontrol.EnvOrchURL,
+		"Credential": mapcontrol.EnvCredential, "OrchCredential": mapcontrol.EnvOrchCredential,
+		"GamePort": mapcontrol.EnvGamePort, "ControlPort": mapcontrol.EnvControlPort, "Blank": mapcontrol.EnvBlank,
+	}
+	typ := reflect.TypeFor[mapserver.Config]()
+	for field, name := range want {
+		f, ok := typ.FieldByName(field)
+		if !ok {
+			t.Fatalf("Config has no field %s", field)
+		}
+		if got := f.Tag.Get("env"); got != name {
+			t.Errorf("Config.%s reads %q, the contract says %q", field, got, name)
+		}
+	}
+	for i := range typ.NumField() {
+		if tag := typ.Field(i).Tag.Get("env"); tag != "" && !strings.HasPrefix(tag, mapcontrol.EnvPrefix) {
+			t.Errorf("Config.%s reads %q, outside %s*", typ.Field(i).Name, tag, mapcontrol.EnvPrefix)
+		}
 	}
 }

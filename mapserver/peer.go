@@ -16,6 +16,11 @@ const (
 	CloseTooBig = 1009
 	// CloseTryAgain ends a connection the map cannot take yet (map_unavailable).
 	CloseTryAgain = 1013
+	// CloseReplaced ends a connection whose character a newer join took over (a second
+	// tab, a reload): the error frame before it has code "replaced". A client that gets
+	// it does not reconnect by itself, or two tabs would take the character from each
+	// other forever.
+	CloseReplaced = 4000
 )
 
 // Peer is one player's connection as the game sees it, whatever carries it. Its methods

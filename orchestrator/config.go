@@ -114,16 +114,16 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if !control.ValidName(c.DefaultMapID) {
-		return fmt.Errorf("ORCH_DEFAULT_MAP_ID=%q: must match %s", c.DefaultMapID, control.IDPattern)
+		return fmt.Errorf("ORCH_DEFAULT_MAP_ID=%q: must be %s", c.DefaultMapID, control.IDRule)
 	}
 	if !control.ValidName(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, control.IDPattern)
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must be %s", c.DefaultInstanceID, control.IDRule)
 	}
 	if !control.ValidName(c.Deployment) {
-		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must match %s", c.Deployment, control.IDPattern)
+		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must be %s", c.Deployment, control.IDRule)
 	}
 	if !control.ValidName(c.MapNetwork) {
-		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must match %s", c.MapNetwork, control.IDPattern)
+		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must be %s", c.MapNetwork, control.IDRule)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

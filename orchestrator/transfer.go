@@ -97,5 +97,6 @@ type JoinResponse struct {
 	ExpiresAtMs int64  `json:"expiresAtMs"`
 }
 
-// WSPath is the public WebSocket path of a map instance, proxied by the orchestrator.
+// WSPath is the public WebSocket path of a map instance, proxied by the edge; the edge
+// routes WSPath(":id").
 func WSPath(instanceID string) string { return "/maps/" + instanceID + "/ws" }

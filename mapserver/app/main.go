@@ -92,7 +92,7 @@ func (m *Main) Open() error {
 	m.Players = ws.NewServer(m.Loop, m.Log)
 	m.Players.AllowedOrigins = ws.ParseOrigins(cfg.AllowedOrigins)
 	m.Players.SendQueue = m.SendQueue
-	m.HTTP.HandleGame("/ws", m.Players)
+	m.HTTP.HandleGame(mapcontrol.GamePath, m.Players)
 	m.HTTP.OnStart = m.start
 	if err := m.HTTP.Open(); err != nil {
 		return err

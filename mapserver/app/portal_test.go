@@ -12,8 +12,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
+	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -81,7 +81,7 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 		t.Fatalf("destination welcome %v", w)
 	}
 	s := a.snapshotWhere("the arrival", func(s *wire.Snapshot) bool { return self(s) != nil })
-	want := orchlink.ArrivalPoint(dst.World(), "frontier", &control.CharacterState{MapID: mapgen.DefaultMapID})
+	want := game.ArrivalPoint(dst.World(), "frontier", &control.CharacterState{MapID: mapgen.DefaultMapID})
 	if want.Via != "portal" {
 		t.Fatalf("frontier has no portal back to default: %+v", want)
 	}

@@ -77,22 +77,18 @@ func TestProtocol_MoveAckDelta(t *testing.T) {
 	}
 	start := sim.Vec{X: self(first).X, Y: self(first).Y}
 
-	// 12 ticks east, acknowledging the first snapshot on the command itself.
+	// 8 ticks east (within the jitter buffer), acknowledging the first snapshot on the command itself.
 	var inputs []sim.Input
-	for i := 1; i <= 12; i++ {
+	for i := 1; i <= 8; i++ {
 		inputs = append(inputs, sim.Input{Seq: uint64(i), DX: 1})
 	}
 	g.send(fmt.Sprintf(`{"v":1,"kind":"command","seq":1,"tick":%d,"feature":"movement","action":"input_batch","payload":%s}`,
 		first.Tick, wire.EncodeInputBatch(nil, inputs)))
-	moved := g.snapshotWhere("input 12 applied", func(s *wire.Snapshot) bool { return s.Seq == 12 })
+	moved := g.snapshotWhere("input 8 applied", func(s *wire.Snapshot) bool { return s.Seq == 8 })
 
-	want := start
-	colliders := sim.NewColliders(m.World())
-	for _, in := range inputs {
-		want = sim.Move(colliders, want, in, sim.DefaultPlayerSpeed, m.Config.TickHz)
-	}
+	want, _ := sim.Replay(sim.NewColliders(m.World()), start, sim.Stride{}, inputs, sim.DefaultPlayerSpeed, m.Config.TickHz)
 	if got := (sim.Vec{X: self(moved).X, Y: self(moved).Y}); got != want {
-		t.Fatalf("after 12 inputs east from %v: at %v, want %v", start, got, want)
+		t.Fatalf("after 8 inputs east from %v: at %v, want %v", start, got, want)
 	}
 	if want.X <= start.X {
 		t.Fatalf("the spawn point is walled in to the east: %v", start)
@@ -109,7 +105,7 @@ func TestProtocol_MoveAckDelta(t *testing.T) {
 	t.Run("MalformedCommandKeepsConnection", func(t *testing.T) {
 		g.t = t
 		for _, tc := range []struct{ msg, code string }{
-			{`{"v":1,"kind":"command","seq":2,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":13,"dx":900,"dy":0}]}}`, wire.CodeBadDirection},
+			{`{"v":1,"kind":"command","seq":2,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":9,"dx":900,"dy":0}]}}`, wire.CodeBadDirection},
 			{`{"v":1,"kind":"command","seq":3,"feature":"movement","action":"input_batch","payload":"left"}`, wire.CodeBadPayload},
 			{`{"v":1,"kind":"command","seq":4,"feature":"magic","action":"fly"}`, wire.CodeUnknownCommand},
 			{`{"v":1,"kind":"dance"}`, wire.CodeBadRequest},
@@ -119,14 +115,14 @@ func TestProtocol_MoveAckDelta(t *testing.T) {
 				t.Fatalf("%s: got %v, want error %s", tc.msg, e, tc.code)
 			}
 		}
-		g.send(`{"v":1,"kind":"command","seq":5,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":13,"dx":0,"dy":1}]}}`)
-		g.snapshotWhere("input 13 after the errors", func(s *wire.Snapshot) bool { return s.Seq == 13 })
+		g.send(`{"v":1,"kind":"command","seq":5,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":9,"dx":0,"dy":1}]}}`)
+		g.snapshotWhere("input 9 after the errors", func(s *wire.Snapshot) bool { return s.Seq == 9 })
 	})
 	t.Run("DuplicateSeqIgnored", func(t *testing.T) {
 		g.t = t
-		g.send(`{"v":1,"kind":"command","seq":5,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":14,"dx":1,"dy":0}]}}`)
-		g.send(`{"v":1,"kind":"command","seq":6,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":15,"dx":0,"dy":0}]}}`)
-		if s := g.snapshotWhere("input 15", func(s *wire.Snapshot) bool { return s.Seq >= 14 }); s.Seq != 15 {
+		g.send(`{"v":1,"kind":"command","seq":5,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":10,"dx":1,"dy":0}]}}`)
+		g.send(`{"v":1,"kind":"command","seq":6,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":11,"dx":0,"dy":0}]}}`)
+		if s := g.snapshotWhere("input 11", func(s *wire.Snapshot) bool { return s.Seq >= 10 }); s.Seq != 11 {
 			t.Fatalf("seq %d: the command with a repeated seq was applied", s.Seq)
 		}
 	})

@@ -14,7 +14,6 @@ import (
 	"github.com/mapyard/mapyard/mapserver/aoi"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
@@ -93,14 +92,14 @@ func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, err
 	return nil, apierr.Errorf(wire.CodeUnknownCommand, "unknown command %.32q/%.32q", feature, action)
 }
 
-// Spawn adds a character where orchlink.ArrivalPointOf puts it: its saved position on
+// Spawn adds a character where ArrivalPointOf puts it: its saved position on
 // this map, next to the portal leading back where it came from, or a spawn point. The
 // attributes it carries stay with it untouched.
 func (g *Game) Spawn(characterID string, st *control.CharacterState) error {
 	if _, ok := g.slots[characterID]; ok {
 		return fmt.Errorf("character %q is already in the world", characterID)
 	}
-	a := orchlink.ArrivalPointOf(g.world, g.mapID, characterID, st)
+	a := ArrivalPointOf(g.world, g.mapID, characterID, st)
 	pos := sim.Vec{X: toQuanta(a.X), Y: toQuanta(a.Y)}
 	slot, _ := g.state.AddPlayer(sim.PlayerState{Pos: pos})
 	for int(slot) >= len(g.owners) {
@@ -130,9 +129,32 @@ func (g *Game) Apply(characterID string, cmd any) error {
 	return nil
 }
 
-// Stop leaves a character's queued inputs to run out; a player that sends nothing
-// stands still.
-func (g *Game) Stop(string) {}
+// Stop discards a character's waiting inputs: it stands still until new ones come.
+func (g *Game) Stop(characterID string) {
+	if slot, ok := g.slots[characterID]; ok {
+		g.state.Halt(slot)
+	}
+}
+
+// NewSession starts a fresh input sequence for a character a new connection took
+// over: its inputs count from seq 1 and walk at once.
+func (g *Game) NewSession(characterID string) {
+	if slot, ok := g.slots[characterID]; ok {
+		g.state.NewSession(slot)
+	}
+}
+
+// Hold freezes a character in place (on) while its transfer is in flight, or releases
+// it (off) when the transfer was denied.
+func (g *Game) Hold(characterID string, on bool) {
+	if slot, ok := g.slots[characterID]; ok {
+		g.state.Freeze(slot, on)
+	}
+}
+
+// InputsDropped counts the movement inputs the simulation never walked (past the
+// jitter buffer, or shed as a standing delay) since the game began.
+func (g *Game) InputsDropped() uint64 { return g.state.Counters().InputsDropped }
 
 // Step advances the simulation one tick, moves everything in the grid and reports the
 // portals players entered.

@@ -113,7 +113,7 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 		return err
 	}
 	if !control.ValidName(r.InstanceID) || !control.ValidName(r.MapID) {
-		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", control.IDPattern)
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must be %s", control.IDRule)
 	}
 	// Resolve before taking the instance: a config this map cannot run is refused
 	// with the reason, and the server stays free for a good one.

@@ -25,6 +25,15 @@ type Game interface {
 	Apply(characterID string, cmd any) error
 	// Stop clears what a character was doing (its connection is gone).
 	Stop(characterID string)
+	// NewSession starts a fresh input sequence for a character a new connection took
+	// over (a second tab, a reload): its inputs count from seq 1 again.
+	NewSession(characterID string)
+	// Hold freezes a character in place (on), as while its transfer is in flight, or
+	// releases it (off).
+	Hold(characterID string, on bool)
+	// InputsDropped is the running count of movement inputs never walked (a client
+	// sending faster than the tick, or a standing delay shed).
+	InputsDropped() uint64
 	// Step advances the simulation one tick and reports what the loop must act on.
 	Step() []Event
 	// State is a character's persistent state now (position, attributes).

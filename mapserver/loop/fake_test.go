@@ -37,6 +37,7 @@ type fakeChar struct {
 	lastIn  uint64
 	pending []fakeInput
 	attrs   json.RawMessage
+	held    bool
 }
 
 type fakeInput struct {
@@ -96,6 +97,17 @@ func (g *fakeGame) Apply(id string, cmd any) error {
 
 func (g *fakeGame) Stop(id string) { g.chars[id].pending = nil }
 
+func (g *fakeGame) NewSession(id string) { g.chars[id].lastIn, g.chars[id].pending = 0, nil }
+
+func (g *fakeGame) Hold(id string, on bool) {
+	g.chars[id].held = on
+	if on {
+		g.chars[id].pending = nil
+	}
+}
+
+func (g *fakeGame) InputsDropped() uint64 { return 0 }
+
 func (g *fakeGame) Step() []loop.Event {
 	g.tick++
 	g.mu.Lock()
@@ -106,7 +118,7 @@ func (g *fakeGame) Step() []loop.Event {
 	}
 	for _, c := range g.chars {
 		for _, in := range c.pending {
-			if in.Seq > c.lastIn {
+			if in.Seq > c.lastIn && !c.held {
 				c.x += in.DX
 				c.lastIn = in.Seq
 			}

@@ -40,16 +40,23 @@ func (l *Loop) handle(m message) {
 }
 
 // join admits a redeemed character: spawned with the state it carries, or, when it is
-// here already (a second tab, a connection the server has not yet seen drop), taken
-// over by the new connection at the new lease epoch.
+// here already (a second tab, a reload, a connection the server has not yet seen
+// drop), taken over by the new connection at the new lease epoch. A takeover is a new
+// session: the old connection is told "replaced" and closed with 4000, and the new one
+// walks from input seq 1 at once.
 func (l *Loop) join(sess *session, res *control.RedeemResult) error {
 	if l.game == nil {
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is not ready yet; join again")
 	}
 	p := l.chars[res.CharacterID]
 	if p != nil {
-		l.detach(p, mapserver.CloseNormal, "replaced by a new connection")
+		if p.sess != nil {
+			p.sess.send(wire.ErrorFrame(wire.CodeReplaced, "this character was taken over by a newer connection", 0), false)
+		}
+		l.detach(p, mapserver.CloseReplaced, wire.CodeReplaced)
 		p.transfer, p.denied = "", false
+		l.game.Hold(p.id, false)
+		l.game.NewSession(p.id)
 	} else {
 		if err := l.game.Spawn(res.CharacterID, res.State); err != nil {
 			l.Log.Error("spawn failed", "character", res.CharacterID, "err", err)
@@ -141,7 +148,7 @@ func (l *Loop) portal(ev Event) {
 		return
 	}
 	p.transfer = tr
-	l.game.Stop(p.id)
+	l.game.Hold(p.id, true)
 	l.Log.Info("transfer requested", "character", p.id, "transfer", tr, "toMap", req.ToMapID)
 }
 
@@ -155,6 +162,7 @@ func (l *Loop) transferred(characterID, transferID string, o orchlink.TransferOu
 	}
 	if o.Denied() {
 		p.transfer = ""
+		l.game.Hold(p.id, false)
 		l.deny(p, o.Code, apierr.Message(o.Err))
 		return
 	}

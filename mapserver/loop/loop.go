@@ -78,6 +78,7 @@ type Loop struct {
 	tokens    map[string]*player
 	snapshots uint64 // snapshots due so far, to spread SnapshotHz over TickHz
 	arena     []byte // the frames of the last snapshot round
+	dropped   uint64 // the game's InputsDropped already counted in Metrics
 }
 
 // New returns a Loop that redeems tickets through r and sends everything else for the
@@ -222,6 +223,10 @@ func (l *Loop) step() bool {
 	if l.game != nil {
 		for _, ev := range l.game.Step() {
 			l.portal(ev)
+		}
+		if d := l.game.InputsDropped(); d != l.dropped {
+			l.Metrics.InputsDropped.Add(float64(d - l.dropped))
+			l.dropped = d
 		}
 		if l.Link.PushDue() {
 			l.pushAll()

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
@@ -22,8 +23,9 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
-// fakeOrch is the Redeemer and the Link: tickets "char-N" redeem once to character
-// char-N; transfers are granted, or denied with deny when it is set.
+// fakeOrch is the Redeemer and the Link: tickets "char-N" (or "char-N#k", another
+// ticket of the same character) redeem once to character char-N; transfers are
+// granted, or denied with deny when it is set, once hold (when set) is closed.
 type fakeOrch struct {
 	mu       sync.Mutex
 	used     map[string]bool
@@ -34,6 +36,7 @@ type fakeOrch struct {
 	requests       []control.TransferRequest
 	reports        []control.TransferResult
 	deny           string
+	hold           chan struct{}
 	pushDue        bool
 }
 
@@ -53,7 +56,8 @@ func (f *fakeOrch) Redeem(_ context.Context, r control.RedeemRequest) (*control.
 		return &control.RedeemResult{Kind: "transfer", CharacterID: id, Epoch: 9, TransferID: r.Token,
 			State: &control.CharacterState{X: 42, Attributes: json.RawMessage(`{"gold":3}`)}}, nil
 	}
-	return &control.RedeemResult{Kind: "join", CharacterID: r.Token, Epoch: 2}, nil
+	id, _, _ := strings.Cut(r.Token, "#")
+	return &control.RedeemResult{Kind: "join", CharacterID: id, Epoch: 2}, nil
 }
 
 func (f *fakeOrch) PushDue() bool {
@@ -82,9 +86,12 @@ func (f *fakeOrch) Push(partition string, tick int64, payload json.RawMessage) (
 func (f *fakeOrch) RequestTransfer(r control.TransferRequest, done func(orchlink.TransferOutcome)) error {
 	f.mu.Lock()
 	f.requests = append(f.requests, r)
-	deny := f.deny
+	deny, hold := f.deny, f.hold
 	f.mu.Unlock()
 	go func() {
+		if hold != nil {
+			<-hold
+		}
 		if deny != "" {
 			done(orchlink.TransferOutcome{Err: apierr.Errorf(deny, "the destination is resting"), Code: deny})
 			return
@@ -546,5 +553,56 @@ func TestPeriodicPush(t *testing.T) {
 	}
 	if p := h.orch.pushes[0]; p.X != 100 || p.MapID != mapgen.DefaultMapID || p.InstanceID != "forest-1" {
 		t.Fatalf("push %+v", p)
+	}
+}
+
+// TestPortal_FrozenWhileInFlight: a character that entered a portal stands still,
+// whatever its client sends, until the orchestrator answers; denied, it walks again.
+func TestPortal_FrozenWhileInFlight(t *testing.T) {
+	h := newHarness(t, nil)
+	h.orch.deny, h.orch.hold = apierr.EMAPUNAVAILABLE, make(chan struct{})
+	c := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
+	c.welcome()
+	c.send(`{"v":1,"kind":"command","seq":1,"feature":"test","action":"portal"}`)
+	c.next() // ack
+	waitFor(t, "the transfer request", func() bool {
+		h.orch.mu.Lock()
+		defer h.orch.mu.Unlock()
+		return len(h.orch.requests) == 1
+	})
+	c.send(`{"v":1,"kind":"command","seq":2,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":1,"dx":5}]}}`)
+	c.send(`{"v":1,"kind":"ack","tick":1}`)
+	s := c.snapshotWhere("a snapshot after the input", func(s fakeSnapshot) bool { return s.Tick > 0 })
+	waitFor(t, "ticks to pass", func() bool { return h.loop.Tick() > s.Tick+10 })
+	if s := c.snapshotWhere("a later snapshot", func(fakeSnapshot) bool { return true }); s.X != 100 {
+		t.Fatalf("x %v: the character walked while its transfer was in flight", s.X)
+	}
+	close(h.orch.hold)
+	if m := c.next(); m["kind"] != "event" || m["name"] != "transfer_denied" {
+		t.Fatalf("got %v, want transfer_denied", m)
+	}
+	c.send(`{"v":1,"kind":"command","seq":3,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":2,"dx":1}]}}`)
+	c.snapshotWhere("the character walking again", func(s fakeSnapshot) bool { return s.X == 101 })
+}
+
+// TestTakeover_ReplacedAndFreshSeq: a second join of a connected character (a second
+// tab) tells the first connection "replaced" and closes it with 4000; the new one walks
+// from input seq 1 at once although the old session was far past it.
+func TestTakeover_ReplacedAndFreshSeq(t *testing.T) {
+	h := newHarness(t, nil)
+	first := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
+	first.welcome()
+	first.send(`{"v":1,"kind":"command","seq":40,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":50,"dx":3}]}}`)
+	first.snapshotWhere("input 50", func(s fakeSnapshot) bool { return s.Ack == 50 })
+
+	second := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1#2"}`)
+	second.welcome()
+	if m := first.next(); m["kind"] != "error" || m["code"] != "replaced" {
+		t.Fatalf("old connection got %v, want error replaced", m)
+	}
+	first.wantClose(mapserver.CloseReplaced)
+	second.send(`{"v":1,"kind":"command","seq":1,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":1,"dx":1}]}}`)
+	if s := second.snapshotWhere("input 1 of the new session", func(s fakeSnapshot) bool { return s.Ack == 1 }); s.X != 104 {
+		t.Fatalf("x %v, want 104 (103 + the new session's first input)", s.X)
 	}
 }

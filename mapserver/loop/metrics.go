@@ -26,6 +26,7 @@ type Metrics struct {
 	Snapshots     *prometheus.CounterVec
 	Dropped       prometheus.Counter
 	Commands      *prometheus.CounterVec
+	InputsDropped prometheus.Counter
 }
 
 // NewMetrics creates the loop's metrics and registers them with reg; a nil reg keeps
@@ -71,10 +72,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Commands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mapyard_map_commands_total", Help: "Client commands by outcome (applied, duplicate, malformed, rejected, ignored).",
 		}, []string{"outcome"}),
+		InputsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mapyard_map_inputs_dropped_total", Help: "Movement inputs never walked: sent faster than the tick past the jitter buffer, or shed as a standing delay.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.TickDuration, m.TickInterval, m.Overruns, m.SkippedTicks, m.Ticks, m.Players, m.Connections,
-			m.Entities, m.SnapshotBytes, m.Snapshots, m.Dropped, m.Commands)
+			m.Entities, m.SnapshotBytes, m.Snapshots, m.Dropped, m.Commands, m.InputsDropped)
 	}
 	return m
 }

@@ -43,6 +43,35 @@ type MapHealth struct {
 	WorldHash string `json:"worldHash,omitempty"`
 }
 
+// GamePath is the path of a map's player WebSocket on its game listener; the edge
+// proxies the public /maps/{instanceId}/ws there.
+const GamePath = "/ws"
+
+// Environment variables the orchestrator sets on a map container (the map's
+// mapserver.Config reads them; a test keeps its tags equal to these names).
+const (
+	// EnvPrefix starts every variable of a map server's configuration.
+	EnvPrefix = "MAP_"
+	// EnvFaultPrefix starts the fault-injection variables, accepted only where the
+	// orchestrator allows fault injection.
+	EnvFaultPrefix = "MAP_FAULT_"
+	// EnvInstanceID names the instance the container runs.
+	EnvInstanceID = "MAP_INSTANCE_ID"
+	// EnvMapID names the map (template) the instance runs.
+	EnvMapID = "MAP_MAP_ID"
+	// EnvBlank starts a warm-pool container without a world, waiting for
+	// /control/start-instance.
+	EnvBlank = "MAP_BLANK"
+	// EnvOrchURL is the base URL of the orchestrator's control listener.
+	EnvOrchURL = "MAP_ORCH_URL"
+	// EnvGamePort and EnvControlPort are the ports the map listens on inside its
+	// container.
+	EnvGamePort    = "MAP_GAME_PORT"
+	EnvControlPort = "MAP_CONTROL_PORT_BASE"
+	// EnvLegacySecret is the shared secret of earlier releases, never passed to maps.
+	EnvLegacySecret = "MAP_INTERNAL_RPC_SECRET"
+)
+
 // Environment variables through which the orchestrator hands a map container its
 // credentials. Each container gets its own pair and nothing else secret.
 const (

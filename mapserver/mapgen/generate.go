@@ -77,15 +77,20 @@ func (g *generator) generateNavBase() {
 	}
 }
 
-// finishNav packs the walkable bits.
+// finishNav packs the walkable and the ground bits.
 func (g *generator) finishNav() {
 	bits := make([]byte, (len(g.nav)+7)/8)
+	ground := make([]byte, len(bits))
 	for i, f := range g.nav {
 		if f&(navTerrainBlocked|navCollider) == 0 {
 			bits[i>>3] |= 1 << (i & 7)
 		}
+		if f&navTerrainBlocked == 0 {
+			ground[i>>3] |= 1 << (i & 7)
+		}
 	}
 	g.w.Nav.Walkable = bits
+	g.w.Nav.Ground = ground
 }
 
 // cellRange returns the navigation cells [c0, c1] x [r0, r1] touched by the rectangle

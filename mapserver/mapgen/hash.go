@@ -53,6 +53,7 @@ func (w *World) WriteCanonical(out io.Writer) error {
 	e.u32(uint32(w.Nav.Cols))
 	e.u32(uint32(w.Nav.Rows))
 	e.bytes(w.Nav.Walkable)
+	e.bytes(w.Nav.Ground)
 
 	e.u32(uint32(len(w.PropKinds)))
 	for _, k := range w.PropKinds {

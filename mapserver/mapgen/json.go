@@ -19,6 +19,7 @@ type worldJSON struct {
 	Terrain       gridJSON       `json:"terrain"`
 	Biomes        string         `json:"biomes"`
 	Nav           gridJSON       `json:"nav"`
+	Ground        string         `json:"ground"`
 	PropKinds     []propKindJSON `json:"propKinds"`
 	Props         []propJSON     `json:"props"`
 	Colliders     []colliderJSON `json:"colliders"`
@@ -90,6 +91,7 @@ func (w *World) MarshalJSON() ([]byte, error) {
 		Biomes: base64.StdEncoding.EncodeToString(biomes),
 		Nav: gridJSON{CellSize: w.Nav.CellSize, Cols: w.Nav.Cols, Rows: w.Nav.Rows,
 			Data: base64.StdEncoding.EncodeToString(w.Nav.Walkable)},
+		Ground:    base64.StdEncoding.EncodeToString(w.Nav.Ground),
 		PropKinds: make([]propKindJSON, len(w.PropKinds)),
 		Props:     make([]propJSON, len(w.Props)),
 		Colliders: make([]colliderJSON, len(w.Colliders)),

@@ -67,6 +67,13 @@ func checkRange(field string, v, lo, hi int) error {
 	return nil
 }
 
+// IDRule says in words what ValidateID and ValidID accept, for error messages.
+const IDRule = "1 to 48 characters of a-z, 0-9 and '-', not starting or ending with '-'"
+
+// ValidID reports whether id is a valid map or instance id (IDRule). It is the one
+// id rule of mapyard: the orchestrator's control contract uses it too.
+func ValidID(id string) bool { return ValidateID("id", id) == nil }
+
 // ValidateID reports whether id is a valid map or instance id: 1 to 48 characters of
 // lowercase letters, digits and '-', not starting or ending with '-'. Such ids are safe
 // inside Docker container names, URLs and file names.

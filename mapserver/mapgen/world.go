@@ -110,6 +110,12 @@ type NavGrid struct {
 	// Walkable holds one bit per cell, row by row from y = 0, least significant bit
 	// first: cell i is bit i%8 of byte i/8.
 	Walkable []byte
+	// Ground holds, in the same layout, the cells whose terrain a body may stand on:
+	// not steeper than maxWalkableSlope and not water when blockWater is set. Unlike
+	// Walkable it ignores colliders, which movement tests exactly against their shapes;
+	// the simulation (on the server and, through WebAssembly, in the browser) keeps
+	// bodies on these cells.
+	Ground []byte
 }
 
 // IsWalkable reports whether the cell at (col, row) is walkable; cells outside the grid
@@ -120,6 +126,16 @@ func (n *NavGrid) IsWalkable(col, row int) bool {
 	}
 	i := row*n.Cols + col
 	return n.Walkable[i>>3]&(1<<(i&7)) != 0
+}
+
+// GroundAt reports whether the terrain of cell (col, row) can be stood on; cells
+// outside the grid cannot.
+func (n *NavGrid) GroundAt(col, row int) bool {
+	if col < 0 || row < 0 || col >= n.Cols || row >= n.Rows {
+		return false
+	}
+	i := row*n.Cols + col
+	return n.Ground[i>>3]&(1<<(i&7)) != 0
 }
 
 // WalkableAt reports whether the point (x, y) in centimetres lies in a walkable cell.

@@ -11,21 +11,33 @@ type collider struct {
 	x, y, hx, hy int64
 }
 
-// Colliders is the static geometry bodies move against: the world's bounds and its
-// static colliders in quanta, bucketed in a uniform grid so that a step tests only the
-// colliders near the body. It is immutable after NewColliders and safe to share.
+// Colliders is the static geometry bodies move against: the world's bounds, its
+// walkable ground (the navigation grid's terrain bits: no water where water blocks, no
+// slope steeper than the map allows) and its static colliders in quanta, bucketed in a
+// uniform grid so that a step tests only the colliders near the body. It is immutable
+// after NewColliders and safe to share.
 type Colliders struct {
 	width, height int32 // bounds in quanta
 	cols, rows    int
 	start         []int32 // cell i holds items[start[i]:start[i+1]]
 	items         []int32
 	list          []collider
+
+	// The ground grid: groundCell quanta a side, one bit per cell (nil: all ground).
+	groundCell             int64
+	groundCols, groundRows int
+	ground                 []byte
 }
 
-// NewColliders converts w's bounds and colliders to quanta. The browser builds the
-// same value from the same world, so its predicted moves collide identically.
+// NewColliders converts w's bounds, ground and colliders to quanta. The browser builds
+// the same value from the same world, so its predicted moves collide identically.
 func NewColliders(w *mapgen.World) *Colliders {
 	c := &Colliders{width: FromCentimetres(w.Width), height: FromCentimetres(w.Height)}
+	if n := w.Nav; n.CellSize > 0 && len(n.Ground) >= (n.Cols*n.Rows+7)/8 {
+		c.groundCell = int64(FromCentimetres(n.CellSize))
+		c.groundCols, c.groundRows = n.Cols, n.Rows
+		c.ground = n.Ground
+	}
 	c.cols = int(c.width)/colliderCell + 1
 	c.rows = int(c.height)/colliderCell + 1
 	counts := make([]int32, c.cols*c.rows+1)
@@ -81,11 +93,14 @@ func (c *Colliders) cellOf(x, y int64) (col, row int) {
 	return col, row
 }
 
-// Blocked reports whether a body centred at p would overlap a collider or reach past
-// the bounds.
+// Blocked reports whether a body centred at p would overlap a collider, reach past
+// the bounds or stand on ground it may not (water, too steep).
 func (c *Colliders) Blocked(p Vec) bool {
 	x, y := int64(p.X), int64(p.Y)
 	if x < BodyRadius || y < BodyRadius || x > int64(c.width)-BodyRadius || y > int64(c.height)-BodyRadius {
+		return true
+	}
+	if !c.groundAt(x, y) {
 		return true
 	}
 	col, row := c.cellOf(x, y)
@@ -109,6 +124,66 @@ func overlaps(col *collider, x, y int64) bool {
 	ex := max(abs64(dx)-col.hx, 0)
 	ey := max(abs64(dy)-col.hy, 0)
 	return ex*ex+ey*ey < BodyRadius*BodyRadius
+}
+
+// groundAt reports whether the ground under (x, y) (quanta, inside the bounds) can be
+// stood on.
+func (c *Colliders) groundAt(x, y int64) bool {
+	if c.ground == nil {
+		return true
+	}
+	col := min(int(x/c.groundCell), c.groundCols-1)
+	row := min(int(y/c.groundCell), c.groundRows-1)
+	i := row*c.groundCols + col
+	return c.ground[i>>3]&(1<<(i&7)) != 0
+}
+
+// NearestOpen returns p when a body may stand there, else the centre of the nearest
+// ground cell where it may (searched ring by ring around p's cell, the closest centre
+// of the first ring that has one, ties to the first in row-major order), so that a
+// spawn point, a portal's arrival point or a carried position on water or inside a
+// collider moves to land. It returns p unchanged when no cell is open.
+func (c *Colliders) NearestOpen(p Vec) Vec {
+	if !c.Blocked(p) {
+		return p
+	}
+	cell := c.groundCell
+	cols, rows := c.groundCols, c.groundRows
+	if cell == 0 {
+		cell = colliderCell / 4
+		cols, rows = int(int64(c.width)/cell)+1, int(int64(c.height)/cell)+1
+	}
+	x, y := int64(max(p.X, 0)), int64(max(p.Y, 0))
+	pc, pr := min(int(x/cell), cols-1), min(int(y/cell), rows-1)
+	for ring := 0; ring < max(cols, rows); ring++ {
+		best, bestD := Vec{}, int64(-1)
+		for r := pr - ring; r <= pr+ring; r++ {
+			for q := pc - ring; q <= pc+ring; q++ {
+				if r < 0 || q < 0 || r >= rows || q >= cols || (max(abs(r-pr), abs(q-pc)) != ring) {
+					continue
+				}
+				v := Vec{int32(int64(q)*cell + cell/2), int32(int64(r)*cell + cell/2)}
+				if c.Blocked(v) {
+					continue
+				}
+				dx, dy := int64(v.X)-int64(p.X), int64(v.Y)-int64(p.Y)
+				if d := dx*dx + dy*dy; bestD < 0 || d < bestD {
+					best, bestD = v, d
+				}
+			}
+		}
+		if bestD >= 0 {
+			return best
+		}
+	}
+	return p
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 func abs64(v int64) int64 {

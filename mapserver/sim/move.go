@@ -56,25 +56,44 @@ func Velocity(dx, dy int8, speed int32) (vx, vy int64) {
 	return int64(speed) * int64(dx) * 65536 / l, int64(speed) * int64(dy) * 65536 / l
 }
 
-// Displacement returns how far a body with per-axis velocity v (1/256 quanta per
-// second, from Velocity) moves during step number phase of a simulation running at hz
-// steps per second. Summed over any hz*256 consecutive phases it is exactly v/256 per
-// second; the phase (an input's seq for players, the tick for NPCs) spreads the
-// fractional quanta over steps deterministically, so a predicting client that knows
-// the seq reproduces the server's step exactly.
-func Displacement(v int64, phase uint64, hz int) int32 {
-	d := int64(hz) * 256
-	p := int64(phase % uint64(d))
-	return int32(floorDiv(v*(p+1), d) - floorDiv(v*p, d))
+// Stride is the movement state one input leaves behind and the next one starts from:
+// the direction walked and how many applied inputs in a row walked it. A step's length
+// depends on it and on nothing the client picks: the first step in a new direction is
+// rounded down, and each further one adds what the run has earned, so no run ever gets
+// ahead of the exact speed, however the client times or numbers its inputs.
+type Stride struct {
+	DX, DY int8
+	// Run counts the inputs applied in a row with direction (DX, DY), the last one
+	// included; 0 before the first input.
+	Run uint32
 }
 
-// floorDiv divides rounding toward negative infinity (d > 0).
-func floorDiv(a, d int64) int64 {
-	q := a / d
-	if a%d != 0 && a < 0 {
-		q--
+// Next returns the stride after applying an input with direction (dx, dy).
+func (st Stride) Next(dx, dy int8) Stride {
+	if st.Run == 0 || dx != st.DX || dy != st.DY {
+		return Stride{DX: dx, DY: dy, Run: 1}
 	}
-	return q
+	st.Run++
+	return st
+}
+
+// Displacement returns how far a body with per-axis velocity v (1/256 quanta per
+// second, from Velocity) moves on step number phase (from 0) of a straight run at hz
+// steps per second: the magnitude of the first phase+1 steps together is
+// floor((phase+1)·|v|/(256·hz)), so a run of n steps never covers more than the exact
+// n·|v|/(256·hz) and is mirror-symmetric for -v.
+func Displacement(v int64, phase uint64, hz int) int32 {
+	d := int64(hz) * 256
+	a := v
+	if a < 0 {
+		a = -a
+	}
+	p := int64(phase % uint64(d))
+	step := int32((a*(p+1))/d - (a*p)/d)
+	if v < 0 {
+		return -step
+	}
+	return step
 }
 
 // isqrt returns floor(sqrt(n)) for n >= 0 using integer Newton iteration.
@@ -91,22 +110,38 @@ func isqrt(n int64) int64 {
 	return x
 }
 
-// Move returns where a body at p ends after one step of input in, at speed quanta
-// per second and hz steps per second, against the static geometry c. Each axis moves
-// on its own and stops where it would overlap a collider or leave the bounds, so a
-// body slides along walls. The client calls it to predict and the server to simulate:
-// identical arguments give identical results on every platform.
-func Move(c *Colliders, p Vec, in Input, speed int32, hz int) Vec {
+// Walk returns where a body at p ends after one input in, and the stride it leaves,
+// walking at speed quanta per second and hz steps per second from stride st against
+// the static geometry c. Each axis moves on its own and stops where it would overlap a
+// collider, leave the bounds or step off walkable ground, so a body slides along walls
+// and shores. The client calls it to predict and the server to simulate: identical
+// arguments give identical results on every platform. in.Seq plays no part.
+func Walk(c *Colliders, p Vec, st Stride, in Input, speed int32, hz int) (Vec, Stride) {
+	st = st.Next(in.DX, in.DY)
 	vx, vy := Velocity(in.DX, in.DY, speed)
-	return c.slide(p, Displacement(vx, in.Seq, hz), Displacement(vy, in.Seq, hz))
+	phase := uint64(st.Run - 1)
+	return c.slide(p, Displacement(vx, phase, hz), Displacement(vy, phase, hz)), st
 }
 
-// Replay returns where a player at p ends after running inputs in order: how a client
-// reconciles, starting from the position a snapshot shows for the last seq the server
-// applied and replaying the inputs it sent after that seq.
-func Replay(c *Colliders, p Vec, inputs []Input, speed int32, hz int) Vec {
+// Replay returns where a player at p with stride st ends after running inputs in
+// order, and its stride then: how a client reconciles, starting from the position a
+// snapshot shows for the last input the server applied (and the stride its own inputs
+// up to that one give) and replaying the inputs it sent after it.
+func Replay(c *Colliders, p Vec, st Stride, inputs []Input, speed int32, hz int) (Vec, Stride) {
 	for _, in := range inputs {
-		p = Move(c, p, in, speed, hz)
+		p, st = Walk(c, p, st, in, speed, hz)
 	}
-	return p
+	return p, st
+}
+
+// StrideAfter returns the stride a client's inputs leave once the server has applied
+// them all in order: the direction of the last one and the length of the run of equal
+// directions it ends. A client that numbers its inputs 1, 2, 3, … and whose inputs all
+// reach the server computes with it the stride at the acknowledged input.
+func StrideAfter(inputs []Input) Stride {
+	var st Stride
+	for _, in := range inputs {
+		st = st.Next(in.DX, in.DY)
+	}
+	return st
 }

@@ -39,11 +39,11 @@ const (
 
 // Defaults for Options.
 const (
-	DefaultTickHz   = 30
-	DefaultMaxQueue = 64
-	// DefaultCatchUp is how many queued inputs a player may run in one tick when its
-	// queue has grown past two (inputs that arrived in a burst after network jitter).
-	DefaultCatchUp = 3
+	DefaultTickHz = 30
+	// DefaultJitterBuffer is how many inputs a player may have waiting: about a quarter
+	// of a second at 30 Hz, enough to absorb inputs that arrive in a burst after
+	// network jitter, which are then walked one per tick (later, never faster).
+	DefaultJitterBuffer = 8
 )
 
 // Entity is one dynamic entity in a slot.
@@ -60,12 +60,21 @@ type Entity struct {
 
 // Player is the per-player part of a player entity's slot.
 type Player struct {
-	// LastSeq is the seq of the last input applied (acked to the client in snapshots).
+	// LastSeq is the seq of the last input applied or dropped (acked to the client in
+	// snapshots).
 	LastSeq uint64
+	// Stride is the movement state the last applied input left.
+	Stride Stride
+	// Frozen players stand still and consume their inputs without walking (a player
+	// whose portal transfer is in flight).
+	Frozen bool
 	// queued holds inputs not yet applied, in seq order.
 	queued []Input
 	// lastQueued is the highest seq ever queued; older seqs are dropped.
 	lastQueued uint64
+	// minQueued is the fewest inputs left waiting after a tick in the current drain
+	// window; inputs that waited a whole window are a standing delay, shed at its end.
+	minQueued int
 	// portal is 1 + the index of the portal the player stands in, 0 when none.
 	portal int
 }
@@ -87,10 +96,12 @@ type Options struct {
 	NPCs int
 	// PlayerSpeed and NPCSpeed are in quanta per second.
 	PlayerSpeed, NPCSpeed int32
-	// MaxQueue bounds each player's queued inputs; newer inputs past it are dropped.
-	MaxQueue int
-	// CatchUp is the most inputs one player runs in one tick.
-	CatchUp int
+	// JitterBuffer bounds each player's waiting inputs; past it the oldest are dropped.
+	JitterBuffer int
+	// DrainWindow is the number of ticks after which inputs that waited the whole
+	// window (the queue never fell below them) are dropped, all but one, so a burst
+	// does not leave a player a standing delay behind its client. Default: TickHz.
+	DrainWindow int
 }
 
 // NPCCount returns the number of NPCs rules ask for on a world of w: NPCDensity per
@@ -115,6 +126,13 @@ type Events struct {
 	Portals []PortalEvent
 }
 
+// Counters are the simulation's running totals since New.
+type Counters struct {
+	// InputsDropped counts player inputs never walked: past the jitter buffer, or shed
+	// as a standing delay at the end of a drain window.
+	InputsDropped uint64
+}
+
 // State is the dynamic state of one map.
 type State struct {
 	opts      Options
@@ -130,10 +148,11 @@ type State struct {
 	free    []int32 // free slots, reused oldest first
 	players int
 
-	tick   uint64
-	nextID EntityID
-	rng    *rand.Rand
-	events Events
+	tick     uint64
+	nextID   EntityID
+	rng      *rand.Rand
+	events   Events
+	counters Counters
 }
 
 // portal is a world portal in quanta.
@@ -154,13 +173,13 @@ func New(w *mapgen.World, opts Options) (*State, error) {
 	if opts.NPCSpeed == 0 {
 		opts.NPCSpeed = DefaultNPCSpeed
 	}
-	if opts.MaxQueue == 0 {
-		opts.MaxQueue = DefaultMaxQueue
+	if opts.JitterBuffer == 0 {
+		opts.JitterBuffer = DefaultJitterBuffer
 	}
-	if opts.CatchUp == 0 {
-		opts.CatchUp = DefaultCatchUp
+	if opts.DrainWindow == 0 {
+		opts.DrainWindow = opts.TickHz
 	}
-	if opts.TickHz < 1 || opts.NPCs < 0 || opts.MaxQueue < 1 || opts.CatchUp < 1 || opts.PlayerSpeed < 0 || opts.NPCSpeed < 0 {
+	if opts.TickHz < 1 || opts.NPCs < 0 || opts.JitterBuffer < 1 || opts.DrainWindow < 1 || opts.PlayerSpeed < 0 || opts.NPCSpeed < 0 {
 		return nil, fmt.Errorf("sim: invalid options %+v", opts)
 	}
 	s := &State{opts: opts, colliders: NewColliders(w), rng: rand.New(rand.NewPCG(opts.Seed, pcgStream)), nextID: 1}
@@ -170,7 +189,7 @@ func New(w *mapgen.World, opts Options) (*State, error) {
 		})
 	}
 	for _, sp := range w.Spawns {
-		s.spawns = append(s.spawns, Vec{FromCentimetres(sp.X), FromCentimetres(sp.Y)})
+		s.spawns = append(s.spawns, s.colliders.NearestOpen(Vec{FromCentimetres(sp.X), FromCentimetres(sp.Y)}))
 	}
 	for range opts.NPCs {
 		s.spawnNPC(w)
@@ -180,6 +199,9 @@ func New(w *mapgen.World, opts Options) (*State, error) {
 
 // Colliders returns the static geometry the state moves bodies against.
 func (s *State) Colliders() *Colliders { return s.colliders }
+
+// Counters returns the running totals since New.
+func (s *State) Counters() Counters { return s.counters }
 
 // Tick returns the number of Steps taken.
 func (s *State) Tick() uint64 { return s.tick }
@@ -224,6 +246,7 @@ func (s *State) spawnNPC(w *mapgen.World) {
 			break
 		}
 	}
+	p = s.colliders.NearestOpen(p)
 	slot := s.alloc()
 	s.Entities[slot] = Entity{ID: s.nextID, Kind: KindNPC, Pos: p}
 	s.nextID++
@@ -265,19 +288,21 @@ type PlayerState struct {
 	LastSeq uint64
 }
 
-// AddPlayer puts a player at st.Pos (clamped into the bounds) and returns its slot
-// and stable id. A player added inside a portal's area (arriving through the matching
-// portal) is not reported as entering it until it has left it once.
+// AddPlayer puts a player at st.Pos (clamped into the bounds, and moved to the nearest
+// open ground when a body may not stand there) and returns its slot and stable id. A
+// player added inside a portal's area (arriving through the matching portal) is not
+// reported as entering it until it has left it once.
 func (s *State) AddPlayer(st PlayerState) (int32, EntityID) {
 	w, h := s.colliders.Bounds()
 	st.Pos.X = max(BodyRadius, min(st.Pos.X, w-BodyRadius))
 	st.Pos.Y = max(BodyRadius, min(st.Pos.Y, h-BodyRadius))
+	st.Pos = s.colliders.NearestOpen(st.Pos)
 	slot := s.alloc()
 	id := s.nextID
 	s.nextID++
 	s.Entities[slot] = Entity{ID: id, Kind: KindPlayer, Pos: st.Pos}
 	p := &s.Players[slot]
-	*p = Player{LastSeq: st.LastSeq, lastQueued: st.LastSeq, queued: p.queued[:0], portal: s.portalAt(st.Pos)}
+	*p = Player{LastSeq: st.LastSeq, lastQueued: st.LastSeq, queued: p.queued[:0], minQueued: 0, portal: s.portalAt(st.Pos)}
 	s.players++
 	return slot, id
 }
@@ -296,40 +321,98 @@ func (s *State) RemovePlayer(slot int32) (PlayerState, bool) {
 	return st, true
 }
 
-// Enqueue queues a player's inputs for the coming ticks. Inputs whose seq is not above
-// every seq queued before (duplicates, replays, reordering) are ignored, and so are
-// inputs beyond MaxQueue or with a direction outside [-MaxDir, MaxDir] on an axis
-// (int8 admits -128). It returns how many inputs were accepted; 0 for a slot that
-// holds no player.
-func (s *State) Enqueue(slot int32, inputs []Input) int {
+// player returns the player in slot, or nil when slot holds none.
+func (s *State) player(slot int32) *Player {
 	if slot < 0 || int(slot) >= len(s.Entities) || s.Entities[slot].Kind != KindPlayer {
+		return nil
+	}
+	return &s.Players[slot]
+}
+
+// Enqueue queues a player's inputs for the coming ticks, which walk them one per tick.
+// Inputs whose seq is not above every seq queued before (duplicates, replays,
+// reordering) are ignored, and so are inputs with a direction outside [-MaxDir, MaxDir]
+// on an axis (int8 admits -128). Past the jitter buffer the oldest waiting inputs are
+// dropped (counted), so a client that sends faster than the tick walks no faster and
+// no later than the buffer. A frozen player's inputs are consumed (acked) without
+// walking. It returns how many inputs were taken; 0 for a slot that holds no player.
+func (s *State) Enqueue(slot int32, inputs []Input) int {
+	p := s.player(slot)
+	if p == nil {
 		return 0
 	}
-	p := &s.Players[slot]
 	n := 0
 	for _, in := range inputs {
-		if in.Seq <= p.lastQueued || len(p.queued) >= s.opts.MaxQueue || in.DX < -MaxDir || in.DY < -MaxDir {
+		if in.Seq <= p.lastQueued || in.DX < -MaxDir || in.DY < -MaxDir {
+			continue
+		}
+		p.lastQueued = in.Seq
+		n++
+		if p.Frozen {
+			p.LastSeq = in.Seq
 			continue
 		}
 		p.queued = append(p.queued, in)
-		p.lastQueued = in.Seq
-		n++
+	}
+	if over := len(p.queued) - s.opts.JitterBuffer; over > 0 {
+		s.shed(p, over)
 	}
 	return n
 }
 
-// Step advances the state by one tick: each player runs its next queued input (up to
-// CatchUp when more than two wait), each NPC walks and turns on schedule, and players
-// who entered a portal are reported.
+// shed drops the n oldest waiting inputs of p; the client sees them acked and its
+// reconciliation replays what follows them.
+func (s *State) shed(p *Player, n int) {
+	p.LastSeq = max(p.LastSeq, p.queued[n-1].Seq)
+	p.queued = p.queued[:copy(p.queued, p.queued[n:])]
+	s.counters.InputsDropped += uint64(n)
+}
+
+// NewSession starts a fresh input sequence for the player in slot: a new connection
+// took the character over (a second tab, a reload), and its inputs count from seq 1.
+// Waiting inputs are discarded and the stride starts anew.
+func (s *State) NewSession(slot int32) {
+	if p := s.player(slot); p != nil {
+		p.LastSeq, p.lastQueued, p.Stride, p.minQueued = 0, 0, Stride{}, 0
+		p.queued = p.queued[:0]
+	}
+}
+
+// Halt discards the player's waiting inputs: it stands still until new ones arrive.
+func (s *State) Halt(slot int32) {
+	if p := s.player(slot); p != nil {
+		if len(p.queued) > 0 {
+			p.LastSeq = p.queued[len(p.queued)-1].Seq
+		}
+		p.queued = p.queued[:0]
+	}
+}
+
+// Freeze stops (on) or releases (off) the player in slot: frozen, it stands still and
+// its inputs are consumed without walking, as while its transfer is in flight.
+func (s *State) Freeze(slot int32, on bool) {
+	if p := s.player(slot); p != nil {
+		if on {
+			s.Halt(slot)
+		}
+		p.Frozen = on
+	}
+}
+
+// Step advances the state by one tick: each player walks its oldest waiting input (at
+// most one a tick, so no player outruns its speed whatever its client sends), each NPC
+// walks and turns on schedule, and players who entered a portal are reported. At the
+// end of each drain window, inputs that waited through all of it are shed.
 func (s *State) Step() Events {
 	s.tick++
 	s.events = Events{Tick: s.tick, Portals: s.events.Portals[:0]}
 	hz := s.opts.TickHz
+	drain := s.tick%uint64(s.opts.DrainWindow) == 0
 	for i := range s.Entities {
 		e := &s.Entities[i]
 		switch e.Kind {
 		case KindPlayer:
-			s.stepPlayer(int32(i), e)
+			s.stepPlayer(int32(i), e, drain)
 		case KindNPC:
 			n := &s.npcs[i]
 			if s.tick >= n.turnAt {
@@ -345,21 +428,27 @@ func (s *State) Step() Events {
 	return s.events
 }
 
-// stepPlayer runs the player's due inputs and detects a portal entry.
-func (s *State) stepPlayer(slot int32, e *Entity) {
+// stepPlayer walks the player's oldest waiting input, keeps its drain window and
+// detects a portal entry.
+func (s *State) stepPlayer(slot int32, e *Entity, drain bool) {
 	p := &s.Players[slot]
-	run := 1
-	if len(p.queued) > 2 {
-		run = s.opts.CatchUp
-	}
-	run = min(run, len(p.queued))
-	for _, in := range p.queued[:run] {
-		e.Pos = Move(s.colliders, e.Pos, in, s.opts.PlayerSpeed, s.opts.TickHz)
+	if len(p.queued) > 0 && !p.Frozen {
+		in := p.queued[0]
+		e.Pos, p.Stride = Walk(s.colliders, e.Pos, p.Stride, in, s.opts.PlayerSpeed, s.opts.TickHz)
 		e.DX, e.DY = in.DX, in.DY
 		p.LastSeq = in.Seq
+		p.queued = p.queued[:copy(p.queued, p.queued[1:])]
+	} else if len(p.queued) == 0 {
+		e.DX, e.DY = 0, 0
 	}
-	if run > 0 {
-		p.queued = p.queued[:copy(p.queued, p.queued[run:])]
+	if q := len(p.queued); q < p.minQueued || p.minQueued < 0 {
+		p.minQueued = q
+	}
+	if drain {
+		if p.minQueued > 1 {
+			s.shed(p, p.minQueued-1)
+		}
+		p.minQueued = -1 // unset: the next tick starts the new window
 	}
 	at := s.portalAt(e.Pos)
 	if at != 0 && at != p.portal {

@@ -32,6 +32,9 @@ const (
 	CodeMapUnavailable = "map_unavailable"
 	// CodeMapQuarantined: the map is quarantined by the orchestrator.
 	CodeMapQuarantined = "map_quarantined"
+	// CodeReplaced: a newer join took the character over (a second tab, a reload); the
+	// connection closes with 4000 right after.
+	CodeReplaced = "replaced"
 )
 
 // Error is a protocol error with a public code, answered to the client in an `error`

@@ -41,7 +41,7 @@ func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest
 	}
 	for _, f := range []struct{ name, v string }{{"fromInstanceId", r.FromInstanceID}, {"toInstanceId", r.ToInstanceID}} {
 		if !control.ValidName(f.v) {
-			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must match %s", f.name, control.IDPattern)
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be %s", f.name, control.IDRule)
 		}
 	}
 	if r.FromInstanceID == r.ToInstanceID {

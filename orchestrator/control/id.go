@@ -1,6 +1,6 @@
 package control
 
-import "regexp"
+import "github.com/mapyard/mapyard/mapserver/mapgen"
 
 // The id rules of the control contract, in one place. Two kinds of ids cross it:
 // names an operator or a map template chooses for maps and instances, which become
@@ -8,16 +8,18 @@ import "regexp"
 // orchestrator mint (characters, transfers, events, items, partitions, nonces), which
 // are only stored and compared.
 
-// IDPattern is what map and instance ids look like. Ids become part of container names,
-// log lines and URLs, so they are kept to a safe alphabet.
-var IDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)
+// IDRule says what map and instance ids look like. Ids become part of container names,
+// log lines and URLs, so they are kept to a safe alphabet. The rule is the map
+// generator's (mapgen.ValidID), so a config the map accepts names an instance the
+// orchestrator accepts, and the other way round.
+const IDRule = mapgen.IDRule
 
 // MaxKeyLen bounds every opaque key, so a map cannot make the store keep arbitrarily
 // long ones.
 const MaxKeyLen = 200
 
-// ValidName reports whether s is a valid map or instance id (IDPattern).
-func ValidName(s string) bool { return IDPattern.MatchString(s) }
+// ValidName reports whether s is a valid map or instance id (IDRule).
+func ValidName(s string) bool { return mapgen.ValidID(s) }
 
 // ValidKey reports whether s is a valid opaque key: 1 to MaxKeyLen bytes of printable
 // ASCII without spaces, so it is safe in logs, tokens and JSON as is.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -13,6 +14,8 @@ func TestIDRules(t *testing.T) {
 		name, key bool
 	}{
 		{"frontier-1", true, true},
+		{"forest-", false, true},
+		{"-forest", false, true},
 		{"character:guest-AbC_9", false, true},
 		{"i1/chest-1", false, true},
 		{"Forest-1", false, true},
@@ -27,6 +30,16 @@ func TestIDRules(t *testing.T) {
 		}
 		if got := control.ValidKey(tt.id); got != tt.key {
 			t.Errorf("ValidKey(%q) = %v, want %v", tt.id, got, tt.key)
+		}
+	}
+}
+
+// TestIDRuleIsTheGenerators: the control contract and the map generator accept exactly
+// the same instance ids.
+func TestIDRuleIsTheGenerators(t *testing.T) {
+	for _, id := range []string{"forest-1", "forest-", "-a", "a", "wild-3-7", "Ab", strings.Repeat("a", 48), strings.Repeat("a", 49), "a_b"} {
+		if got, want := control.ValidName(id), mapgen.ValidateID("instanceId", id) == nil; got != want {
+			t.Errorf("%q: control says %v, mapgen says %v", id, got, want)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func (e *Edge) Open() (err error) {
 	// The page's catch-all would answer other methods of the join with not_found.
 	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, control.PathJoin,
 		func(echo.Context) error { return echo.ErrMethodNotAllowed })
-	e.public.GET("/maps/:id/ws", e.handleMapWS, e.WSLimit.Echo(e.Clients))
+	e.public.GET(orchestrator.WSPath(":id"), e.handleMapWS, e.WSLimit.Echo(e.Clients))
 	e.public.GET("/", e.handleStatic)
 	e.public.GET("/*", e.handleStatic)
 	mux := control.NewEcho(e.Log)

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
@@ -41,9 +42,6 @@ const (
 	EngineLoop      = "loop"
 	EngineGoroutine = "goroutine"
 )
-
-// mapWSPath is where every map server serves its player WebSocket on its game port.
-const mapWSPath = "/ws"
 
 // Proxy forwards players' WebSocket upgrades to map game ports and then copies raw
 // bytes both ways. After the handshake it never parses a frame: each read is written
@@ -222,7 +220,7 @@ func (p *Proxy) handshake(r *http.Request, instanceID, addr string) (net.Conn, *
 func upgradeRequest(r *http.Request) *http.Request {
 	out := &http.Request{
 		Method:     http.MethodGet,
-		URL:        &url.URL{Path: mapWSPath, RawQuery: r.URL.RawQuery},
+		URL:        &url.URL{Path: mapcontrol.GamePath, RawQuery: r.URL.RawQuery},
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1, ProtoMinor: 1,
 		Header: r.Header.Clone(),

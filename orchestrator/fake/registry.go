@@ -79,7 +79,7 @@ func NewRegistry(root *keys.Root, defaultInstanceID string, log *slog.Logger) *R
 // map's template).
 func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
 	if !control.ValidName(m.InstanceID) || !control.ValidName(m.MapID) {
-		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must match %s", control.IDPattern)
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must be %s", control.IDRule)
 	}
 	if m.GamePort <= 0 || m.ControlPort <= 0 || m.GamePort > 65535 || m.ControlPort > 65535 {
 		return apierr.Errorf(apierr.EBADREQUEST, "gamePort and controlPort must be ports")

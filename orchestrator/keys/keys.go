@@ -124,10 +124,10 @@ func ValidGeneration(g string) bool { return generationPattern.MatchString(g) }
 
 func (id Identity) validate() error {
 	if !control.ValidName(id.InstanceID) {
-		return fmt.Errorf("identity: instance id %q must match %s", id.InstanceID, control.IDPattern)
+		return fmt.Errorf("identity: instance id %q must be %s", id.InstanceID, control.IDRule)
 	}
 	if !ValidGeneration(id.Generation) {
-		return fmt.Errorf("identity: generation %q must match %s", id.Generation, generationPattern)
+		return fmt.Errorf("identity: generation %q must be %s", id.Generation, generationPattern)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -15,10 +16,10 @@ import (
 // Create adds a wanted instance and starts it.
 func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
 	if !control.ValidName(r.InstanceID) || strings.HasPrefix(r.InstanceID, PoolIDPrefix) {
-		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must match %s and not start with %q", r.InstanceID, control.IDPattern, PoolIDPrefix)
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must be %s and not start with %q", r.InstanceID, control.IDRule, PoolIDPrefix)
 	}
 	if !control.ValidName(r.MapID) {
-		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must match %s", r.MapID, control.IDPattern)
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must be %s", r.MapID, control.IDRule)
 	}
 	if len(r.Config) > 0 && !json.Valid(r.Config) {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "config is not valid JSON")
@@ -27,7 +28,7 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 		if !s.AllowFaultEnv {
 			return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "env is accepted only with ORCH_ALLOW_FAULT_INJECTION=1")
 		}
-		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "MAP_FAULT_") {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, mapcontrol.EnvFaultPrefix) {
 			return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "env %q: only MAP_FAULT_* variables are accepted", k)
 		}
 	}

@@ -77,10 +77,10 @@ func DefaultOptions() Options {
 // Validate checks values that would make the supervisor misbehave.
 func (o Options) Validate() error {
 	if !control.ValidName(o.DefaultInstanceID) {
-		return fmt.Errorf("default instance id %q must match %s", o.DefaultInstanceID, control.IDPattern)
+		return fmt.Errorf("default instance id %q must be %s", o.DefaultInstanceID, control.IDRule)
 	}
 	if !control.ValidName(o.DefaultMapID) {
-		return fmt.Errorf("default map id %q must match %s", o.DefaultMapID, control.IDPattern)
+		return fmt.Errorf("default map id %q must be %s", o.DefaultMapID, control.IDRule)
 	}
 	if o.Policy.Window <= 0 || o.HeartbeatTimeout <= 0 || o.ProbeInterval <= 0 || o.StartTimeout <= 0 || o.IdleStop <= 0 {
 		return errors.New("restart window, heartbeat timeout, probe interval, start timeout and idle stop must be positive")

@@ -105,7 +105,7 @@ func (s *Supervisor) addPoolMember(ctx context.Context) error {
 	// A handed-out pool container keeps these credentials: the supervisor knows which
 	// instance it runs (InstanceOf), so it acts for that instance only.
 	spec := Spec{InstanceID: m.id, MapID: "pool", Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
-		Env: append(append(append([]string(nil), s.Env...), creds...), "MAP_INSTANCE_ID="+m.id, "MAP_MAP_ID=pool", "MAP_BLANK=true")}
+		Env: append(append(append([]string(nil), s.Env...), creds...), mapcontrol.EnvInstanceID+"="+m.id, mapcontrol.EnvMapID+"=pool", mapcontrol.EnvBlank+"=true")}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// In the pool before it starts: the blank map may register before Start returns.

@@ -315,7 +315,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 	}
 	s.mu.Lock()
 	spec := Spec{InstanceID: in.ID, MapID: in.MapID, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
-		Env: append(append(append(append([]string(nil), s.Env...), in.env...), creds...), "MAP_INSTANCE_ID="+in.ID, "MAP_MAP_ID="+in.MapID)}
+		Env: append(append(append(append([]string(nil), s.Env...), in.env...), creds...), mapcontrol.EnvInstanceID+"="+in.ID, mapcontrol.EnvMapID+"="+in.MapID)}
 	// The new container may register before Start returns: its credential is current
 	// from now on, and the old container's (stopped above) no longer is.
 	in.ident = ident

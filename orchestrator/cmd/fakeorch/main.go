@@ -65,14 +65,14 @@ func (c *Config) devInstances() []string {
 func (c *Config) Validate() error {
 	for _, id := range c.devInstances() {
 		if !control.ValidName(id) {
-			return fmt.Errorf("ORCH_DEV_INSTANCES: %q must match %s", id, control.IDPattern)
+			return fmt.Errorf("ORCH_DEV_INSTANCES: %q must be %s", id, control.IDRule)
 		}
 	}
 	if c.Secret != "" && len(c.Secret) < 16 {
 		return errors.New("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
 	if !control.ValidName(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must match %s", c.DefaultInstanceID, control.IDPattern)
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must be %s", c.DefaultInstanceID, control.IDRule)
 	}
 	if c.JoinTicketTTLMS < 100 || c.TransferTokenTTLMS < 100 {
 		return errors.New("ORCH_JOIN_TICKET_TTL_MS and ORCH_TRANSFER_TOKEN_TTL_MS: must be at least 100")

@@ -255,18 +255,18 @@ func mapEnv(environ []string, orchURL string) []string {
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
-		case !strings.HasPrefix(k, "MAP_"), strings.HasPrefix(k, "MAP_FAULT_"):
+		case !strings.HasPrefix(k, mapcontrol.EnvPrefix), strings.HasPrefix(k, mapcontrol.EnvFaultPrefix):
 			continue
-		case k == "MAP_ORCH_URL", k == "MAP_INTERNAL_RPC_SECRET", k == mapcontrol.EnvCredential, k == mapcontrol.EnvOrchCredential,
-			k == "MAP_INSTANCE_ID", k == "MAP_MAP_ID", k == "MAP_BLANK":
+		case k == mapcontrol.EnvOrchURL, k == mapcontrol.EnvLegacySecret, k == mapcontrol.EnvCredential, k == mapcontrol.EnvOrchCredential,
+			k == mapcontrol.EnvInstanceID, k == mapcontrol.EnvMapID, k == mapcontrol.EnvBlank:
 			continue
 		}
 		env = append(env, kv)
 	}
 	return append(env,
-		"MAP_ORCH_URL="+orchURL,
-		fmt.Sprintf("MAP_GAME_PORT=%d", docker.MapGamePort),
-		fmt.Sprintf("MAP_CONTROL_PORT_BASE=%d", docker.MapControlPort),
+		mapcontrol.EnvOrchURL+"="+orchURL,
+		fmt.Sprintf("%s=%d", mapcontrol.EnvGamePort, docker.MapGamePort),
+		fmt.Sprintf("%s=%d", mapcontrol.EnvControlPort, docker.MapControlPort),
 	)
 }
 

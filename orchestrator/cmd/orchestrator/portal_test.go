@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/client"
+	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
@@ -119,7 +119,7 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := orchlink.ArrivalPointOf(dw, derived.MapID, character, &control.CharacterState{MapID: src.MapID})
+		want := game.ArrivalPointOf(dw, derived.MapID, character, &control.CharacterState{MapID: src.MapID})
 		if want.Via != "portal" {
 			t.Fatalf("the derived map has no portal back: %+v", want)
 		}

@@ -1,4 +1,4 @@
-package orchlink
+package game
 
 import (
 	"hash/fnv"

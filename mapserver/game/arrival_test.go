@@ -1,12 +1,12 @@
-package orchlink_test
+package game_test
 
 import (
 	"fmt"
 	"math"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -20,7 +20,7 @@ func TestArrivalPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("FromAnotherMapBesideItsPortal", func(t *testing.T) {
-		a := orchlink.ArrivalPoint(w, "frontier", &control.CharacterState{MapID: "default", X: 1, Y: 1})
+		a := game.ArrivalPoint(w, "frontier", &control.CharacterState{MapID: "default", X: 1, Y: 1})
 		var back mapgen.Portal
 		for _, p := range w.Portals {
 			if p.TargetMapID == "default" {
@@ -28,26 +28,26 @@ func TestArrivalPoint(t *testing.T) {
 			}
 		}
 		d := math.Hypot(a.X*100-float64(back.X), a.Y*100-float64(back.Y))
-		if a.Via != "portal" || d <= float64(back.Radius) || d > float64(back.Radius+orchlink.ArrivalClearance)+1 {
+		if a.Via != "portal" || d <= float64(back.Radius) || d > float64(back.Radius+game.ArrivalClearance)+1 {
 			t.Fatalf("arrival %+v is %.0f cm from the portal back (radius %d)", a, d, back.Radius)
 		}
 	})
 	t.Run("SavedOnThisMapKeepsPosition", func(t *testing.T) {
-		a := orchlink.ArrivalPoint(w, "frontier", &control.CharacterState{MapID: "frontier", X: 12.5, Y: 40})
-		if a != (orchlink.Arrival{X: 12.5, Y: 40, Via: "saved"}) {
+		a := game.ArrivalPoint(w, "frontier", &control.CharacterState{MapID: "frontier", X: 12.5, Y: 40})
+		if a != (game.Arrival{X: 12.5, Y: 40, Via: "saved"}) {
 			t.Fatalf("arrival %+v", a)
 		}
 	})
 	t.Run("NeverSavedAtSpawn", func(t *testing.T) {
-		a := orchlink.ArrivalPoint(w, "frontier", nil)
-		if s := w.Spawns[0]; a != (orchlink.Arrival{X: float64(s.X) / 100, Y: float64(s.Y) / 100, Via: "spawn"}) {
+		a := game.ArrivalPoint(w, "frontier", nil)
+		if s := w.Spawns[0]; a != (game.Arrival{X: float64(s.X) / 100, Y: float64(s.Y) / 100, Via: "spawn"}) {
 			t.Fatalf("arrival %+v, want the first spawn point", a)
 		}
 	})
 	t.Run("NewCharactersSpreadOverSpawnPoints", func(t *testing.T) {
-		seen := map[orchlink.Arrival]bool{}
+		seen := map[game.Arrival]bool{}
 		for i := 0; i < 200; i++ {
-			a := orchlink.ArrivalPointOf(w, "frontier", fmt.Sprintf("guest-%d", i), nil)
+			a := game.ArrivalPointOf(w, "frontier", fmt.Sprintf("guest-%d", i), nil)
 			if a.Via != "spawn" {
 				t.Fatalf("arrival %+v, want spawn", a)
 			}
@@ -56,13 +56,13 @@ func TestArrivalPoint(t *testing.T) {
 		if len(seen) != len(w.Spawns) {
 			t.Fatalf("200 new characters used %d of %d spawn points", len(seen), len(w.Spawns))
 		}
-		again := orchlink.ArrivalPointOf(w, "frontier", "guest-7", nil)
-		if again != orchlink.ArrivalPointOf(w, "frontier", "guest-7", nil) {
+		again := game.ArrivalPointOf(w, "frontier", "guest-7", nil)
+		if again != game.ArrivalPointOf(w, "frontier", "guest-7", nil) {
 			t.Fatal("a character's spawn point must not change between calls")
 		}
 	})
 	t.Run("FromAMapWithoutPortalHereAtSpawn", func(t *testing.T) {
-		if a := orchlink.ArrivalPoint(w, "frontier", &control.CharacterState{MapID: "elsewhere"}); a.Via != "spawn" {
+		if a := game.ArrivalPoint(w, "frontier", &control.CharacterState{MapID: "elsewhere"}); a.Via != "spawn" {
 			t.Fatalf("arrival %+v, want spawn", a)
 		}
 	})
