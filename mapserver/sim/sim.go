@@ -35,6 +35,8 @@ const (
 	KindNone   Kind = 0
 	KindPlayer Kind = 1
 	KindNPC    Kind = 2
+	// KindItem is an item lying in the world (or held, pending an ownership change).
+	KindItem Kind = 3
 )
 
 // Defaults for Options.
@@ -56,7 +58,30 @@ type Entity struct {
 	Pos Vec
 	// DX and DY is the current walking direction.
 	DX, DY int8
+	// Facing is the direction the entity looks, in 1/256 turns counter-clockwise from
+	// east (x growing); players and NPCs face where they last walked.
+	Facing uint8
+	// State is kind-specific: an NPC's perception state (NPCIdle … NPCChasing), an
+	// item's flags (ItemHeld, ItemPending).
+	State uint8
+	// Template is an item's template id (mapserver/items); 0 for other kinds.
+	Template uint32
 }
+
+// NPC perception states, Entity.State of an NPC; their values are sent on the wire.
+const (
+	NPCIdle       uint8 = 0
+	NPCSuspicious uint8 = 1
+	NPCAlert      uint8 = 2
+	NPCChasing    uint8 = 3
+)
+
+// Item flags, Entity.State of an item; sent on the wire.
+const (
+	// ItemPending marks an item whose change of owner awaits the orchestrator's durable
+	// acknowledgement: nobody can take it meanwhile.
+	ItemPending uint8 = 1 << 0
+)
 
 // Player is the per-player part of a player entity's slot.
 type Player struct {
