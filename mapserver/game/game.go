@@ -167,7 +167,38 @@ func (g *Game) Step() []loop.Event {
 			g.events = append(g.events, loop.Event{CharacterID: g.owners[p.Slot], Portal: g.world.Portals[p.Portal]})
 		}
 	}
+	for _, p := range ev.Perception {
+		if viewers := g.viewersOf(p.Slot); len(viewers) > 0 {
+			g.events = append(g.events, loop.Event{Frame: npcStateFrame(p), Viewers: viewers})
+		}
+	}
 	return g.events
+}
+
+// viewersOf returns the characters whose area of interest holds slot: the players of
+// the 3 × 3 cells around it (the relation is symmetric).
+func (g *Game) viewersOf(slot int32) []string {
+	g.visible = g.grid.Query(slot, g.visible[:0])
+	var out []string
+	for _, s := range g.visible {
+		if int(s) < len(g.owners) && g.owners[s] != "" {
+			out = append(out, g.owners[s])
+		}
+	}
+	return out
+}
+
+// npcStateFrame is the "npc_state" event of a perception change.
+func npcStateFrame(p sim.PerceptionEvent) []byte {
+	name := func(s uint8) string {
+		if int(s) < len(wire.NPCStateNames) {
+			return wire.NPCStateNames[s]
+		}
+		return "unknown"
+	}
+	b, _ := json.Marshal(wire.Event{V: wire.Version, Kind: wire.KindEvent, Name: "npc_state",
+		Data: wire.NPCState{ID: uint64(p.ID), From: name(p.From), To: name(p.To), Target: uint64(p.Target)}})
+	return b
 }
 
 // place puts every entity at its position in the grid.
@@ -207,7 +238,7 @@ func (g *Game) Despawn(characterID string) {
 
 // Entities counts players and NPCs.
 func (g *Game) Entities() int {
-	return g.state.PlayerCount() + g.state.Options().NPCs
+	return g.state.PlayerCount() + g.state.NPCCount()
 }
 
 // instanceState is the payload of the instance partition: the tick and where every
@@ -220,7 +251,7 @@ type instanceState struct {
 
 // InstanceState returns the instance partition's payload.
 func (g *Game) InstanceState() json.RawMessage {
-	st := instanceState{MapID: g.mapID, Tick: g.state.Tick(), NPCs: make([][5]int64, 0, g.state.Options().NPCs)}
+	st := instanceState{MapID: g.mapID, Tick: g.state.Tick(), NPCs: make([][5]int64, 0, g.state.NPCCount())}
 	for i := range g.state.Entities {
 		if e := &g.state.Entities[i]; e.Kind == sim.KindNPC {
 			st.NPCs = append(st.NPCs, [5]int64{int64(e.ID), int64(e.Pos.X), int64(e.Pos.Y), int64(e.DX), int64(e.DY)})

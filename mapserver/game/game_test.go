@@ -139,3 +139,57 @@ func TestGame_PortalEntered(t *testing.T) {
 	st, _ := g.State("c1")
 	t.Fatalf("no portal event; the character stands at %v,%v, the portal at %v,%v r %v", st.X, st.Y, float64(p.X)/100, float64(p.Y)/100, float64(p.Radius)/100)
 }
+
+// TestGame_PerceptionEventReachesViewers: an NPC that notices a player changes state,
+// and the "npc_state" event goes to the characters that see the NPC.
+func TestGame_PerceptionEventReachesViewers(t *testing.T) {
+	g, _ := mustNewGame(t)
+	s := g.Sim()
+	// A spot with a clear line of sight 4 units east of an NPC facing east.
+	var at sim.Vec
+	for i := 0; ; i++ {
+		at = s.SpawnPoint(i)
+		if s.Colliders().LineOfSight(at, sim.Vec{X: at.X + 4*sim.QuantaPerUnit, Y: at.Y}) {
+			break
+		}
+		if i > 50 {
+			t.Fatal("no spawn point with a clear line of sight")
+		}
+	}
+	npc, id := s.AddNPC(at, 1, 0)
+	player := sim.Vec{X: s.Entities[npc].Pos.X + 4*sim.QuantaPerUnit, Y: s.Entities[npc].Pos.Y}
+	if err := g.Spawn("watcher", &control.CharacterState{MapID: mapgen.DefaultMapID, X: float64(player.X) / 16, Y: float64(player.Y) / 16}); err != nil {
+		t.Fatal(err)
+	}
+	var got []wire.NPCState
+	for range 60 {
+		for _, ev := range g.Step() {
+			if ev.Frame == nil {
+				continue
+			}
+			var e struct {
+				Kind, Name string
+				Data       wire.NPCState
+			}
+			if err := json.Unmarshal(ev.Frame, &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Kind != "event" || e.Name != "npc_state" || len(ev.Viewers) == 0 {
+				t.Fatalf("event %s to %v", ev.Frame, ev.Viewers)
+			}
+			if e.Data.ID == uint64(id) {
+				found := false
+				for _, v := range ev.Viewers {
+					found = found || v == "watcher"
+				}
+				if !found {
+					t.Fatalf("the watcher does not get the event of the NPC it sees: viewers %v", ev.Viewers)
+				}
+				got = append(got, e.Data)
+			}
+		}
+	}
+	if len(got) < 3 || got[0].From != "idle" || got[0].To != "suspicious" || got[len(got)-1].To != "chasing" {
+		t.Fatalf("events %+v, want idle → suspicious … → chasing", got)
+	}
+}

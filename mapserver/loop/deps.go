@@ -60,11 +60,16 @@ type View interface {
 	Ack(tick uint64)
 }
 
-// Event is something a Step reports that the loop acts on outside the simulation.
+// Event is something a Step reports that the loop acts on outside the simulation:
+// a character entering a portal, or a gameplay event for the players who see it.
 type Event struct {
-	// CharacterID entered Portal this tick.
+	// CharacterID entered Portal this tick (when Frame is nil).
 	CharacterID string
 	Portal      mapgen.Portal
+	// Frame, when set, is a JSON `event` envelope to send to every character of
+	// Viewers (those whose area of interest holds what happened).
+	Frame   []byte
+	Viewers []string
 }
 
 // Link is the map's asynchronous outbox to the orchestrator (orchlink.Link). No method

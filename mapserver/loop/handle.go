@@ -180,6 +180,15 @@ func (l *Loop) transferred(characterID, transferID string, o orchlink.TransferOu
 	l.Log.Info("character transferred", "character", p.id, "transfer", transferID, "to", a.ToInstanceID)
 }
 
+// notify sends a gameplay event to the connected characters that see it.
+func (l *Loop) notify(ev Event) {
+	for _, id := range ev.Viewers {
+		if p := l.chars[id]; p != nil && p.sess != nil {
+			l.send(p, ev.Frame, false)
+		}
+	}
+}
+
 // deny tells a player its transfer was refused; it stays where it stands.
 func (l *Loop) deny(p *player, code, msg string) {
 	p.denied = true

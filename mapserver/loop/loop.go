@@ -222,6 +222,10 @@ func (l *Loop) step() bool {
 	l.Metrics.Ticks.Inc()
 	if l.game != nil {
 		for _, ev := range l.game.Step() {
+			if ev.Frame != nil {
+				l.notify(ev)
+				continue
+			}
 			l.portal(ev)
 		}
 		if d := l.game.InputsDropped(); d != l.dropped {

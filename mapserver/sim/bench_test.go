@@ -8,10 +8,21 @@ import (
 )
 
 // BenchmarkStepW1 measures one tick of workload W1 at its largest size: the default
-// map, 200 wandering NPCs and 1000 players each running one input per tick.
+// map, 200 wandering NPCs and 1000 players each running one input per tick; with NPC
+// perception at its default rate (one pass every 6 ticks, so the figure is the average
+// tick), every tick, and off, to show what perception costs.
 func BenchmarkStepW1(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		every int
+	}{{"perception=default", 0}, {"perception=everyTick", 1}, {"perception=off", 1 << 30}} {
+		b.Run(tc.name, func(b *testing.B) { benchStepW1(b, tc.every) })
+	}
+}
+
+func benchStepW1(b *testing.B, every int) {
 	_, w := defaultWorld(b)
-	s, err := sim.New(w, sim.Options{Seed: 1, NPCs: 200})
+	s, err := sim.New(w, sim.Options{Seed: 1, NPCs: 200, PerceptionEvery: every})
 	if err != nil {
 		b.Fatal(err)
 	}

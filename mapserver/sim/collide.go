@@ -103,27 +103,50 @@ func (c *Colliders) Blocked(p Vec) bool {
 	if !c.groundAt(x, y) {
 		return true
 	}
+	return c.touches(x, y, BodyRadius)
+}
+
+// touches reports whether a disc of radius r centred at (x, y) overlaps a collider.
+func (c *Colliders) touches(x, y, r int64) bool {
 	col, row := c.cellOf(x, y)
 	i := row*c.cols + col
 	for _, n := range c.items[c.start[i]:c.start[i+1]] {
-		if overlaps(&c.list[n], x, y) {
+		if overlaps(&c.list[n], x, y, r) {
 			return true
 		}
 	}
 	return false
 }
 
-// overlaps reports whether a body at (x, y) overlaps col (touching is not overlapping).
-func overlaps(col *collider, x, y int64) bool {
+// LineOfSight reports whether the straight line from a to b crosses no static
+// collider, sampled every 3 quanta (colliders are far wider); ground does not block
+// sight.
+func (c *Colliders) LineOfSight(a, b Vec) bool {
+	dx, dy := int64(b.X)-int64(a.X), int64(b.Y)-int64(a.Y)
+	n := max(abs64(dx), abs64(dy))/3 + 1
+	for i := int64(1); i < n; i++ {
+		if c.touches(int64(a.X)+dx*i/n, int64(a.Y)+dy*i/n, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// overlaps reports whether a disc of radius r at (x, y) overlaps col (touching is not
+// overlapping; radius 0 is a point strictly inside).
+func overlaps(col *collider, x, y, r int64) bool {
 	dx, dy := x-col.x, y-col.y
 	if col.circle {
-		r := col.hx + BodyRadius
-		return dx*dx+dy*dy < r*r
+		cr := col.hx + r
+		return dx*dx+dy*dy < cr*cr
 	}
 	// Distance from the point to the box, per axis.
 	ex := max(abs64(dx)-col.hx, 0)
 	ey := max(abs64(dy)-col.hy, 0)
-	return ex*ex+ey*ey < BodyRadius*BodyRadius
+	if r == 0 {
+		return abs64(dx) < col.hx && abs64(dy) < col.hy
+	}
+	return ex*ex+ey*ey < r*r
 }
 
 // groundAt reports whether the ground under (x, y) (quanta, inside the bounds) can be

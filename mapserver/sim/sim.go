@@ -127,6 +127,13 @@ type Options struct {
 	// window (the queue never fell below them) are dropped, all but one, so a burst
 	// does not leave a player a standing delay behind its client. Default: TickHz.
 	DrainWindow int
+	// PerceptionEvery is the number of ticks between NPC perception passes.
+	PerceptionEvery int
+	// SightRange is how far NPCs see, in quanta.
+	SightRange int32
+	// LoseAfter is how many perception passes a chasing NPC goes without seeing its
+	// target before it gives up.
+	LoseAfter int32
 }
 
 // NPCCount returns the number of NPCs rules ask for on a world of w: NPCDensity per
@@ -147,8 +154,9 @@ type PortalEvent struct {
 // Events is what one Step produced. Its slices are owned by the State and valid until
 // the next Step.
 type Events struct {
-	Tick    uint64
-	Portals []PortalEvent
+	Tick       uint64
+	Portals    []PortalEvent
+	Perception []PerceptionEvent
 }
 
 // Counters are the simulation's running totals since New.
@@ -168,10 +176,13 @@ type State struct {
 	// Entities is indexed by slot; read it, change it only through State's methods.
 	Entities []Entity
 	// Players is indexed by slot like Entities; meaningful where Kind is KindPlayer.
-	Players []Player
-	npcs    []npc
-	free    []int32 // free slots, reused oldest first
-	players int
+	Players    []Player
+	npcs       []npc
+	perceivers []perceiver // indexed by slot, meaningful for NPCs
+	seen       playerGrid  // players bucketed for the current perception pass
+	free       []int32     // free slots, reused oldest first
+	players    int
+	npcTotal   int
 
 	tick     uint64
 	nextID   EntityID
@@ -204,7 +215,17 @@ func New(w *mapgen.World, opts Options) (*State, error) {
 	if opts.DrainWindow == 0 {
 		opts.DrainWindow = opts.TickHz
 	}
-	if opts.TickHz < 1 || opts.NPCs < 0 || opts.JitterBuffer < 1 || opts.DrainWindow < 1 || opts.PlayerSpeed < 0 || opts.NPCSpeed < 0 {
+	if opts.PerceptionEvery == 0 {
+		opts.PerceptionEvery = DefaultPerceptionEvery
+	}
+	if opts.SightRange == 0 {
+		opts.SightRange = DefaultSightRange
+	}
+	if opts.LoseAfter == 0 {
+		opts.LoseAfter = DefaultLoseAfter
+	}
+	if opts.TickHz < 1 || opts.NPCs < 0 || opts.JitterBuffer < 1 || opts.DrainWindow < 1 || opts.PlayerSpeed < 0 || opts.NPCSpeed < 0 ||
+		opts.PerceptionEvery < 1 || opts.SightRange < 1 || opts.LoseAfter < 1 {
 		return nil, fmt.Errorf("sim: invalid options %+v", opts)
 	}
 	s := &State{opts: opts, colliders: NewColliders(w), rng: rand.New(rand.NewPCG(opts.Seed, pcgStream)), nextID: 1}
@@ -237,6 +258,9 @@ func (s *State) Options() Options { return s.opts }
 // PlayerCount returns the number of players.
 func (s *State) PlayerCount() int { return s.players }
 
+// NPCCount returns the number of NPCs.
+func (s *State) NPCCount() int { return s.npcTotal }
+
 // SpawnPoint returns spawn point i of the world (modulo their number) in quanta, or
 // the centre of the bounds when the world has none.
 func (s *State) SpawnPoint(i int) Vec {
@@ -257,6 +281,7 @@ func (s *State) alloc() int32 {
 	s.Entities = append(s.Entities, Entity{})
 	s.Players = append(s.Players, Player{})
 	s.npcs = append(s.npcs, npc{})
+	s.perceivers = append(s.perceivers, perceiver{})
 	return int32(len(s.Entities) - 1)
 }
 
@@ -274,8 +299,26 @@ func (s *State) spawnNPC(w *mapgen.World) {
 	p = s.colliders.NearestOpen(p)
 	slot := s.alloc()
 	s.Entities[slot] = Entity{ID: s.nextID, Kind: KindNPC, Pos: p}
+	s.perceivers[slot] = perceiver{target: -1}
+	s.npcTotal++
 	s.nextID++
 	s.turn(slot)
+}
+
+// AddNPC puts an NPC at pos (moved to the nearest open ground when a body may not
+// stand there) walking in direction (dx, dy), which it keeps for 1.5 to 2.5 s like any
+// wandering NPC. Maps use it for scripted NPCs; tests to place one.
+func (s *State) AddNPC(pos Vec, dx, dy int8) (int32, EntityID) {
+	slot := s.alloc()
+	id := s.nextID
+	s.nextID++
+	s.Entities[slot] = Entity{ID: id, Kind: KindNPC, Pos: s.colliders.NearestOpen(pos), DX: dx, DY: dy, Facing: FacingOf(dx, dy)}
+	s.perceivers[slot] = perceiver{target: -1}
+	s.npcTotal++
+	n := &s.npcs[slot]
+	n.vx, n.vy = Velocity(dx, dy, s.opts.NPCSpeed)
+	n.turnAt = s.tick + uint64(between(s.rng, s.opts.TickHz*3/2, s.opts.TickHz*5/2))
+	return slot, id
 }
 
 // turn gives NPC slot a new random direction, kept for 1.5 to 2.5 s.
@@ -287,6 +330,7 @@ func (s *State) turn(slot int32) {
 			break
 		}
 	}
+	e.Facing = FacingOf(e.DX, e.DY)
 	n := &s.npcs[slot]
 	n.vx, n.vy = Velocity(e.DX, e.DY, s.opts.NPCSpeed)
 	hz := s.opts.TickHz
@@ -426,19 +470,28 @@ func (s *State) Freeze(slot int32, on bool) {
 
 // Step advances the state by one tick: each player walks its oldest waiting input (at
 // most one a tick, so no player outruns its speed whatever its client sends), each NPC
-// walks and turns on schedule, and players who entered a portal are reported. At the
-// end of each drain window, inputs that waited through all of it are shed.
+// walks and turns on schedule (or chases the player it hunts), and players who entered
+// a portal are reported. At the end of each drain window, inputs that waited through
+// all of it are shed. The order is fixed: perception (every PerceptionEvery ticks) on
+// the positions of the tick before, then every entity's movement in slot order.
 func (s *State) Step() Events {
 	s.tick++
-	s.events = Events{Tick: s.tick, Portals: s.events.Portals[:0]}
+	s.events = Events{Tick: s.tick, Portals: s.events.Portals[:0], Perception: s.events.Perception[:0]}
 	hz := s.opts.TickHz
 	drain := s.tick%uint64(s.opts.DrainWindow) == 0
+	if s.tick%uint64(s.opts.PerceptionEvery) == 0 {
+		s.perceive()
+	}
 	for i := range s.Entities {
 		e := &s.Entities[i]
 		switch e.Kind {
 		case KindPlayer:
 			s.stepPlayer(int32(i), e, drain)
 		case KindNPC:
+			if e.State == NPCChasing {
+				s.chase(int32(i), e)
+				continue
+			}
 			n := &s.npcs[i]
 			if s.tick >= n.turnAt {
 				s.turn(int32(i))
@@ -461,6 +514,9 @@ func (s *State) stepPlayer(slot int32, e *Entity, drain bool) {
 		in := p.queued[0]
 		e.Pos, p.Stride = Walk(s.colliders, e.Pos, p.Stride, in, s.opts.PlayerSpeed, s.opts.TickHz)
 		e.DX, e.DY = in.DX, in.DY
+		if in.DX != 0 || in.DY != 0 {
+			e.Facing = FacingOf(in.DX, in.DY)
+		}
 		p.LastSeq = in.Seq
 		p.queued = p.queued[:copy(p.queued, p.queued[1:])]
 	} else if len(p.queued) == 0 {

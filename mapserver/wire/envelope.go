@@ -87,7 +87,22 @@ type Event struct {
 	Name    string `json:"name"`
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Data carries the event's own fields (a JSON object), named by Name.
+	Data any `json:"data,omitempty"`
 }
+
+// NPCState is the Data of an "npc_state" event: NPC ID's perception state changed
+// From → To (idle, suspicious, alert, chasing), about the player entity Target (0:
+// none). The same state travels in snapshots (format 2); the event tells the moment.
+type NPCState struct {
+	ID     uint64 `json:"id"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Target uint64 `json:"target,omitempty"`
+}
+
+// NPCStateNames names the NPC perception states by their wire value.
+var NPCStateNames = [...]string{"idle", "suspicious", "alert", "chasing"}
 
 // Transfer sends the player to another map: it reconnects to WS (a public path) and
 // says hello with Token as its ticket before ExpiresAtMs.
