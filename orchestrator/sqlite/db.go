@@ -65,6 +65,11 @@ type DB struct {
 	// SnapshotMigrations upgrades payloads from version k to k+1, keyed by k.
 	SnapshotMigrations map[int]control.SnapshotMigration
 
+	// SaveAuditKeep is how many save audit rows are kept per character
+	// (ORCH_SAVE_AUDIT_KEEP): every checkpoint or transfer boundary that changes a
+	// character's saved state appends one, and older ones are removed.
+	SaveAuditKeep int
+
 	// Logger receives failures of background checkpoints, which have no caller to
 	// return them to (the cache keeps the rows and the next checkpoint retries).
 	Logger *slog.Logger
@@ -100,6 +105,7 @@ func NewDB(path string) *DB {
 		MaxCriticalBatch:   DefaultMaxCriticalBatch,
 		MaxPayloadBytes:    control.MaxSnapshotPayloadBytes,
 		SchemaVersion:      control.SnapshotSchemaVersion,
+		SaveAuditKeep:      DefaultSaveAuditKeep,
 		Logger:             slog.Default(),
 	}
 }
@@ -144,6 +150,9 @@ func (db *DB) Open() (err error) {
 	}
 	if db.Logger == nil {
 		db.Logger = slog.Default()
+	}
+	if db.SaveAuditKeep <= 0 {
+		db.SaveAuditKeep = DefaultSaveAuditKeep
 	}
 	if db.SchemaVersion <= 0 {
 		db.SchemaVersion = control.SnapshotSchemaVersion
