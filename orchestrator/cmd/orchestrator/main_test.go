@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -464,6 +465,25 @@ type childOrchestrator struct {
 	cmd             *exec.Cmd
 	public, control string
 	done            chan error
+	logs            lockedBuffer // everything it logged
+}
+
+// lockedBuffer is a buffer one goroutine writes while a test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (c *childOrchestrator) wait(d time.Duration) error {
@@ -510,6 +530,7 @@ func startOrchestrator(t *testing.T, env []string) *childOrchestrator {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			t.Logf("orchestrator: %s", sc.Text())
+			c.logs.Write(append(sc.Bytes(), '\n'))
 			var line struct{ Msg, Public, Control string }
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "orchestrator listening" {
 				urls <- [2]string{line.Public, line.Control}
