@@ -80,7 +80,7 @@ const charactersSQL = `SELECT c.character_id, c.name, c.created_at_ms, COALESCE(
 
 // Characters returns the characters of an identity, oldest first.
 func (db *DB) Characters(ctx context.Context, keyHash string) ([]*orchestrator.Character, error) {
-	rows, err := db.read.QueryContext(ctx, charactersSQL+` ORDER BY c.created_at_ms, c.character_id`, keyHash)
+	rows, err := db.query(ctx, charactersSQL+` ORDER BY c.created_at_ms, c.character_id`, keyHash)
 	if err != nil {
 		return nil, fmt.Errorf("list characters: %w", err)
 	}
@@ -102,7 +102,7 @@ func (db *DB) Characters(ctx context.Context, keyHash string) ([]*orchestrator.C
 // SelectedCharacter returns the character an identity plays when it names none: the one
 // it selected, else its oldest; ENOTFOUND if it owns none.
 func (db *DB) SelectedCharacter(ctx context.Context, keyHash string) (*orchestrator.Character, error) {
-	row := db.read.QueryRowContext(ctx, `SELECT c.character_id, c.name, c.created_at_ms, COALESCE(st.map_id, ''), 1
+	row := db.queryRow(ctx, `SELECT c.character_id, c.name, c.created_at_ms, COALESCE(st.map_id, ''), 1
 		FROM characters c
 		LEFT JOIN character_selection sel ON sel.key_hash = c.key_hash
 		LEFT JOIN character_state st ON st.character_id = c.character_id
@@ -117,7 +117,7 @@ func (db *DB) SelectedCharacter(ctx context.Context, keyHash string) (*orchestra
 // OwnedCharacter returns characterID if keyHash owns it, else ENOTFOUND, whether or not
 // the character exists.
 func (db *DB) OwnedCharacter(ctx context.Context, keyHash, characterID string) (*orchestrator.Character, error) {
-	c, err := scanCharacter(db.read.QueryRowContext(ctx, charactersSQL+` AND c.character_id = ?`, keyHash, characterID), keyHash)
+	c, err := scanCharacter(db.queryRow(ctx, charactersSQL+` AND c.character_id = ?`, keyHash, characterID), keyHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoSuchCharacter
 	}

@@ -65,7 +65,7 @@ func (db *DB) CharacterState(ctx context.Context, characterID string) (*control.
 	s.CharacterID = characterID
 	var attrs, hash string
 	var ms int64
-	err := db.read.QueryRowContext(ctx, `SELECT map_id, instance_id, x, y, attributes_json, revision, updated_at_ms,
+	err := db.queryRow(ctx, `SELECT map_id, instance_id, x, y, attributes_json, revision, updated_at_ms,
 		schema_version, sim_core_version, state_hash FROM character_state WHERE character_id = ?`, characterID).
 		Scan(&s.MapID, &s.InstanceID, &s.X, &s.Y, &attrs, &s.Revision, &ms, &row.SchemaVersion, &row.SimCoreVersion, &hash)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -134,7 +134,7 @@ func scanTransfer(row scanner) (*orchestrator.Transfer, error) {
 func (db *DB) Lease(ctx context.Context, characterID string) (orchestrator.Lease, error) {
 	l := orchestrator.Lease{CharacterID: characterID}
 	var ms int64
-	err := db.read.QueryRowContext(ctx, `SELECT subject, instance_id, epoch, transfer_id, updated_at_ms FROM authority_leases WHERE character_id = ?`, characterID).
+	err := db.queryRow(ctx, `SELECT subject, instance_id, epoch, transfer_id, updated_at_ms FROM authority_leases WHERE character_id = ?`, characterID).
 		Scan(&l.Subject, &l.InstanceID, &l.Epoch, &l.TransferID, &ms)
 	if errors.Is(err, sql.ErrNoRows) {
 		return orchestrator.Lease{CharacterID: characterID}, nil
