@@ -89,3 +89,22 @@ func CleanCharacterName(name string) (string, error) {
 // CharacterNameKey is the form in which two names of one identity are compared: names
 // that differ only in case are the same name.
 func CharacterNameKey(name string) string { return strings.ToLower(name) }
+
+// CharacterSave is one row of a character's save audit trail: a checkpoint or a
+// transfer boundary that changed its saved state, with the schema version, simulation
+// build and hash the saved state carries. A store keeps a recent window of them per
+// character (ORCH_SAVE_AUDIT_KEEP).
+type CharacterSave struct {
+	SaveID int64 `json:"saveId"`
+	AtMs   int64 `json:"atMs"`
+	// Source is "checkpoint" (Ref: the checkpoint id) or "transfer_boundary" (Ref: the
+	// critical event id).
+	Source         string `json:"source"`
+	Ref            string `json:"ref"`
+	MapID          string `json:"mapId"`
+	InstanceID     string `json:"instanceId"`
+	Revision       int64  `json:"revision"`
+	SchemaVersion  int    `json:"schemaVersion"`
+	SimCoreVersion string `json:"simCoreVersion"`
+	StateHash      string `json:"stateHash"`
+}

@@ -99,6 +99,10 @@ type CharacterStore interface {
 	// state it cannot use (a schema version it cannot migrate, or content that does not
 	// match the saved hash).
 	CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error)
+
+	// CharacterSaves returns the kept save audit rows of a character, newest first (an
+	// empty list for a character never saved).
+	CharacterSaves(ctx context.Context, characterID string) ([]CharacterSave, error)
 }
 
 // NonceStore remembers one-time token nonces so that a ticket or transfer token is

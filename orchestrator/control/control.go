@@ -38,6 +38,7 @@ const (
 	PathAdminMaps       = "/admin/maps"
 	PathAdminSessions   = "/admin/sessions"
 	PathAdminCleanup    = "/admin/cleanup"
+	PathAdminCharacters = "/admin/characters"
 	PathMetrics         = "/metrics"
 	DefaultMaxBodySize  = 1 << 20
 )

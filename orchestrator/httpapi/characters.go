@@ -27,6 +27,11 @@ type Sessions interface {
 	Cleanup(ctx context.Context) (orchestrator.CleanupResult, error)
 }
 
+// SaveAudit is what GET /admin/characters/{id}/saves needs from the store.
+type SaveAudit interface {
+	CharacterSaves(ctx context.Context, characterID string) ([]orchestrator.CharacterSave, error)
+}
+
 // CreateCharacterRequest is the body of POST /api/v1/characters.
 type CreateCharacterRequest struct {
 	Name string `json:"name"`
@@ -128,4 +133,13 @@ func (s *Server) handleAdminCleanup(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, res)
+}
+
+// handleAdminSaves lists a character's save audit trail, newest first.
+func (s *Server) handleAdminSaves(c echo.Context) error {
+	list, err := s.Store.(SaveAudit).CharacterSaves(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string][]orchestrator.CharacterSave{"saves": list})
 }

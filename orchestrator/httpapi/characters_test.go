@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"os"
@@ -105,11 +107,13 @@ func TestCharacters(t *testing.T) {
 // TestAdminSessions checks the operator's view: a saved character in a map and a guest,
 // each with its state, and the cleanup's counts; both need the root secret.
 func TestAdminSessions(t *testing.T) {
-	s, _ := MustOpenServer(t)
+	s, db := MustOpenServer(t)
 	api := testutil.CharacterAPI{Base: s.PublicURL()}
 	key := testutil.NewAuthKey(t)
 	saved := api.Join(t, orchestrator.JoinRequest{AuthKey: key})
-	redeemAs(s)(t, saved)
+	var r control.RedeemResult
+	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, "default-1"),
+		control.RedeemRequest{InstanceID: "default-1", Token: saved.Ticket}, http.StatusOK, &r)
 	guest := api.Join(t, orchestrator.JoinRequest{})
 	redeemAs(s)(t, guest)
 
@@ -134,6 +138,22 @@ func TestAdminSessions(t *testing.T) {
 	if res.Nonces != 0 || res.Transfers != 0 || res.GuestLeases != 0 {
 		t.Fatalf("cleanup removed %+v right after the joins", res)
 	}
+	t.Run("Saves", func(t *testing.T) {
+		payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
+		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "default-1"), control.PersistSnapshot{
+			InstanceID: "default-1", Partition: control.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
+			Envelope: control.NewSnapshotEnvelope("sim-7", 10, 0, payload)}, http.StatusOK, nil)
+		if _, err := db.Checkpoint(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var got struct{ Saves []orchestrator.CharacterSave }
+		testutil.GetJSON(t, s.ControlURL()+control.PathAdminCharacters+"/"+r.CharacterID+"/saves", secret, http.StatusOK, &got)
+		if len(got.Saves) != 1 || got.Saves[0].Source != "checkpoint" || got.Saves[0].SimCoreVersion != "sim-7" ||
+			got.Saves[0].SchemaVersion != control.SnapshotSchemaVersion || len(got.Saves[0].StateHash) != 64 {
+			t.Fatalf("saves %+v", got.Saves)
+		}
+		testutil.GetJSON(t, s.ControlURL()+control.PathAdminCharacters+"/"+r.CharacterID+"/saves", "", http.StatusUnauthorized, nil)
+	})
 	testutil.GetJSON(t, s.ControlURL()+control.PathAdminSessions, "", http.StatusUnauthorized, nil)
 	testutil.PostJSON(t, s.ControlURL()+control.PathAdminCleanup, as(t, "default-1"), nil, http.StatusUnauthorized, nil)
 	testutil.GetJSON(t, s.PublicURL()+control.PathAdminSessions, secret, http.StatusNotFound, nil)

@@ -103,6 +103,9 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 		g.GET(control.PathAdminSessions, s.handleAdminSessions)
 		g.POST(control.PathAdminCleanup, s.handleAdminCleanup)
 	}
+	if _, ok := store.(SaveAudit); ok {
+		g.GET(control.PathAdminCharacters+"/:id/saves", s.handleAdminSaves)
+	}
 	return s
 }
 

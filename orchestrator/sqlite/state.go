@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
@@ -193,31 +194,17 @@ func (db *DB) lastSimCore(characterID string) string {
 	return ""
 }
 
-// SaveAudit is one row of a character's save audit trail.
-type SaveAudit struct {
-	SaveID         int64  `json:"saveId"`
-	AtMs           int64  `json:"atMs"`
-	Source         string `json:"source"`
-	Ref            string `json:"ref"`
-	MapID          string `json:"mapId"`
-	InstanceID     string `json:"instanceId"`
-	Revision       int64  `json:"revision"`
-	SchemaVersion  int    `json:"schemaVersion"`
-	SimCoreVersion string `json:"simCoreVersion"`
-	StateHash      string `json:"stateHash"`
-}
-
-// SaveAudit returns the kept audit rows of a character, newest first.
-func (db *DB) SaveAudit(ctx context.Context, characterID string) ([]SaveAudit, error) {
+// CharacterSaves returns the kept save audit rows of a character, newest first.
+func (db *DB) CharacterSaves(ctx context.Context, characterID string) ([]orchestrator.CharacterSave, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT save_id, at_ms, source, ref, map_id, instance_id, revision, schema_version,
 		sim_core_version, state_hash FROM character_saves WHERE character_id = ? ORDER BY save_id DESC`, characterID)
 	if err != nil {
 		return nil, fmt.Errorf("read save audit %q: %w", characterID, err)
 	}
 	defer rows.Close()
-	list := []SaveAudit{}
+	list := []orchestrator.CharacterSave{}
 	for rows.Next() {
-		var a SaveAudit
+		var a orchestrator.CharacterSave
 		if err := rows.Scan(&a.SaveID, &a.AtMs, &a.Source, &a.Ref, &a.MapID, &a.InstanceID, &a.Revision, &a.SchemaVersion,
 			&a.SimCoreVersion, &a.StateHash); err != nil {
 			return nil, fmt.Errorf("read save audit %q: %w", characterID, err)

@@ -54,7 +54,7 @@ func TestDB_SavedStateVersions(t *testing.T) {
 		t.Fatalf("saved row: schema %d, sim %q, hash %q", schema, sim, hash)
 	}
 	t.Run("AuditWindow", func(t *testing.T) {
-		audit, err := db.SaveAudit(ctx, "ada")
+		audit, err := db.CharacterSaves(ctx, "ada")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestDB_SavedStateVersions(t *testing.T) {
 	t.Run("TransferBoundaryAudited", func(t *testing.T) {
 		payload, _ := json.Marshal(control.CharacterState{CharacterID: "ada", MapID: "forest", InstanceID: "forest-1", X: 5, Revision: 10})
 		MustCommit(t, db, control.CriticalEvent{EventID: "tb-1", InstanceID: "i1", Kind: control.EventTransferBoundary, Payload: payload})
-		audit, _ := db.SaveAudit(ctx, "ada")
+		audit, _ := db.CharacterSaves(ctx, "ada")
 		if len(audit) != 2 || audit[0].Source != "transfer_boundary" || audit[0].Ref != "tb-1" || audit[0].MapID != "forest" {
 			t.Fatalf("audit=%+v, want the transfer boundary first", audit)
 		}
