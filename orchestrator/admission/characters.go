@@ -15,7 +15,7 @@ import (
 // missing or malformed key is EUNAUTHORIZED, with a message that never repeats it.
 func (s *Service) identity(ctx context.Context, authKey string) (string, error) {
 	if authKey == "" {
-		return "", apierr.Errorf(apierr.EUNAUTHORIZED, "send Authorization: Bearer <authKey>")
+		return "", apierr.Errorf(apierr.EUNAUTHORIZED, "this call needs the header Authorization: Bearer followed by the authKey")
 	}
 	if err := ticket.ValidateAuthKey(authKey); err != nil {
 		return "", apierr.Errorf(apierr.EUNAUTHORIZED, "%s", apierr.Message(err))

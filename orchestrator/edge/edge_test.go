@@ -90,7 +90,7 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		case r.Header.Get("Authorization") == "":
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mapyard"`)
 			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"send Authorization: Bearer <authKey>"}}`)
+			_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"this call needs the header Authorization: Bearer followed by the authKey"}}`)
 		case r.Method == http.MethodDelete:
 			w.WriteHeader(http.StatusNoContent)
 		default:
