@@ -25,6 +25,8 @@ type Session struct {
 	Identity   string `json:"identity"`
 	Disposable bool   `json:"disposable"`
 	InstanceID string `json:"instanceId"`
+	// TransferID is the transfer the character is in the middle of ("" when none).
+	TransferID string `json:"transferId,omitempty"`
 	Epoch      int64  `json:"epoch"`
 	// SinceMs is when the lease last changed: the join or transfer that put the
 	// character where it is.

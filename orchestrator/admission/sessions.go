@@ -20,11 +20,8 @@ func (s *Service) Sessions(ctx context.Context) ([]orchestrator.Session, error) 
 	}
 	for i := range list {
 		ss := &list[i]
-		l := orchestrator.Lease{CharacterID: ss.CharacterID, InstanceID: ss.InstanceID, Epoch: ss.Epoch,
+		l := orchestrator.Lease{CharacterID: ss.CharacterID, InstanceID: ss.InstanceID, TransferID: ss.TransferID, Epoch: ss.Epoch,
 			UpdatedAt: time.UnixMilli(ss.SinceMs)}
-		if ss.InstanceID == "" {
-			l.TransferID = "-" // held by a transfer in flight
-		}
 		state, seen, err := s.activity(ctx, l)
 		if err != nil {
 			return nil, err
@@ -43,7 +40,7 @@ func (s *Service) Sessions(ctx context.Context) ([]orchestrator.Session, error) 
 	s.mu.Unlock()
 	for _, g := range guests {
 		ss := orchestrator.Session{CharacterID: g.CharacterID, Identity: "guest", Disposable: true, InstanceID: g.InstanceID,
-			Epoch: g.Epoch, SinceMs: g.at.UnixMilli(), State: orchestrator.SessionGuest}
+			TransferID: g.TransferID, Epoch: g.Epoch, SinceMs: g.at.UnixMilli(), State: orchestrator.SessionGuest}
 		if g.TransferID != "" {
 			ss.State = orchestrator.SessionInTransit
 		}

@@ -60,7 +60,7 @@ func TestSessions_InPlay(t *testing.T) {
 	}
 	e.clock.Add(time.Hour)
 	s := sessionOf(t, e, r2.CharacterID)
-	if s.State != orchestrator.SessionInTransit || s.LastTransfer == nil || s.LastTransfer.TransferID != "tr-1" {
+	if s.State != orchestrator.SessionInTransit || s.TransferID != "tr-1" || s.LastTransfer == nil || s.LastTransfer.TransferID != "tr-1" {
 		t.Fatalf("in transit: %+v", s)
 	}
 	wantCode(t, e.svc.DeleteCharacter(ctx, other, r2.CharacterID), apierr.ECHARACTERINPLAY)

@@ -14,7 +14,7 @@ import (
 // HeldLeases returns the leases of saved characters that name an instance or a transfer
 // in flight. See orchestrator.TransferStore.
 func (db *DB) HeldLeases(ctx context.Context) ([]orchestrator.Session, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT l.character_id, l.subject, l.instance_id, l.epoch, l.updated_at_ms,
+	rows, err := db.read.QueryContext(ctx, `SELECT l.character_id, l.subject, l.instance_id, l.transfer_id, l.epoch, l.updated_at_ms,
 			COALESCE(c.name, ''), t.transfer_id, t.state, t.from_instance_id, t.to_instance_id, t.updated_at_ms
 		FROM authority_leases l
 		LEFT JOIN characters c ON c.character_id = l.character_id
@@ -32,7 +32,7 @@ func (db *DB) HeldLeases(ctx context.Context) ([]orchestrator.Session, error) {
 		var subject string
 		var trID, trState, trFrom, trTo sql.NullString
 		var trAt sql.NullInt64
-		if err := rows.Scan(&s.CharacterID, &subject, &s.InstanceID, &s.Epoch, &s.SinceMs, &s.Name,
+		if err := rows.Scan(&s.CharacterID, &subject, &s.InstanceID, &s.TransferID, &s.Epoch, &s.SinceMs, &s.Name,
 			&trID, &trState, &trFrom, &trTo, &trAt); err != nil {
 			return nil, fmt.Errorf("held leases: %w", err)
 		}
