@@ -55,6 +55,10 @@ type Config struct {
 	TrustedProxies    []netip.Prefix `env:"ORCH_TRUSTED_PROXIES" envSeparator:"," help:"comma-separated CIDRs without spaces (e.g. 127.0.0.1/32) of reverse proxies whose X-Forwarded-For names the client; empty = the TCP peer is the client"`
 	MaxGuests         int            `env:"ORCH_MAX_GUESTS" envDefault:"10000" help:"disposable guest characters held in memory; past it guest joins get 503 capacity (players with an authKey are not affected); 0 = no bound"`
 
+	MaxCharactersPerKey int `env:"ORCH_MAX_CHARACTERS_PER_KEY" envDefault:"8" help:"characters one identity (authKey) may own; creating more gets 409 character_limit"`
+	SessionIdleMS       int `env:"ORCH_SESSION_IDLE_MS" envDefault:"30000" help:"a character held by a map counts as in play (cannot be deleted, shown active in /admin/sessions) until its map has pushed no state of it for this long; keep it above MAP_SNAPSHOT_PUSH_MS"`
+	SaveAuditKeep       int `env:"ORCH_SAVE_AUDIT_KEEP" envDefault:"100" help:"save audit rows kept per character: every checkpoint or transfer that changes a character's saved state appends one (schema version, simulation build, hash); older rows are removed"`
+
 	AllowFaultInjection bool `env:"ORCH_ALLOW_FAULT_INJECTION" envDefault:"false" help:"TESTS ONLY: let admin create pass MAP_FAULT_* variables to one instance's container"`
 }
 
@@ -105,6 +109,9 @@ func (c *Config) Validate() error {
 		{"ORCH_JOIN_RATE_BURST", c.JoinRateBurst, 1},
 		{"ORCH_RATE_LIMIT_CLIENTS", c.RateLimitClients, 1},
 		{"ORCH_MAX_GUESTS", c.MaxGuests, 0},
+		{"ORCH_MAX_CHARACTERS_PER_KEY", c.MaxCharactersPerKey, 1},
+		{"ORCH_SESSION_IDLE_MS", c.SessionIdleMS, 1000},
+		{"ORCH_SAVE_AUDIT_KEEP", c.SaveAuditKeep, 1},
 	} {
 		if v.val < v.min {
 			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)

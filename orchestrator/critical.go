@@ -14,12 +14,3 @@ type Item struct {
 	Quantity  int64             `json:"quantity"`
 	UpdatedAt time.Time         `json:"updatedAt"`
 }
-
-// Character is a persistent character, known by the keyed hash of its authKey. The raw
-// authKey is never stored.
-type Character struct {
-	ID        string    `json:"id"`
-	KeyHash   string    `json:"-"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"createdAt"`
-}

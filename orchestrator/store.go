@@ -54,24 +54,55 @@ type CriticalEventStore interface {
 	Items(ctx context.Context, owner control.ItemOwner) ([]*Item, error)
 }
 
-// CharacterStore keeps persistent characters. Disposable session characters never reach it.
+// CharacterStore keeps persistent characters. Disposable session characters never reach
+// it. An identity is the keyed hash of an authKey; it may own several characters and has
+// one of them selected.
 type CharacterStore interface {
-	// CreateCharacter saves c, filling ID (if empty) and CreatedAt. It returns
-	// apierr.EBADREQUEST without a KeyHash and apierr.ECONFLICT if the KeyHash or ID is taken.
-	CreateCharacter(ctx context.Context, c *Character) error
+	// CreateCharacter saves c for c.KeyHash, filling ID (if empty), CreatedAt and
+	// Selected; an identity's first character becomes its selected one. It returns
+	// apierr.ECHARACTERLIMIT if the identity already owns max characters (max <= 0: no
+	// cap), apierr.EBADREQUEST without a KeyHash or Name or when another character of
+	// the identity has the same name (compared by CharacterNameKey), and
+	// apierr.ECONFLICT if the ID is taken.
+	CreateCharacter(ctx context.Context, c *Character, max int) error
 
-	// FindCharacterByKeyHash returns the character of a keyed authKey hash, or apierr.ENOTFOUND.
-	FindCharacterByKeyHash(ctx context.Context, keyHash string) (*Character, error)
+	// Characters returns the characters of an identity, oldest first, with Selected and
+	// MapID filled; an empty list for an identity that owns none.
+	Characters(ctx context.Context, keyHash string) ([]*Character, error)
 
-	// RekeyCharacter replaces a character's key hash, after the root secret (and with it
-	// the hash key) was rotated. It returns apierr.ENOTFOUND if the character no longer
-	// has oldHash (another join re-keyed it first).
-	RekeyCharacter(ctx context.Context, characterID, oldHash, newHash string) error
+	// SelectedCharacter returns the character an identity plays when it names none: the
+	// one it selected, else its oldest. apierr.ENOTFOUND if it owns none.
+	SelectedCharacter(ctx context.Context, keyHash string) (*Character, error)
+
+	// OwnedCharacter returns characterID if keyHash owns it; apierr.ENOTFOUND otherwise,
+	// the same answer whether the character does not exist or belongs to someone else.
+	OwnedCharacter(ctx context.Context, keyHash, characterID string) (*Character, error)
+
+	// SelectCharacter makes characterID the identity's selected character;
+	// apierr.ENOTFOUND unless keyHash owns it.
+	SelectCharacter(ctx context.Context, keyHash, characterID string) error
+
+	// DeleteCharacter removes a character keyHash owns with its saved state, inventory and
+	// lease; apierr.ENOTFOUND unless keyHash owns it. Callers check first that it is not
+	// in play.
+	DeleteCharacter(ctx context.Context, keyHash, characterID string) error
+
+	// RekeyIdentity moves every character of oldHash (and its selection) to newHash,
+	// after the root secret (and with it the hash key) was rotated, and reports how many
+	// moved. It moves nothing if newHash already owns characters (a concurrent join
+	// moved them first).
+	RekeyIdentity(ctx context.Context, oldHash, newHash string) (int64, error)
 
 	// CharacterState returns where a character was last saved: the newest of its
 	// character partition snapshot and its durable state. It returns apierr.ENOTFOUND if the
-	// character has never been saved in a map.
+	// character has never been saved in a map, and apierr.ESTATEINCOMPATIBLE for a saved
+	// state it cannot use (a schema version it cannot migrate, or content that does not
+	// match the saved hash).
 	CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error)
+
+	// CharacterSaves returns the kept save audit rows of a character, newest first (an
+	// empty list for a character never saved).
+	CharacterSaves(ctx context.Context, characterID string) ([]CharacterSave, error)
 }
 
 // NonceStore remembers one-time token nonces so that a ticket or transfer token is
@@ -80,6 +111,9 @@ type NonceStore interface {
 	// UseNonce durably marks nonce used until expiresAt. It returns apierr.ETICKETUSED if the
 	// nonce was already used and apierr.EBADREQUEST for an empty nonce.
 	UseNonce(ctx context.Context, nonce string, expiresAt time.Time) error
+
+	// PruneNonces forgets nonces whose tokens have expired and reports how many.
+	PruneNonces(ctx context.Context) (int64, error)
 }
 
 // Store is everything the orchestrator persists. SQLite implements it today

@@ -53,6 +53,8 @@ type Lease struct {
 	InstanceID  string `json:"instanceId"`
 	Epoch       int64  `json:"epoch"`
 	TransferID  string `json:"transferId,omitempty"`
+	// UpdatedAt is when the lease last changed (set by the store).
+	UpdatedAt time.Time `json:"-"`
 }
 
 // TransferStore persists transfers and authority leases.
@@ -77,12 +79,29 @@ type TransferStore interface {
 	// SetLease replaces a character's lease if its stored epoch is still prevEpoch
 	// (0 for none), and apierr.ECONFLICT otherwise, so two racing writers cannot both win.
 	SetLease(ctx context.Context, l Lease, prevEpoch int64) error
+
+	// HeldLeases returns every saved character's lease that names an instance or a
+	// transfer in flight, with the character's name and its newest transfer: the saved
+	// half of what an operator sees as sessions. Newest change first.
+	HeldLeases(ctx context.Context) ([]Session, error)
+
+	// LastTransfer returns a character's newest transfer, or apierr.ENOTFOUND.
+	LastTransfer(ctx context.Context, characterID string) (*Transfer, error)
+
+	// PruneFinishedTransfers removes completed and aborted transfers whose token expired
+	// before now (a token past its expiry is refused before its transfer is looked at,
+	// so removing them reopens nothing) and reports how many.
+	PruneFinishedTransfers(ctx context.Context, now time.Time) (int64, error)
 }
 
 // JoinRequest is the body of POST /api/v1/join.
 type JoinRequest struct {
 	AuthKey string `json:"authKey,omitempty"`
-	Name    string `json:"name,omitempty"`
+	// Name names the character created for an identity that owns none yet.
+	Name string `json:"name,omitempty"`
+	// CharacterID names which of the identity's characters to enter; empty enters the
+	// selected one.
+	CharacterID string `json:"characterId,omitempty"`
 }
 
 // JoinResponse is the answer of POST /api/v1/join: a ticket for one map instance and

@@ -51,9 +51,12 @@ const (
 	// DefaultMaxGuests bounds the disposable characters held in memory (a few hundred
 	// bytes each): enough for a busy host, small enough that a flood of guest joins
 	// cannot exhaust the orchestrator.
-	DefaultMaxGuests    = 10000
-	DefaultName         = "wanderer"
-	MaxNameLen          = 32
+	DefaultMaxGuests = 10000
+	// DefaultSessionIdle is how long after its last sign of life (a join, a transfer or
+	// a state push from its map) a character held by a map still counts as in play.
+	// Maps push every MAP_SNAPSHOT_PUSH_MS (10 s by default), so three pushes missed
+	// mean the player has left.
+	DefaultSessionIdle  = 30 * time.Second
 	disposablePrefix    = "~" // Subject of a disposable session; never a base64url key hash
 	guestIDPrefix       = "guest-"
 	transferEventPrefix = "transfer-"
@@ -86,6 +89,13 @@ type Service struct {
 	MaxGuests int
 	// SweepInterval is how often the sweeper started by Open runs Sweep.
 	SweepInterval time.Duration
+	// MaxCharactersPerKey caps the characters one identity owns
+	// (ORCH_MAX_CHARACTERS_PER_KEY); 0 means no cap.
+	MaxCharactersPerKey int
+	// SessionIdle is how long a character held by a map counts as in play after its
+	// last sign of life (ORCH_SESSION_IDLE_MS): it cannot be deleted meanwhile, and
+	// GET /admin/sessions shows it active.
+	SessionIdle time.Duration
 
 	cancel context.CancelCauseFunc // stops the sweeper; nil until Open
 	swept  chan struct{}           // closed when the sweeper has returned
@@ -109,6 +119,7 @@ func NewService(root *keys.Root, store Store, maps Maps, defaultInstanceID strin
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
 		handovers: make(map[string]*control.CharacterState), SweepInterval: DefaultSweepInterval,
+		MaxCharactersPerKey: orchestrator.DefaultMaxCharactersPerKey, SessionIdle: DefaultSessionIdle,
 		Wanted: wanted(store),
 	}
 }
@@ -127,15 +138,18 @@ type guestLease struct {
 	at time.Time
 }
 
-// forgetIdleGuests drops guest leases older than GuestLeaseTTL.
-func (s *Service) forgetIdleGuests(now time.Time) {
+// forgetIdleGuests drops guest leases older than GuestLeaseTTL and reports how many.
+func (s *Service) forgetIdleGuests(now time.Time) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var n int64
 	for id, g := range s.guests {
 		if now.Sub(g.at) >= s.GuestLeaseTTL {
 			delete(s.guests, id)
+			n++
 		}
 	}
+	return n
 }
 
 // guestsFullLocked reports whether no new disposable character fits in memory. The
@@ -185,9 +199,11 @@ func IsDisposable(characterID string) bool { return strings.HasPrefix(characterI
 
 // Join resolves the identity of r into a character and returns a join ticket for the
 // map it should enter: the instance it was last saved in if that map is ready, else the
-// default map. Error codes: EBADREQUEST (bad authKey or name), ECAPACITY (no room for
-// another guest), EMAPQUARANTINED, EMAPUNAVAILABLE (the default map cannot take
-// players).
+// default map. With an authKey it enters the character r names (EFORBIDDEN unless the
+// key owns it), else the identity's selected one, else a new default one. Error codes:
+// EBADREQUEST (bad authKey or name), EFORBIDDEN, ECAPACITY (no room for another guest),
+// ESTATEINCOMPATIBLE (the character's saved state cannot be loaded), EMAPQUARANTINED,
+// EMAPUNAVAILABLE (the default map cannot take players).
 func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
 	name, err := cleanName(r.Name)
 	if err != nil {
@@ -207,7 +223,7 @@ func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 		if err := s.rekey(ctx, r.AuthKey, keyHash); err != nil {
 			return nil, err
 		}
-		ch, err := s.character(ctx, keyHash, name)
+		ch, err := s.joinCharacter(ctx, keyHash, r.CharacterID, name)
 		if err != nil {
 			return nil, err
 		}
@@ -251,41 +267,43 @@ func (s *Service) joinTarget(ctx context.Context, last string) (orchestrator.Ins
 	return s.Maps.Acquire(ctx, s.DefaultInstanceID)
 }
 
-// character finds the character of keyHash or creates it. Two first joins racing with
-// one key create one character: the loser of the insert reads the winner's.
-func (s *Service) character(ctx context.Context, keyHash, name string) (*orchestrator.Character, error) {
+// joinCharacter is the character a join with an authKey enters: the one it names if the
+// identity owns it (EFORBIDDEN otherwise, whether or not it exists), else the selected
+// one, else a new default character named name. Two first joins racing with one key
+// create one character: the loser of the insert reads the winner's.
+func (s *Service) joinCharacter(ctx context.Context, keyHash, characterID, name string) (*orchestrator.Character, error) {
+	if characterID != "" {
+		ch, err := s.Store.OwnedCharacter(ctx, keyHash, characterID)
+		if apierr.Code(err) == apierr.ENOTFOUND {
+			return nil, apierr.Errorf(apierr.EFORBIDDEN, "this authKey owns no such character")
+		}
+		return ch, err
+	}
 	for attempt := 0; attempt < 2; attempt++ {
-		ch, err := s.Store.FindCharacterByKeyHash(ctx, keyHash)
+		ch, err := s.Store.SelectedCharacter(ctx, keyHash)
 		if err == nil {
 			return ch, nil
 		} else if apierr.Code(err) != apierr.ENOTFOUND {
 			return nil, fmt.Errorf("find character: %w", err)
 		}
 		ch = &orchestrator.Character{KeyHash: keyHash, Name: name}
-		if err := s.Store.CreateCharacter(ctx, ch); err == nil {
+		if err := s.Store.CreateCharacter(ctx, ch, s.MaxCharactersPerKey); err == nil {
 			s.Log.Info("character created", "character", ch.ID)
 			return ch, nil
-		} else if apierr.Code(err) != apierr.ECONFLICT {
+		} else if code := apierr.Code(err); code != apierr.EBADREQUEST && code != apierr.ECONFLICT {
 			return nil, fmt.Errorf("create character: %w", err)
 		}
 	}
 	return nil, errors.New("create character: lost the race twice")
 }
 
+// cleanName is the name a join gives a new identity's first character: the one it sent
+// if valid, else the default when it sent none.
 func cleanName(name string) (string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" {
-		return DefaultName, nil
+	if strings.TrimSpace(name) == "" {
+		return orchestrator.DefaultCharacterName, nil
 	}
-	if len(name) > MaxNameLen {
-		return "", apierr.Errorf(apierr.EBADREQUEST, "name must be at most %d bytes", MaxNameLen)
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
-			return "", apierr.Errorf(apierr.EBADREQUEST, "name must be printable text")
-		}
-	}
-	return name, nil
+	return orchestrator.CleanCharacterName(name)
 }
 
 // lease returns a character's lease: from memory for disposable characters, from the
@@ -314,7 +332,8 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 		if _, held := s.guests[l.CharacterID]; !held && s.guestsFullLocked() {
 			return errGuestsFull
 		}
-		s.guests[l.CharacterID] = guestLease{Lease: l, at: s.Now()}
+		l.UpdatedAt = s.Now()
+		s.guests[l.CharacterID] = guestLease{Lease: l, at: l.UpdatedAt}
 		return nil
 	}
 	return s.Store.SetLease(ctx, l, prevEpoch)

@@ -54,6 +54,15 @@ func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (*control
 			return nil, apierr.Errorf(apierr.ETICKETUSED, "transfer token already used")
 		}
 	}
+	// A join ticket of a character deleted since it was issued admits no one. (A
+	// character in play or in transit cannot be deleted, so transfer tokens need no check.)
+	if c.Kind == ticket.KindJoin && !IsDisposable(c.CharacterID) {
+		if _, err := s.Store.OwnedCharacter(ctx, c.Subject, c.CharacterID); apierr.Code(err) == apierr.ENOTFOUND {
+			return nil, apierr.Errorf(apierr.ETICKETINVALID, "the ticket's character no longer exists")
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	// A guest that would not fit is refused before its ticket is used up, so it can
 	// come back later with the same ticket while that is still valid.
 	if s.guestWontFit(c.CharacterID) {

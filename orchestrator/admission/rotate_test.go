@@ -38,11 +38,11 @@ func TestRootRotation(t *testing.T) {
 	}
 	t.Run("MovedToTheNewHash", func(t *testing.T) {
 		newHash, _ := svc.Keys.Hash(authKey)
-		if ch, err := e.db.FindCharacterByKeyHash(ctx, newHash); err != nil || ch.ID != before.CharacterID {
+		if ch, err := e.db.SelectedCharacter(ctx, newHash); err != nil || ch.ID != before.CharacterID {
 			t.Fatalf("under the new hash: %+v %v", ch, err)
 		}
 		oldHash, _ := svc.PreviousKeys.Hash(authKey)
-		if _, err := e.db.FindCharacterByKeyHash(ctx, oldHash); apierr.Code(err) != apierr.ENOTFOUND {
+		if _, err := e.db.SelectedCharacter(ctx, oldHash); apierr.Code(err) != apierr.ENOTFOUND {
 			t.Fatalf("still under the old hash: %v", err)
 		}
 	})

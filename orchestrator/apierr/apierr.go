@@ -43,6 +43,18 @@ const (
 	// EFORBIDDEN refuses a caller that is who it says but acts for someone else: a map
 	// calling for another instance, or for a character whose lease it does not hold.
 	EFORBIDDEN = "forbidden"
+
+	// ECHARACTERLIMIT refuses a new character to an identity that already has as many as
+	// a host allows (ORCH_MAX_CHARACTERS_PER_KEY); deleting one makes room.
+	ECHARACTERLIMIT = "character_limit"
+	// ECHARACTERINPLAY refuses to delete a character while it is authoritative in a map
+	// or travelling between two; it clears once the player has left.
+	ECHARACTERINPLAY = "character_in_play"
+	// ESTATEINCOMPATIBLE refuses to load a saved character state this orchestrator cannot
+	// use as it is: a schema version newer than it knows or with no migration to its
+	// own, or content that no longer matches the hash it was saved with. Nothing is
+	// changed; the state stays stored for an orchestrator that can read it.
+	ESTATEINCOMPATIBLE = "state_incompatible"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;
@@ -109,6 +121,10 @@ var statuses = map[string]int{
 	EMAPUNAVAILABLE:  http.StatusServiceUnavailable,
 	EUNAVAILABLE:     http.StatusServiceUnavailable,
 	ENOTIMPLEMENTED:  http.StatusNotImplemented,
+
+	ECHARACTERLIMIT:    http.StatusConflict,
+	ECHARACTERINPLAY:   http.StatusConflict,
+	ESTATEINCOMPATIBLE: http.StatusConflict,
 
 	EMETHODNOTALLOWED: http.StatusMethodNotAllowed,
 	EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,

@@ -36,12 +36,20 @@ const (
 	PathPersistSnapshot = "/orch/persist-snapshot"
 	PathPersistCritical = "/orch/persist-critical-event"
 	PathAdminMaps       = "/admin/maps"
+	PathAdminSessions   = "/admin/sessions"
+	PathAdminCleanup    = "/admin/cleanup"
+	PathAdminCharacters = "/admin/characters"
 	PathMetrics         = "/metrics"
 	DefaultMaxBodySize  = 1 << 20
 )
 
 // PathJoin is the orchestrator's public join route.
 const PathJoin = "/api/v1/join"
+
+// PathCharacters is the public character API of an identity (Authorization: Bearer
+// <authKey>): GET lists, POST creates; PathCharacters/{id}/select selects and DELETE
+// PathCharacters/{id} deletes. The edge forwards it like joins.
+const PathCharacters = "/api/v1/characters"
 
 // ErrorResponse is the body of every error answer: {"error": {"code", "message"}}.
 type ErrorResponse struct {

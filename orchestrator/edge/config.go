@@ -13,7 +13,7 @@ import (
 
 // Config is every tunable of the edge, read from the environment (see envconf.Load).
 type Config struct {
-	PublicAddr  string `env:"EDGE_PUBLIC_ADDR" envDefault:":8080" help:"public listener: page, join API (forwarded to the orchestrator), map WebSockets"`
+	PublicAddr  string `env:"EDGE_PUBLIC_ADDR" envDefault:":8080" help:"public listener: page, join and character API (forwarded to the orchestrator), map WebSockets"`
 	MetricsAddr string `env:"EDGE_METRICS_ADDR" envDefault:"127.0.0.1:9101" help:"loopback listener of /metrics and /healthz"`
 	OrchURL     string `env:"EDGE_ORCH_URL" envDefault:"http://127.0.0.1:9000" help:"the orchestrator's control listener"`
 	Secret      string `env:"EDGE_INTERNAL_RPC_SECRET" help:"shared secret of the control RPC; read from EDGE_SECRET_FILE when empty"`
@@ -29,6 +29,8 @@ type Config struct {
 
 	JoinRatePerMin   int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
 	JoinRateBurst    int            `env:"EDGE_JOIN_RATE_BURST" envDefault:"10" help:"joins one client address may make at once"`
+	APIRatePerMin    int            `env:"EDGE_API_RATE_PER_MIN" envDefault:"120" help:"character API calls a minute allowed from one client address; more get 429 rate_limited; 0 = no limit"`
+	APIRateBurst     int            `env:"EDGE_API_RATE_BURST" envDefault:"30" help:"character API calls one client address may make at once"`
 	WSRatePerMin     int            `env:"EDGE_WS_RATE_PER_MIN" envDefault:"60" help:"map WebSocket upgrades a minute allowed from one client address; more get 429 rate_limited; 0 = no limit"`
 	WSRateBurst      int            `env:"EDGE_WS_RATE_BURST" envDefault:"20" help:"map WebSocket upgrades one client address may make at once"`
 	RateLimitClients int            `env:"EDGE_RATE_LIMIT_CLIENTS" envDefault:"65536" help:"client addresses each rate limit tracks; past it the least recently seen is forgotten"`
@@ -63,6 +65,8 @@ func (c *Config) Validate() error {
 		{"EDGE_PROCS", c.Procs, 1},
 		{"EDGE_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 0},
 		{"EDGE_JOIN_RATE_BURST", c.JoinRateBurst, 0},
+		{"EDGE_API_RATE_PER_MIN", c.APIRatePerMin, 0},
+		{"EDGE_API_RATE_BURST", c.APIRateBurst, 0},
 		{"EDGE_WS_RATE_PER_MIN", c.WSRatePerMin, 0},
 		{"EDGE_WS_RATE_BURST", c.WSRateBurst, 0},
 		{"EDGE_RATE_LIMIT_CLIENTS", c.RateLimitClients, 0},

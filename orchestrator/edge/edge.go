@@ -1,5 +1,5 @@
 // Package edge is mapyard's public door, run as its own process: it serves the page,
-// forwards joins to the orchestrator, and proxies each player's WebSocket to its map's
+// forwards joins and the character API to the orchestrator, and proxies each player's WebSocket to its map's
 // loopback game port. It holds no state but a copy of the orchestrator's route table,
 // which it keeps while the orchestrator is away, so an orchestrator crash, restart or
 // upgrade never touches a player's established connection.
@@ -70,10 +70,11 @@ type Edge struct {
 	Routes       *Routes
 	Registry     *prometheus.Registry
 	Log          *slog.Logger
-	// JoinLimit and WSLimit limit joins and map WebSocket upgrades per client address
-	// (nil: no limit); Clients says how a request's client address is found.
-	JoinLimit, WSLimit *ratelimit.Limiter
-	Clients            ratelimit.ClientAddr
+	// JoinLimit, APILimit and WSLimit limit joins, character API calls and map
+	// WebSocket upgrades per client address (nil: no limit); Clients says how a
+	// request's client address is found.
+	JoinLimit, APILimit, WSLimit *ratelimit.Limiter
+	Clients                      ratelimit.ClientAddr
 
 	source  RouteSource // nil with static routes
 	public  *echo.Echo
@@ -108,9 +109,10 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	e.Proxy.Metrics = NewMetrics(e.Registry)
 	e.JoinLimit = newLimiter(cfg.JoinRatePerMin, cfg.JoinRateBurst, cfg.RateLimitClients)
+	e.APILimit = newLimiter(cfg.APIRatePerMin, cfg.APIRateBurst, cfg.RateLimitClients)
 	e.WSLimit = newLimiter(cfg.WSRatePerMin, cfg.WSRateBurst, cfg.RateLimitClients)
 	e.Clients = ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies}
-	registerLimitMetrics(e.Registry, map[string]*ratelimit.Limiter{"join": e.JoinLimit, "ws": e.WSLimit})
+	registerLimitMetrics(e.Registry, map[string]*ratelimit.Limiter{"join": e.JoinLimit, "characters": e.APILimit, "ws": e.WSLimit})
 	static, _ := cfg.ParseStaticRoutes()
 	if static != nil {
 		e.Routes = NewStaticRoutes(static)
@@ -132,6 +134,11 @@ func (e *Edge) Open() (err error) {
 	e.public.GET("/healthz", e.handleHealthz)
 	e.public.GET("/readyz", e.handleReadyz)
 	e.public.POST(control.PathJoin, e.handleJoin, e.JoinLimit.Echo(e.Clients))
+	api := e.APILimit.Echo(e.Clients)
+	e.public.GET(control.PathCharacters, e.handleCharacters, api)
+	e.public.POST(control.PathCharacters, e.handleCharacters, api)
+	e.public.POST(control.PathCharacters+"/:id/select", e.handleCharacters, api)
+	e.public.DELETE(control.PathCharacters+"/:id", e.handleCharacters, api)
 	// The page's catch-all would answer other methods of the join with not_found.
 	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, control.PathJoin,
 		func(echo.Context) error { return echo.ErrMethodNotAllowed })
@@ -347,14 +354,21 @@ func (e *Edge) handleMapWS(c echo.Context) error {
 	return e.Proxy.Forward(c.Response(), c.Request(), id, net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.GamePort)))
 }
 
-// handleJoin forwards a join to the orchestrator's control listener with the secret and
-// the client's address, and passes its answer on as it is. While the orchestrator is
-// away it fails fast with unavailable.
-func (e *Edge) handleJoin(c echo.Context) error {
+// handleJoin forwards a join to the orchestrator.
+func (e *Edge) handleJoin(c echo.Context) error { return e.forward(c, "join") }
+
+// handleCharacters forwards a call of the character API to the orchestrator, the
+// player's Authorization header with it.
+func (e *Edge) handleCharacters(c echo.Context) error { return e.forward(c, "character API") }
+
+// forward passes a player's call (a join or the character API) to the orchestrator's
+// control listener with the secret and the client's address, and its answer back as it
+// is. While the orchestrator is away it fails fast with unavailable.
+func (e *Edge) forward(c echo.Context, what string) error {
 	r := c.Request()
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return apierr.Errorf(apierr.EUNSUPPORTEDMEDIA, "a join is JSON: send Content-Type: application/json (or no body)")
+			return apierr.Errorf(apierr.EUNSUPPORTEDMEDIA, "a %s call is JSON: send Content-Type: application/json (or no body)", what)
 		}
 	}
 	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(control.BodyReadTimeout))
@@ -371,33 +385,44 @@ func (e *Edge) handleJoin(c echo.Context) error {
 	}
 	secret, err := e.secret()
 	if err != nil {
-		e.Log.Warn("join: no control secret", "err", err)
+		e.Log.Warn(what+": no control secret", "err", err)
 		return unavailable
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, e.OrchURL+control.PathJoin, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, e.OrchURL+r.URL.EscapedPath(), bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("join request: %w", err)
+		return fmt.Errorf("%s request: %w", what, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(control.SecretHeader, secret)
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		req.Header.Set("X-Forwarded-For", ip)
 	}
 	resp, err := e.join.Do(req)
 	if err != nil {
-		e.Log.Warn("join: orchestrator unreachable", "err", err)
+		e.Log.Warn(what+": orchestrator unreachable", "err", err)
 		return unavailable
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, control.DefaultMaxBodySize))
 	if err != nil {
-		e.Log.Warn("join: read orchestrator answer", "err", err)
+		e.Log.Warn(what+": read orchestrator answer", "err", err)
 		return unavailable
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
-		// The player's join carries no secret: a 401 is the edge's own, a wrong secret.
-		e.Log.Error("join: the orchestrator refused the edge's secret")
-		return unavailable
+		// A player's missing or malformed authKey is refused with a Bearer challenge;
+		// a 401 without one is the edge's own: a wrong secret.
+		challenge := resp.Header.Get(echo.HeaderWWWAuthenticate)
+		if challenge == "" {
+			e.Log.Error(what + ": the orchestrator refused the edge's secret")
+			return unavailable
+		}
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, challenge)
+	}
+	if len(answer) == 0 {
+		return c.NoContent(resp.StatusCode)
 	}
 	return c.Blob(resp.StatusCode, echo.MIMEApplicationJSON, answer)
 }

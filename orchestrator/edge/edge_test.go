@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -77,7 +78,24 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ticket":"t","instanceId":"forest-1","ws":"/maps/forest-1/ws"}`)
 	default:
-		w.WriteHeader(http.StatusNotFound)
+		if !strings.HasPrefix(r.URL.Path, control.PathCharacters) {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		f.mu.Lock()
+		f.joins = append(f.joins, r)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Header.Get("Authorization") == "":
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mapyard"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"this call needs the header Authorization: Bearer followed by the authKey"}}`)
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			_, _ = fmt.Fprintf(w, `{"method":%q,"path":%q}`, r.Method, r.URL.Path)
+		}
 	}
 }
 
@@ -515,4 +533,53 @@ func TestEdge_Metrics(t *testing.T) {
 		resp.Body.Close()
 		return strings.Contains(string(body), `mapyard_edge_ws_connection_bytes_count{direction="client_to_map"} 1`)
 	})
+}
+
+// TestEdge_CharacterAPIForwarded checks that the edge forwards the character API to the
+// orchestrator with its method, path, the player's Authorization header and the secret;
+// passes a player's 401 on with its Bearer challenge; and answers a DELETE's 204 as is.
+func TestEdge_CharacterAPIForwarded(t *testing.T) {
+	orch := newFakeOrch(t)
+	e := MustOpenEdge(t, orch.URL, nil)
+	call := func(method, path, auth, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, e.PublicURL()+path, strings.NewReader(body))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	const auth = "Bearer Zq3v9LrT0pXw2YbN5cHs8KdA"
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodGet, control.PathCharacters, ""},
+		{http.MethodPost, control.PathCharacters, `{"name":"Ada"}`},
+		{http.MethodPost, control.PathCharacters + "/c1/select", ""},
+	} {
+		resp, body := call(c.method, c.path, auth, c.body)
+		if want := fmt.Sprintf(`{"method":%q,"path":%q}`, c.method, c.path); resp.StatusCode != 200 || body != want {
+			t.Fatalf("%s %s through the edge: %d %s, want %s", c.method, c.path, resp.StatusCode, body, want)
+		}
+	}
+	if resp, body := call(http.MethodDelete, control.PathCharacters+"/c1", auth, ""); resp.StatusCode != http.StatusNoContent || body != "" {
+		t.Fatalf("DELETE through the edge: %d %q", resp.StatusCode, body)
+	}
+	resp, err := http.Get(e.PublicURL() + control.PathCharacters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errorOf(t, resp, http.StatusUnauthorized, apierr.EUNAUTHORIZED)
+	if !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("the player's 401 lost its challenge: %v", resp.Header)
+	}
+	orch.mu.Lock()
+	defer orch.mu.Unlock()
+	if len(orch.joins) != 5 || orch.joins[0].Header.Get("Authorization") != auth || orch.joins[0].Header.Get("X-Forwarded-For") != "127.0.0.1" {
+		t.Fatalf("the orchestrator got %d calls, the first with Authorization %q", len(orch.joins), orch.joins[0].Header.Get("Authorization"))
+	}
 }

@@ -1,6 +1,6 @@
 // Package httpapi serves the orchestrator's two HTTP listeners with echo: the public
-// listener (health, readiness and the join API; on loopback by default, because players
-// reach mapyard through the edge, package edge) and the control
+// listener (health, readiness, the join and the character API; on loopback by default,
+// because players reach mapyard through the edge, package edge) and the control
 // listener (the control RPC for map servers and the admin API for ops), which binds
 // host-local addresses only. Map routes demand a map credential and act only for the
 // instance it names; admin routes demand the root secret.
@@ -38,8 +38,12 @@ type Server struct {
 	Callers   Callers
 	Maps      orchestrator.Maps
 	Admission Admission
-	Store     Persistence
-	Log       *slog.Logger
+	// Characters serves the character API and Sessions the admin session routes; NewServer
+	// sets them when the admission service provides them.
+	Characters Characters
+	Sessions   Sessions
+	Store      Persistence
+	Log        *slog.Logger
 	// Metrics serves GET /metrics on the control listener (behind the secret, like
 	// everything there); nil answers 404.
 	Metrics http.Handler
@@ -62,11 +66,16 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	s := &Server{Maps: maps, Admission: adm, Store: store, Root: root, Log: log,
 		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log),
 		routes: newRouteWatch(maps)}
+	s.Characters, _ = adm.(Characters)
+	s.Sessions, _ = adm.(Sessions)
 	s.public.Use(s.rateLimit)
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
 	if adm != nil {
 		s.public.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
+	}
+	if s.Characters != nil {
+		s.characterRoutes(s.public)
 	}
 
 	// Map containers reach the control port through the map network's gateway; that
@@ -86,6 +95,16 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	g.GET(control.PathRoutes, s.handleRoutes)
 	if adm != nil {
 		g.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
+	}
+	if s.Characters != nil {
+		s.characterRoutes(g)
+	}
+	if s.Sessions != nil {
+		g.GET(control.PathAdminSessions, s.handleAdminSessions)
+		g.POST(control.PathAdminCleanup, s.handleAdminCleanup)
+	}
+	if _, ok := store.(SaveAudit); ok {
+		g.GET(control.PathAdminCharacters+"/:id/saves", s.handleAdminSaves)
 	}
 	return s
 }

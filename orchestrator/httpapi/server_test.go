@@ -52,7 +52,12 @@ func (m readyMaps) Ready() bool { return true }
 // optional set-up functions changed the server.
 func MustOpenServer(tb testing.TB, setup ...func(*httpapi.Server)) (*httpapi.Server, *sqlite.DB) {
 	tb.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return MustOpenServerLog(tb, slog.New(slog.NewTextHandler(io.Discard, nil)), setup...)
+}
+
+// MustOpenServerLog is MustOpenServer logging to log.
+func MustOpenServerLog(tb testing.TB, log *slog.Logger, setup ...func(*httpapi.Server)) (*httpapi.Server, *sqlite.DB) {
+	tb.Helper()
 	db := sqlite.NewDB(filepath.Join(tb.TempDir(), "mapyard.db"))
 	if err := db.Open(); err != nil {
 		tb.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -14,13 +13,19 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
+// errNoSuchCharacter answers every request for a character the identity does not own,
+// whether or not it exists, so an answer never tells which.
+var errNoSuchCharacter = &apierr.Error{Code: apierr.ENOTFOUND, Message: "no such character"}
+
 // CreateCharacter saves a new persistent character, filling c.ID (if empty) and
-// c.CreatedAt. See orchestrator.CharacterStore for the error codes.
-func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character) error {
+// c.CreatedAt; an identity's first character becomes its selected one. The cap and the
+// name's uniqueness are checked in the same transaction as the insert, so racing
+// creations cannot pass either. See orchestrator.CharacterStore for the error codes.
+func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character, max int) error {
 	if c.KeyHash == "" || len(c.KeyHash) > control.MaxKeyLen {
 		return apierr.Errorf(apierr.EBADREQUEST, "character: key hash required")
-	} else if len(c.Name) > 64 {
-		return apierr.Errorf(apierr.EBADREQUEST, "character: name longer than 64 bytes")
+	} else if c.Name == "" || len(c.Name) > 128 {
+		return apierr.Errorf(apierr.EBADREQUEST, "character: name must be 1 to 128 bytes")
 	} else if c.ID != "" && !control.ValidKey(c.ID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "character: id longer than %d bytes", control.MaxKeyLen)
 	}
@@ -31,123 +36,202 @@ func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character) er
 		id = hex.EncodeToString(b[:])
 	}
 	now := db.Now()
+	nameKey := orchestrator.CharacterNameKey(c.Name)
+	var first bool
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM characters WHERE character_id = ? OR key_hash = ?`, id, c.KeyHash).Scan(&n); err != nil {
+		var owned, sameName, taken int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(name_key = ?2), 0),
+			(SELECT COUNT(*) FROM characters WHERE character_id = ?3) FROM characters WHERE key_hash = ?1`,
+			c.KeyHash, nameKey, id).Scan(&owned, &sameName, &taken); err != nil {
 			return err
-		} else if n != 0 {
-			return apierr.Errorf(apierr.ECONFLICT, "character already exists")
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO characters (character_id, key_hash, name, created_at_ms) VALUES (?, ?, ?, ?)`,
-			id, c.KeyHash, c.Name, now.UnixMilli())
+		switch {
+		case taken != 0:
+			return apierr.Errorf(apierr.ECONFLICT, "character already exists")
+		case sameName != 0:
+			return apierr.Errorf(apierr.EBADREQUEST, "name is already used by another of your characters")
+		case max > 0 && owned >= max:
+			return apierr.Errorf(apierr.ECHARACTERLIMIT, "an identity may own at most %d characters; delete one first", max)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO characters (character_id, key_hash, name, name_key, created_at_ms) VALUES (?, ?, ?, ?, ?)`,
+			id, c.KeyHash, c.Name, nameKey, now.UnixMilli()); err != nil {
+			return err
+		}
+		first = owned == 0
+		_, err := tx.ExecContext(ctx, `INSERT INTO character_selection (key_hash, character_id) VALUES (?, ?) ON CONFLICT (key_hash) DO NOTHING`, c.KeyHash, id)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("create character: %w", err)
 	}
-	c.ID, c.CreatedAt = id, fromMs(now.UnixMilli())
+	c.ID, c.CreatedAt, c.Selected, c.MapID = id, fromMs(now.UnixMilli()), first, ""
 	return nil
 }
 
-// FindCharacterByKeyHash returns the character of a keyed authKey hash, or ENOTFOUND.
-func (db *DB) FindCharacterByKeyHash(ctx context.Context, keyHash string) (*orchestrator.Character, error) {
-	c := &orchestrator.Character{KeyHash: keyHash}
-	var ms int64
-	err := db.read.QueryRowContext(ctx, `SELECT character_id, name, created_at_ms FROM characters WHERE key_hash = ?`, keyHash).
-		Scan(&c.ID, &c.Name, &ms)
+// charactersSQL lists an identity's characters, the selected one marked (its oldest when
+// none is selected) and each with the map it was last saved in.
+const charactersSQL = `SELECT c.character_id, c.name, c.created_at_ms, COALESCE(st.map_id, ''),
+		c.character_id = COALESCE(sel.character_id,
+			(SELECT o.character_id FROM characters o WHERE o.key_hash = c.key_hash ORDER BY o.created_at_ms, o.character_id LIMIT 1))
+	FROM characters c
+	LEFT JOIN character_selection sel ON sel.key_hash = c.key_hash
+	LEFT JOIN character_state st ON st.character_id = c.character_id
+	WHERE c.key_hash = ?`
+
+// Characters returns the characters of an identity, oldest first.
+func (db *DB) Characters(ctx context.Context, keyHash string) ([]*orchestrator.Character, error) {
+	rows, err := db.query(ctx, charactersSQL+` ORDER BY c.created_at_ms, c.character_id`, keyHash)
+	if err != nil {
+		return nil, fmt.Errorf("list characters: %w", err)
+	}
+	defer rows.Close()
+	list := []*orchestrator.Character{}
+	for rows.Next() {
+		c, err := scanCharacter(rows, keyHash)
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list characters: %w", err)
+	}
+	return list, nil
+}
+
+// SelectedCharacter returns the character an identity plays when it names none: the one
+// it selected, else its oldest; ENOTFOUND if it owns none.
+func (db *DB) SelectedCharacter(ctx context.Context, keyHash string) (*orchestrator.Character, error) {
+	row := db.queryRow(ctx, `SELECT c.character_id, c.name, c.created_at_ms, COALESCE(st.map_id, ''), 1
+		FROM characters c
+		LEFT JOIN character_selection sel ON sel.key_hash = c.key_hash
+		LEFT JOIN character_state st ON st.character_id = c.character_id
+		WHERE c.key_hash = ? ORDER BY c.character_id IS sel.character_id DESC, c.created_at_ms, c.character_id LIMIT 1`, keyHash)
+	c, err := scanCharacter(row, keyHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, apierr.Errorf(apierr.ENOTFOUND, "no character for this key")
-	} else if err != nil {
-		return nil, fmt.Errorf("find character: %w", err)
+	}
+	return c, err
+}
+
+// OwnedCharacter returns characterID if keyHash owns it, else ENOTFOUND, whether or not
+// the character exists.
+func (db *DB) OwnedCharacter(ctx context.Context, keyHash, characterID string) (*orchestrator.Character, error) {
+	c, err := scanCharacter(db.queryRow(ctx, charactersSQL+` AND c.character_id = ?`, keyHash, characterID), keyHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoSuchCharacter
+	}
+	return c, err
+}
+
+// scanCharacter reads one row of charactersSQL's columns.
+func scanCharacter(row interface{ Scan(...any) error }, keyHash string) (*orchestrator.Character, error) {
+	c := &orchestrator.Character{KeyHash: keyHash}
+	var ms int64
+	if err := row.Scan(&c.ID, &c.Name, &ms, &c.MapID, &c.Selected); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read character: %w", err)
 	}
 	c.CreatedAt = fromMs(ms)
 	return c, nil
 }
 
-// RekeyCharacter replaces a character's key hash. See orchestrator.CharacterStore.
-func (db *DB) RekeyCharacter(ctx context.Context, characterID, oldHash, newHash string) error {
-	if !control.ValidKey(newHash) {
-		return apierr.Errorf(apierr.EBADREQUEST, "character: key hash required")
-	}
+// SelectCharacter makes characterID the identity's selected character; ENOTFOUND unless
+// keyHash owns it.
+func (db *DB) SelectCharacter(ctx context.Context, keyHash, characterID string) error {
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE characters SET key_hash = ? WHERE character_id = ? AND key_hash = ?`, newHash, characterID, oldHash)
+		res, err := tx.ExecContext(ctx, `INSERT INTO character_selection (key_hash, character_id)
+			SELECT key_hash, character_id FROM characters WHERE key_hash = ? AND character_id = ?
+			ON CONFLICT (key_hash) DO UPDATE SET character_id = excluded.character_id`, keyHash, characterID)
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return err
-		} else if n != 1 {
-			return apierr.Errorf(apierr.ENOTFOUND, "character %q has no such key hash", characterID)
+		} else if n == 0 {
+			return errNoSuchCharacter
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("rekey character: %w", err)
+		return fmt.Errorf("select character: %w", err)
 	}
 	return nil
 }
 
-// CharacterState returns where a character was last saved: its durable state, unless the
-// cache holds a newer character partition that is not checkpointed yet.
-func (db *DB) CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error) {
-	s := &control.CharacterState{CharacterID: characterID}
-	var attrs string
-	var ms int64
-	err := db.read.QueryRowContext(ctx, `SELECT map_id, instance_id, x, y, attributes_json, revision, updated_at_ms
-		FROM character_state WHERE character_id = ?`, characterID).
-		Scan(&s.MapID, &s.InstanceID, &s.X, &s.Y, &attrs, &s.Revision, &ms)
-	if errors.Is(err, sql.ErrNoRows) {
-		s = nil
-	} else if err != nil {
-		return nil, fmt.Errorf("read character state %q: %w", characterID, err)
-	} else {
-		s.Attributes, s.UpdatedAt = json.RawMessage(attrs), fromMs(ms)
-	}
-
-	c := &db.cache
-	c.mu.Lock()
-	if key, ok := c.byChar[characterID]; ok {
-		if e := c.entries[key]; e != nil && e.char != nil && (s == nil || e.snap.Revision > s.Revision) {
-			s = &control.CharacterState{
-				CharacterID: characterID, MapID: e.char.MapID, InstanceID: e.char.InstanceID,
-				X: e.char.X, Y: e.char.Y, Attributes: e.char.Attributes, Revision: e.snap.Revision,
-				UpdatedAt: fromMs(e.snap.Envelope.ServerTimeMs),
+// DeleteCharacter removes a character keyHash owns, with its saved state, inventory,
+// authority lease and snapshot partitions; its critical events and save audit stay, as
+// history. ENOTFOUND unless keyHash owns it. The caller makes sure it is not in play.
+func (db *DB) DeleteCharacter(ctx context.Context, keyHash, characterID string) error {
+	partition := control.CharacterPartitionPrefix + characterID
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM characters WHERE key_hash = ? AND character_id = ?`, keyHash, characterID).Scan(&n); err != nil {
+			return err
+		} else if n == 0 {
+			return errNoSuchCharacter
+		}
+		for _, q := range []string{
+			`DELETE FROM inventory_items WHERE owner_character_id = ?`,
+			`DELETE FROM authority_leases WHERE character_id = ?`,
+			`DELETE FROM characters WHERE character_id = ?`, // cascades to character_state and the selection
+		} {
+			if _, err := tx.ExecContext(ctx, q, characterID); err != nil {
+				return err
 			}
 		}
-	}
-	c.mu.Unlock()
-	if s == nil {
-		return nil, apierr.Errorf(apierr.ENOTFOUND, "character %q has no saved state", characterID)
-	}
-	return s, nil
-}
-
-// upsertCharacterStateSQL writes a character's state unless a newer revision is stored,
-// and only for characters that exist (disposable session characters are never saved).
-const upsertCharacterStateSQL = `INSERT INTO character_state (character_id, map_id, instance_id, x, y,
-	attributes_json, revision, updated_at_ms)
-	SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM characters WHERE character_id = ?1)
-	ON CONFLICT (character_id) DO UPDATE SET map_id = excluded.map_id, instance_id = excluded.instance_id,
-		x = excluded.x, y = excluded.y, attributes_json = excluded.attributes_json,
-		revision = excluded.revision, updated_at_ms = excluded.updated_at_ms
-	WHERE excluded.revision > character_state.revision`
-
-// characterStateArgs returns the arguments of upsertCharacterStateSQL.
-func characterStateArgs(charID, mapID, instanceID string, x, y float64, attrs json.RawMessage, revision, nowMs int64) []any {
-	a := "{}"
-	if len(attrs) > 0 {
-		a = string(attrs)
-	}
-	return []any{charID, mapID, instanceID, x, y, a, revision, nowMs}
-}
-
-// putCharacterState applies a transfer_boundary event: the character must exist, and an
-// older revision than the stored one leaves the state alone (the event is still recorded).
-func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *control.CharacterState, nowMs int64) error {
-	if err := db.requireCharacter(ctx, tx, control.ItemOwner{CharacterID: s.CharacterID}); err != nil {
+		_, err := tx.ExecContext(ctx, `DELETE FROM instance_partitions WHERE partition = ?`, partition)
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete character: %w", err)
 	}
-	_, err := db.stmt(ctx, tx, upsertCharacterStateSQL).ExecContext(ctx,
-		characterStateArgs(s.CharacterID, s.MapID, s.InstanceID, s.X, s.Y, s.Attributes, s.Revision, nowMs)...)
-	return err
+	db.cache.forgetPartition(partition)
+	return nil
+}
+
+// RekeyIdentity moves every character of oldHash, and its selection, to newHash. See
+// orchestrator.CharacterStore.
+func (db *DB) RekeyIdentity(ctx context.Context, oldHash, newHash string) (int64, error) {
+	if !control.ValidKey(newHash) || !control.ValidKey(oldHash) {
+		return 0, apierr.Errorf(apierr.EBADREQUEST, "character: key hash required")
+	}
+	var moved int64
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM characters WHERE key_hash = ?`, newHash).Scan(&n); err != nil {
+			return err
+		} else if n != 0 {
+			return nil // a concurrent join moved them, or the identity started over
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE characters SET key_hash = ? WHERE key_hash = ?`, newHash, oldHash)
+		if err != nil {
+			return err
+		}
+		if moved, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE character_selection SET key_hash = ? WHERE key_hash = ?`, newHash, oldHash)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rekey identity: %w", err)
+	}
+	return moved, nil
+}
+
+// forgetPartition drops a partition from the cache (its character was deleted).
+func (c *snapshotCache) forgetPartition(partition string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.entries {
+		if key.partition == partition {
+			delete(c.entries, key)
+		}
+	}
+	if charID, ok := control.CharacterOfPartition(partition); ok {
+		delete(c.byChar, charID)
+	}
 }

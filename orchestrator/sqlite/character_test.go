@@ -2,51 +2,132 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
+// MustCreate creates a character named name for keyHash with no cap.
+func MustCreate(tb testing.TB, db *sqlite.DB, keyHash, name string) *orchestrator.Character {
+	tb.Helper()
+	c := &orchestrator.Character{KeyHash: keyHash, Name: name}
+	if err := db.CreateCharacter(context.Background(), c, 0); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
 func TestDB_Characters(t *testing.T) {
 	ctx := context.Background()
-	t.Run("CreateAndFind", func(t *testing.T) {
+	t.Run("CreateListSelect", func(t *testing.T) {
 		now := time.UnixMilli(1700000000123)
 		db := MustOpenDB(t, func(db *sqlite.DB) { db.Now = func() time.Time { return now } })
-		c := &orchestrator.Character{KeyHash: "kh1", Name: "Ada"}
-		if err := db.CreateCharacter(ctx, c); err != nil {
-			t.Fatal(err)
+		ada := MustCreate(t, db, "kh1", "Ada")
+		if ada.ID == "" || !ada.CreatedAt.Equal(now) || !ada.Selected {
+			t.Fatalf("first character=%+v, want selected", ada)
 		}
-		if c.ID == "" || !c.CreatedAt.Equal(now) {
-			t.Fatalf("character=%+v", c)
+		now = now.Add(time.Millisecond)
+		bob := MustCreate(t, db, "kh1", "Bob")
+		if bob.Selected {
+			t.Fatal("the second character was selected on creation")
 		}
-		got, err := db.FindCharacterByKeyHash(ctx, "kh1")
+		MustCreate(t, db, "kh2", "Ada") // a name is unique per identity only
+		list, err := db.Characters(ctx, "kh1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.ID != c.ID || got.Name != "Ada" || !got.CreatedAt.Equal(now) {
-			t.Fatalf("found=%+v, want %+v", got, c)
+		if len(list) != 2 || list[0].ID != ada.ID || !list[0].Selected || list[1].ID != bob.ID || list[1].Selected {
+			t.Fatalf("list=%+v %+v", list[0], list[1])
 		}
-	})
-	t.Run("ErrConflictKeyHash", func(t *testing.T) {
-		db := MustOpenDB(t)
-		if err := db.CreateCharacter(ctx, &orchestrator.Character{KeyHash: "kh1"}); err != nil {
+		if err := db.SelectCharacter(ctx, "kh1", bob.ID); err != nil {
 			t.Fatal(err)
 		}
-		WantCode(t, db.CreateCharacter(ctx, &orchestrator.Character{KeyHash: "kh1"}), apierr.ECONFLICT)
+		if got, err := db.SelectedCharacter(ctx, "kh1"); err != nil || got.ID != bob.ID || got.Name != "Bob" {
+			t.Fatalf("selected=%+v %v, want Bob", got, err)
+		}
+		if list, _ = db.Characters(ctx, "kh1"); list[0].Selected || !list[1].Selected {
+			t.Fatalf("after select: %+v %+v", list[0], list[1])
+		}
+		if list, err = db.Characters(ctx, "nobody"); err != nil || list == nil || len(list) != 0 {
+			t.Fatalf("an identity with none: %v %v, want an empty list", list, err)
+		}
+	})
+	t.Run("ErrBadRequestDuplicateName", func(t *testing.T) {
+		db := MustOpenDB(t)
+		MustCreate(t, db, "kh1", "Ada")
+		WantCode(t, db.CreateCharacter(ctx, &orchestrator.Character{KeyHash: "kh1", Name: "ADA"}, 0), apierr.EBADREQUEST)
+	})
+	t.Run("ErrCharacterLimit", func(t *testing.T) {
+		db := MustOpenDB(t)
+		for _, n := range []string{"a", "b"} {
+			if err := db.CreateCharacter(ctx, &orchestrator.Character{KeyHash: "kh1", Name: n}, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		WantCode(t, db.CreateCharacter(ctx, &orchestrator.Character{KeyHash: "kh1", Name: "c"}, 2), apierr.ECHARACTERLIMIT)
+	})
+	t.Run("ErrConflictID", func(t *testing.T) {
+		db := MustOpenDB(t)
+		MustCharacter(t, db, "ada")
+		WantCode(t, db.CreateCharacter(ctx, &orchestrator.Character{ID: "ada", KeyHash: "kh9", Name: "x"}, 0), apierr.ECONFLICT)
 	})
 	t.Run("ErrBadRequestNoKeyHash", func(t *testing.T) {
-		WantCode(t, MustOpenDB(t).CreateCharacter(ctx, &orchestrator.Character{Name: "x"}), apierr.EBADREQUEST)
+		WantCode(t, MustOpenDB(t).CreateCharacter(ctx, &orchestrator.Character{Name: "x"}, 0), apierr.EBADREQUEST)
 	})
-	t.Run("ErrNotFound", func(t *testing.T) {
+	t.Run("ErrNotFoundOthersCharacter", func(t *testing.T) {
 		db := MustOpenDB(t)
-		_, err := db.FindCharacterByKeyHash(ctx, "nope")
+		mine := MustCreate(t, db, "kh1", "Ada")
+		for _, id := range []string{mine.ID, "no-such-id"} {
+			_, err := db.OwnedCharacter(ctx, "kh2", id)
+			WantCode(t, err, apierr.ENOTFOUND)
+			WantCode(t, db.SelectCharacter(ctx, "kh2", id), apierr.ENOTFOUND)
+			WantCode(t, db.DeleteCharacter(ctx, "kh2", id), apierr.ENOTFOUND)
+		}
+		if _, err := db.OwnedCharacter(ctx, "kh1", mine.ID); err != nil {
+			t.Fatalf("the owner's own: %v", err)
+		}
+		_, err := db.SelectedCharacter(ctx, "kh2")
 		WantCode(t, err, apierr.ENOTFOUND)
 		_, err = db.CharacterState(ctx, "nope")
 		WantCode(t, err, apierr.ENOTFOUND)
+	})
+	t.Run("DeleteRemovesStateItemsAndLease", func(t *testing.T) {
+		db := MustOpenDB(t)
+		ada := MustCreate(t, db, "kh1", "Ada")
+		bob := MustCreate(t, db, "kh1", "Bob")
+		MustPut(t, db, "i1", "character:"+ada.ID, 1, `{"mapId":"meadow","instanceId":"i1"}`, true)
+		if _, err := db.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		MustCommit(t, db, Event("e1", control.EventItemGrant, `{"itemId":"sword","itemKind":"sword","to":{"characterId":"`+ada.ID+`"},"quantity":1}`))
+		if err := db.SetLease(ctx, orchestrator.Lease{CharacterID: ada.ID, InstanceID: "i1", Epoch: 1}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.DeleteCharacter(ctx, "kh1", ada.ID); err != nil {
+			t.Fatal(err)
+		}
+		raw := MustRawDB(t, db.Path)
+		for _, q := range []string{`SELECT COUNT(*) FROM characters WHERE character_id = ?`, `SELECT COUNT(*) FROM character_state WHERE character_id = ?`,
+			`SELECT COUNT(*) FROM inventory_items WHERE owner_character_id = ?`, `SELECT COUNT(*) FROM authority_leases WHERE character_id = ?`,
+			`SELECT COUNT(*) FROM instance_partitions WHERE partition = 'character:' || ?`} {
+			if n := MustCount(t, raw, q, ada.ID); n != 0 {
+				t.Errorf("%s: %d rows left", q, n)
+			}
+		}
+		if _, err := db.CharacterState(ctx, ada.ID); apierr.Code(err) != apierr.ENOTFOUND {
+			t.Errorf("state after delete: %v", err)
+		}
+		// The selection falls back to the remaining character.
+		if got, err := db.SelectedCharacter(ctx, "kh1"); err != nil || got.ID != bob.ID {
+			t.Fatalf("selected after delete=%+v %v, want Bob", got, err)
+		}
 	})
 	t.Run("StateFromCheckpointAfterReopen", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "mapyard.db")
@@ -67,6 +148,9 @@ func TestDB_Characters(t *testing.T) {
 		if s.MapID != "meadow" || s.X != 10 || s.Y != 20 || s.Revision != 2 || string(s.Attributes) != `{"lvl":3}` {
 			t.Fatalf("state=%+v", s)
 		}
+		if list, _ := db.Characters(ctx, "hash-ada"); len(list) != 1 || list[0].MapID != "meadow" {
+			t.Fatalf("list=%+v, want the saved map", list)
+		}
 	})
 	t.Run("DisposableCharacterNotSaved", func(t *testing.T) {
 		db := MustOpenDB(t)
@@ -81,70 +165,85 @@ func TestDB_Characters(t *testing.T) {
 	})
 }
 
-// TestDB_RekeyCharacter checks the move of a character to a new key hash after a root
-// rotation: once, and only from the hash it has.
-func TestDB_RekeyCharacter(t *testing.T) {
+// TestDB_RekeyIdentity checks the move of an identity's characters to a new key hash
+// after a root rotation: all of them with the selection, once.
+func TestDB_RekeyIdentity(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpenDB(t)
-	c := &orchestrator.Character{KeyHash: "old-hash", Name: "ada"}
-	if err := db.CreateCharacter(ctx, c); err != nil {
+	MustCreate(t, db, "old-hash", "ada")
+	bob := MustCreate(t, db, "old-hash", "bob")
+	if err := db.SelectCharacter(ctx, "old-hash", bob.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RekeyCharacter(ctx, c.ID, "old-hash", "new-hash"); err != nil {
-		t.Fatal(err)
+	if n, err := db.RekeyIdentity(ctx, "old-hash", "new-hash"); err != nil || n != 2 {
+		t.Fatalf("moved %d, %v; want 2", n, err)
 	}
-	if got, err := db.FindCharacterByKeyHash(ctx, "new-hash"); err != nil || got.ID != c.ID {
-		t.Fatalf("under the new hash: %+v %v", got, err)
+	if got, err := db.SelectedCharacter(ctx, "new-hash"); err != nil || got.ID != bob.ID {
+		t.Fatalf("selected under the new hash: %+v %v", got, err)
 	}
-	WantCode(t, db.RekeyCharacter(ctx, c.ID, "old-hash", "newer-hash"), apierr.ENOTFOUND)
-	_, err := db.FindCharacterByKeyHash(ctx, "old-hash")
+	if n, err := db.RekeyIdentity(ctx, "old-hash", "new-hash"); err != nil || n != 0 {
+		t.Fatalf("second move: %d, %v; want 0", n, err)
+	}
+	_, err := db.SelectedCharacter(ctx, "old-hash")
 	WantCode(t, err, apierr.ENOTFOUND)
 }
 
-func TestDB_UseNonce(t *testing.T) {
+// TestDB_MigrateOneCharacterPerKey opens a database written by the schema before
+// several characters per identity (migrations 0001 to 0005, key_hash unique) and checks
+// that the upgrade keeps every character with its state and inventory, selected, and
+// then lets the identity create more.
+func TestDB_MigrateOneCharacterPerKey(t *testing.T) {
 	ctx := context.Background()
-	now := time.UnixMilli(1700000000000)
-	clock := func() time.Time { return now }
-	t.Run("ErrTicketUsed", func(t *testing.T) {
-		db := MustOpenDB(t, func(db *sqlite.DB) { db.Now = clock })
-		if err := db.UseNonce(ctx, "n1", now.Add(10*time.Second)); err != nil {
+	path := filepath.Join(t.TempDir(), "mapyard.db")
+	raw, err := sql.Open("sqlite", sqlite.DSN(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := raw.Exec(q, args...); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	mustExec(`CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)`)
+	old, err := filepath.Glob("migrations/000[1-5]_*.sql")
+	if err != nil || len(old) != 5 {
+		t.Fatalf("migrations before 0006: %v %v", old, err)
+	}
+	for _, f := range old {
+		b, err := os.ReadFile(f)
+		if err != nil {
 			t.Fatal(err)
 		}
-		WantCode(t, db.UseNonce(ctx, "n1", now.Add(10*time.Second)), apierr.ETICKETUSED)
-		if err := db.UseNonce(ctx, "n2", now.Add(10*time.Second)); err != nil {
-			t.Fatalf("other nonce: %v", err)
-		}
-	})
-	t.Run("UsedAcrossRestart", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "mapyard.db")
-		db := sqlite.NewDB(path)
-		db.Now = clock
-		if err := db.Open(); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.UseNonce(ctx, "n1", now.Add(10*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		db2 := MustOpenDBAt(t, path, func(db *sqlite.DB) { db.Now = clock }) // db never closed: a crash
-		WantCode(t, db2.UseNonce(ctx, "n1", now.Add(10*time.Second)), apierr.ETICKETUSED)
-		db.Close()
-	})
-	t.Run("PruneForgetsOnlyExpired", func(t *testing.T) {
-		at := now
-		db := MustOpenDB(t, func(db *sqlite.DB) { db.Now = func() time.Time { return at } })
-		if err := db.UseNonce(ctx, "old", now.Add(time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.UseNonce(ctx, "fresh", now.Add(time.Minute)); err != nil {
-			t.Fatal(err)
-		}
-		at = now.Add(2 * time.Second)
-		if n, err := db.PruneNonces(ctx); err != nil || n != 1 {
-			t.Fatalf("pruned %d, %v; want 1", n, err)
-		}
-		WantCode(t, db.UseNonce(ctx, "fresh", now.Add(time.Minute)), apierr.ETICKETUSED)
-	})
-	t.Run("ErrBadRequestEmpty", func(t *testing.T) {
-		WantCode(t, MustOpenDB(t).UseNonce(ctx, "", now), apierr.EBADREQUEST)
-	})
+		mustExec(string(b))
+		mustExec(`INSERT INTO migrations (name, applied_at_ms) VALUES (?, 1)`, f)
+	}
+	mustExec(`INSERT INTO characters (character_id, key_hash, name, created_at_ms) VALUES ('c1', 'kh1', 'Ada', 5), ('c2', 'kh2', 'Bob', 6)`)
+	mustExec(`INSERT INTO character_state (character_id, map_id, instance_id, x, y, attributes_json, revision, updated_at_ms)
+		VALUES ('c1', 'meadow', 'meadow-1', 1.5, 2.5, '{"hp":7}', 3, 9)`)
+	mustExec(`INSERT INTO inventory_items (item_id, item_kind, owner_character_id, quantity, updated_at_ms) VALUES ('i1', 'coin', 'c1', 4, 9)`)
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db := MustOpenDBAt(t, path)
+	list, err := db.Characters(ctx, "kh1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != "c1" || list[0].Name != "Ada" || !list[0].Selected || list[0].MapID != "meadow" {
+		t.Fatalf("after the upgrade: %+v", list)
+	}
+	s, err := db.CharacterState(ctx, "c1")
+	if err != nil || s.X != 1.5 || s.Revision != 3 || string(s.Attributes) != `{"hp":7}` {
+		t.Fatalf("state after the upgrade: %+v %v", s, err)
+	}
+	if items, err := db.Items(ctx, control.ItemOwner{CharacterID: "c1"}); err != nil || len(items) != 1 || items[0].Quantity != 4 {
+		t.Fatalf("items after the upgrade: %+v %v", items, err)
+	}
+	MustCreate(t, db, "kh1", "Cy")
+	WantCode(t, db.CreateCharacter(ctx, &orchestrator.Character{KeyHash: "kh1", Name: "ada"}, 0), apierr.EBADREQUEST)
+	if err := db.IntegrityCheck(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -192,7 +192,7 @@ func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, req *criticalReq, n
 			}
 		}
 	case *control.CharacterState:
-		err = db.putCharacterState(ctx, tx, p, nowMs)
+		err = db.putCharacterState(ctx, tx, p, ev.EventID, nowMs)
 	}
 	return ack, err
 }

@@ -16,7 +16,7 @@ import (
 // MustCharacter creates a character with id and fails the test on error.
 func MustCharacter(tb testing.TB, db *sqlite.DB, id string) {
 	tb.Helper()
-	if err := db.CreateCharacter(context.Background(), &orchestrator.Character{ID: id, KeyHash: "hash-" + id, Name: id}); err != nil {
+	if err := db.CreateCharacter(context.Background(), &orchestrator.Character{ID: id, KeyHash: "hash-" + id, Name: id}, 0); err != nil {
 		tb.Fatal(err)
 	}
 }

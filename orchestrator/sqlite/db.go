@@ -65,12 +65,18 @@ type DB struct {
 	// SnapshotMigrations upgrades payloads from version k to k+1, keyed by k.
 	SnapshotMigrations map[int]control.SnapshotMigration
 
+	// SaveAuditKeep is how many save audit rows are kept per character
+	// (ORCH_SAVE_AUDIT_KEEP): every checkpoint or transfer boundary that changes a
+	// character's saved state appends one, and older ones are removed.
+	SaveAuditKeep int
+
 	// Logger receives failures of background checkpoints, which have no caller to
 	// return them to (the cache keeps the rows and the next checkpoint retries).
 	Logger *slog.Logger
 
-	write *sql.DB // exactly one connection, used only by the writer goroutine
-	read  *sql.DB // read pool; WAL lets readers run beside the writer
+	write *sql.DB  // exactly one connection, used only by the writer goroutine
+	read  *sql.DB  // read pool; WAL lets readers run beside the writer
+	reads sync.Map // query → *sql.Stmt prepared on read (see readStmt)
 	stmts writeStmts
 
 	reqs       chan *writeReq // to the writer goroutine
@@ -100,6 +106,7 @@ func NewDB(path string) *DB {
 		MaxCriticalBatch:   DefaultMaxCriticalBatch,
 		MaxPayloadBytes:    control.MaxSnapshotPayloadBytes,
 		SchemaVersion:      control.SnapshotSchemaVersion,
+		SaveAuditKeep:      DefaultSaveAuditKeep,
 		Logger:             slog.Default(),
 	}
 }
@@ -144,6 +151,9 @@ func (db *DB) Open() (err error) {
 	}
 	if db.Logger == nil {
 		db.Logger = slog.Default()
+	}
+	if db.SaveAuditKeep <= 0 {
+		db.SaveAuditKeep = DefaultSaveAuditKeep
 	}
 	if db.SchemaVersion <= 0 {
 		db.SchemaVersion = control.SnapshotSchemaVersion
@@ -213,7 +223,7 @@ func (db *DB) close() error {
 		<-db.writerDone
 	}
 	if db.read != nil {
-		errs = append(errs, db.read.Close())
+		errs = append(errs, db.closeReads(), db.read.Close())
 	}
 	if db.stmts != nil {
 		errs = append(errs, db.stmts.close())
@@ -289,4 +299,52 @@ func (db *DB) runCheckpointTimer() error {
 			}
 		}
 	}
+}
+
+// readStmt returns query prepared on the read pool, preparing it on first use. The hot
+// reads of joins and the character API go through it: compiling their SQL cost more
+// than running it. database/sql re-prepares a statement on each pooled connection the
+// first time it runs there.
+func (db *DB) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if s, ok := db.reads.Load(query); ok {
+		return s.(*sql.Stmt), nil
+	}
+	s, err := db.read.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare read: %w", err)
+	}
+	if prev, loaded := db.reads.LoadOrStore(query, s); loaded {
+		s.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return s, nil
+}
+
+// queryRow runs a prepared read returning at most one row.
+func (db *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	s, err := db.readStmt(ctx, query)
+	if err != nil {
+		return db.read.QueryRowContext(ctx, query, args...) // reports the same error at Scan
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
+// query runs a prepared read.
+func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := db.readStmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryContext(ctx, args...)
+}
+
+// closeReads closes the prepared reads.
+func (db *DB) closeReads() error {
+	var errs []error
+	db.reads.Range(func(k, v any) bool {
+		errs = append(errs, v.(*sql.Stmt).Close())
+		db.reads.Delete(k)
+		return true
+	})
+	return errors.Join(errs...)
 }

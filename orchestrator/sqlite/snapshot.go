@@ -219,7 +219,7 @@ func (db *DB) Checkpoint(ctx context.Context) (orchestrator.CheckpointResult, er
 // writePartitions upserts entries and projects character partitions into character_state.
 func (db *DB) writePartitions(ctx context.Context, tx *sql.Tx, entries []*snapEntry, checkpointID int64, now time.Time) error {
 	upsert := db.stmt(ctx, tx, upsertPartitionSQL)
-	charState := db.stmt(ctx, tx, upsertCharacterStateSQL)
+	ref := fmt.Sprint(checkpointID)
 	for _, e := range entries {
 		s, env := &e.snap, &e.snap.Envelope
 		if _, err := upsert.ExecContext(ctx, s.InstanceID, s.Partition, s.Revision, env.SchemaVersion, env.SimCoreVersion,
@@ -228,9 +228,13 @@ func (db *DB) writePartitions(ctx context.Context, tx *sql.Tx, entries []*snapEn
 		}
 		if e.char != nil {
 			charID := strings.TrimPrefix(s.Partition, control.CharacterPartitionPrefix)
-			if _, err := charState.ExecContext(ctx, characterStateArgs(charID, e.char.MapID, e.char.InstanceID,
-				e.char.X, e.char.Y, e.char.Attributes, s.Revision, now.UnixMilli())...); err != nil {
-				return fmt.Errorf("write character state %q: %w", charID, err)
+			st := &savedState{
+				CharacterState: control.CharacterState{CharacterID: charID, MapID: e.char.MapID, InstanceID: e.char.InstanceID,
+					X: e.char.X, Y: e.char.Y, Attributes: e.char.Attributes, Revision: s.Revision},
+				SchemaVersion: env.SchemaVersion, SimCoreVersion: env.SimCoreVersion,
+			}
+			if err := db.saveState(ctx, tx, st, saveCheckpoint, ref, now.UnixMilli()); err != nil {
+				return err
 			}
 		}
 	}

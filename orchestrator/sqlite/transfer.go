@@ -133,13 +133,15 @@ func scanTransfer(row scanner) (*orchestrator.Transfer, error) {
 // Lease returns a character's authority lease; a zero Lease if it never had one.
 func (db *DB) Lease(ctx context.Context, characterID string) (orchestrator.Lease, error) {
 	l := orchestrator.Lease{CharacterID: characterID}
-	err := db.read.QueryRowContext(ctx, `SELECT subject, instance_id, epoch, transfer_id FROM authority_leases WHERE character_id = ?`, characterID).
-		Scan(&l.Subject, &l.InstanceID, &l.Epoch, &l.TransferID)
+	var ms int64
+	err := db.queryRow(ctx, `SELECT subject, instance_id, epoch, transfer_id, updated_at_ms FROM authority_leases WHERE character_id = ?`, characterID).
+		Scan(&l.Subject, &l.InstanceID, &l.Epoch, &l.TransferID, &ms)
 	if errors.Is(err, sql.ErrNoRows) {
 		return orchestrator.Lease{CharacterID: characterID}, nil
 	} else if err != nil {
 		return l, fmt.Errorf("read lease %q: %w", characterID, err)
 	}
+	l.UpdatedAt = fromMs(ms)
 	return l, nil
 }
 

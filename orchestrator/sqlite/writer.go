@@ -52,7 +52,7 @@ const (
 
 func (s writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 	for _, q := range []string{sqlSavepoint, sqlRelease, sqlRollbackTo, sqlInsertEvent, sqlSelectEvent, sqlCharExists,
-		sqlReadItem, sqlGrantItem, sqlMoveItem, sqlSpendItem, sqlDeleteItem, upsertPartitionSQL, upsertCharacterStateSQL} {
+		sqlReadItem, sqlGrantItem, sqlMoveItem, sqlSpendItem, sqlDeleteItem, upsertPartitionSQL, upsertCharacterStateSQL, insertSaveSQL, pruneSavesSQL} {
 		stmt, err := db.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", q, err)

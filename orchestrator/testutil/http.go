@@ -17,6 +17,16 @@ import (
 // non-nil out receives the decoded answer. Do returns the answer's bytes.
 func Do(tb testing.TB, method, url, secret string, body any, wantStatus int, out any) []byte {
 	tb.Helper()
+	h := http.Header{}
+	if secret != "" {
+		h.Set(control.SecretHeader, secret)
+	}
+	return DoWith(tb, method, url, h, body, wantStatus, out)
+}
+
+// DoWith is Do with the request headers given in full.
+func DoWith(tb testing.TB, method, url string, header http.Header, body any, wantStatus int, out any) []byte {
+	tb.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -38,8 +48,8 @@ func Do(tb testing.TB, method, url, secret string, body any, wantStatus int, out
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if secret != "" {
-		req.Header.Set(control.SecretHeader, secret)
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -30,9 +30,15 @@ import (
 // listener is at controlURL, and waits until it has the route table.
 func openEdge(t *testing.T, controlURL, secret string) *edge.Edge {
 	t.Helper()
+	return openEdgeLog(t, controlURL, secret, slog.New(slog.DiscardHandler))
+}
+
+// openEdgeLog is openEdge logging to log.
+func openEdgeLog(t *testing.T, controlURL, secret string, log *slog.Logger) *edge.Edge {
+	t.Helper()
 	e, err := edge.New(edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: controlURL,
 		Secret: secret, MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 1000, LogLevel: "info"},
-		slog.New(slog.DiscardHandler))
+		log)
 	if err != nil {
 		t.Fatal(err)
 	}

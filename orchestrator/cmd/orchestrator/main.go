@@ -129,6 +129,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.DB = sqlite.NewDB(cfg.DBPath)
 	m.DB.CheckpointInterval = orchestrator.Ms(cfg.CheckpointMS)
 	m.DB.Logger = m.Log
+	m.DB.SaveAuditKeep = cfg.SaveAuditKeep
 	if err := m.DB.Open(); err != nil {
 		return err
 	}
@@ -176,6 +177,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
 	m.Admission.MaxGuests = cfg.MaxGuests
+	m.Admission.MaxCharactersPerKey = cfg.MaxCharactersPerKey
+	m.Admission.SessionIdle = orchestrator.Ms(cfg.SessionIdleMS)
 	if m.Admission.PreviousKeys, err = previousKeys(cfg.PreviousSecret, dir); err != nil {
 		return err
 	}

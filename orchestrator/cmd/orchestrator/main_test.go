@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,6 +56,7 @@ func TestRun_Help(t *testing.T) {
 		"ORCH_INTERNAL_RPC_SECRET", "ORCH_MAP_IMAGE", "ORCH_WARM_POOL_SIZE", "ORCH_MAP_IDLE_STOP_MS",
 		"ORCH_DEPLOYMENT", "ORCH_ALLOW_FAULT_INJECTION", "MAP_FAULT_EXIT_AFTER_MS", "tests only",
 		"ORCH_PREVIOUS_INTERNAL_RPC_SECRET", "ORCH_JOIN_RATE_PER_MIN", "ORCH_TRUSTED_PROXIES", "ORCH_MAX_GUESTS",
+		"ORCH_MAX_CHARACTERS_PER_KEY", "ORCH_SESSION_IDLE_MS", "ORCH_SAVE_AUDIT_KEEP",
 	} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("help does not list %s", v)
@@ -463,6 +465,25 @@ type childOrchestrator struct {
 	cmd             *exec.Cmd
 	public, control string
 	done            chan error
+	logs            lockedBuffer // everything it logged
+}
+
+// lockedBuffer is a buffer one goroutine writes while a test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (c *childOrchestrator) wait(d time.Duration) error {
@@ -509,6 +530,7 @@ func startOrchestrator(t *testing.T, env []string) *childOrchestrator {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			t.Logf("orchestrator: %s", sc.Text())
+			c.logs.Write(append(sc.Bytes(), '\n'))
 			var line struct{ Msg, Public, Control string }
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "orchestrator listening" {
 				urls <- [2]string{line.Public, line.Control}
