@@ -34,6 +34,7 @@ type Config struct {
 	MapQuarantineMS       int `env:"ORCH_MAP_QUARANTINE_MS" envDefault:"60000" help:"how long a quarantined map is left alone"`
 	WarmPoolSize          int `env:"ORCH_WARM_POOL_SIZE" envDefault:"1" help:"blank map containers kept started and registered"`
 	MapIdleStopMS         int `env:"ORCH_MAP_IDLE_STOP_MS" envDefault:"600000" help:"non-default maps with no players are stopped after this long"`
+	MapRehomeMS           int `env:"ORCH_MAP_REHOME_MS" envDefault:"30000" help:"a map handed out from the warm pool is moved to a container created for it (named and labelled with its instance) once it has had no players this long; 0 = never"`
 
 	MapImage          string `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of map containers"`
 	MapNetwork        string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
@@ -95,6 +96,7 @@ func (c *Config) Validate() error {
 		{"ORCH_MAP_QUARANTINE_MS", c.MapQuarantineMS, 0},
 		{"ORCH_WARM_POOL_SIZE", c.WarmPoolSize, 0},
 		{"ORCH_MAP_IDLE_STOP_MS", c.MapIdleStopMS, 1000},
+		{"ORCH_MAP_REHOME_MS", c.MapRehomeMS, 0},
 		{"ORCH_MAP_MEMORY_MB", c.MapMemoryMB, 16},
 		{"ORCH_MAP_PIDS_LIMIT", c.MapPidsLimit, 16},
 		{"ORCH_MAP_STOP_GRACE_MS", c.MapStopGraceMS, 0},

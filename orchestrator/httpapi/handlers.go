@@ -74,6 +74,7 @@ func (s *Server) handleAdminCreate(c echo.Context) error {
 			return fmt.Errorf("encode map config of %q: %w", r.InstanceID, err)
 		}
 	}
+	r.Cold = true
 	inst, err := s.Maps.Create(c.Request().Context(), r)
 	if err != nil {
 		return err

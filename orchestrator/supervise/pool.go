@@ -15,6 +15,11 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
+// EnvPoolID is the variable a blank warm-pool container gets instead of
+// MAP_INSTANCE_ID and MAP_MAP_ID: the map server starts blank, registers under this pool
+// id and takes on the instance /control/start-instance names.
+const EnvPoolID = "MAP_POOL_ID"
+
 // poolMember is one blank warm-pool container. It registers under its pool id
 // (pool-<hex>); handing it an instance tells the runtime (Assign), which in Docker
 // renames it to the instance's container name.
@@ -103,9 +108,10 @@ func (s *Supervisor) addPoolMember(ctx context.Context) error {
 	}
 	m.ident = ident
 	// A handed-out pool container keeps these credentials: the supervisor knows which
-	// instance it runs (InstanceOf), so it acts for that instance only.
-	spec := Spec{InstanceID: m.id, MapID: "pool", Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
-		Env: append(append(append([]string(nil), s.Env...), creds...), "MAP_INSTANCE_ID="+m.id, "MAP_MAP_ID=pool", "MAP_BLANK=true")}
+	// instance it runs (InstanceOf), so it acts for that instance only. Nothing in its
+	// environment names an instance or a map: it is told both at handout.
+	spec := Spec{InstanceID: m.id, Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
+		Env: append(append(append([]string(nil), s.Env...), creds...), EnvPoolID+"="+m.id)}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// In the pool before it starts: the blank map may register before Start returns.
@@ -189,7 +195,7 @@ func (s *Supervisor) takePoolLocked() *poolMember {
 func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) error {
 	start := s.Now()
 	s.mu.Lock()
-	in.ContainerID, in.ports, in.ident = m.containerID, m.ports, m.ident
+	in.ContainerID, in.ports, in.ident, in.pooled = m.containerID, m.ports, m.ident, true
 	in.GamePort, in.ControlPort = m.ports.Game, m.ports.Control
 	s.mu.Unlock()
 	if err := s.RPC.StartInstance(ctx, controlURL(m.ports.Control), s.orchCredential(m.ident), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {

@@ -240,6 +240,7 @@ func supervisorOptions(cfg *orchestrator.Config) supervise.Options {
 	o.StopGrace = orchestrator.Ms(cfg.MapStopGraceMS)
 	o.OrphanGrace = orchestrator.Ms(cfg.MapOrphanGraceMS)
 	o.IdleStop = orchestrator.Ms(cfg.MapIdleStopMS)
+	o.Rehome = orchestrator.Ms(cfg.MapRehomeMS)
 	o.PoolSize = cfg.WarmPoolSize
 	o.AllowFaultEnv = cfg.AllowFaultInjection
 	return o
@@ -258,7 +259,7 @@ func mapEnv(environ []string, orchURL string) []string {
 		case !strings.HasPrefix(k, "MAP_"), strings.HasPrefix(k, "MAP_FAULT_"):
 			continue
 		case k == "MAP_ORCH_URL", k == "MAP_INTERNAL_RPC_SECRET", k == mapcontrol.EnvCredential, k == mapcontrol.EnvOrchCredential,
-			k == "MAP_INSTANCE_ID", k == "MAP_MAP_ID", k == "MAP_BLANK":
+			k == "MAP_INSTANCE_ID", k == "MAP_MAP_ID", k == supervise.EnvPoolID:
 			continue
 		}
 		env = append(env, kv)

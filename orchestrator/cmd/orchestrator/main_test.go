@@ -559,7 +559,7 @@ func randomHex(t *testing.T, n int) string {
 
 func TestMapEnv(t *testing.T) {
 	env := strings.Join(mapEnv([]string{
-		"MAP_TICK_HZ=20", "PATH=/bin", "MAP_FAULT_EXIT_AFTER_MS=10", "MAP_INSTANCE_ID=x", "MAP_BLANK=true",
+		"MAP_TICK_HZ=20", "PATH=/bin", "MAP_FAULT_EXIT_AFTER_MS=10", "MAP_INSTANCE_ID=x", "MAP_POOL_ID=pool-x",
 		"MAP_ORCH_URL=http://elsewhere", "MAP_INTERNAL_RPC_SECRET=leak", "MAP_CREDENTIAL=forged", "MAP_ORCH_CREDENTIAL=forged",
 	}, "http://host.docker.internal:9000"), " ")
 	for _, want := range []string{"MAP_TICK_HZ=20", "MAP_ORCH_URL=http://host.docker.internal:9000"} {
@@ -567,7 +567,7 @@ func TestMapEnv(t *testing.T) {
 			t.Errorf("map env %q lacks %s", env, want)
 		}
 	}
-	for _, never := range []string{"PATH=", "MAP_FAULT_", "MAP_INSTANCE_ID", "MAP_BLANK", "elsewhere", "leak", "SECRET", "forged"} {
+	for _, never := range []string{"PATH=", "MAP_FAULT_", "MAP_INSTANCE_ID", "MAP_POOL_ID", "elsewhere", "leak", "SECRET", "forged"} {
 		if strings.Contains(env, never) {
 			t.Errorf("map env %q passes %s through", env, never)
 		}
