@@ -22,6 +22,9 @@ type Config struct {
 	ControlAddr string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC and admin listener (loopback; also bound on the map network gateway)"`
 	DBPath      string `env:"ORCH_DB_PATH" envDefault:"/data/mapyard.db" help:"SQLite database file; the generated secret is kept beside it"`
 	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"root secret every key and credential is derived from (never given to maps); generated on first start and kept in the data dir when empty"`
+	// EdgeCredentialFile is where the edge, which must not read the root, finds its
+	// own credential.
+	EdgeCredentialFile string `env:"ORCH_EDGE_CREDENTIAL_FILE" envDefault:"" help:"file the orchestrator writes the edge's credential to at every start (derived from the root; opens only the route-table watch and join forwarding), in a directory the edge mounts instead of the data dir; empty = not written"`
 	// PreviousSecret is the root before the last rotation (see docs/security.md).
 	PreviousSecret string `env:"ORCH_PREVIOUS_INTERNAL_RPC_SECRET" help:"root secret before the last rotation, so saved characters are found by their players' authKeys (also read from internal-rpc-secret.previous in the data dir)"`
 

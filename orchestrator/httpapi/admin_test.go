@@ -49,3 +49,18 @@ func TestAdminCreateCompletesPartialConfig(t *testing.T) {
 			`{"instanceId":"forest-2","mapId":"forest"}`, http.StatusBadRequest, nil)
 	})
 }
+
+// TestEdgeCredentialOpensEdgeRoutesOnly checks the edge's own credential: the route
+// table and join forwarding take it, the admin API and metrics refuse it, and a map's
+// credential opens neither edge route.
+func TestEdgeCredentialOpensEdgeRoutesOnly(t *testing.T) {
+	s, _ := MustOpenServer(t)
+	edgeCred := testutil.Root(t, secret).EdgeCredential()
+	testutil.GetJSON(t, s.ControlURL()+control.PathRoutes, edgeCred, http.StatusOK, nil)
+	testutil.PostJSON(t, s.ControlURL()+control.PathJoin, edgeCred, `{}`, http.StatusOK, nil)
+	testutil.GetJSON(t, s.ControlURL()+control.PathAdminMaps, edgeCred, http.StatusUnauthorized, nil)
+	testutil.PostJSON(t, s.ControlURL()+control.PathAdminMaps, edgeCred, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusUnauthorized, nil)
+	testutil.GetJSON(t, s.ControlURL()+control.PathRoutes, as(t, "default-1"), http.StatusUnauthorized, nil)
+	testutil.PostJSON(t, s.ControlURL()+control.PathJoin, as(t, "default-1"), `{}`, http.StatusUnauthorized, nil)
+	testutil.GetJSON(t, s.ControlURL()+control.PathRoutes, secret, http.StatusOK, nil)
+}

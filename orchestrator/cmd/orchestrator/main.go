@@ -126,6 +126,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if cfg.EdgeCredentialFile != "" {
+		if err := orchestrator.WriteFileAtomic(cfg.EdgeCredentialFile, []byte(root.EdgeCredential()+"\n")); err != nil {
+			return fmt.Errorf("edge credential: %w", err)
+		}
+	}
 	m.DB = sqlite.NewDB(cfg.DBPath)
 	m.DB.CheckpointInterval = orchestrator.Ms(cfg.CheckpointMS)
 	m.DB.Logger = m.Log

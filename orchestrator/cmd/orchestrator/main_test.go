@@ -247,7 +247,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	})
 
 	// Players come through the edge, which learns routes from the control listener.
-	edge := openEdge(t, child.control, secret)
+	edge := openEdge(t, child.control, child.edgeCredential)
 	t.Run("PlayOverWebSocketThroughEdge", func(t *testing.T) {
 		var j orchestrator.JoinResponse
 		testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
@@ -462,7 +462,9 @@ func readWS(t *testing.T, c *websocket.Conn, out any) {
 type childOrchestrator struct {
 	cmd             *exec.Cmd
 	public, control string
-	done            chan error
+	// edgeCredential is the file the orchestrator writes the edge's credential to.
+	edgeCredential string
+	done           chan error
 }
 
 func (c *childOrchestrator) wait(d time.Duration) error {
@@ -489,6 +491,7 @@ func childEnv(deployment, controlAddr, dbPath, secret string, extra ...string) [
 		"ORCH_INTERNAL_RPC_SECRET=" + secret,
 		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
 		"ORCH_DEPLOYMENT=" + deployment,
+		"ORCH_EDGE_CREDENTIAL_FILE=" + filepath.Join(filepath.Dir(dbPath), "edge-credential"),
 	}, extra...)
 }
 
@@ -504,6 +507,11 @@ func startOrchestrator(t *testing.T, env []string) *childOrchestrator {
 		t.Fatal(err)
 	}
 	c := &childOrchestrator{cmd: cmd, done: make(chan error, 1)}
+	for _, kv := range env {
+		if f, ok := strings.CutPrefix(kv, "ORCH_EDGE_CREDENTIAL_FILE="); ok {
+			c.edgeCredential = f
+		}
+	}
 	urls := make(chan [2]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
