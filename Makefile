@@ -121,6 +121,11 @@ bench-w1: images
 bench: images
 	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -run='^$$' -bench=. -benchmem ./...
 
+# Generated documentation: docs/configuration.md from the configuration structs (a test
+# fails when they disagree).
+docs:
+	$(GO) generate ./orchestrator/cmd/confdoc
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
