@@ -24,8 +24,14 @@ COMPOSE_ARGS := -p mapyard -f compose/compose.yaml
 DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)
 # The host's settings (docs/configuration.md); compose reads it into both services.
 ENV_FILE  := compose/mapyard.env
-# The map network the orchestrator creates (ORCH_MAP_NETWORK), which `make reset` removes.
-MAP_NETWORK ?= $(or $(shell sed -n 's/^ORCH_MAP_NETWORK=//p' $(ENV_FILE) 2>/dev/null | tail -1),mapyard)
+# The map network the orchestrator creates (ORCH_MAP_NETWORK), which `make reset` removes,
+# and the deployment label of its map containers (ORCH_DEPLOYMENT), which `make down`
+# and `make reset` remove: never another deployment's (tests run their own).
+setting    = $(shell sed -n 's/^$(1)=//p' $(ENV_FILE) 2>/dev/null | tail -1)
+MAP_NETWORK ?= $(or $(call setting,ORCH_MAP_NETWORK),mapyard)
+DEPLOYMENT  ?= $(or $(call setting,ORCH_DEPLOYMENT),mapyard)
+RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filter label=io.mapyard.deployment=$(DEPLOYMENT)); \
+		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
 
 .PHONY: all engine build images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 lint clean docs
 
@@ -66,8 +72,7 @@ $(ENV_FILE):
 down: $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) down
-	@ids=$$(docker ps -aq --filter label=io.mapyard.managed=true); \
-		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
+	@$(RM_MAPS)
 
 # Everything `make up` made, data included: the services, the map containers, the data
 # volume (database, root secret), the edge's volume and the map network. Asks first;
@@ -79,9 +84,10 @@ reset: $(ENV_FILE)
 		read answer; [ "$$answer" = yes ] || { echo "nothing removed"; exit 1; }; \
 	fi
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) down -v
-	@ids=$$(docker ps -aq --filter label=io.mapyard.managed=true); \
-		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
-	@if docker network inspect $(MAP_NETWORK) >/dev/null 2>&1; then docker network rm $(MAP_NETWORK); fi
+	@$(RM_MAPS)
+	@if docker network inspect $(MAP_NETWORK) >/dev/null 2>&1; then \
+		docker network rm $(MAP_NETWORK) >/dev/null && echo "removed network $(MAP_NETWORK)" || \
+		echo "network $(MAP_NETWORK) kept: containers of another deployment are on it"; fi
 
 test: engine lint images test-images test-go test-wasm test-fuzz
 

@@ -69,6 +69,7 @@ file empty when it is absent (compose v1.29 needs it to exist). Run as plain bin
 the same variables come from the process environment. Each binary prints its own table
 with ` + "`-h`" + ` (` + "`docker exec mapyard_orchestrator_1 /orchestrator -h`" + `).
 
+<!-- doc-test: illustrative (changes a ` + "`make up`" + ` kit) -->
 ` + "```sh" + `
 cat >> compose/mapyard.env <<'END'
 ORCH_WARM_POOL_SIZE=2
