@@ -37,10 +37,13 @@ func (id *Identity) store(attrs ...slog.Attr) { id.attrs.Store(&attrs) }
 // Handler wraps h so that every record carries the identity current when it is logged.
 func (id *Identity) Handler(h slog.Handler) slog.Handler { return identityHandler{h, id} }
 
+// identityHandler adds the current identity to each record it hands to next.
 type identityHandler struct {
 	next slog.Handler
 	id   *Identity
 }
+
+var _ slog.Handler = identityHandler{}
 
 func (h identityHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return h.next.Enabled(ctx, l)

@@ -36,7 +36,8 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 
 // check is one round of the time-based rules: HTTP probes of ready maps' /health,
 // heartbeat timeouts, maps that never became ready, the end of quarantines, idle
-// stops, and the move of quiet handed-out maps to containers of their own. Probes run concurrently; the round ends when the slowest one does.
+// stops, and the move of quiet handed-out maps to containers of their own. Probes run
+// concurrently; the round ends when the slowest one does.
 func (s *Supervisor) check(ctx context.Context) {
 	type probe struct {
 		id, container, cred string
