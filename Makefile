@@ -16,12 +16,24 @@ FUZZ_TARGETS := ./orchestrator/ticket:FuzzVerify ./orchestrator/control:FuzzUnma
 # spurious "context deadline exceeded" when time runs out under load (go.dev/issue/75804).
 FUZZTIME  ?= 50000x
 
-COMPOSE   := $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \
+# Evaluated when a recipe uses them (`=`, not `:=`): on a fresh machine the engine and
+# compose are installed by the `engine` target, after make has read this file.
+COMPOSE    = $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \
 		elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
 COMPOSE_ARGS := -p mapyard -f compose/compose.yaml
 DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)
+# The host's settings (docs/configuration.md); compose reads it into both services.
+ENV_FILE  := compose/mapyard.env
+# The map network the orchestrator creates (ORCH_MAP_NETWORK), which `make reset` removes,
+# and the deployment label of its map containers (ORCH_DEPLOYMENT), which `make down`
+# and `make reset` remove: never another deployment's (tests run their own).
+setting    = $(shell sed -n 's/^$(1)=//p' $(ENV_FILE) 2>/dev/null | tail -1)
+MAP_NETWORK ?= $(or $(call setting,ORCH_MAP_NETWORK),mapyard)
+DEPLOYMENT  ?= $(or $(call setting,ORCH_DEPLOYMENT),mapyard)
+RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filter label=io.mapyard.deployment=$(DEPLOYMENT)); \
+		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
 
-.PHONY: all build images up down test test-images test-go test-wasm test-fuzz bench bench-w1 lint clean
+.PHONY: all engine build images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 lint clean docs
 
 all: build
 
@@ -35,30 +47,56 @@ build:
 	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapgen.wasm ./mapserver/cmd/mapgen-wasm
 	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(BIN)/
 
-images: build
+# A Docker engine answers, or scripts/docker-engine.sh installs and starts one (Debian,
+# as root): `make up` and `make test` need nothing set up by hand.
+engine:
+	@docker info >/dev/null 2>&1 || scripts/docker-engine.sh
+
+images: build engine
 	docker build -q -f Dockerfile.orchestrator --build-arg VERSION=$(VERSION) \
 		-t mapyard/orchestrator:latest -t mapyard/orchestrator:$(VERSION) .
 	docker build -q -f Dockerfile.map --build-arg VERSION=$(VERSION) \
 		-t mapyard/map:latest -t mapyard/map:$(VERSION) .
 	@docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^mapyard/.*:latest '
 
-up: images
+up: images $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator edge
 	@scripts/wait-ready.sh http://127.0.0.1:8080/readyz 120
 
-down:
+# compose needs the env file to exist (v1.29 has no optional env_file): an empty one
+# means every default.
+$(ENV_FILE):
+	@printf '# mapyard settings: one VAR=value a line (docs/configuration.md). Empty: every default.\n' > $@
+
+down: $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) down
-	@ids=$$(docker ps -aq --filter label=io.mapyard.managed=true); \
-		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
+	@$(RM_MAPS)
 
-test: lint images test-images test-go test-wasm test-fuzz
+# Everything `make up` made, data included: the services, the map containers, the data
+# volume (database, root secret), the edge's volume and the map network. Asks first;
+# CONFIRM=yes skips the question.
+reset: $(ENV_FILE)
+	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
+	@if [ "$(CONFIRM)" != yes ]; then \
+		printf 'This deletes every character and map state (volume mapyard_mapyard-data) and the map network $(MAP_NETWORK). Type yes to go on: '; \
+		read answer; [ "$$answer" = yes ] || { echo "nothing removed"; exit 1; }; \
+	fi
+	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) down -v
+	@$(RM_MAPS)
+	@if docker network inspect $(MAP_NETWORK) >/dev/null 2>&1; then \
+		docker network rm $(MAP_NETWORK) >/dev/null && echo "removed network $(MAP_NETWORK)" || \
+		echo "network $(MAP_NETWORK) kept: containers of another deployment are on it"; fi
 
-# The images as shipped, and the compose file as both compose versions read it.
+test: engine lint images test-images test-go test-wasm test-fuzz
+
+# The images as shipped, and the compose file as both compose versions read it (with the
+# env file absent, as on a fresh clone: a scratch copy of compose/ without it fails, the
+# file `make up` creates passes).
 test-images: images
 	scripts/check-images.sh
-	@if [ -n "$(COMPOSE)" ]; then DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) config -q && echo "compose file valid ($(COMPOSE))"; \
+	@if [ -n "$(COMPOSE)" ]; then scripts/check-compose.sh "$(COMPOSE)" && echo "compose file valid ($(COMPOSE))"; \
 		else echo "no compose installed: compose file not checked"; fi
 
 # Tests start the map image by its version tag: mapyard/map:latest may be another
@@ -88,6 +126,11 @@ bench-w1: images
 
 bench: images
 	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# Generated documentation: docs/configuration.md from the configuration structs (a test
+# fails when they disagree).
+docs:
+	$(GO) generate ./orchestrator/cmd/confdoc
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

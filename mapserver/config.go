@@ -8,14 +8,16 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // Config is every tunable of a map server, read from the environment. The orchestrator
-// sets MAP_INSTANCE_ID, MAP_MAP_ID, MAP_ORCH_URL and the container's own two
-// credentials (MAP_CREDENTIAL, MAP_ORCH_CREDENTIAL) on each container and passes the
+// sets MAP_INSTANCE_ID and MAP_MAP_ID (or MAP_POOL_ID on a blank warm-pool container),
+// MAP_ORCH_URL and the container's own two credentials (MAP_CREDENTIAL,
+// MAP_ORCH_CREDENTIAL) on each container and passes the
 // host's other MAP_* variables through. A map never holds the orchestrator's secret.
 type Config struct {
 	InstanceID string `env:"MAP_INSTANCE_ID" envDefault:"dev-1" help:"instance id this server runs (set by the orchestrator)"`
@@ -39,10 +41,11 @@ type Config struct {
 
 	LogLevel string `env:"MAP_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
-	// Blank is set by the orchestrator on warm-pool containers: the server registers
-	// under its pool id and takes on an instance when POST /control/start-instance
-	// names one.
-	Blank bool `env:"MAP_BLANK" envDefault:"false" help:"start blank (warm pool): wait for /control/start-instance to name the instance (set by the orchestrator)"`
+	// PoolID is set by the orchestrator on warm-pool containers instead of
+	// MAP_INSTANCE_ID and MAP_MAP_ID: the server starts blank, registers under the
+	// pool id and takes on the instance POST /control/start-instance names, so nothing
+	// in a pool container's environment names an instance it may never run.
+	PoolID string `env:"MAP_POOL_ID" help:"start blank for the warm pool, registered under this pool id (pool-<hex>), until /control/start-instance names the instance; MAP_INSTANCE_ID and MAP_MAP_ID are then ignored (set by the orchestrator)"`
 
 	// Fault injection, for tests of the orchestrator's supervision only. Both are off by
 	// default and nothing in a normal deployment sets them.
@@ -53,6 +56,9 @@ type Config struct {
 
 // Validate checks values that parse but make no sense, naming the variable.
 func (c *Config) Validate() error {
+	if c.PoolID != "" && (!control.ValidName(c.PoolID) || !strings.HasPrefix(c.PoolID, "pool-")) {
+		return fmt.Errorf("MAP_POOL_ID=%q: must start with pool- and be %s", c.PoolID, control.IDRule)
+	}
 	if !control.ValidName(c.InstanceID) {
 		return fmt.Errorf("MAP_INSTANCE_ID=%q: must be %s", c.InstanceID, control.IDRule)
 	}
@@ -97,6 +103,19 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("MAP_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
 	}
 	return nil
+}
+
+// Blank reports whether the server starts blank for the warm pool (MAP_POOL_ID set).
+func (c *Config) Blank() bool { return c.PoolID != "" }
+
+// Identity is what the server registers and reports itself as until
+// /control/start-instance names an instance: its pool id and no map when blank, else
+// MAP_INSTANCE_ID and MAP_MAP_ID.
+func (c *Config) Identity() (instanceID, mapID string) {
+	if c.Blank() {
+		return c.PoolID, ""
+	}
+	return c.InstanceID, c.MapID
 }
 
 // Heartbeat is MAP_HEARTBEAT_MS as a duration.

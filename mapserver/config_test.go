@@ -63,7 +63,7 @@ func TestConfig_EnvNamesAreTheContract(t *testing.T) {
 	want := map[string]string{
 		"InstanceID": mapcontrol.EnvInstanceID, "MapID": mapcontrol.EnvMapID, "OrchURL": mapcontrol.EnvOrchURL,
 		"Credential": mapcontrol.EnvCredential, "OrchCredential": mapcontrol.EnvOrchCredential,
-		"GamePort": mapcontrol.EnvGamePort, "ControlPort": mapcontrol.EnvControlPort, "Blank": mapcontrol.EnvBlank,
+		"GamePort": mapcontrol.EnvGamePort, "ControlPort": mapcontrol.EnvControlPort, "PoolID": mapcontrol.EnvPoolID,
 	}
 	typ := reflect.TypeFor[mapserver.Config]()
 	for field, name := range want {

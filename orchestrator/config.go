@@ -22,6 +22,9 @@ type Config struct {
 	ControlAddr string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC and admin listener (loopback; also bound on the map network gateway)"`
 	DBPath      string `env:"ORCH_DB_PATH" envDefault:"/data/mapyard.db" help:"SQLite database file; the generated secret is kept beside it"`
 	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"root secret every key and credential is derived from (never given to maps); generated on first start and kept in the data dir when empty"`
+	// EdgeCredentialFile is where the edge, which must not read the root, finds its
+	// own credential.
+	EdgeCredentialFile string `env:"ORCH_EDGE_CREDENTIAL_FILE" envDefault:"" help:"file the orchestrator writes the edge's credential to at every start (derived from the root; opens only the route-table watch and join forwarding), in a directory the edge mounts instead of the data dir; empty = not written"`
 	// PreviousSecret is the root before the last rotation (see docs/security.md).
 	PreviousSecret string `env:"ORCH_PREVIOUS_INTERNAL_RPC_SECRET" help:"root secret before the last rotation, so saved characters are found by their players' authKeys (also read from internal-rpc-secret.previous in the data dir)"`
 
@@ -34,6 +37,7 @@ type Config struct {
 	MapQuarantineMS       int `env:"ORCH_MAP_QUARANTINE_MS" envDefault:"60000" help:"how long a quarantined map is left alone"`
 	WarmPoolSize          int `env:"ORCH_WARM_POOL_SIZE" envDefault:"1" help:"blank map containers kept started and registered"`
 	MapIdleStopMS         int `env:"ORCH_MAP_IDLE_STOP_MS" envDefault:"600000" help:"non-default maps with no players are stopped after this long"`
+	MapRehomeMS           int `env:"ORCH_MAP_REHOME_MS" envDefault:"30000" help:"a map handed out from the warm pool is moved to a container created for it (named and labelled with its instance) once it has had no players this long; 0 = never"`
 
 	MapImage          string `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of map containers"`
 	MapNetwork        string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
@@ -99,6 +103,7 @@ func (c *Config) Validate() error {
 		{"ORCH_MAP_QUARANTINE_MS", c.MapQuarantineMS, 0},
 		{"ORCH_WARM_POOL_SIZE", c.WarmPoolSize, 0},
 		{"ORCH_MAP_IDLE_STOP_MS", c.MapIdleStopMS, 1000},
+		{"ORCH_MAP_REHOME_MS", c.MapRehomeMS, 0},
 		{"ORCH_MAP_MEMORY_MB", c.MapMemoryMB, 16},
 		{"ORCH_MAP_PIDS_LIMIT", c.MapPidsLimit, 16},
 		{"ORCH_MAP_STOP_GRACE_MS", c.MapStopGraceMS, 0},

@@ -71,6 +71,10 @@ type CreateInstance struct {
 	// Env is extra container environment, accepted only when fault injection is allowed
 	// (ORCH_ALLOW_FAULT_INJECTION=1) and only for MAP_FAULT_* variables: a test switch.
 	Env []string `json:"env,omitempty"`
+	// Cold starts the instance in a container created for it, labelled with it from
+	// the start, instead of handing it a warm-pool container: the admin API sets it,
+	// since no player waits on an operator's create. Not part of the request body.
+	Cold bool `json:"-"`
 }
 
 // Maps is what the control and public APIs need from the supervisor.

@@ -45,6 +45,9 @@ type Main struct {
 	StopTimeout time.Duration
 	// SendQueue bounds each connection's queued frames; zero means ws.DefaultSendQueue.
 	SendQueue int
+	// Identity, when set, is told the instance once the orchestrator names it, so that
+	// a warm-pool map's log lines name the instance it runs from then on.
+	Identity *Identity
 
 	Registry *prometheus.Registry
 	Orch     *control.Client
@@ -78,10 +81,11 @@ func (m *Main) Open() error {
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Orch = control.NewClient(cfg.OrchURL, cfg.Credential)
 
+	instanceID, mapID := cfg.Identity()
 	m.HTTP = httpapi.NewServer(cfg.OrchCredential, httpapi.Health{
-		Status: "ok", InstanceID: cfg.InstanceID, MapID: cfg.MapID, Version: mapserver.Version,
+		Status: "ok", InstanceID: instanceID, MapID: mapID, Version: mapserver.Version,
 	}, m.Log)
-	m.HTTP.Blank, m.HTTP.FailHealth = cfg.Blank, cfg.FaultFailHealth
+	m.HTTP.Blank, m.HTTP.FailHealth = cfg.Blank(), cfg.FaultFailHealth
 	m.HTTP.GameAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.GamePort))
 	m.HTTP.ControlAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.ControlPort))
 	m.HTTP.HandleControl(control.PathMetrics, promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
@@ -99,7 +103,7 @@ func (m *Main) Open() error {
 	}
 
 	m.Link = orchlink.New(m.Orch, control.MapReady{
-		InstanceID: cfg.InstanceID, MapID: cfg.MapID, GamePort: m.HTTP.GamePort(), ControlPort: m.HTTP.ControlPort(),
+		InstanceID: instanceID, MapID: mapID, GamePort: m.HTTP.GamePort(), ControlPort: m.HTTP.ControlPort(),
 		Version: mapserver.Version,
 	}, cfg.Heartbeat(), m.Log)
 	m.Link.PushEvery = cfg.SnapshotPush()
@@ -119,6 +123,9 @@ func (m *Main) Open() error {
 // it, and the world is generated off the request path (a warm-pool handout answers at
 // once; the world is ready within milliseconds, before a player can arrive).
 func (m *Main) start(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
+	if m.Identity != nil {
+		m.Identity.Set(r.InstanceID, r.MapID)
+	}
 	m.Link.Rebind(r.InstanceID, r.MapID)
 	go func() {
 		defer close(m.generated)

@@ -47,27 +47,58 @@ func Load(cfg any, environ []string) error {
 	return errors.New(strings.Join(msgs, "; "))
 }
 
-// Usage writes one line per variable of cfg: name, default and description.
-func Usage(w io.Writer, cfg any) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tDESCRIPTION")
+// Var is one environment variable of a configuration struct, as its tags declare it.
+type Var struct {
+	Name    string
+	Default string // "" when it has none
+	Help    string
+}
+
+// Vars lists the variables of cfg (a struct or a pointer to one) in field order: the
+// one source of -h and of the generated docs/configuration.md.
+func Vars(cfg any) []Var {
 	t := reflect.TypeOf(cfg)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	var vars []Var
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
 		if key == "" {
 			continue
 		}
-		def, ok := f.Tag.Lookup("envDefault")
-		if !ok || def == "" {
+		vars = append(vars, Var{Name: key, Default: f.Tag.Get("envDefault"), Help: f.Tag.Get("help")})
+	}
+	return vars
+}
+
+// Usage writes one line per variable of cfg: name, default and description.
+func Usage(w io.Writer, cfg any) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tDESCRIPTION")
+	for _, v := range Vars(cfg) {
+		def := v.Default
+		if def == "" {
 			def = "(none)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", key, def, f.Tag.Get("help"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Name, def, v.Help)
 	}
 	tw.Flush()
+}
+
+// Markdown writes the variables of cfg as a Markdown table: name, default and meaning.
+func Markdown(w io.Writer, cfg any) {
+	fmt.Fprintln(w, "| variable | default | meaning |")
+	fmt.Fprintln(w, "|---|---|---|")
+	cell := strings.NewReplacer("|", `\|`, "\n", " ")
+	for _, v := range Vars(cfg) {
+		def := "(none)"
+		if v.Default != "" {
+			def = "`" + v.Default + "`"
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s |\n", v.Name, cell.Replace(def), cell.Replace(v.Help))
+	}
 }
 
 // fieldKeys maps struct field names to their environment variable names.

@@ -59,9 +59,10 @@ const (
 	EnvInstanceID = "MAP_INSTANCE_ID"
 	// EnvMapID names the map (template) the instance runs.
 	EnvMapID = "MAP_MAP_ID"
-	// EnvBlank starts a warm-pool container without a world, waiting for
-	// /control/start-instance.
-	EnvBlank = "MAP_BLANK"
+	// EnvPoolID starts a blank warm-pool container, registered under this pool id
+	// (pool-<hex>) until /control/start-instance names its instance; a pool container
+	// has no MAP_INSTANCE_ID or MAP_MAP_ID, so nothing names a wrong instance.
+	EnvPoolID = "MAP_POOL_ID"
 	// EnvOrchURL is the base URL of the orchestrator's control listener.
 	EnvOrchURL = "MAP_ORCH_URL"
 	// EnvGamePort and EnvControlPort are the ports the map listens on inside its

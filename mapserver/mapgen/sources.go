@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -133,4 +135,75 @@ func Resolve(instanceID, mapID string, raw []byte) (MapConfig, error) {
 		return MapConfig{}, fmt.Errorf("config names instance %q of map %q, not %q of %q", c.InstanceID, c.MapID, instanceID, mapID)
 	}
 	return c, nil
+}
+
+// Complete returns the full MapConfig of a partial one, such as the admin API's
+// `{"seed":7}`: partial (a JSON object holding any subset of MapConfig's fields) is laid
+// over the template of mapID — or, for a map id without a template, over the default
+// map's template renamed to mapID — as a JSON merge patch (RFC 7386: objects merge
+// field by field, any other value replaces, null removes). instanceId and mapId come
+// from the arguments unless partial names them (then they must agree, as in Resolve).
+// The result is validated like any config. A complete config is returned as Parse would.
+func Complete(instanceID, mapID string, partial []byte) (MapConfig, error) {
+	if t := bytes.TrimSpace(partial); len(t) == 0 || string(t) == "null" {
+		return Resolve(instanceID, mapID, partial)
+	}
+	var patch map[string]any
+	if err := decodeNumbers(partial, &patch); err != nil {
+		return MapConfig{}, fmt.Errorf("decode map config: must be a JSON object: %w", err)
+	}
+	base, err := Template(mapID)
+	if errors.Is(err, ErrUnknownMap) {
+		base, err = Default(), nil
+	}
+	if err != nil {
+		return MapConfig{}, err
+	}
+	base.MapID, base.InstanceID = mapID, instanceID
+	raw, err := json.Marshal(base)
+	if err != nil {
+		return MapConfig{}, fmt.Errorf("encode template of %q: %w", mapID, err)
+	}
+	var doc map[string]any
+	if err := decodeNumbers(raw, &doc); err != nil {
+		return MapConfig{}, fmt.Errorf("decode template of %q: %w", mapID, err)
+	}
+	merged, err := json.Marshal(mergePatch(doc, patch))
+	if err != nil {
+		return MapConfig{}, fmt.Errorf("encode map config: %w", err)
+	}
+	return Resolve(instanceID, mapID, merged)
+}
+
+// mergePatch applies patch to doc as RFC 7386 says and returns doc.
+func mergePatch(doc, patch map[string]any) map[string]any {
+	for k, v := range patch {
+		switch pv := v.(type) {
+		case nil:
+			delete(doc, k)
+		case map[string]any:
+			dv, ok := doc[k].(map[string]any)
+			if !ok {
+				dv = map[string]any{}
+			}
+			doc[k] = mergePatch(dv, pv)
+		default:
+			doc[k] = v
+		}
+	}
+	return doc
+}
+
+// decodeNumbers decodes a JSON object keeping numbers as written, so no seed or
+// length passes through a float64.
+func decodeNumbers(data []byte, v *map[string]any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if *v == nil {
+		return errors.New("not an object")
+	}
+	return nil
 }

@@ -152,3 +152,54 @@ func TestResolve(t *testing.T) {
 		}
 	})
 }
+
+func TestComplete(t *testing.T) {
+	t.Run("SeedOverTemplate", func(t *testing.T) {
+		c, err := mapgen.Complete("frontier-2", "frontier", []byte(`{"seed":7,"terrain":{"waterLevel":100}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, _ := mapgen.Template("frontier")
+		if c.Seed != 7 || c.Terrain.WaterLevel != 100 || c.InstanceID != "frontier-2" || c.MapID != "frontier" {
+			t.Fatalf("got seed %d water %d instance %q map %q", c.Seed, c.Terrain.WaterLevel, c.InstanceID, c.MapID)
+		}
+		if c.Terrain.MaxHeight != tmpl.Terrain.MaxHeight || c.Bounds != tmpl.Bounds {
+			t.Fatalf("fields not in the patch were not kept from the template: %+v", c.Terrain)
+		}
+	})
+	t.Run("MapWithoutTemplate", func(t *testing.T) {
+		c, err := mapgen.Complete("forest-1", "forest", []byte(`{"seed":7}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.Bounds, mapgen.Default().Bounds; c.Seed != 7 || c.MapID != "forest" || got != want {
+			t.Fatalf("seed %d map %q bounds %+v, want the default map's %+v", c.Seed, c.MapID, got, want)
+		}
+		// The completed config is one the map server accepts as it is.
+		raw, _ := json.Marshal(c)
+		if _, err := mapgen.Resolve("forest-1", "forest", raw); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("Full", func(t *testing.T) {
+		c := mapgen.Default()
+		c.InstanceID, c.Seed = "default-2", 99
+		raw, _ := json.Marshal(c)
+		got, err := mapgen.Complete("default-2", "default", raw)
+		if err != nil || got.Seed != 99 {
+			t.Fatalf("seed %d err %v", got.Seed, err)
+		}
+	})
+	t.Run("ErrOtherInstance", func(t *testing.T) {
+		if _, err := mapgen.Complete("forest-1", "forest", []byte(`{"instanceId":"forest-2"}`)); err == nil {
+			t.Fatal("a config naming another instance was accepted")
+		}
+	})
+	t.Run("ErrInvalid", func(t *testing.T) {
+		for _, raw := range []string{`{"seed":-1}`, `{"bounds":{"width":0}}`, `[1]`, `{"nope":1}`} {
+			if _, err := mapgen.Complete("forest-1", "forest", []byte(raw)); err == nil {
+				t.Fatalf("%s was accepted", raw)
+			}
+		}
+	})
+}

@@ -11,9 +11,19 @@ const ContainerNamePrefix = "mapyard-map-"
 
 // ContainerName is the Docker container name of a map instance, the name ops type in
 // `docker logs`. A warm-pool container is renamed to it when it is handed the
-// instance, so the name, not the io.mapyard.instance label (fixed at create), says
-// which instance a container runs.
+// instance, so the name says which instance every map container runs.
 func ContainerName(instanceID string) string { return ContainerNamePrefix + instanceID }
+
+// PoolContainerName is the Docker container name of a blank warm-pool container,
+// mapyard-pool-<hex> for pool id pool-<hex>: not a map's name, so `docker ps` tells
+// blank containers from maps and no name points at an instance they do not run.
+func PoolContainerName(poolID string) string { return "mapyard-" + poolID }
+
+// poolFromContainerName returns the pool id of a blank pool container's name.
+func poolFromContainerName(name string) (id string, ok bool) {
+	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), "mapyard-")
+	return id, ok && strings.HasPrefix(id, "pool-") && control.ValidName(id)
+}
 
 // InstanceFromContainerName returns the instance id of a map container name as Docker
 // reports it (with or without the leading "/"), or ok=false for other names.
@@ -25,10 +35,15 @@ func InstanceFromContainerName(name string) (id string, ok bool) {
 // Container labels. The orchestrator owns containers by label, never by name alone, so
 // it can find (and adopt or remove) its containers after a restart.
 const (
-	LabelManaged  = "io.mapyard.managed"
+	LabelManaged = "io.mapyard.managed"
+	// LabelInstance and LabelMap name the instance and map a container was created
+	// for. A warm-pool container has neither: it is created blank, and labels cannot
+	// change once a container exists.
 	LabelInstance = "io.mapyard.instance"
 	LabelMap      = "io.mapyard.map"
-	// LabelPool marks warm-pool containers, created blank.
+	// LabelPool marks a container created blank for the warm pool and holds its pool
+	// id (pool-<hex>), the identity its credentials were minted for. Containers of
+	// versions before this label carried "true" here and the pool id in LabelInstance.
 	LabelPool = "io.mapyard.pool"
 	// LabelDeployment scopes containers to one orchestrator deployment (ORCH_DEPLOYMENT),
 	// so an orchestrator never adopts or removes another deployment's maps (or a test's).

@@ -72,7 +72,7 @@ func NewRuntime(api API, t Template) *Runtime { return &Runtime{API: api, Templa
 // Start removes whatever container holds the instance's name (a stale one), then
 // creates and starts the container of spec and reads back its published ports.
 func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Container, error) {
-	name := ContainerName(spec.InstanceID)
+	name := specName(spec)
 	if err := r.Remove(ctx, name); err != nil {
 		return supervise.Container{}, err
 	}
@@ -114,8 +114,6 @@ func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) 
 		ExposedPorts: nat.PortSet{game: {}, ctrl: {}},
 		Labels: map[string]string{
 			LabelManaged:    "true",
-			LabelInstance:   s.InstanceID,
-			LabelMap:        s.MapID,
 			LabelDeployment: t.Deployment,
 			LabelGeneration: s.Generation,
 			LabelKeyID:      s.KeyID,
@@ -139,11 +137,15 @@ func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) 
 			PidsLimit: &pids,
 		},
 	}
+	// A blank pool container runs no instance yet, so nothing of it names one: it is
+	// named mapyard-pool-<hex> and labelled with its pool id only.
 	if s.Pool {
-		cfg.Labels[LabelPool] = "true"
+		cfg.Labels[LabelPool] = s.InstanceID
+	} else {
+		cfg.Labels[LabelInstance], cfg.Labels[LabelMap] = s.InstanceID, s.MapID
 	}
 	netcfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{t.Network: {}}}
-	name := ContainerName(s.InstanceID)
+	name := specName(s)
 	created, err := r.API.ContainerCreate(ctx, cfg, host, netcfg, nil, name)
 	if err != nil {
 		return "", fmt.Errorf("create container %q: %w", name, err)
@@ -159,9 +161,17 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 	return nil
 }
 
+// specName is the container name of spec: the instance's, or a pool container's.
+func specName(s supervise.Spec) string {
+	if s.Pool {
+		return PoolContainerName(s.InstanceID)
+	}
+	return ContainerName(s.InstanceID)
+}
+
 // List returns every map container (running or not) of the deployment. A container's
-// instance is the one its name says (a handed-out pool container is renamed to it);
-// exited containers are inspected for their exit code.
+// instance is the one its name says (a handed-out pool container is renamed to it; a
+// blank one reports its pool id); exited containers are inspected for their exit code.
 func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 	list, err := r.API.ContainerList(ctx, container.ListOptions{
 		All: true,
@@ -175,11 +185,14 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 	}
 	out := make([]supervise.Container, 0, len(list))
 	for _, s := range list {
-		c := supervise.Container{ID: s.ID, Pool: s.Labels[LabelPool] == "true", Running: s.State == "running", Exit: supervise.Exit{Code: -1},
-			Identity: keys.Identity{InstanceID: s.Labels[LabelInstance], Generation: s.Labels[LabelGeneration]}, KeyID: s.Labels[LabelKeyID]}
+		c := supervise.Container{ID: s.ID, Pool: s.Labels[LabelPool] != "", Running: s.State == "running", Exit: supervise.Exit{Code: -1},
+			Identity: keys.Identity{InstanceID: credentialOwner(s.Labels), Generation: s.Labels[LabelGeneration]}, KeyID: s.Labels[LabelKeyID]}
 		if len(s.Names) > 0 {
 			c.Name = strings.TrimPrefix(s.Names[0], "/")
-			c.InstanceID, _ = InstanceFromContainerName(s.Names[0])
+			var ok bool
+			if c.InstanceID, ok = InstanceFromContainerName(s.Names[0]); !ok {
+				c.InstanceID, _ = poolFromContainerName(s.Names[0])
+			}
 		}
 		for _, p := range s.Ports {
 			if p.IP != "127.0.0.1" || p.Type != "tcp" {
@@ -231,7 +244,8 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 
 // Assign renames a handed-out pool container to the instance's container name, after
 // removing whatever stale container held that name. Labels cannot change after
-// create, so the name is what says which instance a container runs.
+// create, so the name is what says which instance a handed-out container runs (its
+// labels name no instance, only the pool id its credentials were minted for).
 func (r *Runtime) Assign(ctx context.Context, id, instanceID string) error {
 	name := ContainerName(instanceID)
 	if info, err := r.API.ContainerInspect(ctx, name); err == nil && info.ContainerJSONBase != nil && info.ID != id {
@@ -243,6 +257,19 @@ func (r *Runtime) Assign(ctx context.Context, id, instanceID string) error {
 		return fmt.Errorf("rename container %s to %q: %w", shortID(id), name, err)
 	}
 	return nil
+}
+
+// credentialOwner is the identity a container's credentials were minted for, from its
+// labels: the instance it was created for, else its pool id (in LabelInstance on
+// containers of versions before pool ids had a label of their own).
+func credentialOwner(labels map[string]string) string {
+	if id := labels[LabelInstance]; id != "" {
+		return id
+	}
+	if id := labels[LabelPool]; id != "true" {
+		return id
+	}
+	return ""
 }
 
 // publishedPorts reads the host ports (on 127.0.0.1) of a map container's game and

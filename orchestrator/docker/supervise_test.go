@@ -3,13 +3,16 @@ package docker_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/docker"
@@ -197,14 +200,23 @@ func TestSupervisor_WarmPool(t *testing.T) {
 			(err == nil && strings.Contains(cur.Reason, "handed warm pool container"))
 	})
 	// The container is renamed to the instance's name in the background; its labels
-	// (fixed at create) still say it came from the pool.
+	// and environment (fixed at create) name its pool id, never an instance.
 	var info container.InspectResponse
 	h.waitFor("rename to the instance's name", 5*time.Second, func() bool {
 		info = h.inspect(inst.ContainerID)
 		return info.Name == "/"+docker.ContainerName(id)
 	})
-	if info.Config.Labels[docker.LabelPool] != "true" {
+	poolID := info.Config.Labels[docker.LabelPool]
+	if !strings.HasPrefix(poolID, supervise.PoolIDPrefix) || info.Config.Labels[docker.LabelInstance] != "" || info.Config.Labels[docker.LabelMap] != "" {
 		t.Fatalf("handed-out container labels %v", info.Config.Labels)
+	}
+	for _, kv := range info.Config.Env {
+		if strings.HasPrefix(kv, "MAP_INSTANCE_ID=") || strings.HasPrefix(kv, "MAP_MAP_ID=") {
+			t.Fatalf("pool container environment names an instance: %s", kv)
+		}
+	}
+	if !slices.Contains(info.Config.Env, mapcontrol.EnvPoolID+"="+poolID) {
+		t.Fatalf("pool container environment lacks %s=%s", mapcontrol.EnvPoolID, poolID)
 	}
 	h.waitFor("pool refilled", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
 	// The map took on the instance: it re-registers under it and keeps heartbeating,
@@ -213,6 +225,68 @@ func TestSupervisor_WarmPool(t *testing.T) {
 	h.waitFor("heartbeats under the instance", 10*time.Second, func() bool { return h.heartbeats(id) >= beats+3 })
 	if got, _ := h.sup.Instance(id); got.State != orchestrator.StateReady || !h.sup.Registered(id) {
 		t.Fatalf("handed-out instance %+v registered=%v", got, h.sup.Registered(id))
+	}
+}
+
+// TestSupervisor_LabelledByInstance checks that Docker users find every map by its
+// instance, as `docker ps --filter label=io.mapyard.instance=<id>` asks: an operator's
+// create gets a container of its own even with a ready pool, and a map handed out from
+// the pool moves to one once it has had no players for Rehome.
+func TestSupervisor_LabelledByInstance(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *supervise.Supervisor) { s.PoolSize, s.Rehome = 1, 1500*time.Millisecond })
+	h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
+	ctx := context.Background()
+
+	t.Run("ColdCreate", func(t *testing.T) {
+		id := h.deployment + "-admin"
+		if _, err := h.sup.Create(ctx, orchestrator.CreateInstance{InstanceID: id, MapID: "frontier", Cold: true}); err != nil {
+			t.Fatal(err)
+		}
+		inst := h.waitState(id, orchestrator.StateReady, 30*time.Second)
+		if h.sawTransition(id, orchestrator.StateReady, "handed warm pool container") {
+			t.Fatal("an operator's create was handed the pool container")
+		}
+		h.requireLabelled(id, inst.ContainerID)
+	})
+	t.Run("Rehome", func(t *testing.T) {
+		h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
+		id := h.deployment + "-lazy"
+		h.create(id)
+		handed, err := h.sup.Acquire(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor("rehome", 30*time.Second, func() bool {
+			cur, err := h.sup.Instance(id)
+			return err == nil && cur.State == orchestrator.StateReady && cur.ContainerID != handed.ContainerID &&
+				h.sawTransition(id, orchestrator.StateRestarting, "moving from its warm-pool container")
+		})
+		cur, _ := h.sup.Instance(id)
+		if cur.Restarts != 0 {
+			t.Fatalf("a rehome counted as a restart: %+v", cur)
+		}
+		h.requireLabelled(id, cur.ContainerID)
+		if _, err := h.cli.ContainerInspect(ctx, handed.ContainerID); err == nil {
+			t.Fatal("the handed-out pool container was left behind")
+		}
+	})
+}
+
+// requireLabelled checks that the running containers labelled io.mapyard.instance=id
+// are exactly cid, named after the instance, with MAP_INSTANCE_ID=id.
+func (h *harness) requireLabelled(id, cid string) {
+	h.tb.Helper()
+	list, err := h.cli.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", docker.LabelInstance+"="+id))})
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != cid || list[0].Names[0] != "/"+docker.ContainerName(id) {
+		h.tb.Fatalf("containers labelled %s: %+v, want %s named %s", id, list, cid, docker.ContainerName(id))
+	}
+	if info := h.inspect(cid); !slices.Contains(info.Config.Env, "MAP_INSTANCE_ID="+id) {
+		h.tb.Fatalf("container of %s lacks MAP_INSTANCE_ID=%s", id, id)
 	}
 }
 
@@ -284,7 +358,7 @@ func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 	})
 	h.sup.Close()
 	// Put the pool name back, as if the rename never happened.
-	if err := h.cli.ContainerRename(ctx, inst.ContainerID, "mapyard-map-"+info.Config.Labels[docker.LabelInstance]); err != nil {
+	if err := h.cli.ContainerRename(ctx, inst.ContainerID, docker.PoolContainerName(info.Config.Labels[docker.LabelPool])); err != nil {
 		t.Fatal(err)
 	}
 

@@ -13,11 +13,11 @@ import (
 
 // Config is every tunable of the edge, read from the environment (see envconf.Load).
 type Config struct {
-	PublicAddr  string `env:"EDGE_PUBLIC_ADDR" envDefault:":8080" help:"public listener: page, join and character API (forwarded to the orchestrator), map WebSockets"`
-	MetricsAddr string `env:"EDGE_METRICS_ADDR" envDefault:"127.0.0.1:9101" help:"loopback listener of /metrics and /healthz"`
-	OrchURL     string `env:"EDGE_ORCH_URL" envDefault:"http://127.0.0.1:9000" help:"the orchestrator's control listener"`
-	Secret      string `env:"EDGE_INTERNAL_RPC_SECRET" help:"shared secret of the control RPC; read from EDGE_SECRET_FILE when empty"`
-	SecretFile  string `env:"EDGE_SECRET_FILE" envDefault:"/data/internal-rpc-secret" help:"file holding the secret the orchestrator generated (read-only; read again until it exists)"`
+	PublicAddr     string `env:"EDGE_PUBLIC_ADDR" envDefault:":8080" help:"public listener: page, join and character API (forwarded to the orchestrator), map WebSockets"`
+	MetricsAddr    string `env:"EDGE_METRICS_ADDR" envDefault:"127.0.0.1:9101" help:"loopback listener of /metrics and /healthz"`
+	OrchURL        string `env:"EDGE_ORCH_URL" envDefault:"http://127.0.0.1:9000" help:"the orchestrator's control listener"`
+	Credential     string `env:"EDGE_CREDENTIAL" help:"the edge's credential on the control listener (opens the route table and join forwarding only); read from EDGE_CREDENTIAL_FILE when empty. The root secret works too, for an edge run by hand"`
+	CredentialFile string `env:"EDGE_CREDENTIAL_FILE" envDefault:"/edge/edge-credential" help:"file the orchestrator writes the edge's credential to (ORCH_EDGE_CREDENTIAL_FILE), read again until it exists; never the root secret's file"`
 
 	MaxConns       int    `env:"EDGE_MAX_CONNS" envDefault:"10000" help:"player WebSockets forwarded at once; more are refused with unavailable"`
 	IdleTimeoutMS  int    `env:"EDGE_IDLE_TIMEOUT_MS" envDefault:"120000" help:"a WebSocket with no byte either way for this long is closed (the map's own idle rule normally acts first)"`
@@ -51,8 +51,8 @@ func (c *Config) Validate() error {
 	if u, err := url.Parse(c.OrchURL); err != nil || u.Scheme != "http" || u.Host == "" {
 		return fmt.Errorf("EDGE_ORCH_URL=%q: must be an http:// URL", c.OrchURL)
 	}
-	if c.Secret == "" && c.SecretFile == "" {
-		return fmt.Errorf("EDGE_INTERNAL_RPC_SECRET or EDGE_SECRET_FILE must be set")
+	if c.Credential == "" && c.CredentialFile == "" {
+		return fmt.Errorf("EDGE_CREDENTIAL or EDGE_CREDENTIAL_FILE must be set")
 	}
 	for _, v := range []struct {
 		name     string

@@ -59,10 +59,10 @@ const (
 type Edge struct {
 	PublicAddr, MetricsAddr string
 	// OrchURL is the orchestrator's control listener, which the edge calls with the
-	// secret: Secret, or the contents of SecretFile once that exists.
-	OrchURL    string
-	Secret     string
-	SecretFile string
+	// credential: Credential, or the contents of CredentialFile once that exists.
+	OrchURL        string
+	Credential     string
+	CredentialFile string
 	// DrainTimeout bounds how long Close leaves open WebSockets to end on their own.
 	DrainTimeout time.Duration
 	Static       fs.FS
@@ -85,7 +85,6 @@ type Edge struct {
 	publicLn, metricsLn net.Listener
 	cancel              context.CancelFunc
 	watchDone           chan struct{}
-	secretMu            sync.Mutex
 	refreshMu           sync.Mutex
 }
 
@@ -96,7 +95,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	}
 	e := &Edge{
 		PublicAddr: cfg.PublicAddr, MetricsAddr: cfg.MetricsAddr,
-		OrchURL: strings.TrimRight(cfg.OrchURL, "/"), Secret: cfg.Secret, SecretFile: cfg.SecretFile,
+		OrchURL: strings.TrimRight(cfg.OrchURL, "/"), Credential: cfg.Credential, CredentialFile: cfg.CredentialFile,
 		DrainTimeout: orchestrator.Ms(cfg.DrainTimeoutMS),
 		Static:       StaticFiles(),
 		Proxy:        NewProxy(cfg.MaxConns, log),
@@ -196,23 +195,22 @@ func (e *Edge) PublicURL() string { return "http://" + control.LoopbackHostPort(
 // MetricsURL is the base URL of the metrics listener.
 func (e *Edge) MetricsURL() string { return "http://" + control.LoopbackHostPort(e.metricsLn.Addr()) }
 
-// secret returns the control secret, reading SecretFile until it exists: the
-// orchestrator writes it on its first start, which may come after the edge's.
-func (e *Edge) secret() (string, error) {
-	e.secretMu.Lock()
-	defer e.secretMu.Unlock()
-	if e.Secret != "" {
-		return e.Secret, nil
+// credential returns the edge's control credential: Credential, or the contents of
+// CredentialFile, read at each call so that the edge follows the orchestrator, which
+// writes the file at every start (after the edge's first start, or after a rotation of
+// the root changed the credential).
+func (e *Edge) credential() (string, error) {
+	if e.Credential != "" {
+		return e.Credential, nil
 	}
-	b, err := os.ReadFile(e.SecretFile)
+	b, err := os.ReadFile(e.CredentialFile)
 	if err != nil {
-		return "", fmt.Errorf("read secret: %w", err)
+		return "", fmt.Errorf("read credential: %w", err)
 	}
 	if s := strings.TrimSpace(string(b)); s != "" {
-		e.Secret = s
 		return s, nil
 	}
-	return "", fmt.Errorf("read secret: %s is empty", e.SecretFile)
+	return "", fmt.Errorf("read credential: %s is empty", e.CredentialFile)
 }
 
 // client returns a control client with the secret, or nil while there is none.
@@ -220,7 +218,7 @@ func (e *Edge) client() *control.Client {
 	if e.source != nil {
 		return nil
 	}
-	s, err := e.secret()
+	s, err := e.credential()
 	if err != nil {
 		return nil
 	}
@@ -383,7 +381,7 @@ func (e *Edge) forward(c echo.Context, what string) error {
 	if online, _ := e.Routes.Status(); !online && !e.Routes.isStatic() {
 		return unavailable
 	}
-	secret, err := e.secret()
+	secret, err := e.credential()
 	if err != nil {
 		e.Log.Warn(what+": no control secret", "err", err)
 		return unavailable

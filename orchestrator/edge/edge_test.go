@@ -119,7 +119,7 @@ func (f *fakeOrch) setRoutes(version string, routes ...control.Route) {
 // waits until it has the orchestrator's table (when orchURL is not empty).
 func MustOpenEdge(tb testing.TB, orchURL string, tune func(*edge.Config)) *edge.Edge {
 	tb.Helper()
-	cfg := edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: orchURL, Secret: secret,
+	cfg := edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: orchURL, Credential: secret,
 		MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 5000, LogLevel: "info"}
 	if orchURL == "" {
 		cfg.OrchURL = "http://127.0.0.1:1"

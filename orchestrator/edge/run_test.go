@@ -15,7 +15,7 @@ func TestRun_Help(t *testing.T) {
 		t.Fatalf("exit code %d", code)
 	}
 	for _, v := range []string{
-		"EDGE_PUBLIC_ADDR", "EDGE_METRICS_ADDR", "EDGE_ORCH_URL", "EDGE_SECRET_FILE", "EDGE_MAX_CONNS",
+		"EDGE_PUBLIC_ADDR", "EDGE_METRICS_ADDR", "EDGE_ORCH_URL", "EDGE_CREDENTIAL_FILE", "EDGE_MAX_CONNS",
 		"EDGE_IDLE_TIMEOUT_MS", "EDGE_DRAIN_TIMEOUT_MS", "EDGE_PROCS", "EDGE_STATIC_ROUTES", ":8080",
 	} {
 		if !strings.Contains(out.String(), v) {

@@ -57,6 +57,19 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// requireEdge is the middleware of the routes the edge calls (the route-table watch,
+// join and character API forwarding): the request must carry the edge credential, or the root secret
+// (an operator, or an edge run by hand with it).
+func (s *Server) requireEdge(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		got := c.Request().Header.Get(control.SecretHeader)
+		if !s.Root.IsEdge(got) && !s.Root.IsRoot(got) {
+			return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong %s header", control.SecretHeader)
+		}
+		return next(c)
+	}
+}
+
 // actFor refuses, with EFORBIDDEN, a request that names an instance other than the
 // caller's.
 func actFor(c echo.Context, instanceID string) error {

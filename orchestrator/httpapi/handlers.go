@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -59,11 +61,20 @@ func (s *Server) handleAdminCreate(c echo.Context) error {
 	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
 		return err
 	}
-	// Refuse here, with the reason, a config the map server would refuse: otherwise
-	// the instance would be created and then never become ready.
-	if _, err := mapgen.Resolve(r.InstanceID, r.MapID, r.Config); err != nil {
+	// A partial config ({"seed":7}) is completed from the map's template, and the
+	// instance keeps the full one, so the map server is handed a config it reads as
+	// it is. Refuse here, with the reason, a config the map server would refuse:
+	// otherwise the instance would be created and then never become ready.
+	full, err := mapgen.Complete(r.InstanceID, r.MapID, r.Config)
+	if err != nil {
 		return apierr.Errorf(apierr.EBADREQUEST, "map config: %v", err)
 	}
+	if len(r.Config) > 0 && string(r.Config) != "null" {
+		if r.Config, err = json.Marshal(full); err != nil {
+			return fmt.Errorf("encode map config of %q: %w", r.InstanceID, err)
+		}
+	}
+	r.Cold = true
 	inst, err := s.Maps.Create(c.Request().Context(), r)
 	if err != nil {
 		return err

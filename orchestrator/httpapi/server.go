@@ -90,14 +90,16 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	g.POST(control.PathAdminMaps+"/:id/restart", s.handleAdminRestart)
 	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
 	g.GET(control.PathMetrics, s.handleMetrics)
-	// The edge, which holds the secret, forwards players' joins here and watches the
-	// route table of their WebSockets.
-	g.GET(control.PathRoutes, s.handleRoutes)
+	// The edge forwards players' joins and character calls here and watches the route
+	// table of their WebSockets, with a credential of its own that opens these routes
+	// only.
+	e := s.control.Group("", s.requireEdge)
+	e.GET(control.PathRoutes, s.handleRoutes)
 	if adm != nil {
-		g.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
+		e.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
 	}
 	if s.Characters != nil {
-		s.characterRoutes(g)
+		s.characterRoutes(e)
 	}
 	if s.Sessions != nil {
 		g.GET(control.PathAdminSessions, s.handleAdminSessions)

@@ -48,6 +48,16 @@ func (m readyMaps) Acquire(ctx context.Context, id string) (orchestrator.Instanc
 }
 func (m readyMaps) Ready() bool { return true }
 
+// Instances lists the ready instances, for the route table.
+func (m readyMaps) Instances() []orchestrator.Instance {
+	var out []orchestrator.Instance
+	for id := range m.ids {
+		inst, _ := m.Instance(id)
+		out = append(out, inst)
+	}
+	return out
+}
+
 // MustOpenServer serves a real admission service over a real SQLite store, after the
 // optional set-up functions changed the server.
 func MustOpenServer(tb testing.TB, setup ...func(*httpapi.Server)) (*httpapi.Server, *sqlite.DB) {

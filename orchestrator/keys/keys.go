@@ -39,6 +39,7 @@ const (
 	PurposeAuthKeyHash    = "mapyard authkey hash v1"
 	PurposeMapCredential  = "mapyard map credential v1"
 	PurposeOrchCredential = "mapyard orchestrator-to-map credential v1"
+	PurposeEdgeCredential = "mapyard edge credential v1"
 	purposeKeyID          = "mapyard key id v1"
 )
 
@@ -49,6 +50,7 @@ const MinRootLen = 16
 const (
 	mapCredentialPrefix  = "mc1."
 	orchCredentialPrefix = "oc1."
+	edgeCredentialPrefix = "ec1."
 	macLen               = 43 // base64url, unpadded, of 32 bytes
 )
 
@@ -61,6 +63,7 @@ var generationPattern = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
 type Root struct {
 	secret          []byte
 	mapKey, orchKey []byte
+	edge            string
 }
 
 // NewRoot returns the Root of secret (the stored secret file or ORCH_INTERNAL_RPC_SECRET).
@@ -70,6 +73,7 @@ func NewRoot(secret string) (*Root, error) {
 	}
 	r := &Root{secret: []byte(secret)}
 	r.mapKey, r.orchKey = r.Derive(PurposeMapCredential), r.Derive(PurposeOrchCredential)
+	r.edge = edgeCredentialPrefix + base64.RawURLEncoding.EncodeToString(r.Derive(PurposeEdgeCredential))
 	return r, nil
 }
 
@@ -97,6 +101,17 @@ func (r *Root) KeyID() string { return hex.EncodeToString(r.Derive(purposeKeyID)
 // read the orchestrator's data directory holds.
 func (r *Root) IsRoot(presented string) bool {
 	return subtle.ConstantTimeCompare([]byte(presented), r.secret) == 1
+}
+
+// EdgeCredential is the edge's credential: it opens the two control routes the edge
+// needs (the route-table watch and join forwarding) and nothing else, so the edge
+// never holds the root. The orchestrator writes it where the edge reads it
+// (ORCH_EDGE_CREDENTIAL_FILE); it changes only with the root.
+func (r *Root) EdgeCredential() string { return r.edge }
+
+// IsEdge reports, in constant time, whether presented is the edge credential.
+func (r *Root) IsEdge(presented string) bool {
+	return subtle.ConstantTimeCompare([]byte(presented), []byte(r.edge)) == 1
 }
 
 // Identity is who a map credential speaks for: one map instance as run by one container.

@@ -161,3 +161,18 @@ func BenchmarkVerifyMapCredential(b *testing.B) {
 		}
 	}
 }
+
+// TestEdgeCredential: the edge's credential is stable for a root, differs between roots,
+// reveals nothing of the root, and is told apart from the root in both directions.
+func TestEdgeCredential(t *testing.T) {
+	a, _ := keys.NewRoot("root-a-0123456789abcdef")
+	b, _ := keys.NewRoot("root-b-0123456789abcdef")
+	again, _ := keys.NewRoot("root-a-0123456789abcdef")
+	ec := a.EdgeCredential()
+	if ec != again.EdgeCredential() || ec == b.EdgeCredential() || strings.Contains(ec, "root-a") {
+		t.Fatalf("edge credential %q", ec)
+	}
+	if !a.IsEdge(ec) || a.IsRoot(ec) || a.IsEdge("root-a-0123456789abcdef") || b.IsEdge(ec) {
+		t.Fatal("edge credential and root confused")
+	}
+}

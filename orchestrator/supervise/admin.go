@@ -40,6 +40,7 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 	}
 	in := s.addLocked(w, r.Env)
 	in.busy = true // nobody starts it before it is persisted
+	in.cold = r.Cold
 	s.mu.Unlock()
 
 	err := s.persist(ctx, w)
@@ -56,7 +57,9 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 }
 
 // Restart replaces the instance's container. An operator's restart is not a crash: it
-// does not count against the restart policy, and it lifts a quarantine.
+// does not count against the restart policy, and it lifts a quarantine. The new
+// container is created for the instance (never taken from the warm pool), so its
+// labels and environment name it.
 func (s *Supervisor) Restart(ctx context.Context, instanceID string) error {
 	in, err := s.lockIdle(ctx, instanceID)
 	if err != nil {
@@ -64,6 +67,7 @@ func (s *Supervisor) Restart(ctx context.Context, instanceID string) error {
 	}
 	defer s.mu.Unlock()
 	in.restarts.reset()
+	in.cold = true
 	if in.status != orchestrator.StatusRunning {
 		s.persistStatus(in, orchestrator.StatusRunning)
 	}

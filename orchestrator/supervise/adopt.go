@@ -50,7 +50,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 				orphans = append(orphans, c)
 				continue
 			}
-			in.ContainerID, in.ports, in.ident = c.ID, c.Ports, c.Identity
+			in.ContainerID, in.ports, in.ident, in.pooled = c.ID, c.Ports, c.Identity, c.Pool
 			if !s.current(c) {
 				// Started by an earlier version (the host secret in its environment)
 				// or under a rotated root: its credentials cannot be verified, so it is
@@ -129,7 +129,7 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance
 	if !wanted || in.ContainerID != "" {
 		return nil, true, false
 	}
-	in.ContainerID, in.ports, in.ident = c.ID, c.Ports, c.Identity
+	in.ContainerID, in.ports, in.ident, in.pooled = c.ID, c.Ports, c.Identity, true
 	s.transition(in, orchestrator.StateStarting, "adopted running container (handed out from the pool)")
 	s.Metrics.Adopted.Inc()
 	s.assignLater(in.ID, c.ID)

@@ -23,6 +23,7 @@ const (
 	DefaultOrphanGrace      = 10 * time.Second
 	DefaultIdleStop         = 10 * time.Minute
 	DefaultPoolSize         = 1
+	DefaultRehome           = 30 * time.Second
 )
 
 // ResyncInterval is how often the supervisor compares the runtime's containers with
@@ -49,7 +50,12 @@ type Options struct {
 	OrphanGrace      time.Duration // unknown containers found at start are removed after it
 	IdleStop         time.Duration // non-default instances without players are stopped after it
 	PoolSize         int           // blank containers kept started and registered
-	AllowFaultEnv    bool          // accept MAP_FAULT_* env in Create (tests only)
+	// Rehome is how long a map handed out from the warm pool must have had no players
+	// before it is moved to a container created for its instance (0: never). A pool
+	// container's labels and environment cannot name the instance it is handed later;
+	// the new container's do.
+	Rehome        time.Duration
+	AllowFaultEnv bool // accept MAP_FAULT_* env in Create (tests only)
 
 	// Env is the environment every map container gets (how to reach the
 	// orchestrator, MAP_* tunables); the supervisor adds each container's identity and
@@ -71,6 +77,7 @@ func DefaultOptions() Options {
 		OrphanGrace:       DefaultOrphanGrace,
 		IdleStop:          DefaultIdleStop,
 		PoolSize:          DefaultPoolSize,
+		Rehome:            DefaultRehome,
 	}
 }
 
@@ -85,8 +92,8 @@ func (o Options) Validate() error {
 	if o.Policy.Window <= 0 || o.HeartbeatTimeout <= 0 || o.ProbeInterval <= 0 || o.StartTimeout <= 0 || o.IdleStop <= 0 {
 		return errors.New("restart window, heartbeat timeout, probe interval, start timeout and idle stop must be positive")
 	}
-	if o.Policy.Max < 0 || o.Policy.Quarantine < 0 || o.StopGrace < 0 || o.OrphanGrace < 0 || o.PoolSize < 0 || o.ProbeFailures < 1 {
-		return errors.New("restart max, quarantine, stop grace, orphan grace and pool size must not be negative; probe failures at least 1")
+	if o.Policy.Max < 0 || o.Policy.Quarantine < 0 || o.StopGrace < 0 || o.OrphanGrace < 0 || o.PoolSize < 0 || o.Rehome < 0 || o.ProbeFailures < 1 {
+		return errors.New("restart max, quarantine, stop grace, orphan grace, pool size and rehome must not be negative; probe failures at least 1")
 	}
 	return nil
 }

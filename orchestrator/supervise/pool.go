@@ -103,9 +103,10 @@ func (s *Supervisor) addPoolMember(ctx context.Context) error {
 	}
 	m.ident = ident
 	// A handed-out pool container keeps these credentials: the supervisor knows which
-	// instance it runs (InstanceOf), so it acts for that instance only.
-	spec := Spec{InstanceID: m.id, MapID: "pool", Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
-		Env: append(append(append([]string(nil), s.Env...), creds...), mapcontrol.EnvInstanceID+"="+m.id, mapcontrol.EnvMapID+"=pool", mapcontrol.EnvBlank+"=true")}
+	// instance it runs (InstanceOf), so it acts for that instance only. Nothing in its
+	// environment names an instance or a map: it is told both at handout.
+	spec := Spec{InstanceID: m.id, Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
+		Env: append(append(append([]string(nil), s.Env...), creds...), mapcontrol.EnvPoolID+"="+m.id)}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// In the pool before it starts: the blank map may register before Start returns.
@@ -189,7 +190,7 @@ func (s *Supervisor) takePoolLocked() *poolMember {
 func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) error {
 	start := s.Now()
 	s.mu.Lock()
-	in.ContainerID, in.ports, in.ident = m.containerID, m.ports, m.ident
+	in.ContainerID, in.ports, in.ident, in.pooled = m.containerID, m.ports, m.ident, true
 	in.GamePort, in.ControlPort = m.ports.Game, m.ports.Control
 	s.mu.Unlock()
 	if err := s.RPC.StartInstance(ctx, controlURL(m.ports.Control), s.orchCredential(m.ident), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {

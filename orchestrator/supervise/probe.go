@@ -35,8 +35,9 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 }
 
 // check is one round of the time-based rules: HTTP probes of ready maps' /health,
-// heartbeat timeouts, maps that never became ready, the end of quarantines, and idle
-// stops. Probes run concurrently; the round ends when the slowest one does.
+// heartbeat timeouts, maps that never became ready, the end of quarantines, idle
+// stops, and the move of quiet handed-out maps to containers of their own. Probes run
+// concurrently; the round ends when the slowest one does.
 func (s *Supervisor) check(ctx context.Context) {
 	type probe struct {
 		id, container, cred string
@@ -59,6 +60,11 @@ func (s *Supervisor) check(ctx context.Context) {
 			}
 			if in.ID != s.DefaultInstanceID && now.Sub(in.lastActive) > s.IdleStop {
 				idle = append(idle, in.ID)
+				continue
+			}
+			if in.pooled && s.Rehome > 0 && now.Sub(in.lastActive) > s.Rehome {
+				in.cold = true
+				s.spawn(in, orchestrator.StateRestarting, fmt.Sprintf("no players for %s: moving from its warm-pool container to one created for it", s.Rehome))
 				continue
 			}
 			if in.ControlPort != 0 {

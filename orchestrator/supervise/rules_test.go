@@ -393,3 +393,62 @@ func TestRules_StuckPoolMemberReplaced(t *testing.T) {
 	}
 	r.waitFor(t, "stuck container removed", func() bool { return !r.rt.exists(cid) })
 }
+
+// TestRules_PooledMapRehomedWhenQuiet: a map handed out from the pool stays on its
+// pool container while it has players, and moves to a container created for it (never
+// the pool's) once it has had none for Rehome; the move is not a restart.
+func TestRules_PooledMapRehomedWhenQuiet(t *testing.T) {
+	r := newRig(t, func(r *rig) { r.PoolSize, r.Rehome, r.HeartbeatTimeout = 1, time.Minute, time.Hour })
+	r.ready(t, "d-1")
+	r.registeredPoolMember(t)
+	r.create(t, "b-1")
+	handed, err := r.Acquire(context.Background(), "b-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.settle(t)
+	r.registeredPoolMember(t) // the refill: a rehome must not take it
+
+	r.clock.Add(50 * time.Second)
+	r.Heartbeat("b-1", 2) // players: the minute starts again
+	r.clock.Add(50 * time.Second)
+	r.check(context.Background())
+	if got := r.state("b-1"); got.ContainerID != handed.ContainerID || got.State != orchestrator.StateReady {
+		t.Fatalf("moved while it had players: %+v", got)
+	}
+	r.clock.Add(11 * time.Second)
+	r.check(context.Background())
+	r.waitFor(t, "rehome started", func() bool { return r.saw("b-1 ready→restarting: no players for 1m0s: moving") })
+	got := r.ready(t, "b-1")
+	if got.ContainerID == handed.ContainerID || got.Restarts != 0 || r.rt.exists(handed.ContainerID) {
+		t.Fatalf("after rehome %+v (handed %s still there: %v)", got, handed.ContainerID, r.rt.exists(handed.ContainerID))
+	}
+	if r.Pool().Ready != 1 {
+		t.Fatalf("the rehome took the pool container: %+v", r.Pool())
+	}
+	r.clock.Add(2 * time.Minute)
+	r.check(context.Background())
+	r.settle(t)
+	if now := r.state("b-1"); now.ContainerID != got.ContainerID || now.State != orchestrator.StateReady {
+		t.Fatalf("a map in a container of its own was moved again: %+v", now)
+	}
+}
+
+// TestRules_ColdCreateSkipsPool: an operator's create (Cold) and restart start a
+// container created for the instance even when a pool container is ready.
+func TestRules_ColdCreateSkipsPool(t *testing.T) {
+	r := newRig(t, func(r *rig) { r.PoolSize = 1 })
+	r.ready(t, "d-1")
+	r.registeredPoolMember(t)
+	if _, err := r.Create(context.Background(), orchestrator.CreateInstance{InstanceID: "b-1", MapID: "forest", Cold: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.ready(t, "b-1")
+	if err := r.Restart(context.Background(), "b-1"); err != nil {
+		t.Fatal(err)
+	}
+	r.ready(t, "b-1")
+	if r.saw("handed warm pool container") || r.Pool().Ready != 1 {
+		t.Fatalf("the pool container was handed out: pool %+v", r.Pool())
+	}
+}

@@ -95,7 +95,13 @@ type instance struct {
 	until      time.Time // end of quarantine
 	busy       bool      // a start, restart or stop is in flight
 	expectExit string    // container id that the supervisor itself is stopping
-	changed    chan struct{}
+	// pooled: ContainerID was handed out from the warm pool, so its labels and
+	// environment name its pool id, not the instance (see Options.Rehome).
+	pooled bool
+	// cold: the next start creates a container for the instance instead of taking
+	// one from the warm pool (an operator's create or restart, a rehome).
+	cold    bool
+	changed chan struct{}
 }
 
 // New returns a Supervisor running maps on rt with opts, handing each container
@@ -286,10 +292,12 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 	s.mu.Lock()
 	// The old container is gone: a registration from now on comes from the new one.
 	in.ContainerID, in.GamePort, in.ControlPort, in.ports = "", 0, 0, Ports{}
+	in.pooled = false
 	var m *poolMember
-	if len(in.env) == 0 {
+	if len(in.env) == 0 && !in.cold {
 		m = s.takePoolLocked()
 	}
+	in.cold = false
 	s.mu.Unlock()
 
 	if m != nil {
@@ -305,7 +313,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 			return err
 		}
 		s.mu.Lock()
-		in.ContainerID, in.GamePort, in.ControlPort, in.ports = "", 0, 0, Ports{}
+		in.ContainerID, in.GamePort, in.ControlPort, in.ports, in.pooled = "", 0, 0, Ports{}, false
 		s.mu.Unlock()
 	}
 

@@ -16,6 +16,7 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -46,8 +47,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	log := envconf.NewLogger(stderr, cfg.LogLevel).
-		With("instance", cfg.InstanceID, "map", cfg.MapID)
+	ident := app.NewIdentity(cfg.InstanceID, cfg.MapID, cfg.PoolID)
+	log := slog.New(ident.Handler(envconf.NewLogger(stderr, cfg.LogLevel).Handler()))
 
 	stopSignals := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 	if cfg.FaultIgnoreSIGTERM {
@@ -58,7 +59,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 
-	m := &app.Main{Config: cfg, Log: log}
+	m := &app.Main{Config: cfg, Log: log, Identity: ident}
 	if err := m.Open(); err != nil {
 		log.Error("start failed", "err", err)
 		m.Close()

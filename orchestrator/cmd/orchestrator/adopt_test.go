@@ -50,12 +50,18 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	waitStatus(t, first.public+"/readyz", http.StatusOK, 60*time.Second)
 
 	// An instance created at runtime through the admin API, which the database keeps.
-	// It is created after the pool is ready, so it is handed the pool container.
+	// Although the pool is ready, an operator's create gets a container of its own,
+	// so Docker users find it by its label as well as by its name.
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
 	testutil.PostJSON(t, first.control+control.PathAdminMaps, secret,
-		`{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusCreated, nil)
+		`{"instanceId":"`+created+`","mapId":"frontier","config":{"seed":7}}`, http.StatusCreated, nil)
 	waitInstance(t, first.control, secret, created, orchestrator.StateReady, 30*time.Second)
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
+	for _, id := range []string{def, created} {
+		if got, want := byInstanceLabel(t, cli, id), getInstance(t, first.control, secret, id).ContainerID; len(got) != 1 || got[0] != want {
+			t.Fatalf("docker ps --filter label=%s=%s: %v, want its container %s", docker.LabelInstance, id, got, want)
+		}
+	}
 
 	// A labelled container of this deployment for an instance nobody wants, on the
 	// network the orchestrator made sure of.
@@ -114,6 +120,11 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 			}
 		})
 	}
+	t.Run("FoundByLabelAfterAdoption", func(t *testing.T) {
+		if got := byInstanceLabel(t, cli, created); len(got) != 1 || got[0] != before[created].ID {
+			t.Fatalf("by label: %v, want %s", got, before[created].ID)
+		}
+	})
 	t.Run("PoolAdopted", func(t *testing.T) {
 		waitMetric(t, second.control, secret, "mapyard_warm_pool_ready 1", 10*time.Second)
 		if now := poolContainers(t, cli, deployment); len(now) != 1 || now[0] != pool[0] {
@@ -166,17 +177,41 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	}
 }
 
+// poolContainers lists the deployment's blank pool containers as `docker ps` shows
+// them: named mapyard-pool-<hex>, with a pool label and no instance label.
 func poolContainers(t *testing.T, cli *client.Client, deployment string) []string {
 	t.Helper()
 	list, err := cli.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", docker.LabelDeployment+"="+deployment),
-		filters.Arg("label", docker.LabelPool+"=true"),
-		filters.Arg("name", docker.ContainerName(supervise.PoolIDPrefix)))})
+		filters.Arg("label", docker.LabelPool),
+		filters.Arg("name", docker.PoolContainerName(supervise.PoolIDPrefix)))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
 	for _, c := range list {
+		if c.Labels[docker.LabelInstance] != "" || c.Labels[docker.LabelPool] != strings.TrimPrefix(c.Names[0], "/mapyard-") {
+			t.Fatalf("pool container %v: labels %v", c.Names, c.Labels)
+		}
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+// byInstanceLabel lists the running containers `docker ps --filter
+// label=io.mapyard.instance=<id>` shows, checking each is named after the instance.
+func byInstanceLabel(t *testing.T, cli *client.Client, id string) []string {
+	t.Helper()
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", docker.LabelInstance+"="+id))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range list {
+		if len(c.Names) != 1 || c.Names[0] != "/"+docker.ContainerName(id) {
+			t.Fatalf("container labelled %s is named %v", id, c.Names)
+		}
 		ids = append(ids, c.ID)
 	}
 	return ids

@@ -41,7 +41,7 @@ func TestEdge_Characters(t *testing.T) {
 	))
 	waitStatus(t, orch.public+"/readyz", http.StatusOK, 60*time.Second)
 	edgeLogs := &lockedBuffer{}
-	e := openEdgeLog(t, orch.control, secret, slog.New(slog.NewJSONHandler(edgeLogs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	e := openEdgeLog(t, orch.control, orch.edgeCredential, slog.New(slog.NewJSONHandler(edgeLogs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	base := "ws" + strings.TrimPrefix(e.PublicURL(), "http")
 
 	var bobID string

@@ -27,17 +27,18 @@ import (
 )
 
 // openEdge runs the edge in this process in front of the orchestrator whose control
-// listener is at controlURL, and waits until it has the route table.
-func openEdge(t *testing.T, controlURL, secret string) *edge.Edge {
+// listener is at controlURL, with the credential the orchestrator wrote to credFile
+// (as compose runs it: never the root secret), and waits until it has the route table.
+func openEdge(t *testing.T, controlURL, credFile string) *edge.Edge {
 	t.Helper()
-	return openEdgeLog(t, controlURL, secret, slog.New(slog.DiscardHandler))
+	return openEdgeLog(t, controlURL, credFile, slog.New(slog.DiscardHandler))
 }
 
 // openEdgeLog is openEdge logging to log.
-func openEdgeLog(t *testing.T, controlURL, secret string, log *slog.Logger) *edge.Edge {
+func openEdgeLog(t *testing.T, controlURL, credFile string, log *slog.Logger) *edge.Edge {
 	t.Helper()
 	e, err := edge.New(edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: controlURL,
-		Secret: secret, MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 1000, LogLevel: "info"},
+		CredentialFile: credFile, MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 1000, LogLevel: "info"},
 		log)
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +182,7 @@ func TestEdge_PlayersSurviveOrchestratorRestart(t *testing.T) {
 	)
 	orch := startOrchestrator(t, env)
 	waitStatus(t, orch.public+"/readyz", http.StatusOK, 60*time.Second)
-	e := openEdge(t, orch.control, secret)
+	e := openEdge(t, orch.control, orch.edgeCredential)
 
 	player := startPinger(joinAndPlay(t, e))
 	t.Cleanup(func() { close(player.stop); <-player.done })

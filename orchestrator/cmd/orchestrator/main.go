@@ -126,6 +126,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if cfg.EdgeCredentialFile != "" {
+		if err := orchestrator.WriteFileAtomic(cfg.EdgeCredentialFile, []byte(root.EdgeCredential()+"\n")); err != nil {
+			return fmt.Errorf("edge credential: %w", err)
+		}
+	}
 	m.DB = sqlite.NewDB(cfg.DBPath)
 	m.DB.CheckpointInterval = orchestrator.Ms(cfg.CheckpointMS)
 	m.DB.Logger = m.Log
@@ -243,6 +248,7 @@ func supervisorOptions(cfg *orchestrator.Config) supervise.Options {
 	o.StopGrace = orchestrator.Ms(cfg.MapStopGraceMS)
 	o.OrphanGrace = orchestrator.Ms(cfg.MapOrphanGraceMS)
 	o.IdleStop = orchestrator.Ms(cfg.MapIdleStopMS)
+	o.Rehome = orchestrator.Ms(cfg.MapRehomeMS)
 	o.PoolSize = cfg.WarmPoolSize
 	o.AllowFaultEnv = cfg.AllowFaultInjection
 	return o
@@ -261,7 +267,7 @@ func mapEnv(environ []string, orchURL string) []string {
 		case !strings.HasPrefix(k, mapcontrol.EnvPrefix), strings.HasPrefix(k, mapcontrol.EnvFaultPrefix):
 			continue
 		case k == mapcontrol.EnvOrchURL, k == mapcontrol.EnvLegacySecret, k == mapcontrol.EnvCredential, k == mapcontrol.EnvOrchCredential,
-			k == mapcontrol.EnvInstanceID, k == mapcontrol.EnvMapID, k == mapcontrol.EnvBlank:
+			k == mapcontrol.EnvInstanceID, k == mapcontrol.EnvMapID, k == mapcontrol.EnvPoolID:
 			continue
 		}
 		env = append(env, kv)

@@ -249,7 +249,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	})
 
 	// Players come through the edge, which learns routes from the control listener.
-	edge := openEdge(t, child.control, secret)
+	edge := openEdge(t, child.control, child.edgeCredential)
 	t.Run("PlayOverWebSocketThroughEdge", func(t *testing.T) {
 		var j orchestrator.JoinResponse
 		testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
@@ -464,8 +464,10 @@ func readWS(t *testing.T, c *websocket.Conn, out any) {
 type childOrchestrator struct {
 	cmd             *exec.Cmd
 	public, control string
-	done            chan error
-	logs            lockedBuffer // everything it logged
+	// edgeCredential is the file the orchestrator writes the edge's credential to.
+	edgeCredential string
+	done           chan error
+	logs           lockedBuffer // everything it logged
 }
 
 // lockedBuffer is a buffer one goroutine writes while a test reads it.
@@ -510,6 +512,7 @@ func childEnv(deployment, controlAddr, dbPath, secret string, extra ...string) [
 		"ORCH_INTERNAL_RPC_SECRET=" + secret,
 		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
 		"ORCH_DEPLOYMENT=" + deployment,
+		"ORCH_EDGE_CREDENTIAL_FILE=" + filepath.Join(filepath.Dir(dbPath), "edge-credential"),
 	}, extra...)
 }
 
@@ -525,6 +528,11 @@ func startOrchestrator(t *testing.T, env []string) *childOrchestrator {
 		t.Fatal(err)
 	}
 	c := &childOrchestrator{cmd: cmd, done: make(chan error, 1)}
+	for _, kv := range env {
+		if f, ok := strings.CutPrefix(kv, "ORCH_EDGE_CREDENTIAL_FILE="); ok {
+			c.edgeCredential = f
+		}
+	}
 	urls := make(chan [2]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -581,7 +589,7 @@ func randomHex(t *testing.T, n int) string {
 
 func TestMapEnv(t *testing.T) {
 	env := strings.Join(mapEnv([]string{
-		"MAP_TICK_HZ=20", "PATH=/bin", "MAP_FAULT_EXIT_AFTER_MS=10", "MAP_INSTANCE_ID=x", "MAP_BLANK=true",
+		"MAP_TICK_HZ=20", "PATH=/bin", "MAP_FAULT_EXIT_AFTER_MS=10", "MAP_INSTANCE_ID=x", "MAP_POOL_ID=pool-x",
 		"MAP_ORCH_URL=http://elsewhere", "MAP_INTERNAL_RPC_SECRET=leak", "MAP_CREDENTIAL=forged", "MAP_ORCH_CREDENTIAL=forged",
 	}, "http://host.docker.internal:9000"), " ")
 	for _, want := range []string{"MAP_TICK_HZ=20", "MAP_ORCH_URL=http://host.docker.internal:9000"} {
@@ -589,7 +597,7 @@ func TestMapEnv(t *testing.T) {
 			t.Errorf("map env %q lacks %s", env, want)
 		}
 	}
-	for _, never := range []string{"PATH=", "MAP_FAULT_", "MAP_INSTANCE_ID", "MAP_BLANK", "elsewhere", "leak", "SECRET", "forged"} {
+	for _, never := range []string{"PATH=", "MAP_FAULT_", "MAP_INSTANCE_ID", "MAP_POOL_ID", "elsewhere", "leak", "SECRET", "forged"} {
 		if strings.Contains(env, never) {
 			t.Errorf("map env %q passes %s through", env, never)
 		}

@@ -72,7 +72,7 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 		t.Fatalf("source portals %+v", world.Portals)
 	}
 	// Players reach maps through the edge, which learns routes from the control listener.
-	edge := openEdge(t, child.control, secret)
+	edge := openEdge(t, child.control, child.edgeCredential)
 	base := "ws" + strings.TrimPrefix(edge.PublicURL(), "http")
 
 	t.Run("DeniedStaysPut", func(t *testing.T) {

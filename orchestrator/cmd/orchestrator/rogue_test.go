@@ -72,7 +72,7 @@ func TestRogueMap(t *testing.T) {
 	v := getInstance(t, child.control, secret, victim)
 
 	// A player enters the victim map, through the edge.
-	edge := openEdge(t, child.control, secret)
+	edge := openEdge(t, child.control, child.edgeCredential)
 	var j orchestrator.JoinResponse
 	testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"authKey":"R0gueVictimKeyAbCdEfGhIjKl"}`, http.StatusOK, &j)
 	ws := dialWS(t, "ws"+strings.TrimPrefix(edge.PublicURL(), "http")+j.WS)
