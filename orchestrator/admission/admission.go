@@ -86,6 +86,8 @@ type Service struct {
 	MaxGuests int
 	// SweepInterval is how often the sweeper started by Open runs Sweep.
 	SweepInterval time.Duration
+	// Metrics counts joins, redeems and transfers; nil counts nothing.
+	Metrics *Metrics
 
 	cancel context.CancelCauseFunc // stops the sweeper; nil until Open
 	swept  chan struct{}           // closed when the sweeper has returned
@@ -188,7 +190,13 @@ func IsDisposable(characterID string) bool { return strings.HasPrefix(characterI
 // default map. Error codes: EBADREQUEST (bad authKey or name), ECAPACITY (no room for
 // another guest), EMAPQUARANTINED, EMAPUNAVAILABLE (the default map cannot take
 // players).
-func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
+func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (res *orchestrator.JoinResponse, err error) {
+	defer func(start time.Time) { s.Metrics.joined(r.AuthKey == "", start, err) }(time.Now())
+	return s.join(ctx, r)
+}
+
+// join is Join without its metrics.
+func (s *Service) join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
 	name, err := cleanName(r.Name)
 	if err != nil {
 		return nil, err

@@ -69,6 +69,10 @@ type DB struct {
 	// return them to (the cache keeps the rows and the next checkpoint retries).
 	Logger *slog.Logger
 
+	// Metrics records commit latency, snapshot ingest and checkpoints; nil records
+	// nothing. Set it before Open.
+	Metrics *Metrics
+
 	write *sql.DB // exactly one connection, used only by the writer goroutine
 	read  *sql.DB // read pool; WAL lets readers run beside the writer
 	stmts writeStmts

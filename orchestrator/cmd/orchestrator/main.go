@@ -126,12 +126,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.Registry = prometheus.NewRegistry()
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.DB = sqlite.NewDB(cfg.DBPath)
 	m.DB.CheckpointInterval = orchestrator.Ms(cfg.CheckpointMS)
 	m.DB.Logger = m.Log
+	m.DB.Metrics = sqlite.NewMetrics(m.Registry)
 	if err := m.DB.Open(); err != nil {
 		return err
 	}
+	m.Registry.MustRegister(m.DB.Collector())
 
 	if m.Docker, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation()); err != nil {
 		return fmt.Errorf("docker client: %w", err)
@@ -161,8 +165,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		NanoCPUs:   nanoCPUs,
 		PidsLimit:  int64(cfg.MapPidsLimit),
 	})
-	m.Registry = prometheus.NewRegistry()
-	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	isolated := prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_map_network_isolated",
 		Help: "1 when the map network was created with inter-container communication off (the engine must also manage iptables to enforce it), 0 when an older network could not be replaced"})
 	if mapNet.Isolated {
@@ -176,6 +178,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
 	m.Admission.MaxGuests = cfg.MaxGuests
+	m.Admission.Metrics = admission.NewMetrics(m.Registry)
 	if m.Admission.PreviousKeys, err = previousKeys(cfg.PreviousSecret, dir); err != nil {
 		return err
 	}
