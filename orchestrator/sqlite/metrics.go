@@ -48,10 +48,10 @@ var dbBuckets = prometheus.ExponentialBuckets(50e-6, 2.5, 14)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		commit: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mapyard_db_commit_duration_seconds",
-			Help: "Time the single database writer spends on one committed transaction, begin to durable commit, by kind (critical: a group commit of critical events; write: any other).",
+			Help:    "Time the single database writer spends on one committed transaction, begin to durable commit, by kind (critical: a group commit of critical events; write: any other).",
 			Buckets: dbBuckets}, []string{"kind"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mapyard_db_write_duration_seconds",
-			Help: "Time a caller waits for a database write, queueing for the single writer included, by kind.",
+			Help:    "Time a caller waits for a database write, queueing for the single writer included, by kind.",
 			Buckets: dbBuckets}, []string{"kind"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mapyard_db_transaction_failures_total",
 			Help: "Write transactions rolled back or failed to commit, by kind."}, []string{"kind"}),

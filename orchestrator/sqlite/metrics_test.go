@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	
+
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -87,4 +87,3 @@ func TestMetrics_Commits(t *testing.T) {
 		t.Errorf("group commits observed: %v, want 1", got)
 	}
 }
-
