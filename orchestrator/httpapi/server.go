@@ -40,13 +40,17 @@ type Server struct {
 	Admission Admission
 	Store     Persistence
 	Log       *slog.Logger
-	// Metrics serves GET /metrics on the control listener (behind the secret, like
-	// everything there); nil answers 404.
+	// Metrics serves GET /metrics on the control listener (behind the root secret or
+	// the metrics credential); nil answers 404.
 	Metrics http.Handler
+	// MapTargets finds each map's control listener for the proxy of map metrics
+	// (PathMapMetrics); nil answers 404.
+	MapTargets MapTargets
 	// Limits rate-limits joins per client address. The zero value limits nothing.
 	Limits PublicLimits
 
-	routes *routeWatch
+	routes       *routeWatch
+	scrapeClient *http.Client
 
 	public, control *echo.Echo
 	gateway         *echo.Echo // the control port on ControlExtraIPs: map routes only
@@ -61,7 +65,7 @@ type Server struct {
 func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *keys.Root, log *slog.Logger) *Server {
 	s := &Server{Maps: maps, Admission: adm, Store: store, Root: root, Log: log,
 		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log),
-		routes: newRouteWatch(maps)}
+		routes: newRouteWatch(maps), scrapeClient: newScrapeClient()}
 	s.public.Use(s.rateLimit)
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
@@ -80,13 +84,13 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	g.POST(control.PathAdminMaps, s.handleAdminCreate)
 	g.POST(control.PathAdminMaps+"/:id/restart", s.handleAdminRestart)
 	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
-	g.GET(control.PathMetrics, s.handleMetrics)
 	// The edge, which holds the secret, forwards players' joins here and watches the
 	// route table of their WebSockets.
 	g.GET(control.PathRoutes, s.handleRoutes)
 	if adm != nil {
 		g.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
 	}
+	s.metricsRoutes(s.control.Group("", s.requireMetrics))
 	return s
 }
 

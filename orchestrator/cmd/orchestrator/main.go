@@ -126,6 +126,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := orchestrator.WriteCredentialFile(dir, orchestrator.MetricsCredentialFileName, root.MetricsCredential()); err != nil {
+		return err
+	}
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.DB = sqlite.NewDB(cfg.DBPath)
@@ -190,6 +193,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
 	m.HTTP.Metrics = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	m.HTTP.MapTargets = m.Supervisor
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
