@@ -51,7 +51,10 @@ type sdTargetGroup struct {
 func (s *Server) requireMetrics(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Request().Header
-		if tok, ok := strings.CutPrefix(h.Get(echo.HeaderAuthorization), "Bearer "); ok && s.Root.IsMetricsCredential(tok) {
+		// Some Prometheus versions send a discovery request's credential without its
+		// "Bearer" type; the credential's own prefix keeps that unambiguous.
+		tok := strings.TrimSpace(h.Get(echo.HeaderAuthorization))
+		if tok, _ = strings.CutPrefix(tok, "Bearer "); tok != "" && s.Root.IsMetricsCredential(tok) {
 			return next(c)
 		}
 		if s.Root.IsRoot(h.Get(control.SecretHeader)) {
