@@ -157,3 +157,51 @@ func TestMapMetrics(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkMapMetricsProxy measures one scrape of a map's metrics through the
+// orchestrator's proxy against the same scrape made directly (what the proxy's extra
+// loopback hop costs).
+func BenchmarkMapMetricsProxy(b *testing.B) {
+	reg := prometheus.NewRegistry()
+	for i := range 50 {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: "mapyard_bench_" + strconv.Itoa(i) + "_total", Help: "A series."})
+		c.Add(float64(i))
+		reg.MustRegister(c)
+	}
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mapCtl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(control.SecretHeader) != "oc-forest-1" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer mapCtl.Close()
+	root := testutil.Root(b, secret)
+	s := httpapi.NewServer(&changingMaps{}, nil, nil, root, slog.New(slog.DiscardHandler))
+	s.PublicAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
+	s.MapTargets = fakeTargets{"forest-1": mapCtl.URL}
+	if err := s.Open(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(b.Context())
+	scrape := func(b *testing.B, url, header, value string) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set(header, value)
+		for b.Loop() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	}
+	b.Run("direct", func(b *testing.B) { scrape(b, mapCtl.URL+control.PathMetrics, control.SecretHeader, "oc-forest-1") })
+	b.Run("proxy", func(b *testing.B) {
+		scrape(b, s.ControlURL()+httpapi.PathMapMetrics+"/forest-1", "Authorization", "Bearer "+root.MetricsCredential())
+	})
+}

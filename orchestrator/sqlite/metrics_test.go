@@ -2,6 +2,8 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,4 +88,32 @@ func TestMetrics_Commits(t *testing.T) {
 	if got := testutil.Metric(t, reg, "mapyard_db_critical_group_events"); got != 1 {
 		t.Errorf("group commits observed: %v, want 1", got)
 	}
+}
+
+// BenchmarkCommitCriticalMetered is BenchmarkCommitCritical's group commit with the
+// store's metrics recorded: compare the two for what the metrics cost.
+func BenchmarkCommitCriticalMetered(b *testing.B) {
+	for _, submitters := range []int{1, 200} {
+		b.Run(fmt.Sprintf("group/submitters=%d", submitters), func(b *testing.B) {
+			db := MustOpenDB(b, func(db *sqlite.DB) { db.Metrics = sqlite.NewMetrics(prometheus.NewRegistry()) })
+			benchCommitCritical(b, db, submitters)
+		})
+	}
+}
+
+// BenchmarkPutSnapshotMetered is BenchmarkPutSnapshot with the store's metrics recorded.
+func BenchmarkPutSnapshotMetered(b *testing.B) {
+	db := MustOpenDB(b, func(db *sqlite.DB) {
+		db.CheckpointInterval = -1
+		db.Metrics = sqlite.NewMetrics(prometheus.NewRegistry())
+	})
+	ctx := context.Background()
+	env := Envelope(`{"blob":"` + strings.Repeat("x", 500) + `"}`)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := db.PutSnapshot(ctx, "i1", fmt.Sprintf("p%d", i%1000), int64(i/1000+1), env); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }
