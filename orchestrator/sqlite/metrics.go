@@ -54,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time a caller waits for a database write, queueing for the single writer included, by kind.",
 			Buckets: dbBuckets}, []string{"kind"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mapyard_db_transaction_failures_total",
-			Help: "Write transactions rolled back or failed to commit, by kind."}, []string{"kind"}),
+			Help: "Write transactions rolled back (a write refused by its own checks included) or failed to commit, by kind."}, []string{"kind"}),
 		group: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mapyard_db_critical_group_events",
 			Help: "Critical events carried by one group commit (one fsync).", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 		ingest: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mapyard_snapshot_partitions_total",
