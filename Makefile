@@ -102,7 +102,10 @@ test-images: images
 # Tests start the map image by its version tag: mapyard/map:latest may be another
 # checkout's build on a shared engine. `make test` needs the engine (for the images)
 # and node (for test-wasm) anyway, so tests that use them fail here instead of skipping.
+# promtool checks every binary's metrics and the Prometheus docs; scripts/promtool.sh
+# installs it when it is missing.
 test-go:
+	scripts/promtool.sh
 	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -count=1 ./...
 
 test-wasm:

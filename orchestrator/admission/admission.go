@@ -96,6 +96,8 @@ type Service struct {
 	// last sign of life (ORCH_SESSION_IDLE_MS): it cannot be deleted meanwhile, and
 	// GET /admin/sessions shows it active.
 	SessionIdle time.Duration
+	// Metrics counts joins, redeems and transfers; nil counts nothing.
+	Metrics *Metrics
 
 	cancel context.CancelCauseFunc // stops the sweeper; nil until Open
 	swept  chan struct{}           // closed when the sweeper has returned
@@ -204,7 +206,13 @@ func IsDisposable(characterID string) bool { return strings.HasPrefix(characterI
 // EBADREQUEST (bad authKey or name), EFORBIDDEN, ECAPACITY (no room for another guest),
 // ESTATEINCOMPATIBLE (the character's saved state cannot be loaded), EMAPQUARANTINED,
 // EMAPUNAVAILABLE (the default map cannot take players).
-func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
+func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (res *orchestrator.JoinResponse, err error) {
+	defer func(start time.Time) { s.Metrics.joined(r.AuthKey == "", start, err) }(time.Now())
+	return s.join(ctx, r)
+}
+
+// join is Join without its metrics.
+func (s *Service) join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
 	name, err := cleanName(r.Name)
 	if err != nil {
 		return nil, err

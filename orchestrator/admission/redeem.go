@@ -20,7 +20,28 @@ import (
 //
 // Error codes: EBADREQUEST, ETICKETINVALID, ETICKETEXPIRED, ETICKETUSED, EWRONGMAP,
 // ECAPACITY (a new guest past MaxGuests), EMAPQUARANTINED, EMAPUNAVAILABLE.
-func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
+func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (res *control.RedeemResult, err error) {
+	defer func(start time.Time) { s.Metrics.redeemed(s.redeemKind(r.Token, res), start, err) }(time.Now())
+	return s.redeem(ctx, r)
+}
+
+// redeemKind is the kind a redeem is counted under: the result's, else the kind of a
+// token whose signature verifies (an expired one too); "" for a token that does not.
+func (s *Service) redeemKind(token string, res *control.RedeemResult) string {
+	if res != nil {
+		return res.Kind
+	}
+	if c, err := s.Signer.Verify(token, s.Now()); err == nil || apierr.Code(err) == apierr.ETICKETEXPIRED {
+		if c.Kind == ticket.KindTransfer {
+			return "transfer"
+		}
+		return "join"
+	}
+	return ""
+}
+
+// redeem is Redeem without its metrics.
+func (s *Service) redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
 	if !control.ValidName(r.InstanceID) {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "instanceId must be a valid id")
 	}
@@ -79,7 +100,9 @@ func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (*control
 	if tr == nil && prev.TransferID != "" {
 		// A join while a transfer is in flight (say, the player reloaded the page):
 		// the join wins and the transfer's token stops working.
-		if _, err := s.Store.AdvanceTransfer(ctx, prev.TransferID, pendingStates, orchestrator.TransferAborted, "superseded by a join"); err != nil && apierr.Code(err) != apierr.ECONFLICT {
+		if _, err := s.Store.AdvanceTransfer(ctx, prev.TransferID, pendingStates, orchestrator.TransferAborted, "superseded by a join"); err == nil {
+			s.Metrics.ended(outcomeSuperseded, time.Time{}, time.Time{})
+		} else if apierr.Code(err) != apierr.ECONFLICT {
 			return nil, err
 		}
 	}

@@ -29,7 +29,13 @@ var pendingStates = []orchestrator.TransferState{
 // Error codes: EBADREQUEST, EFORBIDDEN (the source does not hold the character),
 // ECONFLICT (it holds it at another epoch, or the id was used for another transfer),
 // EMAPQUARANTINED, EMAPUNAVAILABLE.
-func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error) {
+func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest) (ans *control.TransferAnswer, err error) {
+	defer func(start time.Time) { s.Metrics.requested(start, err) }(time.Now())
+	return s.requestTransfer(ctx, r)
+}
+
+// requestTransfer is RequestTransfer without its metrics.
+func (s *Service) requestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error) {
 	toMapID := r.ToMapID
 	if r.ToInstanceID == "" && r.ToMapID != "" {
 		r.ToInstanceID = mapgen.InstanceOfMap(r.ToMapID)
@@ -205,7 +211,7 @@ func (s *Service) TransferResult(ctx context.Context, r control.TransferResult) 
 	unlock := s.lock(tr.CharacterID)
 	defer unlock()
 	if !r.Success {
-		return s.abortAndFree(ctx, tr, "destination failed: "+r.Reason)
+		return s.abortAndFree(ctx, tr, outcomeDestinationFailed, "destination failed: "+r.Reason)
 	}
 	if tr.State == orchestrator.TransferCompleted {
 		return nil // a retried report
@@ -213,16 +219,19 @@ func (s *Service) TransferResult(ctx context.Context, r control.TransferResult) 
 	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferDestinationAccepted}, orchestrator.TransferCompleted, ""); err != nil {
 		return err
 	}
+	s.Metrics.ended(outcomeCompleted, tr.IssuedAt, s.Now())
 	s.Log.Info("transfer completed", "transfer", tr.ID, "character", tr.CharacterID, "to", tr.ToInstanceID)
 	return nil
 }
 
-// abortAndFree aborts a transfer and, if the character's lease is still the transfer's
-// or the failed destination's, frees it so the player's next join can take it.
-func (s *Service) abortAndFree(ctx context.Context, tr *orchestrator.Transfer, reason string) error {
+// abortAndFree aborts a transfer, counted as ending with end, and, if the character's lease
+// is still the transfer's or the failed destination's, frees it so the player's next
+// join can take it.
+func (s *Service) abortAndFree(ctx context.Context, tr *orchestrator.Transfer, end, reason string) error {
 	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, pendingStates, orchestrator.TransferAborted, reason); err != nil {
 		return err
 	}
+	s.Metrics.ended(end, tr.IssuedAt, s.Now())
 	l, err := s.lease(ctx, tr.CharacterID)
 	if err != nil {
 		return err
@@ -245,6 +254,8 @@ func (s *Service) abortAndFree(ctx context.Context, tr *orchestrator.Transfer, r
 func (s *Service) abort(ctx context.Context, id, reason string) {
 	if _, err := s.Store.AdvanceTransfer(ctx, id, pendingStates, orchestrator.TransferAborted, reason); err != nil {
 		s.Log.Error("abort transfer", "transfer", id, "err", err)
+	} else {
+		s.Metrics.ended(outcomeFailed, time.Time{}, time.Time{})
 	}
 }
 
@@ -271,9 +282,11 @@ func (s *Service) Sweep(ctx context.Context, grace time.Duration) (aborted int, 
 		if tr.State == orchestrator.TransferDestinationAccepted {
 			// The destination admitted the player but never reported: it holds the
 			// lease, so the transfer happened; record it as completed.
-			_, err = s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{tr.State}, orchestrator.TransferCompleted, "no report from destination")
+			if _, err = s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{tr.State}, orchestrator.TransferCompleted, "no report from destination"); err == nil {
+				s.Metrics.ended(outcomeCompleted, time.Time{}, time.Time{}) // no report: no handoff time
+			}
 		} else {
-			err = s.abortAndFree(ctx, tr, "token expired")
+			err = s.abortAndFree(ctx, tr, outcomeExpired, "token expired")
 			aborted++
 		}
 		unlock()

@@ -44,13 +44,17 @@ type Server struct {
 	Sessions   Sessions
 	Store      Persistence
 	Log        *slog.Logger
-	// Metrics serves GET /metrics on the control listener (behind the secret, like
-	// everything there); nil answers 404.
+	// Metrics serves GET /metrics on the control listener (behind the root secret or
+	// the metrics credential); nil answers 404.
 	Metrics http.Handler
+	// MapTargets finds each map's control listener for the proxy of map metrics
+	// (PathMapMetrics); nil answers 404.
+	MapTargets MapTargets
 	// Limits rate-limits joins per client address. The zero value limits nothing.
 	Limits PublicLimits
 
-	routes *routeWatch
+	routes       *routeWatch
+	scrapeClient *http.Client
 
 	public, control *echo.Echo
 	gateway         *echo.Echo // the control port on ControlExtraIPs: map routes only
@@ -65,7 +69,7 @@ type Server struct {
 func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *keys.Root, log *slog.Logger) *Server {
 	s := &Server{Maps: maps, Admission: adm, Store: store, Root: root, Log: log,
 		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log),
-		routes: newRouteWatch(maps)}
+		routes: newRouteWatch(maps), scrapeClient: newScrapeClient()}
 	s.Characters, _ = adm.(Characters)
 	s.Sessions, _ = adm.(Sessions)
 	s.public.Use(s.rateLimit)
@@ -89,7 +93,6 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	g.POST(control.PathAdminMaps, s.handleAdminCreate)
 	g.POST(control.PathAdminMaps+"/:id/restart", s.handleAdminRestart)
 	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
-	g.GET(control.PathMetrics, s.handleMetrics)
 	// The edge forwards players' joins and character calls here and watches the route
 	// table of their WebSockets, with a credential of its own that opens these routes
 	// only.
@@ -108,6 +111,7 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	if _, ok := store.(SaveAudit); ok {
 		g.GET(control.PathAdminCharacters+"/:id/saves", s.handleAdminSaves)
 	}
+	s.metricsRoutes(s.control.Group("", s.requireMetrics))
 	return s
 }
 

@@ -74,6 +74,10 @@ type DB struct {
 	// return them to (the cache keeps the rows and the next checkpoint retries).
 	Logger *slog.Logger
 
+	// Metrics records commit latency, snapshot ingest and checkpoints; nil records
+	// nothing. Set it before Open.
+	Metrics *Metrics
+
 	write *sql.DB  // exactly one connection, used only by the writer goroutine
 	read  *sql.DB  // read pool; WAL lets readers run beside the writer
 	reads sync.Map // query → *sql.Stmt prepared on read (see readStmt)

@@ -59,7 +59,13 @@ func (db *DB) Recovery() Recovery { return db.recovery }
 // PutSnapshot accepts a snapshot partition into the in-memory cache if its revision is
 // newer than the one held; the next checkpoint makes it durable. See
 // orchestrator.SnapshotStore for the error codes.
-func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (bool, error) {
+func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (accepted bool, err error) {
+	defer func(size int) { db.Metrics.pushed(accepted, size, err) }(len(env.Payload))
+	return db.putSnapshot(instanceID, partition, revision, env)
+}
+
+// putSnapshot is PutSnapshot without its metrics.
+func (db *DB) putSnapshot(instanceID, partition string, revision int64, env control.SnapshotEnvelope) (bool, error) {
 	switch {
 	case !control.ValidKey(instanceID):
 		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", control.MaxKeyLen)
@@ -174,7 +180,7 @@ func (db *DB) Checkpoint(ctx context.Context) (orchestrator.CheckpointResult, er
 		return orchestrator.CheckpointResult{}, nil
 	}
 
-	now := db.Now()
+	now, start := db.Now(), time.Now()
 	res := orchestrator.CheckpointResult{Rows: len(pending), At: now}
 	for start := 0; start < len(pending); start += checkpointChunk {
 		chunk := pending[start:min(start+checkpointChunk, len(pending))]
@@ -213,6 +219,7 @@ func (db *DB) Checkpoint(ctx context.Context) (orchestrator.CheckpointResult, er
 		c.mu.Unlock()
 	}
 	db.stats.checkpoints.Add(1)
+	db.Metrics.checkpointed(res.Rows, time.Since(start), now)
 	return res, nil
 }
 

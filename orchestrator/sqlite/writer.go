@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -17,6 +18,14 @@ type writeReq struct {
 	ev   *criticalReq
 	fn   func(ctx context.Context, tx *sql.Tx) error
 	done chan writeRes // buffered: the writer never blocks on an answer
+}
+
+// kind is the request's label in the writer's metrics.
+func (r *writeReq) kind() string {
+	if r.ev != nil {
+		return kindCritical
+	}
+	return kindWrite
 }
 
 // writeRes answers a writeReq.
@@ -86,6 +95,7 @@ func (db *DB) submit(ctx context.Context, r *writeReq) writeRes {
 	if db.reqs == nil {
 		return writeRes{err: errClosed}
 	}
+	defer db.Metrics.waited(r.kind(), time.Now())
 	r.done = make(chan writeRes, 1)
 	select {
 	case db.reqs <- r:
@@ -150,17 +160,22 @@ func (db *DB) runWriter() {
 
 // runTx runs fn in one write transaction and commits it unless fn fails.
 func (db *DB) runTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	start := time.Now()
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
+		db.Metrics.failed(kindWrite)
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
 	if err := fn(ctx, tx); err != nil {
+		db.Metrics.failed(kindWrite)
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		db.Metrics.failed(kindWrite)
 		return fmt.Errorf("commit: %w", err)
 	}
+	db.Metrics.committed(kindWrite, time.Since(start))
 	return nil
 }
 
@@ -169,6 +184,7 @@ func (db *DB) runTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx
 // with its error, while the rest of the group commits. Callers are answered only after
 // the commit (synchronous=FULL) has returned.
 func (db *DB) commitCriticalBatch(ctx context.Context, batch []*writeReq) {
+	start := time.Now()
 	res := make([]writeRes, len(batch))
 	answer := func() {
 		for i, r := range batch {
@@ -180,6 +196,7 @@ func (db *DB) commitCriticalBatch(ctx context.Context, batch []*writeReq) {
 		for i := range res {
 			res[i].err = fmt.Errorf("begin critical batch: %w", err)
 		}
+		db.Metrics.failed(kindCritical)
 		answer()
 		return
 	}
@@ -208,7 +225,10 @@ func (db *DB) commitCriticalBatch(ctx context.Context, batch []*writeReq) {
 				res[i] = writeRes{err: fmt.Errorf("commit critical batch: %w", err)}
 			}
 		}
+		db.Metrics.failed(kindCritical)
 	} else {
+		db.Metrics.committed(kindCritical, time.Since(start))
+		db.Metrics.grouped(len(batch))
 		n := int64(len(batch))
 		db.stats.criticalCommits.Add(1)
 		db.stats.criticalEvents.Add(n)

@@ -131,13 +131,20 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("edge credential: %w", err)
 		}
 	}
+	if err := orchestrator.WriteCredentialFile(dir, orchestrator.MetricsCredentialFileName, root.MetricsCredential()); err != nil {
+		return err
+	}
+	m.Registry = prometheus.NewRegistry()
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.DB = sqlite.NewDB(cfg.DBPath)
 	m.DB.CheckpointInterval = orchestrator.Ms(cfg.CheckpointMS)
 	m.DB.Logger = m.Log
 	m.DB.SaveAuditKeep = cfg.SaveAuditKeep
+	m.DB.Metrics = sqlite.NewMetrics(m.Registry)
 	if err := m.DB.Open(); err != nil {
 		return err
 	}
+	m.Registry.MustRegister(m.DB.Collector())
 
 	if m.Docker, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation()); err != nil {
 		return fmt.Errorf("docker client: %w", err)
@@ -167,8 +174,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		NanoCPUs:   nanoCPUs,
 		PidsLimit:  int64(cfg.MapPidsLimit),
 	})
-	m.Registry = prometheus.NewRegistry()
-	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	isolated := prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_map_network_isolated",
 		Help: "1 when the map network was created with inter-container communication off (the engine must also manage iptables to enforce it), 0 when an older network could not be replaced"})
 	if mapNet.Isolated {
@@ -184,6 +189,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Admission.MaxGuests = cfg.MaxGuests
 	m.Admission.MaxCharactersPerKey = cfg.MaxCharactersPerKey
 	m.Admission.SessionIdle = orchestrator.Ms(cfg.SessionIdleMS)
+	m.Admission.Metrics = admission.NewMetrics(m.Registry)
 	if m.Admission.PreviousKeys, err = previousKeys(cfg.PreviousSecret, dir); err != nil {
 		return err
 	}
@@ -195,6 +201,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
 	m.HTTP.Metrics = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	m.HTTP.MapTargets = m.Supervisor
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
