@@ -19,6 +19,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/critical"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
@@ -39,7 +40,10 @@ type Server struct {
 	Maps      orchestrator.Maps
 	Admission Admission
 	Store     Persistence
-	Log       *slog.Logger
+	// Critical admits critical events and serves item ownership and policies. NewServer
+	// builds it over Store and Admission when both are set and registers its routes.
+	Critical CriticalEvents
+	Log      *slog.Logger
 	// Metrics serves GET /metrics on the control listener (behind the secret, like
 	// everything there); nil answers 404.
 	Metrics http.Handler
@@ -62,6 +66,9 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	s := &Server{Maps: maps, Admission: adm, Store: store, Root: root, Log: log,
 		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log),
 		routes: newRouteWatch(maps)}
+	if adm != nil && store != nil {
+		s.Critical = critical.NewService(store, adm)
+	}
 	s.public.Use(s.rateLimit)
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
@@ -81,6 +88,9 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	g.POST(control.PathAdminMaps+"/:id/restart", s.handleAdminRestart)
 	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
 	g.GET(control.PathMetrics, s.handleMetrics)
+	if s.Critical != nil {
+		s.adminItemRoutes(g)
+	}
 	// The edge, which holds the secret, forwards players' joins here and watches the
 	// route table of their WebSockets.
 	g.GET(control.PathRoutes, s.handleRoutes)
@@ -106,8 +116,9 @@ func (s *Server) mapRoutes(g *echo.Group) {
 	if s.Admission != nil && s.Store != nil {
 		g.POST(control.PathPersistSnapshot, mapRPC(maxSnapshotBody,
 			func(r *control.PersistSnapshot) string { return r.InstanceID }, s.persistSnapshot))
-		g.POST(control.PathPersistCritical, mapRPC(maxCriticalBody,
-			func(r *control.CriticalEvent) string { return r.InstanceID }, s.persistCritical))
+	}
+	if s.Critical != nil {
+		s.mapItemRoutes(g)
 	}
 }
 

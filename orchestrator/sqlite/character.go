@@ -144,7 +144,7 @@ func characterStateArgs(charID, mapID, instanceID string, x, y float64, attrs js
 // putCharacterState applies a transfer_boundary event: the character must exist, and an
 // older revision than the stored one leaves the state alone (the event is still recorded).
 func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *control.CharacterState, nowMs int64) error {
-	if err := db.requireCharacter(ctx, tx, control.ItemOwner{CharacterID: s.CharacterID}); err != nil {
+	if err := db.requireCharacter(ctx, tx, s.CharacterID); err != nil {
 		return err
 	}
 	_, err := db.stmt(ctx, tx, upsertCharacterStateSQL).ExecContext(ctx,

@@ -16,7 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/critical"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -25,6 +29,11 @@ const (
 	killChildDBEnv  = "MAPYARD_KILL_CHILD_DB"
 	killChildRunEnv = "MAPYARD_KILL_CHILD_RUN"
 )
+
+// killCharacter picks up the items the child seeds on killGround.
+const killCharacter = "kill-picker"
+
+var killGround = items.Place{InstanceID: "i1", X: 7, Y: 7}
 
 // killPartitions are the snapshot partitions the child keeps pushing and checkpointing.
 var killPartitions = []string{"world", "npcs", "items", "doors"}
@@ -130,20 +139,27 @@ func verifyAfterKill(t *testing.T, path string, run int, acked map[string]bool, 
 		count[id]++
 	}
 	rows.Close()
-	items := map[string]int64{}
-	list, err := db.Items(ctx, control.ItemOwner{ContainerID: "i1/ground"})
+	held := map[string]bool{}
+	list, err := db.CharacterItems(ctx, killCharacter)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range list {
-		items[it.ItemID] = it.Quantity
+		held[it.ID] = true
 	}
 	for id := range acked {
 		if count[id] != 1 {
 			t.Fatalf("run %d: acknowledged event %s present %d times", run, id, count[id])
 		}
-		if strings.HasSuffix(id, "-grant") && items[id] != 1 {
-			t.Fatalf("run %d: acknowledged grant %s has quantity %d, want 1", run, id, items[id])
+		if item, ok := strings.CutSuffix(id, "-pickup"); ok && !held[item] {
+			t.Fatalf("run %d: acknowledged pickup %s but the item is not held", run, id)
+		}
+	}
+	// Every item is held exactly when its pickup is durable: never both on the ground and
+	// held (one row per item), never gone.
+	for item := range held {
+		if count[item+"-pickup"] != 1 {
+			t.Fatalf("run %d: item %s held without its pickup event", run, item)
 		}
 	}
 
@@ -179,6 +195,11 @@ func TestDB_KillChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)
 	}
+	if err := db.CreateCharacter(ctx, &orchestrator.Character{ID: killCharacter, KeyHash: "hash-" + killCharacter, Name: "k"}); err != nil && apierr.Code(err) != apierr.ECONFLICT {
+		fmt.Fprintln(os.Stderr, "child character:", err)
+		os.Exit(2)
+	}
+	cat := items.DefaultCatalog()
 	var outMu sync.Mutex
 	report := func(line string) { // one write per line, so a kill never interleaves lines
 		outMu.Lock()
@@ -219,18 +240,30 @@ func TestDB_KillChild(t *testing.T) {
 			for n := 0; ; n++ {
 				id := fmt.Sprintf("r%s-g%d-%d", run, g, n)
 				ev := control.CriticalEvent{EventID: id, InstanceID: "i1", Kind: "quest_flag", MapTick: int64(n), Payload: []byte(`{}`)}
-				if n%2 == 0 {
-					id += "-grant"
-					ev.EventID, ev.Kind = id, control.EventItemGrant
-					ev.Payload = []byte(fmt.Sprintf(`{"itemId":%q,"itemKind":"coin","quantity":1,"to":{"containerId":"i1/ground"}}`, id))
+				if n%2 == 0 { // a pickup of an item seeded just before
+					item := id
+					err := db.SeedItems(ctx, func(items.Ledger) ([]items.Item, error) {
+						return []items.Item{{ID: item, TemplateID: "coin", Quantity: 1, Place: killGround, State: items.StateActive}}, nil
+					})
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "child seed:", err)
+						os.Exit(2)
+					}
+					id += "-pickup"
+					ev = ItemEvent(id, items.KindPickup, int64(n), mv(item, "coin", 1, killGround, items.Place{CharacterID: killCharacter}))
 				}
-				if _, err := db.CommitCritical(ctx, ev); err != nil {
+				c, _, err := critical.Prepare(cat, ev)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "child prepare:", err)
+					os.Exit(2)
+				}
+				if _, err := db.CommitCritical(ctx, c); err != nil {
 					fmt.Fprintln(os.Stderr, "child commit:", err)
 					os.Exit(2)
 				}
 				report("ack " + id)
 				if n%5 == 0 { // a retry must not apply the event twice
-					if ack, err := db.CommitCritical(ctx, ev); err != nil || !ack.Duplicate {
+					if ack, err := db.CommitCritical(ctx, c); err != nil || !ack.Duplicate {
 						fmt.Fprintln(os.Stderr, "child retry:", ack, err)
 						os.Exit(2)
 					}
