@@ -83,7 +83,7 @@ func main() {
 	grant := control.CriticalEvent{EventID: "rogue-pickup", InstanceID: self, Kind: "item_pickup",
 		Payload: json.RawMessage(`{"itemId":"rogue-gold","templateId":"coin","quantity":1000,"from":{"instanceId":"` + self +
 			`","x":1,"y":1},"to":{"characterId":"` + char + `"}}`),
-		Epochs:  map[string]int64{char: epoch}}
+		Epochs: map[string]int64{char: epoch}}
 	call("critical-event-for-victims-character", http.MethodPost, orch+control.PathPersistCritical, cred, grant)
 	call("transfer-victims-player", http.MethodPost, orch+control.PathRequestTransfer, cred, control.TransferRequest{
 		TransferID: "rogue-tr-1", CharacterID: char, FromInstanceID: self, ToInstanceID: self + "-x", Epoch: epoch})
