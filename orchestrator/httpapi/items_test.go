@@ -15,7 +15,7 @@ import (
 )
 
 // joined joins a keyed player into default-1 and returns its redeemed character.
-func joined(t *testing.T, s *httpapi.Server, key string) control.RedeemResult {
+func joined(t testing.TB, s *httpapi.Server, key string) control.RedeemResult {
 	t.Helper()
 	var j orchestrator.JoinResponse
 	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, "", orchestrator.JoinRequest{AuthKey: key}, http.StatusOK, &j)

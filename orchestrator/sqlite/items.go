@@ -21,13 +21,12 @@ const (
 	sqlReadItem       = `SELECT ` + itemCols + ` FROM inventory_items WHERE item_id = ?`
 	sqlLiveOfTemplate = `SELECT COUNT(*) FROM inventory_items WHERE template_id = ? AND state = 'active'`
 	sqlReadPolicy     = `SELECT ` + policyCols + ` FROM critical_item_policy WHERE item_id = ?`
-	sqlUpsertItem     = `INSERT INTO inventory_items (item_id, template_id, quantity, owner_character_id,
+	sqlUpdateItem     = `UPDATE inventory_items SET template_id = ?2, quantity = ?3, owner_character_id = ?4,
+		location_instance_id = ?5, location_x = ?6, location_y = ?7, state = ?8, since_tick = ?9, updated_at_ms = ?10
+		WHERE item_id = ?1`
+	sqlInsertItem = `INSERT INTO inventory_items (item_id, template_id, quantity, owner_character_id,
 		location_instance_id, location_x, location_y, state, since_tick, updated_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (item_id) DO UPDATE SET template_id = excluded.template_id, quantity = excluded.quantity,
-			owner_character_id = excluded.owner_character_id, location_instance_id = excluded.location_instance_id,
-			location_x = excluded.location_x, location_y = excluded.location_y, state = excluded.state,
-			since_tick = excluded.since_tick, updated_at_ms = excluded.updated_at_ms`
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`
 	sqlInsertRecovery = `INSERT INTO item_recoveries (event_id, instance_id, tick, item_id, trigger,
 		old_character_id, old_instance_id, old_x, old_y, new_instance_id, new_x, new_y, at_ms)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -102,9 +101,18 @@ func (db *DB) writeItems(ctx context.Context, tx *sql.Tx, list []items.Item, now
 		if it.Place.InstanceID != "" {
 			inst = sql.NullString{String: it.Place.InstanceID, Valid: true}
 		}
-		if _, err := db.stmt(ctx, tx, sqlUpsertItem).ExecContext(ctx, it.ID, it.TemplateID, it.Quantity, ch, inst,
-			it.Place.X, it.Place.Y, string(it.State), it.SinceTick, nowMs); err != nil {
+		// Most writes move an existing item, so UPDATE first; INSERT only a new one.
+		args := []any{it.ID, it.TemplateID, it.Quantity, ch, inst, it.Place.X, it.Place.Y, string(it.State), it.SinceTick, nowMs}
+		res, err := db.stmt(ctx, tx, sqlUpdateItem).ExecContext(ctx, args...)
+		if err != nil {
 			return fmt.Errorf("write item %q: %w", it.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("write item %q: %w", it.ID, err)
+		} else if n == 0 {
+			if _, err := db.stmt(ctx, tx, sqlInsertItem).ExecContext(ctx, args...); err != nil {
+				return fmt.Errorf("write item %q: %w", it.ID, err)
+			}
 		}
 	}
 	return nil

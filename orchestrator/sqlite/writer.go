@@ -44,7 +44,7 @@ const (
 
 func (s writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 	for _, q := range []string{sqlSavepoint, sqlRelease, sqlRollbackTo, sqlInsertEvent, sqlSelectEvent, sqlCharExists,
-		sqlReadItem, sqlLiveOfTemplate, sqlReadPolicy, sqlUpsertItem, sqlInsertRecovery, upsertPartitionSQL, upsertCharacterStateSQL} {
+		sqlReadItem, sqlLiveOfTemplate, sqlReadPolicy, sqlUpdateItem, sqlInsertItem, sqlInsertRecovery, upsertPartitionSQL, upsertCharacterStateSQL} {
 		stmt, err := db.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", q, err)
