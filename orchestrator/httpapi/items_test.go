@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -152,6 +153,25 @@ func TestInstanceItems(t *testing.T) {
 	}
 	t.Run("ErrForbiddenActingForAnother", func(t *testing.T) {
 		testutil.PostJSON(t, url+control.PathInstanceItems, as(t, "frontier-1"), control.InstanceItemsRequest{InstanceID: "default-1"}, http.StatusForbidden, nil)
+	})
+	t.Run("Client", func(t *testing.T) {
+		ctx := context.Background()
+		cl := control.NewClient(url, cred)
+		a, err := cl.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: "default-1", Seed: seed})
+		if err != nil || len(a.Items) != 2 {
+			t.Fatalf("instance items %+v %v", a, err)
+		}
+		held, err := cl.CharacterItems(ctx, control.CharacterItemsRequest{InstanceID: "default-1", CharacterID: r.CharacterID, Epoch: r.Epoch})
+		if err != nil || len(held.Items) != 1 || held.Items[0].ID != "apple-1" {
+			t.Fatalf("character items %+v %v", held, err)
+		}
+		if pols, err := cl.ItemPolicies(ctx, control.ItemPoliciesRequest{InstanceID: "default-1"}); err != nil || len(pols.Policies) != 0 {
+			t.Fatalf("policies %+v %v", pols, err)
+		}
+		_, err = cl.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: "default-1", Seed: []items.Item{seedItem("c", "crown", 1)}})
+		if apierr.Code(err) != items.CodeCriticalSeed {
+			t.Fatalf("err %v, want %s through the client", err, items.CodeCriticalSeed)
+		}
 	})
 }
 

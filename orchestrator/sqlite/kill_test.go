@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -68,8 +69,9 @@ func TestDB_KillRecovery(t *testing.T) {
 	t.Logf("%d kills, %d acknowledged events, checkpointed revisions %v", kills, len(acked), checkpointed)
 }
 
-// runKillChild starts one child, kills it after d and returns the event ids it
-// acknowledged and the newest checkpointed revision per partition it reported.
+// runKillChild starts one child, kills it d after it reported it is ready (database
+// open, so a slow start on a busy machine never eats the window) and returns the event
+// ids it acknowledged and the newest checkpointed revision per partition it reported.
 func runKillChild(t *testing.T, path string, run int, d time.Duration) (acks []string, ckpts map[string]int64) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDB_KillChild$", "-test.count=1")
@@ -83,12 +85,14 @@ func runKillChild(t *testing.T, path string, run int, d time.Duration) (acks []s
 		t.Fatal(err)
 	}
 	ckpts = map[string]int64{}
-	done := make(chan struct{})
+	done, ready := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() { // a line cut by the kill has no newline and never scans
 			switch f := strings.Fields(sc.Text()); {
+			case len(f) == 1 && f[0] == "ready":
+				close(ready)
 			case len(f) == 2 && f[0] == "ack":
 				acks = append(acks, f[1])
 			case len(f) > 1 && f[0] == "ckpt":
@@ -100,13 +104,18 @@ func runKillChild(t *testing.T, path string, run int, d time.Duration) (acks []s
 			}
 		}
 	}()
-	time.Sleep(d)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	select {
+	case <-ready:
+		time.Sleep(d)
+	case <-done: // it failed before it was ready; Wait below reports how
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Fatalf("kill child %d: %v", run, err)
 	}
 	<-done
-	if err := cmd.Wait(); err == nil {
-		t.Fatalf("child %d exited cleanly; it should have been killed", run)
+	_ = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("child %d ended with %v; it should have been killed (see its stderr above)", run, cmd.ProcessState)
 	}
 	return acks, ckpts
 }
@@ -206,6 +215,8 @@ func TestDB_KillChild(t *testing.T) {
 		defer outMu.Unlock()
 		os.Stdout.WriteString(line + "\n")
 	}
+
+	report("ready")
 
 	go func() { // snapshots: push the next revision of every partition, checkpoint, report
 		revs := map[string]int64{}
