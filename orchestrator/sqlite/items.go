@@ -60,6 +60,7 @@ type txLedger struct {
 
 var _ items.Ledger = (*txLedger)(nil)
 
+// Item reads one item row, live or destroyed.
 func (l *txLedger) Item(id string) (items.Item, bool, error) {
 	it, err := scanItem(l.db.stmt(l.ctx, l.tx, sqlReadItem).QueryRowContext(l.ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -70,6 +71,7 @@ func (l *txLedger) Item(id string) (items.Item, bool, error) {
 	return it, true, nil
 }
 
+// LiveOfTemplate counts the live items of a template (partial index on live rows).
 func (l *txLedger) LiveOfTemplate(templateID string) (n int, err error) {
 	if err = l.db.stmt(l.ctx, l.tx, sqlLiveOfTemplate).QueryRowContext(l.ctx, templateID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count items of %q: %w", templateID, err)
@@ -77,6 +79,7 @@ func (l *txLedger) LiveOfTemplate(templateID string) (n int, err error) {
 	return n, nil
 }
 
+// Policy reads one critical-item policy.
 func (l *txLedger) Policy(itemID string) (items.Policy, bool, error) {
 	p, err := scanPolicy(l.db.stmt(l.ctx, l.tx, sqlReadPolicy).QueryRowContext(l.ctx, itemID))
 	if errors.Is(err, sql.ErrNoRows) {
