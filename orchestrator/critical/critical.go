@@ -59,8 +59,8 @@ func NewService(store Store, leases Leases) *Service {
 // spend its items; a recovery may take an item from an inactive character only if no
 // other map holds it (items.CodeHolderActive). Transfer boundaries are the
 // orchestrator's own (written by request-transfer), never a map's. A retry of an event
-// already committed is answered from the store before the lease check, so an ack lost
-// on the way is never turned into a refusal.
+// already committed is answered with its first ack even when the lease check would
+// now refuse it, so an ack lost on the way is never turned into a refusal.
 //
 // Error codes: EBADREQUEST, ETOOLARGE, EFORBIDDEN, ECONFLICT (lease epoch, or the event
 // id used for another event), ENOTFOUND (an item holder that is not a saved character),
@@ -73,11 +73,13 @@ func (s *Service) Commit(ctx context.Context, ev control.CriticalEvent) (control
 	if err != nil {
 		return control.CriticalAck{}, err
 	}
-	if _, err := s.Store.CriticalEvent(ctx, c.Event.EventID); err == nil {
-		return s.Store.CommitCritical(ctx, c)
-	}
 	if iev != nil {
 		if err := s.authorize(ctx, iev, ev.Epochs); err != nil {
+			// A retry of an event committed before the map lost the lease gets its ack;
+			// the store answers it without deciding again.
+			if _, found := s.Store.CriticalEvent(ctx, c.Event.EventID); found == nil {
+				return s.Store.CommitCritical(ctx, c)
+			}
 			return control.CriticalAck{}, err
 		}
 	}
