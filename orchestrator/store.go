@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -39,19 +40,51 @@ type CheckpointResult struct {
 
 // CriticalEventStore makes critical events durable before they are acknowledged.
 type CriticalEventStore interface {
-	// CommitCritical returns only once ev and its effects on the structured tables
-	// (inventory, character state) are durable. A retry with the same EventID returns
-	// the first commit's ack. It returns apierr.EBADREQUEST or apierr.ETOOLARGE for a malformed event,
-	// apierr.ECONFLICT if the EventID was already used for a different event or the event
-	// cannot apply (an item not held by the stated owner, too little quantity), and
-	// apierr.ENOTFOUND for an unknown item or character; a failed event changes nothing.
-	CommitCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
+	// CommitCritical records c.Event and applies its effects (c.Items, c.Boundary) in
+	// one transaction and returns only once it is durable. A retry with the same EventID
+	// returns the first commit's ack (Duplicate set) without deciding again; the same id
+	// with another event is apierr.ECONFLICT. apierr.ENOTFOUND names an item owner that
+	// is not a saved character; c.Items' own errors are returned as they are. A failed
+	// event changes nothing.
+	CommitCritical(ctx context.Context, c CriticalCommit) (control.CriticalAck, error)
 
 	// CriticalEvent returns a committed event by id, or apierr.ENOTFOUND.
 	CriticalEvent(ctx context.Context, eventID string) (*control.CriticalEvent, error)
+}
 
-	// Items returns the inventory held by owner, ordered by item id.
-	Items(ctx context.Context, owner control.ItemOwner) ([]*Item, error)
+// ItemStore keeps item ownership: every item instance with its template, quantity,
+// holder or world position, and state (mapserver/items.Item).
+type ItemStore interface {
+	// SeedItems runs decide in one write transaction over the stored ownership state
+	// and stores the items it returns, all or none. decide's errors are returned as
+	// they are.
+	SeedItems(ctx context.Context, decide func(items.Ledger) ([]items.Item, error)) error
+
+	// InstanceItems returns, ordered by id, what a map instance's ownership state is made
+	// of: the items lying (or last lying) in instanceID, the items held by characters
+	// whose authority lease instanceID holds, and the items with the ids in also (the
+	// policy copies anchored there), live and destroyed.
+	InstanceItems(ctx context.Context, instanceID string, also []string) ([]items.Item, error)
+
+	// CharacterItems returns the items characterID holds, live ones only, by id.
+	CharacterItems(ctx context.Context, characterID string) ([]items.Item, error)
+
+	// ItemRecoveries returns the recovery audit, oldest first: of itemID, or of every
+	// item when itemID is empty; at most limit rows.
+	ItemRecoveries(ctx context.Context, itemID string, limit int) ([]ItemRecovery, error)
+}
+
+// PolicyStore keeps the critical-item policies (critical_item_policy).
+type PolicyStore interface {
+	// ItemPolicies returns every policy, ordered by item id.
+	ItemPolicies(ctx context.Context) ([]items.Policy, error)
+	// ItemPolicy returns one policy, or apierr.ENOTFOUND.
+	ItemPolicy(ctx context.Context, itemID string) (items.Policy, error)
+	// PutItemPolicy creates or replaces the policy of p.ItemID and reports whether it was
+	// created. It stores p as given: the domain validates it first.
+	PutItemPolicy(ctx context.Context, p items.Policy) (created bool, err error)
+	// DeleteItemPolicy removes a policy, or returns apierr.ENOTFOUND.
+	DeleteItemPolicy(ctx context.Context, itemID string) error
 }
 
 // CharacterStore keeps persistent characters. Disposable session characters never reach
@@ -126,4 +159,6 @@ type Store interface {
 	CriticalEventStore
 	CharacterStore
 	NonceStore
+	ItemStore
+	PolicyStore
 }

@@ -187,10 +187,10 @@ func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st co
 	if err != nil {
 		return fmt.Errorf("hand over: %w", err)
 	}
-	_, err = s.Store.CommitCritical(ctx, control.CriticalEvent{
+	_, err = s.Store.CommitCritical(ctx, orchestrator.CriticalCommit{Event: control.CriticalEvent{
 		EventID: transferEventPrefix + tr.ID, InstanceID: tr.FromInstanceID,
 		Kind: control.EventTransferBoundary, Payload: payload,
-	})
+	}, Boundary: &st})
 	return err
 }
 

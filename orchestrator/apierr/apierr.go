@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Error codes shared by every part of mapyard. They are part of the public contract:
@@ -130,12 +131,21 @@ var statuses = map[string]int{
 	EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
 }
 
+// ItemCodePrefix begins the codes of item rule refusals (mapserver/items: a pickup of
+// an item someone else holds, a second unique item...). They are decided by those
+// rules, listed there, and all answered 409 Conflict: final for that event, never worth
+// a retry.
+const ItemCodePrefix = "item_"
+
 // Status returns the HTTP status an error code is answered with, so both sides of the
 // control RPC and the public API agree on it (and a client can tell a retryable 5xx
 // from a final 4xx).
 func Status(code string) int {
 	if s, ok := statuses[code]; ok {
 		return s
+	}
+	if strings.HasPrefix(code, ItemCodePrefix) {
+		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
 }

@@ -4,8 +4,35 @@
 // decoding, the error mapping both sides use, the one HTTP call helper, the /orch/*
 // messages and the typed client that map servers use to call the orchestrator. The
 // contract lives with the orchestrator, which serves it; what a map serves lives in
-// mapserver/mapcontrol. It imports no other mapyard package but apierr, so a map server
-// can depend on it without depending on the orchestrator.
+// mapserver/mapcontrol. It imports no other mapyard package but apierr and
+// mapserver/items (the item rules both sides share: pure, standard library only), so a
+// map server can depend on it without depending on the orchestrator.
+//
+// # Critical events and items
+//
+// Every item route demands a map credential and acts only for the caller's instance.
+//
+//   - POST /orch/persist-critical-event (CriticalEvent → CriticalAck): durable before
+//     the answer, idempotent by eventId. Item kinds (item_pickup, item_drop, item_trade,
+//     item_consume, item_recover) carry a mapserver/items Payload and, in epochs, the
+//     lease epoch of every character they give an item to or take one from; the item
+//     rules decide them, and a refusal is 409 with the rule's item_* code.
+//   - POST /orch/instance-items (InstanceItemsRequest → InstanceItemsAnswer): called by a
+//     map at start, after map-ready. It seeds the ordinary items the map's generator put
+//     on its ground (ids derived from the seed), keeping the stored state of any id
+//     already known, and answers the instance's ownership state and the critical-item
+//     policies anchored there, so a restarted map rebuilds ownership without
+//     duplicating an item. Retried safely.
+//   - POST /orch/character-items (CharacterItemsRequest → CharacterItemsAnswer): the
+//     items of a character arriving in the map, for the lease holder only.
+//   - POST /orch/item-policies (ItemPoliciesRequest → ItemPoliciesAnswer): the policies
+//     anchored in the instance, reloaded to pick up an operator's edit.
+//
+// On the control listener with the root secret, operators edit the policies:
+// GET /admin/item-policies, GET, PUT and DELETE /admin/item-policies/{itemId} (a body is
+// an items.Policy, strictly decoded and validated; 201 when created, 200 when replaced,
+// 204 when deleted), and read the append-only recovery audit with
+// GET /admin/item-recoveries?itemId=&limit=.
 package control
 
 import (

@@ -7,8 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/critical"
 )
 
 // Admission is what the join API and the transfer routes need from the admission
@@ -19,13 +19,14 @@ type Admission interface {
 	RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error)
 	TransferResult(ctx context.Context, r control.TransferResult) error
 	Authorize(ctx context.Context, characterID, instanceID string, epoch int64) error
+	Lease(ctx context.Context, characterID string) (orchestrator.Lease, error)
 }
 
-// Persistence is what the persist routes need from the store.
+// Persistence is what the persist and item routes need from the store: snapshot
+// ingest here, and what the critical-event service works on.
 type Persistence interface {
 	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (bool, error)
-	CommitCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
-	CriticalEvent(ctx context.Context, eventID string) (*control.CriticalEvent, error)
+	critical.Store
 }
 
 // Body limits. A join is tiny; a snapshot partition may carry up to
@@ -74,29 +75,4 @@ func (s *Server) persistSnapshot(ctx context.Context, r control.PersistSnapshot)
 	}
 	accepted, err := s.Store.PutSnapshot(ctx, r.InstanceID, r.Partition, r.Revision, r.Envelope)
 	return control.PersistSnapshotAnswer{Accepted: accepted}, err
-}
-
-// persistCritical commits a critical event from a map and answers once it is durable.
-// Item events are accepted only from the map that holds every character they touch at
-// the epochs it quotes, so a map that lost a character cannot spend its items. Transfer
-// boundaries are the orchestrator's own (written by request-transfer), never a map's.
-// A retry of an event already committed is answered from the store before the lease
-// check, so an ack lost on the way is never turned into a refusal.
-func (s *Server) persistCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error) {
-	if ev.Kind == control.EventTransferBoundary {
-		return control.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "transfer boundaries are recorded through %s", control.PathRequestTransfer)
-	}
-	if _, err := s.Store.CriticalEvent(ctx, ev.EventID); err == nil {
-		return s.Store.CommitCritical(ctx, ev)
-	}
-	chars, err := ev.Characters()
-	if err != nil {
-		return control.CriticalAck{}, err
-	}
-	for _, id := range chars {
-		if err := s.Admission.Authorize(ctx, id, ev.InstanceID, ev.Epochs[id]); err != nil {
-			return control.CriticalAck{}, err
-		}
-	}
-	return s.Store.CommitCritical(ctx, ev)
 }

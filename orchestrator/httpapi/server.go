@@ -19,6 +19,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/critical"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
@@ -43,7 +44,10 @@ type Server struct {
 	Characters Characters
 	Sessions   Sessions
 	Store      Persistence
-	Log        *slog.Logger
+	// Critical admits critical events and serves item ownership and policies. NewServer
+	// builds it over Store and Admission when both are set and registers its routes.
+	Critical CriticalEvents
+	Log      *slog.Logger
 	// Metrics serves GET /metrics on the control listener (behind the root secret or
 	// the metrics credential); nil answers 404.
 	Metrics http.Handler
@@ -72,6 +76,9 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 		routes: newRouteWatch(maps), scrapeClient: newScrapeClient()}
 	s.Characters, _ = adm.(Characters)
 	s.Sessions, _ = adm.(Sessions)
+	if adm != nil && store != nil {
+		s.Critical = critical.NewService(store, adm)
+	}
 	s.public.Use(s.rateLimit)
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
@@ -93,6 +100,9 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	g.POST(control.PathAdminMaps, s.handleAdminCreate)
 	g.POST(control.PathAdminMaps+"/:id/restart", s.handleAdminRestart)
 	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
+	if s.Critical != nil {
+		s.adminItemRoutes(g)
+	}
 	// The edge forwards players' joins and character calls here and watches the route
 	// table of their WebSockets, with a credential of its own that opens these routes
 	// only.
@@ -131,8 +141,9 @@ func (s *Server) mapRoutes(g *echo.Group) {
 	if s.Admission != nil && s.Store != nil {
 		g.POST(control.PathPersistSnapshot, mapRPC(maxSnapshotBody,
 			func(r *control.PersistSnapshot) string { return r.InstanceID }, s.persistSnapshot))
-		g.POST(control.PathPersistCritical, mapRPC(maxCriticalBody,
-			func(r *control.CriticalEvent) string { return r.InstanceID }, s.persistCritical))
+	}
+	if s.Critical != nil {
+		s.mapItemRoutes(g)
 	}
 }
 

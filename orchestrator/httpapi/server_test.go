@@ -173,42 +173,6 @@ func TestGatewayServesMapRoutesOnly(t *testing.T) {
 	testutil.PostJSON(t, gw+control.PathPersistCritical, as(t, "default-1"), control.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
 }
 
-// TestPersistCritical_Lease checks that item events are committed only for characters
-// the sending map holds, and that maps cannot write transfer boundaries.
-func TestPersistCritical_Lease(t *testing.T) {
-	s, db := MustOpenServer(t)
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, "", orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
-	var r control.RedeemResult
-	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, "default-1"), control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
-	grant := func(id, instance string, epoch int64) control.CriticalEvent {
-		return control.CriticalEvent{EventID: id, InstanceID: instance, Kind: control.EventItemGrant,
-			Payload: json.RawMessage(`{"itemId":"` + id + `","itemKind":"gold","quantity":5,"to":{"characterId":"` + r.CharacterID + `"}}`),
-			Epochs:  map[string]int64{r.CharacterID: epoch}}
-	}
-	var ack control.CriticalAck
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), grant("it-1", "default-1", r.Epoch), http.StatusOK, &ack)
-	var e control.ErrorResponse
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "frontier-1"), grant("it-2", "frontier-1", r.Epoch), http.StatusForbidden, &e)
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), grant("it-3", "default-1", r.Epoch+1), http.StatusConflict, &e)
-	if e.Error.Code != apierr.ECONFLICT {
-		t.Fatalf("code %q", e.Error.Code)
-	}
-	// A retry of a committed event is answered even by a map that since lost the lease.
-	var again control.CriticalAck
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), grant("it-1", "default-1", r.Epoch-1), http.StatusOK, &again)
-	if !again.Duplicate || again.Seq != ack.Seq {
-		t.Fatalf("retry ack %+v, want the first %+v", again, ack)
-	}
-	boundary := control.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: control.EventTransferBoundary,
-		Payload: json.RawMessage(`{"characterId":"` + r.CharacterID + `","mapId":"default","instanceId":"default-1","x":1,"y":1,"revision":99}`)}
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), boundary, http.StatusBadRequest, &e)
-	items, err := db.Items(context.Background(), control.ItemOwner{CharacterID: r.CharacterID})
-	if err != nil || len(items) != 1 || items[0].ItemID != "it-1" {
-		t.Fatalf("items %+v %v, want it-1 only", items, err)
-	}
-}
-
 func TestPersistCritical(t *testing.T) {
 	s, _ := MustOpenServer(t)
 	ev := control.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -106,7 +105,10 @@ func TestDB_Characters(t *testing.T) {
 		if _, err := db.Checkpoint(ctx); err != nil {
 			t.Fatal(err)
 		}
-		MustCommit(t, db, Event("e1", control.EventItemGrant, `{"itemId":"sword","itemKind":"sword","to":{"characterId":"`+ada.ID+`"},"quantity":1}`))
+		if _, err := mustWritableDB(t, db.Path).Exec(`INSERT INTO inventory_items (item_id, template_id, quantity, owner_character_id, updated_at_ms)
+			VALUES ('sword-1', 'sword', 1, ?, 0)`, ada.ID); err != nil {
+			t.Fatal(err)
+		}
 		if err := db.SetLease(ctx, orchestrator.Lease{CharacterID: ada.ID, InstanceID: "i1", Epoch: 1}, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +240,7 @@ func TestDB_MigrateOneCharacterPerKey(t *testing.T) {
 	if err != nil || s.X != 1.5 || s.Revision != 3 || string(s.Attributes) != `{"hp":7}` {
 		t.Fatalf("state after the upgrade: %+v %v", s, err)
 	}
-	if items, err := db.Items(ctx, control.ItemOwner{CharacterID: "c1"}); err != nil || len(items) != 1 || items[0].Quantity != 4 {
+	if items, err := db.CharacterItems(ctx, "c1"); err != nil || len(items) != 1 || items[0].Quantity != 4 {
 		t.Fatalf("items after the upgrade: %+v %v", items, err)
 	}
 	MustCreate(t, db, "kh1", "Cy")
@@ -246,4 +248,15 @@ func TestDB_MigrateOneCharacterPerKey(t *testing.T) {
 	if err := db.IntegrityCheck(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mustWritableDB opens path for writing beside the store, to plant rows a test needs.
+func mustWritableDB(tb testing.TB, path string) *sql.DB {
+	tb.Helper()
+	raw, err := sql.Open("sqlite", sqlite.DSN(path, false))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { raw.Close() })
+	return raw
 }

@@ -135,10 +135,7 @@ func TestDB_Open(t *testing.T) {
 
 func TestDB_AuditLogAppendOnly(t *testing.T) {
 	db := MustOpenDB(t)
-	ctx := context.Background()
-	if _, err := db.CommitCritical(ctx, control.CriticalEvent{EventID: "e1", InstanceID: "i1", Kind: "quest_flag", Payload: []byte(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
+	MustCommit(t, db, control.CriticalEvent{EventID: "e1", InstanceID: "i1", Kind: "quest_flag", Payload: []byte(`{}`)})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

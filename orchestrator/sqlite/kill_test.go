@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -16,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/critical"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -25,6 +30,11 @@ const (
 	killChildDBEnv  = "MAPYARD_KILL_CHILD_DB"
 	killChildRunEnv = "MAPYARD_KILL_CHILD_RUN"
 )
+
+// killCharacter picks up the items the child seeds on killGround.
+const killCharacter = "kill-picker"
+
+var killGround = items.Place{InstanceID: "i1", X: 7, Y: 7}
 
 // killPartitions are the snapshot partitions the child keeps pushing and checkpointing.
 var killPartitions = []string{"world", "npcs", "items", "doors"}
@@ -59,8 +69,9 @@ func TestDB_KillRecovery(t *testing.T) {
 	t.Logf("%d kills, %d acknowledged events, checkpointed revisions %v", kills, len(acked), checkpointed)
 }
 
-// runKillChild starts one child, kills it after d and returns the event ids it
-// acknowledged and the newest checkpointed revision per partition it reported.
+// runKillChild starts one child, kills it d after it reported it is ready (database
+// open, so a slow start on a busy machine never eats the window) and returns the event
+// ids it acknowledged and the newest checkpointed revision per partition it reported.
 func runKillChild(t *testing.T, path string, run int, d time.Duration) (acks []string, ckpts map[string]int64) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDB_KillChild$", "-test.count=1")
@@ -74,12 +85,14 @@ func runKillChild(t *testing.T, path string, run int, d time.Duration) (acks []s
 		t.Fatal(err)
 	}
 	ckpts = map[string]int64{}
-	done := make(chan struct{})
+	done, ready := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() { // a line cut by the kill has no newline and never scans
 			switch f := strings.Fields(sc.Text()); {
+			case len(f) == 1 && f[0] == "ready":
+				close(ready)
 			case len(f) == 2 && f[0] == "ack":
 				acks = append(acks, f[1])
 			case len(f) > 1 && f[0] == "ckpt":
@@ -91,13 +104,18 @@ func runKillChild(t *testing.T, path string, run int, d time.Duration) (acks []s
 			}
 		}
 	}()
-	time.Sleep(d)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	select {
+	case <-ready:
+		time.Sleep(d)
+	case <-done: // it failed before it was ready; Wait below reports how
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Fatalf("kill child %d: %v", run, err)
 	}
 	<-done
-	if err := cmd.Wait(); err == nil {
-		t.Fatalf("child %d exited cleanly; it should have been killed", run)
+	_ = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("child %d ended with %v; it should have been killed (see its stderr above)", run, cmd.ProcessState)
 	}
 	return acks, ckpts
 }
@@ -130,20 +148,27 @@ func verifyAfterKill(t *testing.T, path string, run int, acked map[string]bool, 
 		count[id]++
 	}
 	rows.Close()
-	items := map[string]int64{}
-	list, err := db.Items(ctx, control.ItemOwner{ContainerID: "i1/ground"})
+	held := map[string]bool{}
+	list, err := db.CharacterItems(ctx, killCharacter)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range list {
-		items[it.ItemID] = it.Quantity
+		held[it.ID] = true
 	}
 	for id := range acked {
 		if count[id] != 1 {
 			t.Fatalf("run %d: acknowledged event %s present %d times", run, id, count[id])
 		}
-		if strings.HasSuffix(id, "-grant") && items[id] != 1 {
-			t.Fatalf("run %d: acknowledged grant %s has quantity %d, want 1", run, id, items[id])
+		if item, ok := strings.CutSuffix(id, "-pickup"); ok && !held[item] {
+			t.Fatalf("run %d: acknowledged pickup %s but the item is not held", run, id)
+		}
+	}
+	// Every item is held exactly when its pickup is durable: never both on the ground and
+	// held (one row per item), never gone.
+	for item := range held {
+		if count[item+"-pickup"] != 1 {
+			t.Fatalf("run %d: item %s held without its pickup event", run, item)
 		}
 	}
 
@@ -179,12 +204,19 @@ func TestDB_KillChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)
 	}
+	if err := db.CreateCharacter(ctx, &orchestrator.Character{ID: killCharacter, KeyHash: "hash-" + killCharacter, Name: "k"}, 0); err != nil && apierr.Code(err) != apierr.ECONFLICT {
+		fmt.Fprintln(os.Stderr, "child character:", err)
+		os.Exit(2)
+	}
+	cat := items.DefaultCatalog()
 	var outMu sync.Mutex
 	report := func(line string) { // one write per line, so a kill never interleaves lines
 		outMu.Lock()
 		defer outMu.Unlock()
 		os.Stdout.WriteString(line + "\n")
 	}
+
+	report("ready")
 
 	go func() { // snapshots: push the next revision of every partition, checkpoint, report
 		revs := map[string]int64{}
@@ -219,18 +251,30 @@ func TestDB_KillChild(t *testing.T) {
 			for n := 0; ; n++ {
 				id := fmt.Sprintf("r%s-g%d-%d", run, g, n)
 				ev := control.CriticalEvent{EventID: id, InstanceID: "i1", Kind: "quest_flag", MapTick: int64(n), Payload: []byte(`{}`)}
-				if n%2 == 0 {
-					id += "-grant"
-					ev.EventID, ev.Kind = id, control.EventItemGrant
-					ev.Payload = []byte(fmt.Sprintf(`{"itemId":%q,"itemKind":"coin","quantity":1,"to":{"containerId":"i1/ground"}}`, id))
+				if n%2 == 0 { // a pickup of an item seeded just before
+					item := id
+					err := db.SeedItems(ctx, func(items.Ledger) ([]items.Item, error) {
+						return []items.Item{{ID: item, TemplateID: "coin", Quantity: 1, Place: killGround, State: items.StateActive}}, nil
+					})
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "child seed:", err)
+						os.Exit(2)
+					}
+					id += "-pickup"
+					ev = ItemEvent(id, items.KindPickup, int64(n), mv(item, "coin", 1, killGround, items.Place{CharacterID: killCharacter}))
 				}
-				if _, err := db.CommitCritical(ctx, ev); err != nil {
+				c, _, err := critical.Prepare(cat, ev)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "child prepare:", err)
+					os.Exit(2)
+				}
+				if _, err := db.CommitCritical(ctx, c); err != nil {
 					fmt.Fprintln(os.Stderr, "child commit:", err)
 					os.Exit(2)
 				}
 				report("ack " + id)
 				if n%5 == 0 { // a retry must not apply the event twice
-					if ack, err := db.CommitCritical(ctx, ev); err != nil || !ack.Duplicate {
+					if ack, err := db.CommitCritical(ctx, c); err != nil || !ack.Duplicate {
 						fmt.Fprintln(os.Stderr, "child retry:", ack, err)
 						os.Exit(2)
 					}

@@ -173,7 +173,7 @@ func (db *DB) saveState(ctx context.Context, tx *sql.Tx, s *savedState, source, 
 // putCharacterState applies a transfer_boundary event: the character must exist, and an
 // older revision than the stored one leaves the state alone (the event is still recorded).
 func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *control.CharacterState, eventID string, nowMs int64) error {
-	if err := db.requireCharacter(ctx, tx, control.ItemOwner{CharacterID: s.CharacterID}); err != nil {
+	if err := db.requireCharacter(ctx, tx, s.CharacterID); err != nil {
 		return err
 	}
 	return db.saveState(ctx, tx, &savedState{CharacterState: *s, SchemaVersion: db.SchemaVersion, SimCoreVersion: db.lastSimCore(s.CharacterID)},

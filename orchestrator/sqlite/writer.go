@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
@@ -15,7 +16,7 @@ import (
 // writer group-commits with every other event waiting, or a function run in a
 // transaction of its own.
 type writeReq struct {
-	ev   *criticalReq
+	ev   *orchestrator.CriticalCommit
 	fn   func(ctx context.Context, tx *sql.Tx) error
 	done chan writeRes // buffered: the writer never blocks on an answer
 }
@@ -48,20 +49,11 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`
 	sqlSelectEvent = `SELECT seq, instance_id, kind, map_tick, payload, committed_at_ms FROM critical_events WHERE event_id = ?`
 	sqlCharExists  = `SELECT 1 FROM characters WHERE character_id = ?`
-	sqlReadItem    = `SELECT item_kind, owner_character_id, owner_container_id, quantity FROM inventory_items WHERE item_id = ?`
-	sqlGrantItem   = `INSERT INTO inventory_items (item_id, item_kind, owner_character_id, owner_container_id, quantity, updated_at_ms)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-		ON CONFLICT (item_id) DO UPDATE SET quantity = quantity + excluded.quantity, updated_at_ms = excluded.updated_at_ms
-		WHERE item_kind = excluded.item_kind AND owner_character_id IS excluded.owner_character_id
-			AND owner_container_id IS excluded.owner_container_id`
-	sqlMoveItem   = `UPDATE inventory_items SET owner_character_id = ?, owner_container_id = ?, updated_at_ms = ? WHERE item_id = ?`
-	sqlSpendItem  = `UPDATE inventory_items SET quantity = quantity - ?, updated_at_ms = ? WHERE item_id = ?`
-	sqlDeleteItem = `DELETE FROM inventory_items WHERE item_id = ?`
 )
 
 func (s writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 	for _, q := range []string{sqlSavepoint, sqlRelease, sqlRollbackTo, sqlInsertEvent, sqlSelectEvent, sqlCharExists,
-		sqlReadItem, sqlGrantItem, sqlMoveItem, sqlSpendItem, sqlDeleteItem, upsertPartitionSQL, upsertCharacterStateSQL, insertSaveSQL, pruneSavesSQL} {
+		sqlReadItem, sqlLiveOfTemplate, sqlReadPolicy, sqlUpdateItem, sqlInsertItem, sqlInsertRecovery, upsertPartitionSQL, upsertCharacterStateSQL, insertSaveSQL, pruneSavesSQL} {
 		stmt, err := db.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", q, err)
@@ -212,11 +204,11 @@ func (db *DB) commitCriticalBatch(ctx context.Context, batch []*writeReq) {
 		res[i].ack, res[i].err = db.applyCritical(ctx, tx, r.ev, nowMs)
 		if res[i].err != nil {
 			if _, err := rollbackTo.ExecContext(ctx); err != nil {
-				res[i].err = errors.Join(res[i].err, fmt.Errorf("rollback event %q: %w", r.ev.ev.EventID, err))
+				res[i].err = errors.Join(res[i].err, fmt.Errorf("rollback event %q: %w", r.ev.Event.EventID, err))
 			}
 		}
 		if _, err := release.ExecContext(ctx); err != nil {
-			res[i].err = errors.Join(res[i].err, fmt.Errorf("release event %q: %w", r.ev.ev.EventID, err))
+			res[i].err = errors.Join(res[i].err, fmt.Errorf("release event %q: %w", r.ev.Event.EventID, err))
 		}
 	}
 	if err := tx.Commit(); err != nil {

@@ -80,9 +80,10 @@ func main() {
 	call("snapshot-of-victims-character", http.MethodPost, orch+control.PathPersistSnapshot, cred, snap)
 	snap.InstanceID = victim
 	call("snapshot-as-victim", http.MethodPost, orch+control.PathPersistSnapshot, cred, snap)
-	grant := control.CriticalEvent{EventID: "rogue-grant", InstanceID: self, Kind: control.EventItemGrant,
-		Payload: json.RawMessage(`{"itemId":"rogue-gold","itemKind":"gold","quantity":1000000,"to":{"characterId":"` + char + `"}}`),
-		Epochs:  map[string]int64{char: epoch}}
+	grant := control.CriticalEvent{EventID: "rogue-pickup", InstanceID: self, Kind: "item_pickup",
+		Payload: json.RawMessage(`{"itemId":"rogue-gold","templateId":"coin","quantity":1000,"from":{"instanceId":"` + self +
+			`","x":1,"y":1},"to":{"characterId":"` + char + `"}}`),
+		Epochs: map[string]int64{char: epoch}}
 	call("critical-event-for-victims-character", http.MethodPost, orch+control.PathPersistCritical, cred, grant)
 	call("transfer-victims-player", http.MethodPost, orch+control.PathRequestTransfer, cred, control.TransferRequest{
 		TransferID: "rogue-tr-1", CharacterID: char, FromInstanceID: self, ToInstanceID: self + "-x", Epoch: epoch})

@@ -1,0 +1,211 @@
+// Package critical admits the critical events map servers send and owns the item
+// ownership they change: it validates an event, checks that the sending map holds the
+// authority lease of every character the event touches, and has the store record it
+// with the item rules of mapserver/items deciding, inside the store's transaction, what
+// the event may do. It also serves a map's item ownership and critical-item policies,
+// and the operators' edits of those policies. The store only stores; every decision
+// about an item is made here, with the rules the map server runs too.
+package critical
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// Leases is what the service needs from the admission service's authority leases.
+type Leases interface {
+	// Authorize checks that instanceID holds characterID's lease at epoch (EFORBIDDEN,
+	// ECONFLICT otherwise).
+	Authorize(ctx context.Context, characterID, instanceID string, epoch int64) error
+	// Lease returns a character's current lease.
+	Lease(ctx context.Context, characterID string) (orchestrator.Lease, error)
+}
+
+// Store is the persistence the service uses.
+type Store interface {
+	orchestrator.CriticalEventStore
+	orchestrator.ItemStore
+	orchestrator.PolicyStore
+}
+
+// Service admits critical events and serves item ownership and policies. Set the
+// fields (NewService does) before use; it is safe for concurrent use.
+type Service struct {
+	Store  Store
+	Leases Leases
+	// Catalog is the item catalog the rules read templates from; it must be the one the
+	// map servers use.
+	Catalog *items.Catalog
+}
+
+// NewService returns a service over store and leases with the reference game's
+// catalog.
+func NewService(store Store, leases Leases) *Service {
+	return &Service{Store: store, Leases: leases, Catalog: items.DefaultCatalog()}
+}
+
+// Commit admits a critical event from a map and answers once it is durable. Item
+// events are accepted only from the map that holds every character they give an item
+// to or take one from, at the epochs it quotes, so a map that lost a character cannot
+// spend its items; a recovery may take an item from an inactive character only if no
+// other map holds it (items.CodeHolderActive). Transfer boundaries are the
+// orchestrator's own (written by request-transfer), never a map's. A retry of an event
+// already committed is answered with its first ack even when the lease check would
+// now refuse it, so an ack lost on the way is never turned into a refusal.
+//
+// Error codes: EBADREQUEST, ETOOLARGE, EFORBIDDEN, ECONFLICT (lease epoch, or the event
+// id used for another event), ENOTFOUND (an item holder that is not a saved character),
+// the item rules' item_* codes (409), EUNAVAILABLE (store closing).
+func (s *Service) Commit(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error) {
+	if ev.Kind == control.EventTransferBoundary {
+		return control.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "transfer boundaries are recorded through %s", control.PathRequestTransfer)
+	}
+	c, iev, err := Prepare(s.Catalog, ev)
+	if err != nil {
+		return control.CriticalAck{}, err
+	}
+	if iev != nil {
+		if err := s.authorize(ctx, iev, ev.Epochs); err != nil {
+			// A retry of an event committed before the map lost the lease gets its ack;
+			// the store answers it without deciding again.
+			if _, found := s.Store.CriticalEvent(ctx, c.Event.EventID); found == nil {
+				return s.Store.CommitCritical(ctx, c)
+			}
+			return control.CriticalAck{}, err
+		}
+	}
+	return s.Store.CommitCritical(ctx, c)
+}
+
+// authorize is the lease check of an item event.
+func (s *Service) authorize(ctx context.Context, ev *items.Event, epochs map[string]int64) error {
+	for _, id := range ev.Characters() {
+		if err := s.Leases.Authorize(ctx, id, ev.InstanceID, epochs[id]); err != nil {
+			return err
+		}
+	}
+	if id := ev.RecoveredFrom(); id != "" {
+		l, err := s.Leases.Lease(ctx, id)
+		if err != nil {
+			return err
+		}
+		if l.TransferID != "" || (l.InstanceID != "" && l.InstanceID != ev.InstanceID) {
+			return apierr.Errorf(items.CodeHolderActive, "character %q is active elsewhere and keeps item %q", id, ev.ItemID)
+		}
+	}
+	return nil
+}
+
+// MaxKindLen bounds a critical event's kind.
+const MaxKindLen = 64
+
+// Prepare validates a critical event's envelope, compacts its payload (so retries
+// compare equal whatever their whitespace) and returns the commit the store records.
+// For an item event (a kind beginning with "item_") it also decodes and validates the
+// payload, returns it, and sets the commit's Items to the rules' decision. Other kinds
+// are recorded only. Error codes: EBADREQUEST, ETOOLARGE.
+func Prepare(cat *items.Catalog, ev control.CriticalEvent) (orchestrator.CriticalCommit, *items.Event, error) {
+	bad := func(format string, args ...any) error {
+		return apierr.Errorf(apierr.EBADREQUEST, "critical event: "+format, args...)
+	}
+	switch {
+	case !control.ValidKey(ev.EventID):
+		return orchestrator.CriticalCommit{}, nil, bad("eventId must be 1 to %d printable characters", control.MaxKeyLen)
+	case !control.ValidKey(ev.InstanceID):
+		return orchestrator.CriticalCommit{}, nil, bad("instanceId must be 1 to %d printable characters", control.MaxKeyLen)
+	case ev.Kind == "" || len(ev.Kind) > MaxKindLen:
+		return orchestrator.CriticalCommit{}, nil, bad("kind must be 1 to %d characters", MaxKindLen)
+	case ev.MapTick < 0:
+		return orchestrator.CriticalCommit{}, nil, bad("mapTick must not be negative")
+	case len(ev.Payload) > control.MaxCriticalPayloadBytes:
+		return orchestrator.CriticalCommit{}, nil, apierr.Errorf(apierr.ETOOLARGE, "critical event payload is %d bytes, limit is %d", len(ev.Payload), control.MaxCriticalPayloadBytes)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, ev.Payload); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
+		return orchestrator.CriticalCommit{}, nil, bad("payload must be a JSON object")
+	}
+	ev.Payload = buf.Bytes()
+	c := orchestrator.CriticalCommit{Event: ev}
+	switch {
+	case ev.Kind == control.EventTransferBoundary:
+		st := &control.CharacterState{}
+		if err := json.Unmarshal(ev.Payload, st); err != nil {
+			return c, nil, bad("%s payload: %v", ev.Kind, err)
+		} else if !control.ValidKey(st.CharacterID) || st.MapID == "" || st.InstanceID == "" || st.Revision <= 0 {
+			return c, nil, bad("%s payload needs characterId, mapId, instanceId and a positive revision", ev.Kind)
+		} else if len(st.Attributes) > 0 && !json.Valid(st.Attributes) {
+			return c, nil, bad("%s attributes must be JSON", ev.Kind)
+		}
+		c.Boundary = st
+		return c, nil, nil
+	case !strings.HasPrefix(ev.Kind, items.CodePrefix):
+		return c, nil, nil
+	}
+	p, err := items.DecodePayload(ev.Payload)
+	if err != nil {
+		return c, nil, asAPIError(err)
+	}
+	iev := &items.Event{ID: ev.EventID, Kind: items.Kind(ev.Kind), InstanceID: ev.InstanceID, MapTick: ev.MapTick, Payload: p}
+	if err := iev.Validate(); err != nil {
+		return c, nil, asAPIError(err)
+	}
+	c.Items = func(led items.Ledger) (items.Outcome, error) {
+		out, err := items.Apply(cat, led, *iev)
+		return out, asAPIError(err)
+	}
+	return c, iev, nil
+}
+
+// asAPIError turns an item rule refusal into mapyard's error type: bad_request for a
+// malformed event, the rule's own item_* code (answered 409) otherwise. Other errors
+// (a failed read) are returned as they are.
+func asAPIError(err error) error {
+	var r *items.Refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	if r.Code == items.CodeMalformed {
+		return apierr.Errorf(apierr.EBADREQUEST, "%s", r.Message)
+	}
+	return &apierr.Error{Code: r.Code, Message: r.Message}
+}
+
+// copiesIn returns the ids of the policy copies anchored in instanceID, and those
+// policies.
+func copiesIn(pols []items.Policy, instanceID string) (ids []string, anchored []items.Policy) {
+	anchored = []items.Policy{}
+	for _, p := range pols {
+		if !p.AnchoredIn(instanceID) {
+			continue
+		}
+		anchored = append(anchored, p)
+		for _, c := range p.Copies() {
+			if c.Anchor.InstanceID == instanceID {
+				ids = append(ids, c.ItemID)
+			}
+		}
+	}
+	return ids, anchored
+}
+
+// requireInstance refuses an invalid instance id.
+func requireInstance(id string) error {
+	if !control.ValidKey(id) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId must be 1 to %d printable characters", control.MaxKeyLen)
+	}
+	return nil
+}
+
+// errf wraps a store error with context, keeping its code.
+func errf(err error, format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}

@@ -1,0 +1,163 @@
+package critical
+
+import (
+	"context"
+
+	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// InstanceItems seeds the ordinary world items a map generated and answers with the
+// instance's ownership state and policies (POST /orch/instance-items). The seed is
+// decided with items.Spawn inside one store transaction, all or nothing: an id the
+// store knows keeps its stored state (a restarted map duplicates nothing), a critical
+// or unknown template or a position outside the instance is refused.
+//
+// Error codes: EBADREQUEST, ETOOLARGE (more than control.MaxSeedItems), the item rules'
+// item_* codes naming the first refused seed item.
+func (s *Service) InstanceItems(ctx context.Context, r control.InstanceItemsRequest) (*control.InstanceItemsAnswer, error) {
+	if err := requireInstance(r.InstanceID); err != nil {
+		return nil, err
+	} else if len(r.Seed) > control.MaxSeedItems {
+		return nil, apierr.Errorf(apierr.ETOOLARGE, "seed has %d items, limit is %d", len(r.Seed), control.MaxSeedItems)
+	}
+	if len(r.Seed) > 0 {
+		if err := s.seed(ctx, r.InstanceID, r.Seed); err != nil {
+			return nil, err
+		}
+	}
+	pols, err := s.Store.ItemPolicies(ctx)
+	if err != nil {
+		return nil, errf(err, "instance items of %q", r.InstanceID)
+	}
+	ids, anchored := copiesIn(pols, r.InstanceID)
+	list, err := s.Store.InstanceItems(ctx, r.InstanceID, ids)
+	if err != nil {
+		return nil, errf(err, "instance items of %q", r.InstanceID)
+	}
+	return &control.InstanceItemsAnswer{Items: list, Policies: anchored}, nil
+}
+
+// seed stores the seed items the store does not know yet.
+func (s *Service) seed(ctx context.Context, instanceID string, seed []items.Item) error {
+	seen := make(map[string]bool, len(seed))
+	for i, it := range seed {
+		if seen[it.ID] {
+			return apierr.Errorf(apierr.EBADREQUEST, "seed[%d]: item %q listed twice", i, it.ID)
+		}
+		seen[it.ID] = true
+	}
+	return s.Store.SeedItems(ctx, func(led items.Ledger) ([]items.Item, error) {
+		var fresh []items.Item
+		uniques := map[string]bool{}
+		for i, it := range seed {
+			known, err := items.Spawn(s.Catalog, led, instanceID, it)
+			if err != nil {
+				return nil, prefixed(asAPIError(err), i)
+			} else if known {
+				continue
+			}
+			if t, _ := s.Catalog.Template(it.TemplateID); t.Unique {
+				if uniques[t.ID] {
+					return nil, apierr.Errorf(items.CodeUniqueExists, "seed[%d]: a second %s", i, t.Name)
+				}
+				uniques[t.ID] = true
+			}
+			fresh = append(fresh, it)
+		}
+		return fresh, nil
+	})
+}
+
+// prefixed names the seed item an error is about.
+func prefixed(err error, i int) error {
+	if e, ok := err.(*apierr.Error); ok {
+		return apierr.Errorf(e.Code, "seed[%d]: %s", i, e.Message)
+	}
+	return err
+}
+
+// CharacterItems answers the live items a character holds to the map that holds its
+// lease (POST /orch/character-items). Error codes: EBADREQUEST, EFORBIDDEN, ECONFLICT.
+func (s *Service) CharacterItems(ctx context.Context, r control.CharacterItemsRequest) (*control.CharacterItemsAnswer, error) {
+	if err := requireInstance(r.InstanceID); err != nil {
+		return nil, err
+	} else if !control.ValidKey(r.CharacterID) {
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "characterId required")
+	}
+	if err := s.Leases.Authorize(ctx, r.CharacterID, r.InstanceID, r.Epoch); err != nil {
+		return nil, err
+	}
+	list, err := s.Store.CharacterItems(ctx, r.CharacterID)
+	if err != nil {
+		return nil, errf(err, "items of %q", r.CharacterID)
+	}
+	return &control.CharacterItemsAnswer{Items: list}, nil
+}
+
+// InstancePolicies answers the critical-item policies anchored in an instance
+// (POST /orch/item-policies). Error codes: EBADREQUEST.
+func (s *Service) InstancePolicies(ctx context.Context, r control.ItemPoliciesRequest) (*control.ItemPoliciesAnswer, error) {
+	if err := requireInstance(r.InstanceID); err != nil {
+		return nil, err
+	}
+	pols, err := s.Store.ItemPolicies(ctx)
+	if err != nil {
+		return nil, errf(err, "policies of %q", r.InstanceID)
+	}
+	_, anchored := copiesIn(pols, r.InstanceID)
+	return &control.ItemPoliciesAnswer{Policies: anchored}, nil
+}
+
+// Policies lists every critical-item policy, by item id (GET /admin/item-policies).
+func (s *Service) Policies(ctx context.Context) ([]items.Policy, error) {
+	return s.Store.ItemPolicies(ctx)
+}
+
+// Policy returns one policy (GET /admin/item-policies/{itemId}). Error codes: ENOTFOUND.
+func (s *Service) Policy(ctx context.Context, itemID string) (items.Policy, error) {
+	return s.Store.ItemPolicy(ctx, itemID)
+}
+
+// PutPolicy validates p against the catalog and creates or replaces the policy of
+// itemID (PUT /admin/item-policies/{itemId}); p.ItemID may be left empty and otherwise
+// must equal itemID. Maps pick the change up when they next load their policies.
+// Error codes: EBADREQUEST with what is wrong.
+func (s *Service) PutPolicy(ctx context.Context, itemID string, p items.Policy) (items.Policy, bool, error) {
+	if p.ItemID == "" {
+		p.ItemID = itemID
+	}
+	if p.ItemID != itemID {
+		return p, false, apierr.Errorf(apierr.EBADREQUEST, "itemId %q in the body differs from %q in the path", p.ItemID, itemID)
+	}
+	if err := p.Validate(s.Catalog); err != nil {
+		return p, false, apierr.Errorf(apierr.EBADREQUEST, "policy of %q: %v", itemID, err)
+	}
+	created, err := s.Store.PutItemPolicy(ctx, p)
+	return p, created, err
+}
+
+// DeletePolicy removes a policy (DELETE /admin/item-policies/{itemId}); the items it
+// kept stay where they are, no longer recovered. Error codes: ENOTFOUND.
+func (s *Service) DeletePolicy(ctx context.Context, itemID string) error {
+	return s.Store.DeleteItemPolicy(ctx, itemID)
+}
+
+// DefaultRecoveryLimit and MaxRecoveryLimit bound one read of the recovery audit.
+const (
+	DefaultRecoveryLimit = 100
+	MaxRecoveryLimit     = 10000
+)
+
+// Recoveries returns the recovery audit of itemID (every item when empty), oldest
+// first, at most limit rows (GET /admin/item-recoveries). Error codes: EBADREQUEST.
+func (s *Service) Recoveries(ctx context.Context, itemID string, limit int) ([]orchestrator.ItemRecovery, error) {
+	if limit <= 0 {
+		limit = DefaultRecoveryLimit
+	} else if limit > MaxRecoveryLimit {
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "limit must be at most %d", MaxRecoveryLimit)
+	}
+	return s.Store.ItemRecoveries(ctx, itemID, limit)
+}

@@ -1,0 +1,112 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/critical"
+)
+
+// CriticalEvents is what the critical-event and item routes need from the
+// critical-event service (critical.Service).
+type CriticalEvents interface {
+	Commit(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
+	InstanceItems(ctx context.Context, r control.InstanceItemsRequest) (*control.InstanceItemsAnswer, error)
+	CharacterItems(ctx context.Context, r control.CharacterItemsRequest) (*control.CharacterItemsAnswer, error)
+	InstancePolicies(ctx context.Context, r control.ItemPoliciesRequest) (*control.ItemPoliciesAnswer, error)
+	Policies(ctx context.Context) ([]items.Policy, error)
+	Policy(ctx context.Context, itemID string) (items.Policy, error)
+	PutPolicy(ctx context.Context, itemID string, p items.Policy) (items.Policy, bool, error)
+	DeletePolicy(ctx context.Context, itemID string) error
+	Recoveries(ctx context.Context, itemID string, limit int) ([]orchestrator.ItemRecovery, error)
+}
+
+var _ CriticalEvents = (*critical.Service)(nil)
+
+// Body limit of a policy edit: a policy with MaxAnchors anchors is a few KiB.
+const maxPolicyBody = 64 << 10
+
+// mapItemRoutes registers the map-facing critical-event and item routes.
+func (s *Server) mapItemRoutes(g *echo.Group) {
+	g.POST(control.PathPersistCritical, mapRPC(maxCriticalBody,
+		func(r *control.CriticalEvent) string { return r.InstanceID }, s.Critical.Commit))
+	g.POST(control.PathInstanceItems, mapRPC(control.MaxInstanceItemsBody,
+		func(r *control.InstanceItemsRequest) string { return r.InstanceID }, s.Critical.InstanceItems))
+	g.POST(control.PathCharacterItems, mapRPC(control.DefaultMaxBodySize,
+		func(r *control.CharacterItemsRequest) string { return r.InstanceID }, s.Critical.CharacterItems))
+	g.POST(control.PathItemPolicies, mapRPC(control.DefaultMaxBodySize,
+		func(r *control.ItemPoliciesRequest) string { return r.InstanceID }, s.Critical.InstancePolicies))
+}
+
+// adminItemRoutes registers the operators' policy and audit routes (root secret).
+func (s *Server) adminItemRoutes(g *echo.Group) {
+	g.GET(control.PathAdminItemPolicies, s.handleListPolicies)
+	g.GET(control.PathAdminItemPolicies+"/:id", s.handleGetPolicy)
+	g.PUT(control.PathAdminItemPolicies+"/:id", s.handlePutPolicy)
+	g.DELETE(control.PathAdminItemPolicies+"/:id", s.handleDeletePolicy)
+	g.GET(control.PathAdminItemRecoveries, s.handleRecoveries)
+}
+
+func (s *Server) handleListPolicies(c echo.Context) error {
+	pols, err := s.Critical.Policies(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string][]items.Policy{"policies": pols})
+}
+
+func (s *Server) handleGetPolicy(c echo.Context) error {
+	p, err := s.Critical.Policy(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+// handlePutPolicy creates (201) or replaces (200) a policy from a strictly decoded body.
+func (s *Server) handlePutPolicy(c echo.Context) error {
+	var p items.Policy
+	if err := control.DecodeJSON(c, &p, maxPolicyBody); err != nil {
+		return err
+	}
+	p, created, err := s.Critical.PutPolicy(c.Request().Context(), c.Param("id"), p)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, p)
+}
+
+func (s *Server) handleDeletePolicy(c echo.Context) error {
+	if err := s.Critical.DeletePolicy(c.Request().Context(), c.Param("id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// handleRecoveries answers the recovery audit: ?itemId= filters, ?limit= bounds.
+func (s *Server) handleRecoveries(c echo.Context) error {
+	limit := 0
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return apierr.Errorf(apierr.EBADREQUEST, "limit must be a positive integer")
+		}
+		limit = n
+	}
+	list, err := s.Critical.Recoveries(c.Request().Context(), c.QueryParam("itemId"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string][]orchestrator.ItemRecovery{"recoveries": list})
+}
