@@ -32,6 +32,9 @@ const (
 	CodeMapUnavailable = "map_unavailable"
 	// CodeMapQuarantined: the map is quarantined by the orchestrator.
 	CodeMapQuarantined = "map_quarantined"
+	// CodeRateLimited: a message over the connection's limits (messages or bytes per
+	// second) was not processed; a client that goes on is closed with 1008.
+	CodeRateLimited = "rate_limited"
 )
 
 // Error is a protocol error with a public code, answered to the client in an `error`

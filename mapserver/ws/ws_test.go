@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -288,5 +289,90 @@ func TestOrigin(t *testing.T) {
 				c.Close()
 			}
 		}
+	}
+}
+
+// TestLimits_FlooderRefusedThenClosed floods a connection over its message rate: the
+// first burst reaches the session, the rest is refused with rate_limited and never
+// reaches it, and the flooder is closed with 1008, counted by reason.
+func TestLimits_FlooderRefusedThenClosed(t *testing.T) {
+	metrics := ws.NewMetrics(nil)
+	h := newHarness(t, func(s *ws.Server) {
+		s.Limits = ws.Limits{MsgRate: 1, MsgBurst: 10}
+		s.Metrics = metrics
+	})
+	c := welcomed(t, h)
+	for i := 0; i < 200; i++ {
+		if err := c.WriteMessage(websocket.TextMessage, []byte("flood")); err != nil {
+			break // closed
+		}
+	}
+	echoed, refused := 0, 0
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, data, err := c.ReadMessage()
+		if err != nil {
+			if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+				t.Fatalf("connection ended with %v, want close 1008", err)
+			}
+			break
+		}
+		switch m := string(data); {
+		case m == "flood":
+			echoed++
+		case strings.Contains(m, `"code":"rate_limited"`):
+			refused++
+		default:
+			t.Fatalf("unexpected %s", m)
+		}
+	}
+	if echoed < 10 || echoed > 12 || refused == 0 {
+		t.Fatalf("%d messages passed (want the burst of 10 and at most a refill), %d refusals answered", echoed, refused)
+	}
+	if got := testutil.ToFloat64(metrics.RateLimited.WithLabelValues(ws.ReasonClosed)); got != 1 {
+		t.Fatalf("closed count %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(metrics.RateLimited.WithLabelValues(ws.ReasonMessages)); got < 50 {
+		t.Fatalf("refused count %v, want the 51 refusals before the close", got)
+	}
+}
+
+// TestLimits_BytesRefusedConnectionKept checks the byte bucket: a frame over what is
+// left is refused with rate_limited while the connection stays open, and a client that
+// slows down is served again.
+func TestLimits_BytesRefusedConnectionKept(t *testing.T) {
+	metrics := ws.NewMetrics(nil)
+	h := newHarness(t, func(s *ws.Server) {
+		s.Limits = ws.Limits{ByteRate: 1 << 20, ByteBurst: 5000}
+		s.Metrics = metrics
+	})
+	c := welcomed(t, h)
+	big := strings.Repeat("b", 4000)
+	send(t, c, big)
+	send(t, c, big)
+	if _, m := recv(t, c); m != big {
+		t.Fatalf("first frame: got %.40q", m)
+	}
+	if _, m := recv(t, c); !strings.Contains(m, `"code":"rate_limited"`) || !strings.Contains(m, "bytes per second") {
+		t.Fatalf("second frame: got %.80q, want a rate_limited error", m)
+	}
+	if got := testutil.ToFloat64(metrics.RateLimited.WithLabelValues(ws.ReasonBytes)); got != 1 {
+		t.Fatalf("bytes refused %v, want 1", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		send(t, c, "small")
+		if _, m := recv(t, c); m == "small" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection was never served again")
+		}
+	}
+}
+
+func TestLimits_ByteBurstHoldsAFullFrame(t *testing.T) {
+	if ws.DefaultReadLimit != mapserver.MinConnByteBurst {
+		t.Fatalf("read limit %d, MinConnByteBurst %d: a byte burst at the minimum must pass the largest frame", ws.DefaultReadLimit, mapserver.MinConnByteBurst)
 	}
 }
