@@ -19,12 +19,14 @@ import (
 )
 
 // fakeGame admits a first message "good" (answering "welcome") and refuses anything
-// else with an error frame and 1008; an admitted session echoes every message back and
-// remembers its peer so tests can send from outside, as the tick does.
+// else with an error frame and 1008; an admitted session echoes every message back
+// (answering "ping" with a "pong" Reply) and remembers its peer so tests can send from
+// outside, as the tick does.
 type fakeGame struct {
-	mu     sync.Mutex
-	peers  []mapserver.Peer
-	closed int
+	mu      sync.Mutex
+	peers   []mapserver.Peer
+	closed  int
+	replied int
 }
 
 func (g *fakeGame) Hello(_ context.Context, first []byte, binary bool, p mapserver.Peer) mapserver.Session {
@@ -57,7 +59,22 @@ type fakeSession struct {
 	p mapserver.Peer
 }
 
-func (s *fakeSession) Receive(data []byte, binary bool) { s.p.Send(data, binary) }
+func (s *fakeSession) Receive(data []byte, binary bool) {
+	if string(data) == "ping" {
+		s.p.Reply([]byte("pong"))
+		s.g.mu.Lock()
+		s.g.replied++
+		s.g.mu.Unlock()
+		return
+	}
+	s.p.Send(data, binary)
+}
+
+func (g *fakeGame) Replied() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.replied
+}
 
 func (s *fakeSession) Closed() {
 	s.g.mu.Lock()
@@ -375,4 +392,45 @@ func TestLimits_ByteBurstHoldsAFullFrame(t *testing.T) {
 	if ws.DefaultReadLimit != mapserver.MinConnByteBurst {
 		t.Fatalf("read limit %d, MinConnByteBurst %d: a byte burst at the minimum must pass the largest frame", ws.DefaultReadLimit, mapserver.MinConnByteBurst)
 	}
+}
+
+// TestReply_AheadOfQueuedFrames stops reading while 32 large frames are queued to a
+// client, far more than the sockets' buffers hold (a few MiB on loopback while the
+// client does not read), then pings: once the client reads again, the pong arrives
+// before the frames that were still queued.
+func TestReply_AheadOfQueuedFrames(t *testing.T) {
+	h := newHarness(t, nil)
+	c := welcomed(t, h)
+	p := h.game.Peers()[0]
+	const frames = 32
+	frame := make([]byte, 1<<20) // 32 MiB in all, against a few MiB of socket buffers
+	for i := 0; i < frames; i++ {
+		if !p.Send(frame, true) {
+			t.Fatal("queue full")
+		}
+	}
+	send(t, c, "ping")
+	waitFor(t, "the pong to be queued", func() bool { return h.game.Replied() == 1 })
+
+	before, after := 0, 0
+	pong := false
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for before+after < frames {
+		typ, data, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d frames: %v", before+after, err)
+		}
+		switch {
+		case typ == websocket.TextMessage && string(data) == "pong":
+			pong = true
+		case pong:
+			after++
+		default:
+			before++
+		}
+	}
+	if !pong || after == 0 {
+		t.Fatalf("the pong came after %d of %d frames, behind every frame queued before it", before, frames)
+	}
+	t.Logf("the pong came after %d frames already in the sockets' buffers, ahead of %d still queued", before, after)
 }
