@@ -21,7 +21,7 @@ COMPOSE   := $(shell if docker compose version >/dev/null 2>&1; then echo "docke
 COMPOSE_ARGS := -p mapyard -f compose/compose.yaml
 DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)
 
-.PHONY: all build images up down test test-images test-go test-wasm test-fuzz bench bench-w1 lint clean
+.PHONY: all build images up down test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w3 lint clean
 
 all: build
 
@@ -85,6 +85,14 @@ test-fuzz:
 bench-w1: images
 	NS="$(or $(NS),100 250 500 1000)" WARMUP=$(or $(WARMUP),15) WINDOW=$(or $(WINDOW),60) \
 		IMAGE=mapyard/map:$(VERSION) scripts/bench-w1.sh
+
+# Workload W3, a crowd in one spot, through the edge: the kit's orchestrator and edge
+# binaries with the default map in a container of this checkout's image
+# (docs/benchmarks.md). NS, MODES, WARMUP and WINDOW shorten it for a smoke run:
+# make bench-w3 NS=250 MODES=idle WARMUP=5 WINDOW=15
+bench-w3: images
+	NS="$(or $(NS),250 500 1000 2000)" MODES="$(or $(MODES),idle move)" WARMUP=$(or $(WARMUP),15) \
+		WINDOW=$(or $(WINDOW),60) IMAGE=mapyard/map:$(VERSION) scripts/bench-w3.sh
 
 bench: images
 	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -run='^$$' -bench=. -benchmem ./...
