@@ -12,7 +12,8 @@
 #
 # Usage: scripts/bench-w3.sh          (make bench-w3 builds the binaries and image first)
 # Env:   NS="250 500 1000 2000" MODES="idle move" WARMUP=15 WINDOW=60 (seconds)
-#        GATHER=60 (units)  IMAGE=mapyard/map:<version>  OUT=bench-results/w3-<UTC time>
+#        GATHER=60 (units; 0: all over the map)  JOIN_RATE=50 (joins a second)
+#        IMAGE=mapyard/map:<version>  OUT=bench-results/w3-<UTC time>
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NS="${NS:-250 500 1000 2000}"
@@ -20,9 +21,11 @@ MODES="${MODES:-idle move}"
 WARMUP="${WARMUP:-15}"
 WINDOW="${WINDOW:-60}"
 GATHER="${GATHER:-60}"
+JOIN_RATE="${JOIN_RATE:-50}"
 IMAGE="${IMAGE:-mapyard/map:$(git describe --tags --always --dirty 2>/dev/null || echo latest)}"
 OUT="${OUT:-bench-results/w3-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
+echo "$IMAGE" >"$OUT/image"
 for bin in bin/orchestrator bin/edge bin/mapbots; do
 	[ -x "$bin" ] || { echo "$bin missing: run make build" >&2; exit 1; }
 done
@@ -88,7 +91,7 @@ for N in $NS; do
 		if [ "$MODE" = idle ]; then idle=(-idle); fi
 		echo "W3 N=$N $MODE: map container pid $MAP_PID, edge pid $EDGE_PID" >&2
 		MAP_CREDENTIAL="$MAP_CRED" MAP_ORCH_CREDENTIAL="$ORCH_CRED" bin/mapbots -json \
-			-join "http://127.0.0.1:$EP" -n "$N" "${idle[@]}" -warmup "${WARMUP}s" -window "${WINDOW}s" \
+			-join "http://127.0.0.1:$EP" -n "$N" -join-rate "$JOIN_RATE" "${idle[@]}" -warmup "${WARMUP}s" -window "${WINDOW}s" \
 			-probe 250ms -spread "$CTL_URL" -gather "$GATHER" \
 			-server-pid "$MAP_PID" -metrics "http://$MAP_CTL/metrics" -edge-pid "$EDGE_PID" 2>>"$OUT/mapbots.log" |
 			jq --arg mode "$MODE" '.mode = $mode' >"$OUT/w3-n$N-$MODE.json"

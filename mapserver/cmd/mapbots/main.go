@@ -111,6 +111,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer s.Close()
 	fmt.Fprintf(stderr, "mapbots: %d of %d bots joined in %.1fs (%d failed); warming up %s\n",
 		len(s.Bots()), *n, time.Since(start).Seconds(), s.JoinFailures, *warmup)
+	if s.JoinError != nil {
+		fmt.Fprintln(stderr, "mapbots: the first join that failed:", s.JoinError)
+	}
 
 	driving, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
