@@ -26,13 +26,13 @@ const lingerTimeout = time.Second
 const urgentQueue = 16
 
 // outFrame is one entry of a connection's send queue: a data frame, or the close frame
-// that ends the connection after the frames queued before it.
+// that ends the connection after the frames queued before it (its code and reason are
+// the connection's closeCode and closeText). It stays 32 bytes: every connection holds
+// room for a full queue of them.
 type outFrame struct {
-	data      []byte
-	binary    bool
-	close     bool
-	closeCode int
-	closeText string
+	data   []byte
+	binary bool
+	close  bool
 }
 
 // conn is one player's connection. The goroutine of ServeHTTP is its only reader
@@ -50,6 +50,10 @@ type conn struct {
 	dropped    atomic.Bool
 	closing    atomic.Bool
 	limit      *limiter
+	// closeCode and closeText are written once, by the Close that wins closing, before
+	// its frame is queued; the writer reads them after taking that frame.
+	closeCode int
+	closeText string
 
 	helloTimeout, idleTimeout, writeTimeout time.Duration
 }
@@ -106,7 +110,8 @@ func (c *conn) Reply(frame []byte) bool {
 // lingerTimeout passes.
 func (c *conn) Close(code int, reason string) {
 	if c.closing.CompareAndSwap(false, true) {
-		c.enqueue(c.queue, outFrame{close: true, closeCode: code, closeText: reason})
+		c.closeCode, c.closeText = code, reason
+		c.enqueue(c.queue, outFrame{close: true})
 	}
 }
 
@@ -288,7 +293,7 @@ func (c *conn) write(f outFrame) bool {
 	}
 	_ = c.ws.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	if f.close {
-		_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, f.closeText))
+		_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(c.closeCode, c.closeText))
 		// Wake the reader if the client never answers the close.
 		_ = c.ws.NetConn().SetReadDeadline(time.Now().Add(lingerTimeout))
 		return false
