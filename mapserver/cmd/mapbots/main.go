@@ -34,6 +34,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == probeChild {
+		return runProbeChild(args[1:], os.Stdin, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("mapbots", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	joinURL := fs.String("join", "http://127.0.0.1:8080", "public edge (or fake orchestrator) base URL to POST /api/v1/join to")
@@ -93,12 +96,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer pr.close()
+		x, y, err := pr.position()
+		if err != nil {
+			fmt.Fprintln(stderr, "mapbots:", err)
+			return 1
+		}
 		if *gather > 0 {
-			x, y, err := pr.position(ctx)
-			if err != nil {
-				fmt.Fprintln(stderr, "mapbots:", err)
-				return 1
-			}
 			s.Spread.CX, s.Spread.CY, s.Spread.Radius = x, y, *gather
 			fmt.Fprintf(stderr, "mapbots: gathering the bots within %.0f units of (%.0f, %.0f)\n", *gather, x, y)
 		}
@@ -139,7 +142,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	s.ResetStats()
 	if pr != nil {
-		pr.swarm.ResetStats()
+		if err := pr.reset(); err != nil {
+			fmt.Fprintln(stderr, "mapbots:", err)
+			return 1
+		}
 	}
 	cpu0, t0 := cpuTime(), time.Now()
 	fmt.Fprintf(stderr, "mapbots: measuring %s\n", *window)
@@ -153,8 +159,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := Result{N: *n, Bots: r}
 	conns := len(s.Bots())
 	if pr != nil {
-		pr := pr.swarm.Report(elapsed)
-		out.Probe = &pr
+		r, err := pr.report(elapsed)
+		if err != nil {
+			fmt.Fprintln(stderr, "mapbots:", err)
+			return 1
+		}
+		out.Probe = &r
 		conns++
 	}
 	var edgeCPU float64
