@@ -88,10 +88,10 @@ bench-w1: images
 
 # Workload W3, a crowd in one spot, through the edge: the kit's orchestrator and edge
 # binaries with the default map in a container of this checkout's image
-# (docs/benchmarks.md). NS, MODES, WARMUP and WINDOW shorten it for a smoke run:
-# make bench-w3 NS=250 MODES=idle WARMUP=5 WINDOW=15
+# (docs/benchmarks.md); N = 0 is the probe alone. NS, MODES, WARMUP and WINDOW shorten
+# it for a smoke run: make bench-w3 NS="0 250" MODES=idle WARMUP=5 WINDOW=15
 bench-w3: images
-	NS="$(or $(NS),250 500 1000 2000)" MODES="$(or $(MODES),idle move)" WARMUP=$(or $(WARMUP),15) \
+	NS="$(or $(NS),0 250 500 1000 2000)" MODES="$(or $(MODES),idle move)" WARMUP=$(or $(WARMUP),15) \
 		WINDOW=$(or $(WINDOW),60) IMAGE=mapyard/map:$(VERSION) scripts/bench-w3.sh
 
 bench: images

@@ -5,18 +5,19 @@
 # front — with bin/mapbots joining every bot through the edge. A probe player joins
 # first at a spawn point of the default map and pings every 250 ms; the N bots are
 # saved within GATHER units of it (mapbots -spread -gather: all in one 3×3 area of
-# interest) and join, then stand still (idle) or walk (move, W1's walk). Every N and
+# interest) and join, then stand still (idle) or walk (move, W1's walk); N = 0 is the
+# probe alone on the empty map (mode "empty"), the baseline. Every N and
 # mode gets a fresh orchestrator, edge and map, under a deployment name of its own (its
 # own map network and containers, removed afterwards: nothing is shared with a running
 # kit). Writes one JSON per run and table.md into OUT and prints the table.
 #
 # Usage: scripts/bench-w3.sh          (make bench-w3 builds the binaries and image first)
-# Env:   NS="250 500 1000 2000" MODES="idle move" WARMUP=15 WINDOW=60 (seconds)
+# Env:   NS="0 250 500 1000 2000" MODES="idle move" WARMUP=15 WINDOW=60 (seconds)
 #        GATHER=60 (units; 0: all over the map)  JOIN_RATE=50 (joins a second)
 #        IMAGE=mapyard/map:<version>  OUT=bench-results/w3-<UTC time>
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NS="${NS:-250 500 1000 2000}"
+NS="${NS:-0 250 500 1000 2000}"
 MODES="${MODES:-idle move}"
 WARMUP="${WARMUP:-15}"
 WINDOW="${WINDOW:-60}"
@@ -85,16 +86,25 @@ start_kit() {
 }
 
 for N in $NS; do
-	for MODE in $MODES; do
+	modes=$MODES
+	if [ "$N" = 0 ]; then modes=empty; fi
+	for MODE in $modes; do
 		start_kit "bench-w3-$$-$N-$MODE"
 		idle=()
 		if [ "$MODE" = idle ]; then idle=(-idle); fi
 		echo "W3 N=$N $MODE: map container pid $MAP_PID, edge pid $EDGE_PID" >&2
-		MAP_CREDENTIAL="$MAP_CRED" MAP_ORCH_CREDENTIAL="$ORCH_CRED" bin/mapbots -json \
+		# A run that fails (the map restarted under it, say) is logged and skipped.
+		if ! MAP_CREDENTIAL="$MAP_CRED" MAP_ORCH_CREDENTIAL="$ORCH_CRED" bin/mapbots -json \
 			-join "http://127.0.0.1:$EP" -n "$N" -join-rate "$JOIN_RATE" "${idle[@]}" -warmup "${WARMUP}s" -window "${WINDOW}s" \
 			-probe 250ms -spread "$CTL_URL" -gather "$GATHER" \
-			-server-pid "$MAP_PID" -metrics "http://$MAP_CTL/metrics" -edge-pid "$EDGE_PID" 2>>"$OUT/mapbots.log" |
-			jq --arg mode "$MODE" '.mode = $mode' >"$OUT/w3-n$N-$MODE.json"
+			-server-pid "$MAP_PID" -metrics "http://$MAP_CTL/metrics" -edge-pid "$EDGE_PID" \
+			>"$OUT/run.json" 2>>"$OUT/mapbots.log"; then
+			echo "W3 N=$N $MODE failed (see $OUT/mapbots.log); its row stays empty" >&2
+			stop_kit
+			continue
+		fi
+		jq --arg mode "$MODE" '.mode = $mode' "$OUT/run.json" >"$OUT/w3-n$N-$MODE.json"
+		rm -f "$OUT/run.json"
 		jq -c '{n, mode, cpu: .server.cpuPercent, kbPerConn: .server.kbPerConnection, tickP99: .server.tickP99Ms, rttP99: .probe.rttP99Ms, probeSnaps: .probe.snapshotsPerSec, view: .bots.entitiesInView, drops: (.bots.dropped + .server.droppedClients), foreign: .server.foreignCpuPercent}' "$OUT/w3-n$N-$MODE.json" >&2
 		stop_kit
 	done

@@ -41,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	joinURL := fs.String("join", "http://127.0.0.1:8080", "public edge (or fake orchestrator) base URL to POST /api/v1/join to")
 	mapURL := fs.String("map", "", "WebSocket URL to dial instead of the join answer's ws path (straight at a map's game port)")
-	n := fs.Int("n", 100, "number of bots")
+	n := fs.Int("n", 100, "number of bots (0 with -probe: the probe alone, on an empty map)")
 	joinRate := fs.Int("join-rate", 100, "joins per second (0: all at once)")
 	warmup := fs.Duration("warmup", 15*time.Second, "warm-up after every bot joined, before measuring")
 	window := fs.Duration("window", 60*time.Second, "measurement window")
@@ -62,8 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if *n <= 0 || *window <= 0 {
-		fmt.Fprintln(stderr, "mapbots: -n and -window must be positive")
+	if *n < 0 || (*n == 0 && *probeEvery <= 0) || *window <= 0 {
+		fmt.Fprintln(stderr, "mapbots: -n and -window must be positive (-n 0 only with -probe)")
 		return 2
 	}
 	if *gather > 0 && (*spread == "" || *probeEvery <= 0) {
@@ -107,9 +107,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	start := time.Now()
-	if err := s.Connect(ctx); err != nil {
-		fmt.Fprintln(stderr, "mapbots:", err)
-		return 1
+	if *n > 0 {
+		if err := s.Connect(ctx); err != nil {
+			fmt.Fprintln(stderr, "mapbots:", err)
+			return 1
+		}
 	}
 	defer s.Close()
 	fmt.Fprintf(stderr, "mapbots: %d of %d bots joined in %.1fs (%d failed); warming up %s\n",
