@@ -33,7 +33,7 @@ DEPLOYMENT  ?= $(or $(call setting,ORCH_DEPLOYMENT),mapyard)
 RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filter label=io.mapyard.deployment=$(DEPLOYMENT)); \
 		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
 
-.PHONY: all engine build images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 lint clean docs
+.PHONY: all engine build images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w3 lint clean docs
 
 all: build
 
@@ -126,6 +126,14 @@ test-fuzz:
 bench-w1: images
 	NS="$(or $(NS),100 250 500 1000)" WARMUP=$(or $(WARMUP),15) WINDOW=$(or $(WINDOW),60) \
 		IMAGE=mapyard/map:$(VERSION) scripts/bench-w1.sh
+
+# Workload W3, a crowd in one spot, through the edge: the kit's orchestrator and edge
+# binaries with the default map in a container of this checkout's image
+# (docs/benchmarks.md); N = 0 is the probe alone. NS, MODES, WARMUP and WINDOW shorten
+# it for a smoke run: make bench-w3 NS="0 250" MODES=idle WARMUP=5 WINDOW=15
+bench-w3: images
+	NS="$(or $(NS),0 250 500 1000 2000)" MODES="$(or $(MODES),idle move)" WARMUP=$(or $(WARMUP),15) \
+		WINDOW=$(or $(WINDOW),60) IMAGE=mapyard/map:$(VERSION) scripts/bench-w3.sh
 
 bench: images
 	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -run='^$$' -bench=. -benchmem ./...

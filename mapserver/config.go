@@ -37,6 +37,14 @@ type Config struct {
 	SnapshotHz     int `env:"MAP_SNAPSHOT_HZ" envDefault:"15" help:"snapshots per second sent to each client"`
 	ResumeTTLMS    int `env:"MAP_RESUME_TTL_MS" envDefault:"10000" help:"how long a character whose connection dropped waits for its client to resume with the welcome's resumeToken"`
 
+	// Per-connection limits on what a player sends (docs/netcode.md, "Limits"). The
+	// defaults leave twice what a moving client sends or more (46 messages, 4.7 KB a
+	// second); a rate of 0 turns that limit off.
+	ConnMsgRate   float64 `env:"MAP_CONN_MSG_RATE" envDefault:"100" help:"messages per second one player connection may send, sustained; more are refused with rate_limited (0 = no limit)"`
+	ConnMsgBurst  int     `env:"MAP_CONN_MSG_BURST" envDefault:"200" help:"messages one player connection may send at once above MAP_CONN_MSG_RATE"`
+	ConnByteRate  float64 `env:"MAP_CONN_BYTE_RATE" envDefault:"16384" help:"payload bytes per second one player connection may send, sustained; more are refused with rate_limited (0 = no limit)"`
+	ConnByteBurst int     `env:"MAP_CONN_BYTE_BURST" envDefault:"65536" help:"payload bytes one player connection may send at once above MAP_CONN_BYTE_RATE; at least 4096 (one frame of the read limit)"`
+
 	AllowedOrigins string `env:"MAP_ALLOWED_ORIGINS" envDefault:"" help:"comma-separated browser origins (scheme://host[:port]) allowed to open player WebSockets besides the host the page came from; empty = same host only"`
 
 	LogLevel string `env:"MAP_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
@@ -94,6 +102,18 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s=%d: must be between %d and %d", v.name, v.val, v.min, v.max)
 		}
 	}
+	if c.ConnMsgRate < 0 || c.ConnMsgRate > 1e6 {
+		return fmt.Errorf("MAP_CONN_MSG_RATE=%g: must be between 0 (no limit) and 1000000", c.ConnMsgRate)
+	}
+	if c.ConnByteRate < 0 || c.ConnByteRate > 1e9 {
+		return fmt.Errorf("MAP_CONN_BYTE_RATE=%g: must be between 0 (no limit) and 1000000000", c.ConnByteRate)
+	}
+	if c.ConnMsgRate > 0 && (c.ConnMsgBurst < 1 || c.ConnMsgBurst > 1e6) {
+		return fmt.Errorf("MAP_CONN_MSG_BURST=%d: must be between 1 and 1000000", c.ConnMsgBurst)
+	}
+	if c.ConnByteRate > 0 && (c.ConnByteBurst < MinConnByteBurst || c.ConnByteBurst > 1e9) {
+		return fmt.Errorf("MAP_CONN_BYTE_BURST=%d: must be between %d (one frame of the read limit) and 1000000000", c.ConnByteBurst, MinConnByteBurst)
+	}
 	if c.SnapshotHz > c.TickHz {
 		return fmt.Errorf("MAP_SNAPSHOT_HZ=%d: must not exceed MAP_TICK_HZ=%d", c.SnapshotHz, c.TickHz)
 	}
@@ -117,6 +137,10 @@ func (c *Config) Identity() (instanceID, mapID string) {
 	}
 	return c.InstanceID, c.MapID
 }
+
+// MinConnByteBurst is the smallest MAP_CONN_BYTE_BURST: a bucket smaller than the
+// largest frame a connection may send (its read limit) would refuse that frame forever.
+const MinConnByteBurst = 4 << 10
 
 // Heartbeat is MAP_HEARTBEAT_MS as a duration.
 func (c *Config) Heartbeat() time.Duration { return time.Duration(c.HeartbeatMS) * time.Millisecond }

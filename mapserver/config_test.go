@@ -29,6 +29,10 @@ func TestConfig_Defaults(t *testing.T) {
 		{"MAP_TICK_HZ", c.TickHz, 30},
 		{"MAP_SNAPSHOT_HZ", c.SnapshotHz, 15},
 		{"MAP_CONTROL_PORT_BASE", c.ControlPort, 9100},
+		{"MAP_CONN_MSG_RATE", int(c.ConnMsgRate), 100},
+		{"MAP_CONN_MSG_BURST", c.ConnMsgBurst, 200},
+		{"MAP_CONN_BYTE_RATE", int(c.ConnByteRate), 16384},
+		{"MAP_CONN_BYTE_BURST", c.ConnByteBurst, 65536},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s default=%d, want %d", tt.name, tt.got, tt.want)
@@ -43,6 +47,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"MAP_ORCH_URL=ftp://x", "MAP_ORCH_URL"},
 		{"MAP_INSTANCE_ID=../etc", "MAP_INSTANCE_ID"},
 		{"MAP_CREDENTIAL=", "MAP_CREDENTIAL"}, {"MAP_ORCH_CREDENTIAL=short", "MAP_ORCH_CREDENTIAL"},
+		{"MAP_CONN_MSG_RATE=-1", "MAP_CONN_MSG_RATE"}, {"MAP_CONN_MSG_BURST=0", "MAP_CONN_MSG_BURST"},
+		{"MAP_CONN_BYTE_RATE=-5", "MAP_CONN_BYTE_RATE"}, {"MAP_CONN_BYTE_BURST=1000", "MAP_CONN_BYTE_BURST"},
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			var c mapserver.Config

@@ -9,8 +9,9 @@ const (
 	CloseNormal = 1000
 	// CloseGoingAway ends every connection when the map server stops.
 	CloseGoingAway = 1001
-	// ClosePolicy ends a connection whose handshake failed: no hello, a bad hello, a
-	// ticket the orchestrator refused (the error frame before it says which).
+	// ClosePolicy ends a connection whose handshake failed (no hello, a bad hello, a
+	// ticket the orchestrator refused: the error frame before it says which), or that
+	// went on sending over its rate limits (rate_limited).
 	ClosePolicy = 1008
 	// CloseTooBig ends a connection that sent a frame over the read limit.
 	CloseTooBig = 1009
@@ -30,6 +31,10 @@ type Peer interface {
 	// connection is dropped, because a client that cannot keep up must never stall the
 	// tick.
 	Send(frame []byte, binary bool) bool
+	// Reply queues a small JSON text frame (a pong, an error) ahead of the frames Send
+	// queued and not yet written, so that it is never stuck behind a backlog of
+	// snapshots. False means the connection is dropped, as for Send.
+	Reply(frame []byte) bool
 	// Close sends a close frame with code and reason after what is already queued, and
 	// ends the connection.
 	Close(code int, reason string)

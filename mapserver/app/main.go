@@ -96,6 +96,8 @@ func (m *Main) Open() error {
 	m.Players = ws.NewServer(m.Loop, m.Log)
 	m.Players.AllowedOrigins = ws.ParseOrigins(cfg.AllowedOrigins)
 	m.Players.SendQueue = m.SendQueue
+	m.Players.Limits = ws.Limits{MsgRate: cfg.ConnMsgRate, MsgBurst: cfg.ConnMsgBurst, ByteRate: cfg.ConnByteRate, ByteBurst: cfg.ConnByteBurst}
+	m.Players.Metrics = ws.NewMetrics(m.Registry)
 	m.HTTP.HandleGame(mapcontrol.GamePath, m.Players)
 	m.HTTP.OnStart = m.start
 	if err := m.HTTP.Open(); err != nil {

@@ -184,3 +184,75 @@ func TestProtocol_SlowClientDropped(t *testing.T) {
 		t.Fatalf("the fast player's snapshot %+v", s)
 	}
 }
+
+// TestProtocol_FlooderLimited sends 2,000 commands in one burst beside a normal
+// player: the flooder's messages beyond its burst are refused with rate_limited and it
+// is closed with 1008, while the normal player is sent a snapshot for (nearly) every
+// snapshot tick throughout, and stays connected.
+func TestProtocol_FlooderLimited(t *testing.T) {
+	f := mustOpenFakeOrch(t)
+	m := mustOpenMap(t, f, func(c *mapserver.Config) {
+		c.ConnMsgRate, c.ConnMsgBurst, c.ConnByteRate, c.ConnByteBurst = 100, 200, 16384, 65536 // the defaults
+	})
+	normal, _ := joinMap(t, f, m)
+	first := normal.snapshotWhere("the first snapshot", func(*wire.Snapshot) bool { return true })
+
+	flooder, _ := joinMap(t, f, m)
+	flooded := make(chan struct{})
+	go func() {
+		defer close(flooded)
+		for i := 1; i <= 2000; i++ {
+			msg := fmt.Sprintf(`{"v":1,"kind":"command","seq":%d,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":%d,"dx":1,"dy":0}]}}`, i, i)
+			if flooder.c.WriteMessage(websocket.TextMessage, []byte(msg)) != nil {
+				return // closed by the map
+			}
+		}
+	}()
+	// The normal player reads on while the flooder floods and is refused.
+	var snapshots int
+	var last *wire.Snapshot
+	read := func(n int) {
+		for i := 0; i < n; i++ {
+			last = normal.snapshotWhere("a snapshot", func(*wire.Snapshot) bool { return true })
+			snapshots++
+		}
+	}
+	read(10)
+
+	refused := 0
+	_ = flooder.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		typ, data, err := flooder.c.ReadMessage()
+		if err != nil {
+			if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+				t.Fatalf("the flooder's connection ended with %v, want close 1008", err)
+			}
+			break
+		}
+		if typ == websocket.TextMessage && strings.Contains(string(data), `"code":"rate_limited"`) {
+			refused++
+		}
+	}
+	<-flooded
+	if refused == 0 {
+		t.Fatal("the flooder was closed without a rate_limited error")
+	}
+	read(20)
+
+	// 15 snapshots a second at 30 ticks a second: one every second tick. Allow a few
+	// missed to a loaded machine's catch-up (one snapshot per wake-up), far fewer than a
+	// stalled stream would miss.
+	want := int(last.Tick-first.Tick) / (m.Config.TickHz / m.Config.SnapshotHz)
+	if snapshots < want*4/5 {
+		t.Fatalf("the normal player got %d snapshots over %d snapshot ticks", snapshots, want)
+	}
+	body := metrics(t, m)
+	for _, line := range []string{`mapyard_map_rate_limited_total{reason="closed"} 1`, `mapyard_map_rate_limited_total{reason="messages"}`} {
+		if !strings.Contains(body, line) {
+			t.Errorf("metrics lack %s", line)
+		}
+	}
+	if strings.Contains(body, `mapyard_map_rate_limited_total{reason="messages"} 0`) {
+		t.Error("no refused message counted")
+	}
+}

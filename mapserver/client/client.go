@@ -339,6 +339,7 @@ func (c *Client) writeLocked(typ int, b []byte) error {
 	}
 	c.mu.Lock()
 	c.stats.BytesUp += int64(len(b))
+	c.stats.MessagesUp++
 	c.mu.Unlock()
 	return nil
 }

@@ -45,8 +45,8 @@ type Stats struct {
 	// Snapshots and FullSnapshots count decoded snapshot frames; SnapshotBytes their bytes.
 	Snapshots, FullSnapshots, SnapshotBytes int64
 	// BytesDown counts every payload byte received (snapshots and text messages);
-	// BytesUp every payload byte sent.
-	BytesDown, BytesUp int64
+	// BytesUp every payload byte sent, in MessagesUp messages.
+	BytesDown, BytesUp, MessagesUp int64
 	// EntitiesSeen sums the entity count of every snapshot (divide by Snapshots for the
 	// mean in view).
 	EntitiesSeen int64

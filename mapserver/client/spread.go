@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -17,12 +18,25 @@ import (
 // map's own credential (the orchestrator lets a map act only for itself): it redeems a
 // first join ticket of a keyed character for the map, pushes that character's state at
 // a random position, and joins again; the map then spawns the character at its saved
-// position. For benchmarks only.
+// position. With a Radius it gathers them instead: uniformly in the disc of that radius
+// around (CX, CY), as players crowd at a spawn point or a portal (workload W3). For
+// benchmarks only.
 type Spread struct {
 	ControlURL string
 	Secret     string
 	// Width and Height bound the positions, in world units.
 	Width, Height float64
+	// Radius, when above zero, places every bot within Radius units of (CX, CY).
+	CX, CY, Radius float64
+}
+
+// position draws a bot's position.
+func (sp *Spread) position(r *rand.Rand) (x, y float64) {
+	if sp.Radius > 0 {
+		a, d := r.Float64()*2*math.Pi, sp.Radius*math.Sqrt(r.Float64())
+		return sp.CX + d*math.Cos(a), sp.CY + d*math.Sin(a)
+	}
+	return r.Float64() * sp.Width, r.Float64() * sp.Height
 }
 
 // join returns a ticket for a keyed character saved at a random position of the map.
@@ -37,9 +51,8 @@ func (sp *Spread) join(ctx context.Context, hc *http.Client, joinURL string, r *
 		control.RedeemRequest{InstanceID: first.InstanceID, Token: first.Ticket}, &res); err != nil {
 		return Ticket{}, fmt.Errorf("redeem: %w", err)
 	}
-	payload, err := json.Marshal(control.CharacterStatePayload{
-		MapID: first.MapID, InstanceID: first.InstanceID, X: r.Float64() * sp.Width, Y: r.Float64() * sp.Height,
-	})
+	x, y := sp.position(r)
+	payload, err := json.Marshal(control.CharacterStatePayload{MapID: first.MapID, InstanceID: first.InstanceID, X: x, Y: y})
 	if err != nil {
 		return Ticket{}, err
 	}

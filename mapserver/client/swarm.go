@@ -238,6 +238,7 @@ type Report struct {
 	Errors           int64   `json:"errors"`
 	RTTP50Ms         float64 `json:"rttP50Ms"`
 	RTTP99Ms         float64 `json:"rttP99Ms"`
+	RTTMaxMs         float64 `json:"rttMaxMs"`
 	BytesPerEntity   float64 `json:"snapshotBytesPerEntity"`
 	BotsCPUPercent   float64 `json:"botsCpuPercent"`
 	ForeignCPUPct    float64 `json:"foreignCpuPercent,omitempty"`
@@ -285,7 +286,7 @@ func (s *Swarm) Report(window time.Duration) Report {
 	}
 	r.SnapshotBytesSum = snapBytes
 	slices.Sort(rtts)
-	r.RTTP50Ms, r.RTTP99Ms = quantileMs(rtts, 0.5), quantileMs(rtts, 0.99)
+	r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = quantileMs(rtts, 0.5), quantileMs(rtts, 0.99), quantileMs(rtts, 1)
 	return r
 }
 

@@ -159,7 +159,7 @@ func (s *session) Receive(data []byte, binary bool) {
 			s.fail(apierr.EBADREQUEST, "t must be a number", 0)
 			return
 		}
-		s.send(frame, false)
+		s.delivered(s.peer.Reply(frame))
 	case wire.KindAck:
 		if in.Tick == 0 {
 			s.fail(apierr.EBADREQUEST, "an ack needs the tick of the snapshot it acknowledges", 0)
@@ -194,14 +194,20 @@ func (s *session) command(in *wire.Inbound) {
 // Closed tells the tick the connection is gone; the character waits for a resume.
 func (s *session) Closed() { s.l.post(message{op: opDetach, sess: s}) }
 
+// fail answers a refused message in the connection's urgent lane, like a pong.
 func (s *session) fail(code, msg string, seq uint64) {
-	s.send(wire.ErrorFrame(code, msg, seq), false)
+	s.delivered(s.peer.Reply(wire.ErrorFrame(code, msg, seq)))
 }
 
-// send queues a frame on the connection. The first refused frame counts the
-// connection as dropped (its queue was full); the transport has closed it.
+// send queues a frame on the connection.
 func (s *session) send(frame []byte, binary bool) bool {
-	if s.peer.Send(frame, binary) {
+	return s.delivered(s.peer.Send(frame, binary))
+}
+
+// delivered passes on whether a frame was queued. The first refused frame counts the
+// connection as dropped (its queue was full); the transport has closed it.
+func (s *session) delivered(ok bool) bool {
+	if ok {
 		return true
 	}
 	if s.dropped.CompareAndSwap(false, true) {

@@ -35,6 +35,9 @@ const (
 	// CodeReplaced: a newer join took the character over (a second tab, a reload); the
 	// connection closes with 4000 right after.
 	CodeReplaced = "replaced"
+	// CodeRateLimited: a message over the connection's limits (messages or bytes per
+	// second) was not processed; a client that goes on is closed with 1008.
+	CodeRateLimited = "rate_limited"
 )
 
 // Error is a protocol error with a public code, answered to the client in an `error`

@@ -21,14 +21,18 @@ import (
 // frames just written before the client reads them.
 const lingerTimeout = time.Second
 
+// urgentQueue bounds a connection's urgent lane (Reply): pongs and errors, a few at a
+// time for a live client.
+const urgentQueue = 16
+
 // outFrame is one entry of a connection's send queue: a data frame, or the close frame
-// that ends the connection after the frames queued before it.
+// that ends the connection after the frames queued before it (its code and reason are
+// the connection's closeCode and closeText). It stays 32 bytes: every connection holds
+// room for a full queue of them.
 type outFrame struct {
-	data      []byte
-	binary    bool
-	close     bool
-	closeCode int
-	closeText string
+	data   []byte
+	binary bool
+	close  bool
 }
 
 // conn is one player's connection. The goroutine of ServeHTTP is its only reader
@@ -40,10 +44,16 @@ type conn struct {
 	log *slog.Logger
 
 	queue      chan outFrame
+	urgent     chan outFrame // small replies, written before anything in queue
 	quit       chan struct{} // closed by the reader when it is done
 	writerDone chan struct{}
 	dropped    atomic.Bool
 	closing    atomic.Bool
+	limit      *limiter
+	// closeCode and closeText are written once, by the Close that wins closing, before
+	// its frame is queued; the writer reads them after taking that frame.
+	closeCode int
+	closeText string
 
 	helloTimeout, idleTimeout, writeTimeout time.Duration
 }
@@ -62,7 +72,8 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 	}
 	return &conn{
 		s: s, ws: ws, log: s.logger().With("remote", ws.RemoteAddr().String()),
-		queue: make(chan outFrame, size), quit: make(chan struct{}), writerDone: make(chan struct{}),
+		queue: make(chan outFrame, size), urgent: make(chan outFrame, urgentQueue),
+		quit: make(chan struct{}), writerDone: make(chan struct{}), limit: newLimiter(s.Limits),
 		helloTimeout: orDuration(s.HelloTimeout, DefaultHelloTimeout),
 		idleTimeout:  orDuration(s.IdleTimeout, DefaultIdleTimeout),
 		writeTimeout: orDuration(s.WriteTimeout, DefaultWriteTimeout),
@@ -79,23 +90,37 @@ func (c *conn) Send(frame []byte, binary bool) bool {
 	if c.closing.Load() {
 		return !c.dropped.Load()
 	}
-	return c.enqueue(outFrame{data: frame, binary: binary})
+	return c.enqueue(c.queue, outFrame{data: frame, binary: binary})
+}
+
+// Reply queues a small text frame in the urgent lane, which the writer empties before
+// each frame of the send queue: a pong measures the network, not the backlog of
+// snapshots ahead of it. A full lane drops the client, as a full queue does.
+func (c *conn) Reply(frame []byte) bool {
+	if c.dropped.Load() {
+		return false
+	}
+	if c.closing.Load() {
+		return !c.dropped.Load()
+	}
+	return c.enqueue(c.urgent, outFrame{data: frame})
 }
 
 // Close queues the close frame; the connection ends once the client answers it or
 // lingerTimeout passes.
 func (c *conn) Close(code int, reason string) {
 	if c.closing.CompareAndSwap(false, true) {
-		c.enqueue(outFrame{close: true, closeCode: code, closeText: reason})
+		c.closeCode, c.closeText = code, reason
+		c.enqueue(c.queue, outFrame{close: true})
 	}
 }
 
 // Remote is the client's address as the listener saw it (the edge's, behind it).
 func (c *conn) Remote() string { return c.ws.RemoteAddr().String() }
 
-func (c *conn) enqueue(f outFrame) bool {
+func (c *conn) enqueue(q chan outFrame, f outFrame) bool {
 	select {
-	case c.queue <- f:
+	case q <- f:
 		return true
 	default:
 		c.drop()
@@ -164,7 +189,34 @@ func (c *conn) readLoop(sess mapserver.Session) {
 		if c.closing.Load() {
 			continue // closing: what the client still sends is read and ignored
 		}
+		now := time.Now()
+		if reason := c.limit.allow(now, len(data)); reason != "" {
+			c.refuse(now, reason)
+			continue
+		}
 		sess.Receive(data, typ == websocket.BinaryMessage)
+	}
+}
+
+// refuse answers a message over the limits with rate_limited instead of handing it to
+// the session, and closes the connection with 1008 once refusals pile up. The error
+// goes in the urgent lane when it has room; a flooder that does not read its errors
+// loses some of them, never the connection for that.
+func (c *conn) refuse(now time.Time, reason string) {
+	c.s.counter(reason).Inc()
+	msg := refusedMessage(reason, c.s.Limits)
+	closing := c.limit.strike(now)
+	if closing {
+		msg += "; closing: too many messages refused"
+	}
+	select {
+	case c.urgent <- outFrame{data: wire.ErrorFrame(wire.CodeRateLimited, msg, 0)}:
+	default:
+	}
+	if closing {
+		c.s.counter(ReasonClosed).Inc()
+		c.log.Info("closing a client that goes on over its rate limits", "reason", reason)
+		c.Close(mapserver.ClosePolicy, wire.CodeRateLimited)
 	}
 }
 
@@ -188,6 +240,18 @@ func (c *conn) writeLoop() {
 	defer keepalive.Stop()
 	for {
 		select {
+		case f := <-c.urgent:
+			if !c.write(f) {
+				return
+			}
+			continue
+		default:
+		}
+		select {
+		case f := <-c.urgent:
+			if !c.write(f) {
+				return
+			}
 		case f := <-c.queue:
 			if !c.write(f) {
 				return
@@ -201,6 +265,14 @@ func (c *conn) writeLoop() {
 			}
 		case <-c.quit:
 			for {
+				select {
+				case f := <-c.urgent:
+					if !c.write(f) {
+						return
+					}
+					continue
+				default:
+				}
 				select {
 				case f := <-c.queue:
 					if !c.write(f) {
@@ -221,7 +293,7 @@ func (c *conn) write(f outFrame) bool {
 	}
 	_ = c.ws.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	if f.close {
-		_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, f.closeText))
+		_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(c.closeCode, c.closeText))
 		// Wake the reader if the client never answers the close.
 		_ = c.ws.NetConn().SetReadDeadline(time.Now().Add(lingerTimeout))
 		return false

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -18,12 +20,14 @@ import (
 )
 
 // fakeGame admits a first message "good" (answering "welcome") and refuses anything
-// else with an error frame and 1008; an admitted session echoes every message back and
-// remembers its peer so tests can send from outside, as the tick does.
+// else with an error frame and 1008; an admitted session echoes every message back
+// (answering "ping" with a "pong" Reply) and remembers its peer so tests can send from
+// outside, as the tick does.
 type fakeGame struct {
-	mu     sync.Mutex
-	peers  []mapserver.Peer
-	closed int
+	mu      sync.Mutex
+	peers   []mapserver.Peer
+	closed  int
+	replied int
 }
 
 func (g *fakeGame) Hello(_ context.Context, first []byte, binary bool, p mapserver.Peer) mapserver.Session {
@@ -56,7 +60,22 @@ type fakeSession struct {
 	p mapserver.Peer
 }
 
-func (s *fakeSession) Receive(data []byte, binary bool) { s.p.Send(data, binary) }
+func (s *fakeSession) Receive(data []byte, binary bool) {
+	if string(data) == "ping" {
+		s.p.Reply([]byte("pong"))
+		s.g.mu.Lock()
+		s.g.replied++
+		s.g.mu.Unlock()
+		return
+	}
+	s.p.Send(data, binary)
+}
+
+func (g *fakeGame) Replied() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.replied
+}
 
 func (s *fakeSession) Closed() {
 	s.g.mu.Lock()
@@ -289,4 +308,174 @@ func TestOrigin(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLimits_FlooderRefusedThenClosed floods a connection over its message rate: the
+// first burst reaches the session, the rest is refused with rate_limited and never
+// reaches it, and the flooder is closed with 1008, counted by reason.
+func TestLimits_FlooderRefusedThenClosed(t *testing.T) {
+	metrics := ws.NewMetrics(nil)
+	h := newHarness(t, func(s *ws.Server) {
+		s.Limits = ws.Limits{MsgRate: 1, MsgBurst: 10}
+		s.Metrics = metrics
+	})
+	c := welcomed(t, h)
+	for i := 0; i < 200; i++ {
+		if err := c.WriteMessage(websocket.TextMessage, []byte("flood")); err != nil {
+			break // closed
+		}
+	}
+	echoed, refused := 0, 0
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, data, err := c.ReadMessage()
+		if err != nil {
+			if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+				t.Fatalf("connection ended with %v, want close 1008", err)
+			}
+			break
+		}
+		switch m := string(data); {
+		case m == "flood":
+			echoed++
+		case strings.Contains(m, `"code":"rate_limited"`):
+			refused++
+		default:
+			t.Fatalf("unexpected %s", m)
+		}
+	}
+	if echoed < 10 || echoed > 12 || refused == 0 {
+		t.Fatalf("%d messages passed (want the burst of 10 and at most a refill), %d refusals answered", echoed, refused)
+	}
+	if got := testutil.ToFloat64(metrics.RateLimited.WithLabelValues(ws.ReasonClosed)); got != 1 {
+		t.Fatalf("closed count %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(metrics.RateLimited.WithLabelValues(ws.ReasonMessages)); got < 50 {
+		t.Fatalf("refused count %v, want the 51 refusals before the close", got)
+	}
+}
+
+// TestLimits_BytesRefusedConnectionKept checks the byte bucket: a frame over what is
+// left is refused with rate_limited while the connection stays open, and a client that
+// slows down is served again.
+func TestLimits_BytesRefusedConnectionKept(t *testing.T) {
+	metrics := ws.NewMetrics(nil)
+	h := newHarness(t, func(s *ws.Server) {
+		s.Limits = ws.Limits{ByteRate: 1 << 20, ByteBurst: 5000}
+		s.Metrics = metrics
+	})
+	c := welcomed(t, h)
+	big := strings.Repeat("b", 4000)
+	send(t, c, big)
+	send(t, c, big)
+	if _, m := recv(t, c); m != big {
+		t.Fatalf("first frame: got %.40q", m)
+	}
+	if _, m := recv(t, c); !strings.Contains(m, `"code":"rate_limited"`) || !strings.Contains(m, "bytes per second") {
+		t.Fatalf("second frame: got %.80q, want a rate_limited error", m)
+	}
+	if got := testutil.ToFloat64(metrics.RateLimited.WithLabelValues(ws.ReasonBytes)); got != 1 {
+		t.Fatalf("bytes refused %v, want 1", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		send(t, c, "small")
+		if _, m := recv(t, c); m == "small" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection was never served again")
+		}
+	}
+}
+
+func TestLimits_ByteBurstHoldsAFullFrame(t *testing.T) {
+	if ws.DefaultReadLimit != mapserver.MinConnByteBurst {
+		t.Fatalf("read limit %d, MinConnByteBurst %d: a byte burst at the minimum must pass the largest frame", ws.DefaultReadLimit, mapserver.MinConnByteBurst)
+	}
+}
+
+// TestReply_AheadOfQueuedFrames stops reading while 32 large frames are queued to a
+// client, far more than the sockets' buffers hold (a few MiB on loopback while the
+// client does not read), then pings: once the client reads again, the pong arrives
+// before the frames that were still queued.
+func TestReply_AheadOfQueuedFrames(t *testing.T) {
+	h := newHarness(t, nil)
+	c := welcomed(t, h)
+	p := h.game.Peers()[0]
+	const frames = 32
+	frame := make([]byte, 1<<20) // 32 MiB in all, against a few MiB of socket buffers
+	for i := 0; i < frames; i++ {
+		if !p.Send(frame, true) {
+			t.Fatal("queue full")
+		}
+	}
+	send(t, c, "ping")
+	waitFor(t, "the pong to be queued", func() bool { return h.game.Replied() == 1 })
+
+	before, after := 0, 0
+	pong := false
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for before+after < frames {
+		typ, data, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d frames: %v", before+after, err)
+		}
+		switch {
+		case typ == websocket.TextMessage && string(data) == "pong":
+			pong = true
+		case pong:
+			after++
+		default:
+			before++
+		}
+	}
+	if !pong || after == 0 {
+		t.Fatalf("the pong came after %d of %d frames, behind every frame queued before it", before, frames)
+	}
+	t.Logf("the pong came after %d frames already in the sockets' buffers, ahead of %d still queued", before, after)
+}
+
+// BenchmarkIdleConnections measures the memory one idle welcomed connection holds:
+// live heap and goroutine stacks after 1,000 connections, less before, per
+// connection. It counts both ends (the clients are minimal: small buffers, no
+// goroutine), so the server's share is a little below the figure.
+func BenchmarkIdleConnections(b *testing.B) {
+	const conns = 1000
+	h := &harness{game: &fakeGame{}}
+	h.srv = ws.NewServer(h.game, nil)
+	ts := httptest.NewServer(h.srv)
+	defer ts.Close()
+	url := "ws" + strings.TrimPrefix(ts.URL, "http")
+	d := websocket.Dialer{ReadBufferSize: 256, WriteBufferSize: 256}
+	inUse := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc + m.StackInuse
+	}
+	before := inUse()
+	cs := make([]*websocket.Conn, 0, conns)
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	for range conns {
+		c, _, err := d.Dial(url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs = append(cs, c)
+		if err := c.WriteMessage(websocket.TextMessage, []byte("good")); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := c.ReadMessage(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perConn := float64(inUse()-before) / conns
+	for b.Loop() {
+	}
+	b.ReportMetric(perConn, "B/conn")
 }

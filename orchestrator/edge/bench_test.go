@@ -42,7 +42,9 @@ func (benchGame) Closed() {}
 // (C=1) against the real map WebSocket server, directly on its game port and through
 // the edge (with each copy engine), so the proxy hop's cost per message is the difference.
 func BenchmarkPingPong(b *testing.B) {
-	game := httptest.NewServer(ws.NewServer(benchGame{}, slog.New(slog.DiscardHandler)))
+	srv := ws.NewServer(benchGame{}, slog.New(slog.DiscardHandler))
+	srv.Limits = ws.Limits{} // a benchmark client sends as fast as it can
+	game := httptest.NewServer(srv)
 	defer game.Close()
 	routes := "bench-1=" + strconv.Itoa(portOf(b, game))
 	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = routes })

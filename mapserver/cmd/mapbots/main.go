@@ -4,6 +4,10 @@
 // client, snapshots per second, kbit/s down, entities in view, round trips and drops,
 // and the bots' own CPU.
 //
+// Workload W3 (a crowd in one spot) adds a probe player, joined first, that pings every
+// -probe interval and is reported apart, and gathers the bots around the probe's spawn
+// point (-spread with -gather).
+//
 //	mapbots -join http://127.0.0.1:8080 -n 250                               # through the public edge
 //	mapbots -join http://127.0.0.1:8080 -map ws://127.0.0.1:7000/ws -n 250   # tickets from the edge or a
 //	                                                                         # fake orchestrator, straight to the map
@@ -30,11 +34,14 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == probeChild {
+		return runProbeChild(args[1:], os.Stdin, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("mapbots", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	joinURL := fs.String("join", "http://127.0.0.1:8080", "public edge (or fake orchestrator) base URL to POST /api/v1/join to")
 	mapURL := fs.String("map", "", "WebSocket URL to dial instead of the join answer's ws path (straight at a map's game port)")
-	n := fs.Int("n", 100, "number of bots")
+	n := fs.Int("n", 100, "number of bots (0 with -probe: the probe alone, on an empty map)")
 	joinRate := fs.Int("join-rate", 100, "joins per second (0: all at once)")
 	warmup := fs.Duration("warmup", 15*time.Second, "warm-up after every bot joined, before measuring")
 	window := fs.Duration("window", 60*time.Second, "measurement window")
@@ -46,14 +53,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	size := fs.Float64("size", 2000, "with -spread: the map's width and height in units")
 	serverPID := fs.Int("server-pid", 0, "map server process to measure (CPU, RSS) over the window, as the host sees it")
 	metricsURL := fs.String("metrics", "", "the map's control /metrics URL (credential from MAP_ORCH_CREDENTIAL, as the map was started with) for tick times, snapshots and drops")
+	edgePID := fs.Int("edge-pid", 0, "edge process to measure (CPU, RSS) over the window, when the bots join through it")
+	probeEvery := fs.Duration("probe", 0, "join a probe player first that stands still and pings at this interval; its round trips and snapshot rate are reported apart (workload W3: 250ms)")
+	gather := fs.Float64("gather", 0, "with -spread and -probe: save every bot within this many units of the probe's spawn position instead of all over the map (workload W3)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if *n <= 0 || *window <= 0 {
-		fmt.Fprintln(stderr, "mapbots: -n and -window must be positive")
+	if *n < 0 || (*n == 0 && *probeEvery <= 0) || *window <= 0 {
+		fmt.Fprintln(stderr, "mapbots: -n and -window must be positive (-n 0 only with -probe)")
+		return 2
+	}
+	if *gather > 0 && (*spread == "" || *probeEvery <= 0) {
+		fmt.Fprintln(stderr, "mapbots: -gather needs -spread and -probe")
 		return 2
 	}
 
@@ -64,14 +78,47 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *spread != "" {
 		s.Spread = &client.Spread{ControlURL: *spread, Secret: os.Getenv("MAP_CREDENTIAL"), Width: *size, Height: *size}
 	}
+	// Memory before anyone joins, for the cost of a connection.
+	var w, edge *watcher
+	if *serverPID > 0 {
+		w = &watcher{pid: *serverPID, metrics: *metricsURL, secret: os.Getenv("MAP_ORCH_CREDENTIAL"), hc: &http.Client{Timeout: 5 * time.Second}}
+		w.rssBefore, _ = procRSSMB(w.pid)
+	}
+	if *edgePID > 0 {
+		edge = &watcher{pid: *edgePID}
+		edge.rssBefore, _ = procRSSMB(edge.pid)
+	}
+	var pr *prober
+	if *probeEvery > 0 {
+		var err error
+		if pr, err = startProbe(ctx, *joinURL, *mapURL, *probeEvery); err != nil {
+			fmt.Fprintln(stderr, "mapbots:", err)
+			return 1
+		}
+		defer pr.close()
+		x, y, err := pr.position()
+		if err != nil {
+			fmt.Fprintln(stderr, "mapbots:", err)
+			return 1
+		}
+		if *gather > 0 {
+			s.Spread.CX, s.Spread.CY, s.Spread.Radius = x, y, *gather
+			fmt.Fprintf(stderr, "mapbots: gathering the bots within %.0f units of (%.0f, %.0f)\n", *gather, x, y)
+		}
+	}
 	start := time.Now()
-	if err := s.Connect(ctx); err != nil {
-		fmt.Fprintln(stderr, "mapbots:", err)
-		return 1
+	if *n > 0 {
+		if err := s.Connect(ctx); err != nil {
+			fmt.Fprintln(stderr, "mapbots:", err)
+			return 1
+		}
 	}
 	defer s.Close()
 	fmt.Fprintf(stderr, "mapbots: %d of %d bots joined in %.1fs (%d failed); warming up %s\n",
 		len(s.Bots()), *n, time.Since(start).Seconds(), s.JoinFailures, *warmup)
+	if s.JoinError != nil {
+		fmt.Fprintln(stderr, "mapbots: the first join that failed:", s.JoinError)
+	}
 
 	driving, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -81,17 +128,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !sleep(ctx, *warmup) {
 		return 1
 	}
-	var w *watcher
-	var p0 probe
-	if *serverPID > 0 {
-		w = &watcher{pid: *serverPID, metrics: *metricsURL, secret: os.Getenv("MAP_ORCH_CREDENTIAL"), hc: &http.Client{Timeout: 5 * time.Second}}
-		var err error
+	var p0, e0 probe
+	var err error
+	if w != nil {
 		if p0, err = w.probe(); err != nil {
 			fmt.Fprintln(stderr, "mapbots: measure the server:", err)
 			return 1
 		}
 	}
+	if edge != nil {
+		if e0, err = edge.probe(); err != nil {
+			fmt.Fprintln(stderr, "mapbots: measure the edge:", err)
+			return 1
+		}
+	}
 	s.ResetStats()
+	if pr != nil {
+		if err := pr.reset(); err != nil {
+			fmt.Fprintln(stderr, "mapbots:", err)
+			return 1
+		}
+	}
 	cpu0, t0 := cpuTime(), time.Now()
 	fmt.Fprintf(stderr, "mapbots: measuring %s\n", *window)
 	if !sleep(ctx, *window) {
@@ -102,13 +159,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 	botsCPU := cpuTime() - cpu0
 	r.BotsCPUPercent = 100 * botsCPU.Seconds() / elapsed.Seconds()
 	out := Result{N: *n, Bots: r}
+	conns := len(s.Bots())
+	if pr != nil {
+		r, err := pr.report(elapsed)
+		if err != nil {
+			fmt.Fprintln(stderr, "mapbots:", err)
+			return 1
+		}
+		out.Probe = &r
+		conns++
+	}
+	var edgeCPU float64
+	if edge != nil {
+		e1, err := edge.probe()
+		if err != nil {
+			fmt.Fprintln(stderr, "mapbots: measure the edge:", err)
+			return 1
+		}
+		srv := edge.measure(e0, e1, botsCPU.Seconds())
+		edgeCPU = (e1.cpu - e0.cpu)
+		out.Edge = &Process{CPUPercent: srv.CPUPercent, RSSMB: srv.RSSMB, RSSBeforeMB: edge.rssBefore, KBPerConn: perConn(srv.RSSMB, edge.rssBefore, conns)}
+	}
 	if w != nil {
 		p1, err := w.probe()
 		if err != nil {
 			fmt.Fprintln(stderr, "mapbots: measure the server:", err)
 			return 1
 		}
-		srv := w.measure(p0, p1, botsCPU.Seconds())
+		srv := w.measure(p0, p1, botsCPU.Seconds()+edgeCPU)
+		srv.RSSBeforeMB, srv.KBPerConn = w.rssBefore, perConn(srv.RSSMB, w.rssBefore, conns)
 		out.Server = &srv
 	}
 	if *asJSON {
@@ -117,8 +196,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if srv := out.Server; srv != nil {
-		fmt.Fprintf(stdout, "server CPU %.1f%% of one core, RSS %.1f MB, tick p50 %.3f ms p99 %.3f ms, interval p99 %.1f ms, %.0f snapshots/s, %.0f dropped, foreign load %.1f%%\n",
-			srv.CPUPercent, srv.RSSMB, srv.TickP50Ms, srv.TickP99Ms, srv.IntervalP99Ms, srv.SnapshotsPerS, srv.DroppedClients, srv.ForeignCPUPercent)
+		fmt.Fprintf(stdout, "server CPU %.1f%% of one core, RSS %.1f MB (%.1f KB per connection), tick p50 %.3f ms p99 %.3f ms, interval p99 %.1f ms, %.0f snapshots/s, %.0f dropped, foreign load %.1f%%\n",
+			srv.CPUPercent, srv.RSSMB, srv.KBPerConn, srv.TickP50Ms, srv.TickP99Ms, srv.IntervalP99Ms, srv.SnapshotsPerS, srv.DroppedClients, srv.ForeignCPUPercent)
+	}
+	if e := out.Edge; e != nil {
+		fmt.Fprintf(stdout, "edge CPU %.1f%% of one core, RSS %.1f MB (%.1f KB per connection)\n", e.CPUPercent, e.RSSMB, e.KBPerConn)
+	}
+	if p := out.Probe; p != nil {
+		fmt.Fprintf(stdout, "probe rtt p50 %.2f ms p99 %.2f ms max %.2f ms, %.2f snapshots/s, %.1f entities in view, dropped %d\n",
+			p.RTTP50Ms, p.RTTP99Ms, p.RTTMaxMs, p.SnapshotsPerSec, p.EntitiesInView, p.Dropped)
 	}
 	fmt.Fprintf(stdout, "bots %d (join failures %d, dropped %d) window %.1fs\n", r.Bots, r.JoinFailures, r.Dropped, r.WindowSec)
 	fmt.Fprintf(stdout, "snapshots/s per client %.2f (min %.2f), full %d, undecodable %d\n", r.SnapshotsPerSec, r.MinSnapshotsSec, r.FullSnapshots, r.BadSnapshots)
@@ -131,9 +217,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // Result is the JSON report: the bots' figures and, when measured, the server's.
 type Result struct {
-	N      int           `json:"n"`
-	Bots   client.Report `json:"bots"`
-	Server *Server       `json:"server,omitempty"`
+	N      int            `json:"n"`
+	Bots   client.Report  `json:"bots"`
+	Probe  *client.Report `json:"probe,omitempty"`
+	Server *Server        `json:"server,omitempty"`
+	Edge   *Process       `json:"edge,omitempty"`
+}
+
+// Process is what the bots measure of a process besides the map (the edge).
+type Process struct {
+	CPUPercent  float64 `json:"cpuPercent"`
+	RSSMB       float64 `json:"rssMb"`
+	RSSBeforeMB float64 `json:"rssBeforeMb"`
+	KBPerConn   float64 `json:"kbPerConnection"`
+}
+
+// perConn is the memory a process grew by per connection, in KB, from its RSS before
+// the players joined to the end of the window.
+func perConn(rssMB, beforeMB float64, conns int) float64 {
+	if conns == 0 || beforeMB == 0 {
+		return 0
+	}
+	return (rssMB - beforeMB) * 1024 / float64(conns)
 }
 
 // sleep waits d; false means the process was told to stop.

@@ -23,9 +23,13 @@ const clockTicks = 100
 // Server is what the bots measure of the map server over the window, from /proc (CPU,
 // RSS) and from its Prometheus metrics (tick times, snapshots, drops).
 type Server struct {
-	CPUPercent     float64 `json:"cpuPercent"`
-	RSSMB          float64 `json:"rssMb"`
-	RSSIdleMB      float64 `json:"rssIdleMb,omitempty"`
+	CPUPercent float64 `json:"cpuPercent"`
+	RSSMB      float64 `json:"rssMb"`
+	RSSIdleMB  float64 `json:"rssIdleMb,omitempty"`
+	// RSSBeforeMB is the RSS before the bots joined, KBPerConn the growth since per
+	// connected player.
+	RSSBeforeMB    float64 `json:"rssBeforeMb,omitempty"`
+	KBPerConn      float64 `json:"kbPerConnection,omitempty"`
 	TickP50Ms      float64 `json:"tickP50Ms"`
 	TickP99Ms      float64 `json:"tickP99Ms"`
 	IntervalP50Ms  float64 `json:"intervalP50Ms"`
@@ -50,10 +54,11 @@ type probe struct {
 
 // watcher samples a map server process and its metrics endpoint.
 type watcher struct {
-	pid     int
-	metrics string
-	secret  string
-	hc      *http.Client
+	pid       int
+	metrics   string
+	secret    string
+	hc        *http.Client
+	rssBefore float64 // MB, before the bots joined
 }
 
 func (w *watcher) probe() (probe, error) {
