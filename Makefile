@@ -21,19 +21,30 @@ COMPOSE   := $(shell if docker compose version >/dev/null 2>&1; then echo "docke
 COMPOSE_ARGS := -p mapyard -f compose/compose.yaml
 DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)
 
-.PHONY: all build images up down test test-images test-go test-wasm test-fuzz bench bench-w1 lint clean
+# The browser client's module and its loader, embedded by the edge (in both binaries
+# that carry it): built before them, never committed.
+PAGE_GEN  := orchestrator/edge/static/gen
+
+.PHONY: all build page images up down test test-images test-go test-wasm test-fuzz bench bench-w1 lint clean
 
 all: build
 
-build:
+build: page
 	@mkdir -p $(BIN)
 	$(GOBUILD) -o $(BIN)/orchestrator ./orchestrator/cmd/orchestrator
 	$(GOBUILD) -o $(BIN)/edge ./orchestrator/cmd/edge
 	$(GOBUILD) -o $(BIN)/mapserver ./mapserver/cmd/mapserver
 	$(GOBUILD) -o $(BIN)/fakeorch ./orchestrator/cmd/fakeorch
 	$(GOBUILD) -o $(BIN)/mapbots ./mapserver/cmd/mapbots
-	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapgen.wasm ./mapserver/cmd/mapgen-wasm
-	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(BIN)/
+
+# The one WebAssembly module of the page (generator, movement, snapshot decoder),
+# gzip-compressed once here so the edge serves it as it lies.
+page:
+	@mkdir -p $(BIN) $(PAGE_GEN)
+	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapyard.wasm ./mapserver/cmd/client-wasm
+	gzip -9 -n -c $(BIN)/mapyard.wasm > $(PAGE_GEN)/mapyard.wasm.gz
+	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(PAGE_GEN)/wasm_exec.js
+	@echo "page: $$(wc -c < $(PAGE_GEN)/mapyard.wasm.gz) bytes of module (gzip)"
 
 images: build
 	docker build -q -f Dockerfile.orchestrator --build-arg VERSION=$(VERSION) \
@@ -94,4 +105,4 @@ lint:
 	$(GO) vet ./...
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(PAGE_GEN)
