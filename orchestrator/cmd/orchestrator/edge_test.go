@@ -27,14 +27,18 @@ import (
 )
 
 // openEdge runs the edge in this process in front of the orchestrator whose control
-// listener is at controlURL, and waits until it has the route table.
-func openEdge(t *testing.T, controlURL, secret string) *edge.Edge {
+// listener is at controlURL, and waits until it has the route table. Each set function
+// changes the edge before it opens.
+func openEdge(t *testing.T, controlURL, secret string, set ...func(*edge.Edge)) *edge.Edge {
 	t.Helper()
 	e, err := edge.New(edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: controlURL,
 		Secret: secret, MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 1000, LogLevel: "info"},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range set {
+		f(e)
 	}
 	if err := e.Open(); err != nil {
 		t.Fatal(err)
