@@ -115,6 +115,7 @@ function play(wasm, view, identity) {
     onEvent: log,
   });
   debug.session = session;
+  debug.view = view;
   session.start();
 
   // Inputs at the simulation's tick rate.

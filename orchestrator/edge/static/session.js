@@ -7,7 +7,7 @@
 // window, else join again with the same identity.
 
 const RECONNECT_MIN_MS = 200;
-const RECONNECT_MAX_MS = 2000;
+const RECONNECT_MAX_MS = 1000;
 const PING_EVERY_MS = 1000;
 const MAX_BATCH = 32;     // the server refuses larger batches (too_many_inputs)
 const MAX_PENDING = 64;   // the server queues at most 64 inputs per player
@@ -51,7 +51,7 @@ export class Session {
     this.clockOffset = null;    // performance.now() - tick time, smoothed
     this.reconnectDelay = RECONNECT_MIN_MS;
     this.timers = new Set();
-    this.stats = { rtt: 0, sent: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0,
+    this.stats = { rtt: 0, sent: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0, corrections: [],
       maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0 };
   }
 
@@ -79,7 +79,7 @@ export class Session {
 
   // join asks the edge for a ticket: the character of the key (or a new guest).
   async join() {
-    this.setState(State.joining);
+    if (this.state !== State.reconnecting) this.setState(State.joining);
     const body = this.identity.authKey ? { authKey: this.identity.authKey } : {};
     Object.assign(body, this.identity.joinExtra || {});
     let answer;
@@ -100,10 +100,19 @@ export class Session {
       this.retry(() => this.join());
       return;
     }
-    this.cmdSeq = 0;
-    this.inputSeq = 0;
-    this.pending = [];
+    this.freshSequences();
     this.connect(answer.ws, { ticket: answer.ticket });
+  }
+
+  // freshSequences starts the command and input seqs of a new session (a join or a
+  // transfer; a resume keeps counting). They start from the wall clock in microseconds
+  // rather than at 1, so they lie above whatever an earlier page of the same character
+  // sent: a map that still counts that page's seqs for a character taken over would
+  // ignore lower ones as duplicates. (JavaScript numbers hold them exactly until 2255.)
+  freshSequences() {
+    this.cmdSeq = Date.now() * 1000;
+    this.inputSeq = this.cmdSeq;
+    this.pending = [];
   }
 
   // retry runs fn after a growing delay.
@@ -202,9 +211,7 @@ export class Session {
   follow(t) {
     this.stats.transfers++;
     this.hooks.onEvent(`portal: to ${t.toInstanceId}`, "info");
-    this.cmdSeq = 0;
-    this.inputSeq = 0;
-    this.pending = [];
+    this.freshSequences();
     this.resume = null;
     this.setState(State.transferring, `to ${t.toInstanceId}`);
     this.connect(t.ws, { ticket: t.token });
@@ -293,6 +300,12 @@ export class Session {
   // server's position with the server's movement code.
   reconcile(self, seq) {
     this.server = { x: self.x, y: self.y };
+    if (!this.predicted) {
+      // The first snapshot of a session: no input was sent yet (step waits for it). A
+      // character taken over from an earlier connection may carry that connection's
+      // input seq, which the server counts on from; new inputs continue above it.
+      this.inputSeq = Math.max(this.inputSeq, seq);
+    }
     this.stats.acked = seq;
     while (this.pending.length && this.pending[0].seq <= seq) this.pending.shift();
     const before = this.predicted;
@@ -302,6 +315,9 @@ export class Session {
       const err = Math.hypot(dx, dy);
       this.stats.predictionError = err;
       this.stats.maxPredictionError = Math.max(this.stats.maxPredictionError, err);
+      if (err > 0) this.stats.corrections.push({ seq, err, server: this.server, before, after,
+        pending: this.pending.map((i) => [i.seq, i.dx, i.dy]) });
+      if (this.stats.corrections.length > 8) this.stats.corrections.shift();
       // What was drawn moves to the corrected place over a few frames, not at once.
       this.correction.x += dx;
       this.correction.y += dy;
