@@ -260,6 +260,7 @@ export class Session {
   count(n) {
     const now = performance.now();
     this.stats.bytes.push([now, n]);
+    if (this.stats.bytes.length > 512) this.rates(now); // trims, even with no overlay open
   }
 
   // snapshot decodes one binary frame, reconciles the prediction and buffers the
@@ -352,6 +353,15 @@ export class Session {
     this.pending.push(input);
     this.predicted = this.replay(this.predicted, [input]);
     this.sendInputs([input]);
+  }
+
+  // command sends one command other than movement (items, equipment, ...) and returns
+  // its seq; the map answers an ack or an error naming that seq.
+  command(feature, action, payload) {
+    const msg = { v: 1, kind: "command", seq: ++this.cmdSeq, feature, action, payload };
+    if (this.ackTick) { msg.tick = this.ackTick; this.ackDue = false; }
+    this.send(msg);
+    return msg.seq;
   }
 
   sendInputs(inputs) {
