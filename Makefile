@@ -75,8 +75,10 @@ test-images: images
 # Tests start the map image by its version tag: mapyard/map:latest may be another
 # checkout's build on a shared engine. `make test` needs the engine (for the images)
 # and node (for test-wasm) anyway, so tests that use them fail here instead of skipping.
+# -timeout: the orchestrator's package plays real containers and the page in Chromium;
+# on a loaded host it needs more than go test's default 10 minutes.
 test-go:
-	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -count=1 ./...
+	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -count=1 -timeout 20m ./...
 
 test-wasm:
 	@for p in $(WASM_PKGS); do \

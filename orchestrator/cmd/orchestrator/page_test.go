@@ -139,14 +139,14 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		// When the restarted map is ready (as the orchestrator says), measured beside
 		// the page's own way back.
 		var ready time.Time
-		waitUntil(t, "the restarted map ready", func() bool {
+		for deadline := time.Now().Add(120 * time.Second); ready.IsZero(); time.Sleep(20 * time.Millisecond) {
 			i := getInstance(t, child.control, secret, deployment)
 			if i.State == orchestrator.StateReady && i.ContainerID != inst.ContainerID {
 				ready = time.Now()
-				return true
+			} else if time.Now().After(deadline) {
+				t.Fatalf("the killed map is not ready again after 2 minutes: %+v", i)
 			}
-			return false
-		})
+		}
 		page.wait("playing again", `mapyardDebug.state === "playing" && mapyardDebug.session.predicted !== null`)
 		t.Logf("map killed to playing again: %s; restarted map ready to playing again: at most %s",
 			time.Since(killed).Round(time.Millisecond), time.Since(ready).Round(time.Millisecond))
@@ -277,7 +277,8 @@ func (p *page) exec(stmt string) {
 // wait polls the page until the JavaScript condition holds.
 func (p *page) wait(what, cond string) {
 	p.t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
+	// Generous: on a loaded host a killed map may take a minute to come back.
+	deadline := time.Now().Add(120 * time.Second)
 	for {
 		var ok bool
 		p.eval(`(() => { try { return !!(`+cond+`); } catch (e) { return false; } })()`, &ok)
