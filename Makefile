@@ -33,19 +33,30 @@ DEPLOYMENT  ?= $(or $(call setting,ORCH_DEPLOYMENT),mapyard)
 RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filter label=io.mapyard.deployment=$(DEPLOYMENT)); \
 		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
 
-.PHONY: all engine build images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w3 lint clean docs
+# The browser client's module and its loader, embedded by the edge (in both binaries
+# that carry it): built before them, never committed.
+PAGE_GEN  := orchestrator/edge/static/gen
+
+.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w3 lint clean docs
 
 all: build
 
-build:
+build: page
 	@mkdir -p $(BIN)
 	$(GOBUILD) -o $(BIN)/orchestrator ./orchestrator/cmd/orchestrator
 	$(GOBUILD) -o $(BIN)/edge ./orchestrator/cmd/edge
 	$(GOBUILD) -o $(BIN)/mapserver ./mapserver/cmd/mapserver
 	$(GOBUILD) -o $(BIN)/fakeorch ./orchestrator/cmd/fakeorch
 	$(GOBUILD) -o $(BIN)/mapbots ./mapserver/cmd/mapbots
-	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapgen.wasm ./mapserver/cmd/mapgen-wasm
-	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(BIN)/
+
+# The one WebAssembly module of the page (generator, movement, snapshot decoder),
+# gzip-compressed once here so the edge serves it as it lies.
+page:
+	@mkdir -p $(BIN) $(PAGE_GEN)
+	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapyard.wasm ./mapserver/cmd/client-wasm
+	gzip -9 -n -c $(BIN)/mapyard.wasm > $(PAGE_GEN)/mapyard.wasm.gz
+	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(PAGE_GEN)/wasm_exec.js
+	@echo "page: $$(wc -c < $(PAGE_GEN)/mapyard.wasm.gz) bytes of module (gzip)"
 
 # A Docker engine answers, or scripts/docker-engine.sh installs and starts one (Debian,
 # as root): `make up` and `make test` need nothing set up by hand.
@@ -103,10 +114,12 @@ test-images: images
 # checkout's build on a shared engine. `make test` needs the engine (for the images)
 # and node (for test-wasm) anyway, so tests that use them fail here instead of skipping.
 # promtool checks every binary's metrics and the Prometheus docs; scripts/promtool.sh
-# installs it when it is missing.
+# installs it when it is missing. -timeout: the orchestrator's package plays real
+# containers and the page in Chromium; on a loaded host it needs more than go test's
+# default 10 minutes.
 test-go:
 	scripts/promtool.sh
-	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -count=1 ./...
+	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -count=1 -timeout 20m ./...
 
 test-wasm:
 	@for p in $(WASM_PKGS); do \
@@ -148,4 +161,4 @@ lint:
 	$(GO) vet ./...
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(PAGE_GEN)

@@ -18,7 +18,7 @@ func TestBrowserSafeDeps(t *testing.T) {
 	}{
 		{"Native", "github.com/mapyard/mapyard/mapserver/mapgen", nil},
 		{"Wasm", "github.com/mapyard/mapyard/mapserver/mapgen", []string{"GOOS=js", "GOARCH=wasm"}},
-		{"WasmEntry", "github.com/mapyard/mapyard/mapserver/cmd/mapgen-wasm", []string{"GOOS=js", "GOARCH=wasm"}},
+		{"WasmEntry", "github.com/mapyard/mapyard/mapserver/cmd/client-wasm", []string{"GOOS=js", "GOARCH=wasm"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,7 +38,8 @@ import (
 //go:embed static
 var embedded embed.FS
 
-// StaticFiles returns the files the edge serves on GET /: the browser client.
+// StaticFiles returns the browser client's file tree the edge serves (see Page): the
+// page committed under static/ plus the module `make build` put in static/gen.
 func StaticFiles() fs.FS {
 	sub, _ := fs.Sub(embedded, "static")
 	return sub
@@ -65,11 +66,13 @@ type Edge struct {
 	CredentialFile string
 	// DrainTimeout bounds how long Close leaves open WebSockets to end on their own.
 	DrainTimeout time.Duration
-	Static       fs.FS
-	Proxy        *Proxy
-	Routes       *Routes
-	Registry     *prometheus.Registry
-	Log          *slog.Logger
+	// Static is the browser client's file tree (StaticFiles unless a test swaps it),
+	// read once by Open into the served Page.
+	Static   fs.FS
+	Proxy    *Proxy
+	Routes   *Routes
+	Registry *prometheus.Registry
+	Log      *slog.Logger
 	// JoinLimit, APILimit and WSLimit limit joins, character API calls and map
 	// WebSocket upgrades per client address (nil: no limit); Clients says how a
 	// request's client address is found.
@@ -77,6 +80,7 @@ type Edge struct {
 	Clients                      ratelimit.ClientAddr
 
 	source  RouteSource // nil with static routes
+	page    *Page
 	public  *echo.Echo
 	servers control.Servers
 	metrics control.Servers
@@ -124,6 +128,12 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 // Open binds both listeners synchronously (so their ports
 // are known when it returns), serves them in the background and starts the route watch.
 func (e *Edge) Open() (err error) {
+	if e.page, err = NewPage(e.Static); err != nil {
+		return err
+	}
+	if missing := e.page.Missing(); len(missing) > 0 {
+		e.Log.Warn("the browser client's module was not built into this edge; the page cannot play (run make build)", "missing", missing)
+	}
 	e.join = &http.Client{Timeout: joinTimeout, Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
 		MaxIdleConnsPerHost: 16,
@@ -142,8 +152,12 @@ func (e *Edge) Open() (err error) {
 	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, control.PathJoin,
 		func(echo.Context) error { return echo.ErrMethodNotAllowed })
 	e.public.GET(orchestrator.WSPath(":id"), e.handleMapWS, e.WSLimit.Echo(e.Clients))
-	e.public.GET("/", e.handleStatic)
-	e.public.GET("/*", e.handleStatic)
+	e.public.GET("/", e.handleIndex)
+	e.public.GET("/index.html", e.handleIndex)
+	e.public.GET(StaticPrefix+":version/*", e.handleAsset)
+	e.public.GET("/*", func(c echo.Context) error {
+		return apierr.Errorf(apierr.ENOTFOUND, "no page at %s", c.Request().URL.Path)
+	})
 	mux := control.NewEcho(e.Log)
 	mux.GET("/healthz", e.handleHealthz)
 	mux.GET(control.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{})))
@@ -425,15 +439,14 @@ func (e *Edge) forward(c echo.Context, what string) error {
 	return c.Blob(resp.StatusCode, echo.MIMEApplicationJSON, answer)
 }
 
-// handleStatic serves the browser client's files; a path with no file is not_found.
-func (e *Edge) handleStatic(c echo.Context) error {
-	name := strings.TrimPrefix(path.Clean("/"+c.Param("*")), "/")
-	if name == "" {
-		name = "index.html"
-	}
-	if fi, err := fs.Stat(e.Static, name); err != nil || fi.IsDir() {
-		return apierr.Errorf(apierr.ENOTFOUND, "no page at %s", c.Request().URL.Path)
-	}
-	http.ServeFileFS(c.Response(), c.Request(), e.Static, name)
+// handleIndex serves the browser client's page.
+func (e *Edge) handleIndex(c echo.Context) error {
+	e.page.ServeIndex(c.Response(), c.Request())
 	return nil
+}
+
+// handleAsset serves one of the page's versioned files.
+func (e *Edge) handleAsset(c echo.Context) error {
+	name := strings.TrimPrefix(path.Clean("/"+c.Param("*")), "/")
+	return e.page.ServeAsset(c.Response(), c.Request(), c.Param("version"), name)
 }

@@ -29,19 +29,23 @@ import (
 // openEdge runs the edge in this process in front of the orchestrator whose control
 // listener is at controlURL, with the credential the orchestrator wrote to credFile
 // (as compose runs it: never the root secret), and waits until it has the route table.
-func openEdge(t *testing.T, controlURL, credFile string) *edge.Edge {
+// Each set function changes the edge before it opens.
+func openEdge(t *testing.T, controlURL, credFile string, set ...func(*edge.Edge)) *edge.Edge {
 	t.Helper()
-	return openEdgeLog(t, controlURL, credFile, slog.New(slog.DiscardHandler))
+	return openEdgeLog(t, controlURL, credFile, slog.New(slog.DiscardHandler), set...)
 }
 
 // openEdgeLog is openEdge logging to log.
-func openEdgeLog(t *testing.T, controlURL, credFile string, log *slog.Logger) *edge.Edge {
+func openEdgeLog(t *testing.T, controlURL, credFile string, log *slog.Logger, set ...func(*edge.Edge)) *edge.Edge {
 	t.Helper()
 	e, err := edge.New(edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: controlURL,
 		CredentialFile: credFile, MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 1000, LogLevel: "info"},
 		log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range set {
+		f(e)
 	}
 	if err := e.Open(); err != nil {
 		t.Fatal(err)

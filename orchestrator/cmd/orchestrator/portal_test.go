@@ -146,8 +146,14 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 // that map would.
 func enterBeside(t *testing.T, child *childOrchestrator, mapCred, base string, src mapgen.MapConfig, p mapgen.Portal, attrs string) *client.Client {
 	t.Helper()
+	return enterBesideAs(t, child, mapCred, base, src, p, attrs, fmt.Sprintf("P0rtal%sK3yAbCdEfGhIjKl", randomHex(t, 6)))
+}
+
+// enterBesideAs is enterBeside for the saved character of authKey.
+func enterBesideAs(t *testing.T, child *childOrchestrator, mapCred, base string, src mapgen.MapConfig, p mapgen.Portal, attrs, authKey string) *client.Client {
+	t.Helper()
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, child.public+control.PathJoin, "", fmt.Sprintf(`{"authKey":"P0rtal%sK3yAbCdEfGhIjKl"}`, randomHex(t, 6)), http.StatusOK, &j)
+	testutil.PostJSON(t, child.public+control.PathJoin, "", fmt.Sprintf(`{"authKey":%q}`, authKey), http.StatusOK, &j)
 	var r control.RedeemResult
 	testutil.PostJSON(t, child.control+control.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
 	x, y := float64(p.X-p.Radius)/100-1, float64(p.Y)/100

@@ -1,0 +1,512 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"io"
+	"io/fs"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/edge"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
+)
+
+// TestPage_PlaysInChromium plays the browser client in Debian's Chromium against the
+// edge, the real orchestrator and real map containers: the page loads its module,
+// joins with the browser's own key, draws the generated world (whose hash it checks
+// against the server's), walks with the keyboard (the server's saved state follows),
+// comes back by itself after `docker kill` of its map, comes back as the same character
+// after a reload, and walks through a portal onto the second map. It saves screenshots
+// and prints where.
+func TestPage_PlaysInChromium(t *testing.T) {
+	chromium := findChromium(t)
+	cli := dockertest.Client(t)
+	deployment := "pg-" + randomHex(t, 4)
+	t.Cleanup(func() { dockertest.RemoveDeployment(t, cli, deployment) })
+	shots := screenshotDir(t)
+
+	secret := randomHex(t, 16)
+	dbPath := filepath.Join(t.TempDir(), "mapyard.db")
+	child := startOrchestrator(t, childEnv(deployment, "127.0.0.1:0", dbPath, secret,
+		"ORCH_DEFAULT_INSTANCE_ID="+deployment,
+		"ORCH_WARM_POOL_SIZE=0",
+		"ORCH_CHECKPOINT_MS=200",
+		"ORCH_MAP_PROBE_MS=300",
+		"MAP_HEARTBEAT_MS=300",
+		"MAP_SNAPSHOT_PUSH_MS=200",
+		"MAP_RESUME_TTL_MS=3000",
+	))
+	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
+	files := pageFiles(t)
+	e := openEdge(t, child.control, secret, func(e *edge.Edge) { e.Static = files })
+	reportWeight(t, e.PublicURL())
+
+	ctx := browser(t, chromium)
+	page := &page{t: t, ctx: ctx, shots: shots}
+	start := time.Now()
+	page.run(chromedp.Navigate(e.PublicURL() + "/"))
+	page.wait("the menu", `mapyardDebug.state === "menu"`)
+	page.run(chromedp.Click(chromedp.CSS("#play")))
+	page.wait("playing with a drawn world", `mapyardDebug.state === "playing" && mapyardDebug.frames > 2 && mapyardDebug.session.predicted !== null`)
+	var timing struct {
+		FirstFrameMs, WasmMs, FirstFrameAfterPlayMs, GenerateMs, RenderMs float64
+		Timings                                                           map[string]float64
+	}
+	page.eval(`(({firstFrameMs, wasmMs, firstFrameAfterPlayMs, generateMs, renderMs, timings}) =>
+		({firstFrameMs, wasmMs, firstFrameAfterPlayMs, generateMs, renderMs, timings}))(mapyardDebug)`, &timing)
+	t.Logf("page: load to first drawn frame %.0f ms (module fetched and compiled in %.0f ms; Play to first frame %.0f ms: "+
+		"states at %v ms, world generated in %.0f ms, drawn offscreen in %.0f ms; whole navigation %s)",
+		timing.FirstFrameMs, timing.WasmMs, timing.FirstFrameAfterPlayMs, timing.Timings, timing.GenerateMs, timing.RenderMs, time.Since(start).Round(time.Millisecond))
+
+	t.Run("WorldHashAndPixels", func(t *testing.T) {
+		var got struct{ Generated, Announced, Mismatch string }
+		page.eval(`({generated: mapyardDebug.session.world.hash, announced: mapyardDebug.session.welcome.worldHash, mismatch: mapyardDebug.session.worldError})`, &got)
+		cfg, err := mapgen.Template(mapgen.DefaultMapID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := mapgen.Generate(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Generated != w.Hash() || got.Announced != w.Hash() || got.Mismatch != "" {
+			t.Fatalf("world hash in the page %s, announced %s, native %s (page error %q)", got.Generated, got.Announced, w.Hash(), got.Mismatch)
+		}
+		if n := page.screenshot("start"); n < 16 {
+			t.Fatalf("the canvas shows %d colours: the world was not drawn", n)
+		}
+		// The cost of a frame with 100 entities in view (drawing only; compositing is the
+		// browser's), for the record.
+		var frameMs float64
+		page.eval(`(() => {
+			const v = mapyardDebug.view, c = mapyardDebug.session.predicted, others = [];
+			for (let i = 0; i < 100; i++) others.push({id: i, kind: 1 + i % 2, x: c.x + (i % 10 - 5) * 60, y: c.y + (Math.floor(i / 10) - 5) * 40});
+			const t0 = performance.now();
+			for (let k = 0; k < 50; k++) v.draw(c, c, others);
+			return (performance.now() - t0) / 50;
+		})()`, &frameMs)
+		t.Logf("page: drawing a frame with 100 entities in view takes %.2f ms", frameMs)
+	})
+
+	character := page.character()
+	t.Run("KeysMoveThePlayer", func(t *testing.T) {
+		page.walk("KeyD", 2)
+		page.reconciled()
+		if n := page.screenshot("moved"); n < 16 {
+			t.Fatalf("the canvas shows %d colours after walking", n)
+		}
+		// The server's own state follows: its pushes of the character reach the store.
+		x, _ := page.serverPosition()
+		waitUntil(t, "the walked position in the store", func() bool {
+			st := savedState(t, dbPath, character)
+			return st != nil && math.Abs(st.X-x) < 0.5
+		})
+	})
+
+	t.Run("MapKilledReconnects", func(t *testing.T) {
+		inst := getInstance(t, child.control, secret, deployment)
+		page.exec(`mapyardDebug.states.length = 0`)
+		killed := time.Now()
+		if err := cli.ContainerKill(context.Background(), inst.ContainerID, "KILL"); err != nil {
+			t.Fatal(err)
+		}
+		page.wait("the reconnecting state", `mapyardDebug.states.includes("reconnecting")`)
+		var status string
+		page.eval(`document.getElementById("status").textContent`, &status)
+		if !strings.HasPrefix(status, "reconnecting") {
+			t.Errorf("the status line says %q while the map is down", status)
+		}
+		// When the restarted map is ready (as the orchestrator says), measured beside
+		// the page's own way back.
+		var ready time.Time
+		for deadline := time.Now().Add(120 * time.Second); ready.IsZero(); time.Sleep(20 * time.Millisecond) {
+			i := getInstance(t, child.control, secret, deployment)
+			if i.State == orchestrator.StateReady && i.ContainerID != inst.ContainerID {
+				ready = time.Now()
+			} else if time.Now().After(deadline) {
+				t.Fatalf("the killed map is not ready again after 2 minutes: %+v", i)
+			}
+		}
+		page.wait("playing again", `mapyardDebug.state === "playing" && mapyardDebug.session.predicted !== null`)
+		t.Logf("map killed to playing again: %s; restarted map ready to playing again: at most %s",
+			time.Since(killed).Round(time.Millisecond), time.Since(ready).Round(time.Millisecond))
+		if c := page.character(); c != character {
+			t.Fatalf("came back as %s, want %s", c, character)
+		}
+		page.walk("KeyW", 1)
+		page.reconciled()
+		page.screenshot("after-reconnect")
+	})
+
+	t.Run("ReloadSameCharacter", func(t *testing.T) {
+		page.run(chromedp.Reload())
+		page.wait("the menu", `mapyardDebug.state === "menu"`)
+		page.run(chromedp.Click(chromedp.CSS("#play")))
+		page.wait("playing", `mapyardDebug.state === "playing" && mapyardDebug.session.predicted !== null`)
+		if c := page.character(); c != character {
+			t.Fatalf("after a reload the page plays %s, want %s", c, character)
+		}
+	})
+
+	t.Run("ReconcilesUnderLatency", func(t *testing.T) { reconcilesUnderLatency(t, page) })
+
+	t.Run("PortalToSecondMap", func(t *testing.T) {
+		// A flat map whose one portal leads to a second map, both started beforehand; a
+		// character of a new key saved one unit west of that portal (brought there by a
+		// Go client that then leaves), which the page then plays with that key.
+		flat := func(id string) mapgen.MapConfig {
+			c, err := mapgen.Template(mapgen.DefaultMapID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.MapID, c.InstanceID = id, mapgen.InstanceOfMap(id)
+			c.Terrain.WaterLevel, c.StaticCollider.BlockWater = 0, false
+			c.GenerationRules.PropDensity = 0
+			return c
+		}
+		dst := flat(deployment + "-dst")
+		dst.Seed++
+		src := flat(deployment + "-src")
+		src.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: dst.MapID, Count: 1}}
+		for _, c := range []mapgen.MapConfig{dst, src} {
+			raw, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testutil.PostJSON(t, child.control+control.PathAdminMaps, secret,
+				fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s}`, c.InstanceID, c.MapID, raw), http.StatusCreated, nil)
+		}
+		waitInstance(t, child.control, secret, dst.InstanceID, orchestrator.StateReady, 60*time.Second)
+		world, err := mapgen.Generate(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		portal := world.Portals[0]
+		mapCred, _ := credentialsOf(t, inspect(t, cli, getInstance(t, child.control, secret, deployment).ContainerID), secret)
+		key := "Pag3" + randomHex(t, 12) + "KeyAbCdEf"
+		goClient := enterBesideAs(t, child, mapCred, "ws"+strings.TrimPrefix(e.PublicURL(), "http"), src, portal, `{}`, key)
+		traveller := goClient.Welcome().CharacterID
+		goClient.Close()
+		waitUntil(t, "the character released on the source map", func() bool {
+			st := savedState(t, dbPath, traveller)
+			return st != nil && st.InstanceID == src.InstanceID
+		})
+
+		page.exec(fmt.Sprintf(`localStorage.setItem("mapyard.authKey", %q)`, key))
+		page.run(chromedp.Reload())
+		page.wait("the menu", `mapyardDebug.state === "menu"`)
+		page.run(chromedp.Click(chromedp.CSS("#play")))
+		page.wait("playing on the source map", fmt.Sprintf(`mapyardDebug.state === "playing" && mapyardDebug.session.welcome.mapId === %q && mapyardDebug.session.predicted !== null`, src.MapID))
+		if c := page.character(); c != traveller {
+			t.Fatalf("the page plays %s, want the key's %s", c, traveller)
+		}
+		page.keyDown("KeyD")
+		page.wait("the welcome of the second map", fmt.Sprintf(`mapyardDebug.session.welcome.mapId === %q && mapyardDebug.state === "playing"`, portal.TargetMapID))
+		page.keyUp("KeyD")
+		page.wait("a drawn frame of the second map", `mapyardDebug.session.predicted !== null && !mapyardDebug.session.worldError`)
+		var got struct {
+			Character string
+			States    []string
+		}
+		page.eval(`({character: mapyardDebug.session.welcome.characterId, states: mapyardDebug.states})`, &got)
+		if got.Character != traveller || !strings.Contains(strings.Join(got.States, " "), "transferring") {
+			t.Fatalf("after the portal: character %s (want %s), states %v", got.Character, traveller, got.States)
+		}
+		if n := page.screenshot("after-transfer"); n < 16 {
+			t.Fatalf("the canvas shows %d colours on the second map", n)
+		}
+	})
+}
+
+// page drives one Chromium tab.
+type page struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+}
+
+func (p *page) run(steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.t.Fatalf("browser: %v", err)
+	}
+}
+
+// eval evaluates expr in the page and decodes its JSON value into out.
+func (p *page) eval(expr string, out any) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string]("JSON.stringify("+expr+")"))
+	if err != nil {
+		p.t.Fatalf("browser: evaluate %s: %v", expr, err)
+	}
+	if err := json.Unmarshal([]byte(text), out); err != nil {
+		p.t.Fatalf("browser: %s gave %s: %v", expr, text, err)
+	}
+}
+
+// exec runs a statement in the page.
+func (p *page) exec(stmt string) {
+	p.t.Helper()
+	p.eval("(() => { "+stmt+"; return true; })()", new(bool))
+}
+
+// wait polls the page until the JavaScript condition holds.
+func (p *page) wait(what, cond string) {
+	p.t.Helper()
+	// Generous: on a loaded host a killed map may take a minute to come back.
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		var ok bool
+		p.eval(`(() => { try { return !!(`+cond+`); } catch (e) { return false; } })()`, &ok)
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var state string
+			p.eval(`JSON.stringify(mapyardDebug.states) + " | " + document.getElementById("status").textContent + " | " + document.getElementById("log").textContent`, &state)
+			p.screenshot("timeout")
+			p.t.Fatalf("timed out waiting for %s (states %s)", what, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *page) character() string {
+	p.t.Helper()
+	var c string
+	p.eval(`mapyardDebug.session.welcome.characterId`, &c)
+	return c
+}
+
+// serverPosition is the player's own position in the newest snapshot, in units.
+func (p *page) serverPosition() (x, y float64) {
+	p.t.Helper()
+	var s struct{ X, Y float64 }
+	p.eval(`mapyardDebug.session.server`, &s)
+	return s.X / 16, s.Y / 16
+}
+
+func (p *page) key(typ input.DispatchKeyEventType, code string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	key := strings.ToLower(strings.TrimPrefix(code, "Key"))
+	if _, err := chromedp.Call(ctx, input.DispatchKeyEvent, input.DispatchKeyEventParams{Type: typ, Code: code, Key: key}); err != nil {
+		p.t.Fatalf("browser: key %s: %v", code, err)
+	}
+}
+
+func (p *page) keyDown(code string) { p.key(kb.KeyDown, code) }
+func (p *page) keyUp(code string)   { p.key(kb.KeyUp, code) }
+
+// walk holds a key until the server shows the player at least units away.
+func (p *page) walk(code string, units float64) {
+	p.t.Helper()
+	x0, y0 := p.serverPosition()
+	p.keyDown(code)
+	p.wait(fmt.Sprintf("the server to show the player %g units away", units),
+		fmt.Sprintf(`Math.hypot(mapyardDebug.session.server.x/16 - %g, mapyardDebug.session.server.y/16 - %g) >= %g`, x0, y0, units))
+	p.keyUp(code)
+}
+
+// reconciled waits until every input is acknowledged and checks that the prediction
+// then equals the server's position exactly.
+func (p *page) reconciled() {
+	p.t.Helper()
+	p.wait("every input acknowledged", `mapyardDebug.session.pending.length === 0 && mapyardDebug.session.stats.acked === mapyardDebug.session.stats.sent`)
+	var s struct {
+		Server, Predicted struct{ X, Y float64 }
+		MaxError          float64
+	}
+	p.eval(`({server: mapyardDebug.session.server, predicted: mapyardDebug.session.predicted, maxError: mapyardDebug.session.stats.maxPredictionError})`, &s)
+	if s.Server != s.Predicted {
+		p.t.Fatalf("prediction %+v after reconciliation, server %+v", s.Predicted, s.Server)
+	}
+	p.t.Logf("prediction: largest correction so far %.2f quanta", s.MaxError)
+}
+
+// screenshot saves the page as name.png and returns how many colours it shows.
+func (p *page) screenshot(name string) int {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(p.shots, name+".png")
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(buf))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	colours := map[[4]uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y += 3 {
+		for x := b.Min.X; x < b.Max.X; x += 3 {
+			r, g, bl, a := img.At(x, y).RGBA()
+			colours[[4]uint32{r >> 8, g >> 8, bl >> 8, a >> 8}] = true
+		}
+	}
+	p.t.Logf("screenshot %s: %d colours", path, len(colours))
+	return len(colours)
+}
+
+// findChromium returns Debian's Chromium (MAPYARD_CHROMIUM overrides the path).
+func findChromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("MAPYARD_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	testutil.Unavailable(t, "Chromium is not installed (scripts/chromium.sh installs it): the page test needs it")
+	return ""
+}
+
+// browser starts a headless Chromium for the test.
+func browser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.WindowSize(960, 640),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return ctx
+}
+
+// screenshotDir is MAPYARD_SCREENSHOT_DIR, or a new directory that outlives the test so
+// the screenshots can be looked at.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("MAPYARD_SCREENSHOT_DIR")
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "mapyard-page-"); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s", dir)
+	return dir
+}
+
+// pageFiles is the edge's page with the module built from this checkout, as `make
+// build` builds it, so the test never plays a stale build.
+func pageFiles(t *testing.T) fs.FS {
+	t.Helper()
+	dir := t.TempDir()
+	wasm := filepath.Join(dir, "mapyard.wasm")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", wasm, "github.com/mapyard/mapyard/mapserver/cmd/client-wasm")
+	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the page's module: %v\n%s", err, out)
+	}
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loader, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(goroot)), "lib", "wasm", "wasm_exec.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	module, err := os.ReadFile(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zw.Write(module)
+	zw.Close()
+	tree := fstest.MapFS{
+		edge.GenDir + "/" + edge.PageModule + ".gz": {Data: gz.Bytes()},
+		edge.GenDir + "/" + edge.PageLoader:         {Data: loader},
+	}
+	err = fs.WalkDir(edge.StaticFiles(), ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(name, edge.GenDir+"/") {
+			return err
+		}
+		data, err := fs.ReadFile(edge.StaticFiles(), name)
+		tree[name] = &fstest.MapFile{Data: data}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// reportWeight logs what a first visit downloads, gzip-compressed as served.
+func reportWeight(t *testing.T, base string) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	get := func(path string) []byte {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return b
+	}
+	index := get("/")
+	total := len(index)
+	if zr, err := gzip.NewReader(bytes.NewReader(index)); err == nil {
+		if plain, err := io.ReadAll(zr); err == nil {
+			index = plain
+		}
+	}
+	var parts []string
+	prefix := edge.StaticPrefix
+	for _, f := range strings.Split(string(index), `"`) {
+		if strings.HasPrefix(f, prefix) {
+			n := len(get(f))
+			total += n
+			parts = append(parts, fmt.Sprintf("%s %d", f[strings.LastIndex(f, "/")+1:], n))
+		}
+	}
+	t.Logf("page weight (gzip as served): %d bytes: %s", total, strings.Join(parts, ", "))
+}

@@ -1,0 +1,204 @@
+// The page: loads the WebAssembly module (the server's own generator, movement and
+// snapshot decoder), asks who plays (the browser's key, or a guest), and runs the game
+// loop: keys to inputs at the tick rate, a frame per animation frame, the status line,
+// the event log and the debug overlay (TAB).
+
+import { Session, State } from "./session.js";
+import { View } from "./view.js";
+
+const KEY_STORE = "mapyard.authKey";
+const INTERPOLATION_MS = 100;
+const LOG_LINES = 6;
+
+const $ = (id) => document.getElementById(id);
+const loadStarted = performance.now();
+
+// debug is what the overlay shows and what automated checks of the page read.
+const debug = { firstFrameMs: 0, wasmMs: 0, frames: 0, frameMs: 0, state: "loading", states: [], timings: {} };
+globalThis.mapyardDebug = debug;
+
+async function loadModule() {
+  const go = new Go();
+  const url = new URL("mapyard.wasm", import.meta.url);
+  const started = performance.now();
+  const resp = await fetch(url);
+  if (!resp.ok) {
+    let msg = `HTTP ${resp.status}`;
+    try { msg = (await resp.json()).error.message; } catch { /* not JSON */ }
+    throw new Error(`the client module did not load: ${msg}`);
+  }
+  const { instance } = await WebAssembly.instantiateStreaming(resp, go.importObject);
+  go.run(instance); // defines globalThis.mapyard and keeps running
+  debug.wasmMs = performance.now() - started;
+  return globalThis.mapyard;
+}
+
+// authKey returns the browser's key, creating it once: 32 random bytes, base64url.
+function authKey() {
+  let k = localStorage.getItem(KEY_STORE);
+  if (!k) {
+    const b = crypto.getRandomValues(new Uint8Array(32));
+    k = btoa(String.fromCharCode(...b)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    localStorage.setItem(KEY_STORE, k);
+  }
+  return k;
+}
+
+function log(text, kind = "info") {
+  const line = document.createElement("div");
+  line.textContent = `${new Date().toLocaleTimeString()} ${text}`;
+  if (kind === "error") line.className = "error";
+  const box = $("log");
+  box.appendChild(line);
+  while (box.children.length > LOG_LINES) box.removeChild(box.firstChild);
+}
+
+function banner(text) {
+  $("banner").textContent = text;
+  $("banner").hidden = !text;
+}
+
+// Keys held now; arrows and WASD give the direction of the next input.
+const held = new Set();
+function direction() {
+  let dx = 0, dy = 0;
+  if (held.has("KeyD") || held.has("ArrowRight")) dx += 127;
+  if (held.has("KeyA") || held.has("ArrowLeft")) dx -= 127;
+  if (held.has("KeyW") || held.has("ArrowUp")) dy += 127;
+  if (held.has("KeyS") || held.has("ArrowDown")) dy -= 127;
+  return [dx, dy];
+}
+
+function showMenu(wasm, view) {
+  const menu = $("menu");
+  menu.hidden = false;
+  const stored = localStorage.getItem(KEY_STORE);
+  $("identity").textContent = stored ? "Play continues this browser's character." : "Play creates this browser's character.";
+  const go = (identity) => {
+    menu.hidden = true;
+    play(wasm, view, identity);
+  };
+  $("play").onclick = () => go({ authKey: authKey() });
+  $("guest").onclick = () => go({});
+  $("play").focus();
+}
+
+function play(wasm, view, identity) {
+  debug.playAt = performance.now();
+  const status = $("status");
+  let lastReconnect = "";
+  const session = new Session(wasm, identity, {
+    onState(s, detail) {
+      debug.state = s;
+      debug.states.push(s);
+      if (!debug.timings[s]) debug.timings[s] = performance.now() - debug.playAt;
+      if (debug.states.length > 64) debug.states.shift();
+      status.dataset.state = s;
+      const where = session.welcome ? ` · ${session.welcome.mapId} (${session.welcome.instanceId})` : "";
+      status.textContent = s === State.playing ? `playing${where}` : `${s}${detail ? ": " + detail : ""}`;
+      $("loading").hidden = !(s === State.transferring || s === State.joining && !session.world);
+      $("loading-text").textContent = s === State.transferring ? `through the portal ${detail}…` : "joining…";
+      if (s === State.reconnecting && detail !== lastReconnect) log(`reconnecting (${detail})`);
+      lastReconnect = s === State.reconnecting ? detail : "";
+      if (s === State.stopped) banner(detail);
+      if (s === State.error) banner(detail);
+    },
+    onWorld(world, welcome) {
+      const t0 = performance.now();
+      view.setWorld(world);
+      debug.renderMs = performance.now() - t0;
+      debug.generateMs = world ? world.generateMs : 0;
+      banner(session.worldError);
+      if (session.worldError) log(session.worldError, "error");
+      log(`entered ${welcome.mapId}${world ? ` (world generated in ${world.generateMs.toFixed(0)} ms)` : ""}`);
+    },
+    onEvent: log,
+  });
+  debug.session = session;
+  debug.view = view;
+  session.start();
+
+  // Inputs at the simulation's tick rate.
+  let nextStep = performance.now();
+  const stepLoop = () => {
+    const hz = (session.welcome && session.welcome.tickHz) || 30;
+    const now = performance.now();
+    if (now - nextStep > 250) nextStep = now; // the tab slept: no burst of old inputs
+    while (nextStep <= now) {
+      const [dx, dy] = direction();
+      session.step(dx, dy);
+      nextStep += 1000 / hz;
+    }
+    setTimeout(stepLoop, Math.max(1, nextStep - performance.now()));
+  };
+  stepLoop();
+
+  const frame = (now) => {
+    const t0 = performance.now();
+    const self = session.selfPosition(now);
+    view.draw(self || session.server, self, session.others(now, INTERPOLATION_MS));
+    if (view.frames === 1 && !debug.firstFrameMs) {
+      debug.firstFrameMs = performance.now() - loadStarted;
+      debug.firstFrameAfterPlayMs = performance.now() - debug.playAt;
+    }
+    debug.frames = view.frames;
+    debug.frameMs = performance.now() - t0;
+    if (!$("overlay").hidden) $("overlay").textContent = overlay(session, now);
+    requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
+}
+
+// overlay is the debug overlay's text (TAB).
+function overlay(s, now) {
+  const w = s.welcome || {};
+  const r = s.rates(now);
+  const q = (v) => (v / 16).toFixed(2);
+  return [
+    `state        ${s.state}`,
+    `instance     ${w.instanceId || "-"} (${w.mapId || "-"})`,
+    `character    ${w.characterId || "-"}${s.identity.authKey ? "" : " (guest)"}`,
+    `server tick  ${s.stats.lastTick}`,
+    `rtt          ${s.stats.rtt.toFixed(1)} ms`,
+    `input seq    sent ${s.stats.sent} · acked ${s.stats.acked}`,
+    `pending      ${s.pending.length}`,
+    `snapshots    ${r.snapshotHz}/s · ${r.kbps.toFixed(1)} kbit/s`,
+    `in view      ${s.entitiesInView()}`,
+    `prediction   error ${q(s.stats.predictionError)} m (max ${q(s.stats.maxPredictionError)})`,
+    `position     ${s.predicted ? `${q(s.predicted.x)}, ${q(s.predicted.y)}` : "-"}`,
+    `world        ${s.worldError ? "MISMATCH" : (s.world ? "hash ok " + s.world.hash.slice(0, 12) : "-")}`,
+    `reconnects   ${s.stats.reconnects} · transfers ${s.stats.transfers}`,
+    `frame        ${debug.frameMs.toFixed(2)} ms · first frame ${debug.firstFrameMs.toFixed(0)} ms`,
+  ].join("\n");
+}
+
+addEventListener("keydown", (e) => {
+  if (e.code === "Tab") {
+    e.preventDefault();
+    $("overlay").hidden = !$("overlay").hidden;
+    return;
+  }
+  if (e.target instanceof HTMLButtonElement && (e.code === "Enter" || e.code === "Space")) return;
+  held.add(e.code);
+  if (e.code.startsWith("Arrow")) e.preventDefault();
+});
+addEventListener("keyup", (e) => held.delete(e.code));
+addEventListener("blur", () => held.clear());
+
+async function main() {
+  const view = new View($("view"));
+  view.draw(null, null, []);
+  try {
+    const wasm = await loadModule();
+    $("status").textContent = "ready";
+    debug.state = "menu";
+    showMenu(wasm, view);
+  } catch (err) {
+    $("status").dataset.state = "error";
+    $("status").textContent = String(err.message || err);
+    banner(String(err.message || err));
+    debug.state = "error";
+  }
+}
+
+main();

@@ -1,0 +1,444 @@
+// The player's connection to the game, following docs/netcode.md: join through the
+// edge, hello with the ticket, decode binary snapshots with the server's own decoder
+// (WASM), send sequenced movement input batches that carry the snapshot acks, predict
+// the player's own movement with the server's movement code and reconcile it on every
+// snapshot, keep a short buffer of snapshots for interpolating everyone else, follow
+// portals, and come back by itself after a dropped connection: resume inside the resume
+// window, else join again with the same identity.
+
+const RECONNECT_MIN_MS = 200;
+const RECONNECT_MAX_MS = 1000;
+const PING_EVERY_MS = 1000;
+const MAX_BATCH = 32;     // the server refuses larger batches (too_many_inputs)
+const MAX_PENDING = 8;    // the server holds at most 8 waiting inputs (its jitter buffer)
+const SNAPSHOT_BUFFER = 32;
+
+// Connection states, as the status line and the overlay show them.
+export const State = {
+  idle: "idle", joining: "joining", connecting: "connecting", playing: "playing",
+  transferring: "transferring", reconnecting: "reconnecting", stopped: "stopped", error: "error",
+};
+
+// Codes after which joining again with the same identity is the way back.
+const REJOIN = new Set(["ticket_invalid", "ticket_expired", "ticket_used", "wrong_map"]);
+
+export class Session {
+  // wasm is the module's API (globalThis.mapyard); identity {authKey?} (no key: a
+  // guest); hooks: onState(state, detail), onWorld(world, welcome), onEvent(text, kind).
+  constructor(wasm, identity, hooks) {
+    this.wasm = wasm;
+    this.identity = identity;
+    this.hooks = hooks;
+    this.state = State.idle;
+    this.ws = null;
+    this.welcome = null;
+    this.world = null;          // the loaded world (mapyard.loadWorld's answer)
+    this.worldError = "";       // a hash mismatch, shown and never ignored
+    this.decoder = 0;
+    this.resume = null;         // {token, until}
+    this.cmdSeq = 0;
+    this.inputSeq = 0;
+    this.pending = [];          // inputs sent and not yet applied by the server
+    this.ackTick = 0;           // newest snapshot tick decoded
+    this.ackDue = false;
+    this.snapshots = [];        // [{tick, time, entities: Map(id -> {kind, x, y, slot})}]
+    this.selfId = 0;
+    this.server = null;         // own position in the newest snapshot (quanta)
+    this.predicted = null;      // own predicted position (quanta)
+    this.previous = null;       // the predicted position one input earlier
+    this.lastStepAt = 0;
+    this.correction = { x: 0, y: 0 }; // visible rest of the last reconcile, decaying
+    this.clockOffset = null;    // performance.now() - tick time, smoothed
+    this.reconnectDelay = RECONNECT_MIN_MS;
+    this.timers = new Set();
+    this.stats = { rtt: 0, sent: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0, corrections: [],
+      maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0 };
+  }
+
+  // start joins the game.
+  start() { this.join(); }
+
+  // stop closes the connection for good (another tab took the character over, or the
+  // page is leaving).
+  stop(reason) {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    if (this.ws) { this.ws.onclose = null; this.ws.close(1000); this.ws = null; }
+    this.setState(State.stopped, reason || "");
+  }
+
+  setState(s, detail = "") {
+    this.state = s;
+    this.hooks.onState(s, detail);
+  }
+
+  later(fn, ms) {
+    const t = setTimeout(() => { this.timers.delete(t); fn(); }, ms);
+    this.timers.add(t);
+  }
+
+  // join asks the edge for a ticket: the character of the key (or a new guest).
+  async join() {
+    if (this.state !== State.reconnecting) this.setState(State.joining);
+    const body = this.identity.authKey ? { authKey: this.identity.authKey } : {};
+    Object.assign(body, this.identity.joinExtra || {});
+    let answer;
+    try {
+      const r = await fetch("/api/v1/join", {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+      });
+      answer = await r.json();
+      if (!r.ok) throw new ServerError(answer.error || { code: "internal", message: `join: HTTP ${r.status}` });
+    } catch (err) {
+      const e = err instanceof ServerError ? err : new ServerError({ code: "unavailable", message: String(err) });
+      this.hooks.onEvent(`join refused: ${e.code}: ${e.message}`, "error");
+      if (e.code === "bad_request" || e.code === "unauthorized" || e.code === "forbidden") {
+        this.setState(State.error, `${e.code}: ${e.message}`);
+        return;
+      }
+      this.setState(State.reconnecting, `${e.code}: ${e.message}`);
+      this.retry(() => this.join());
+      return;
+    }
+    this.freshSequences();
+    this.connect(answer.ws, { ticket: answer.ticket });
+  }
+
+  // freshSequences starts the command and input seqs of a new session (a join or a
+  // transfer; a resume keeps counting): the map starts a taken-over character's
+  // sequence afresh too, so they count from 1. The stride (the direction last walked
+  // and how many inputs in a row walked it, which sets each step's length) starts anew.
+  freshSequences() {
+    this.cmdSeq = 0;
+    this.inputSeq = 0;
+    this.pending = [];
+    this.ackStride = [0, 0, 0];
+    this.predStride = [0, 0, 0];
+  }
+
+  // retry runs fn after a growing delay.
+  retry(fn) {
+    const d = this.reconnectDelay;
+    this.reconnectDelay = Math.min(RECONNECT_MAX_MS, this.reconnectDelay * 2);
+    this.later(fn, d);
+  }
+
+  // connect opens the map's WebSocket (through the edge) and says hello.
+  connect(path, hello) {
+    if (this.state !== State.reconnecting && this.state !== State.transferring) this.setState(State.connecting);
+    const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
+    const ws = new WebSocket(url);
+    ws.binaryType = "arraybuffer";
+    this.ws = ws;
+    let welcomed = false;
+    let refused = null;
+    let transfer = null;
+    ws.onopen = () => this.send({ v: 1, kind: "hello", ...hello });
+    ws.onmessage = (m) => {
+      if (typeof m.data !== "string") {
+        if (welcomed) this.snapshot(new Uint8Array(m.data));
+        return;
+      }
+      this.count(m.data.length);
+      let msg;
+      try { msg = JSON.parse(m.data); } catch { return; }
+      switch (msg.kind) {
+        case "welcome": welcomed = true; this.welcomed(msg, path); break;
+        case "error":
+          if (!welcomed || msg.code === "replaced") refused = msg;
+          else this.hooks.onEvent(`refused: ${msg.code}: ${msg.message}`, "error");
+          break;
+        case "transfer":
+          transfer = msg;
+          this.setState(State.transferring, `to ${msg.toInstanceId}`);
+          break;
+        case "event":
+          this.hooks.onEvent(eventText(msg), msg.name === "transfer_denied" ? "error" : "info");
+          break;
+        case "pong": this.stats.rtt = performance.now() - Number(msg.t); break;
+        case "ack": break; // commands other than movement; movement is acked by snapshots
+      }
+    };
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      if (transfer) return this.follow(transfer);
+      if (refused) return this.refused(refused, hello);
+      this.dropped(ev, welcomed);
+    };
+  }
+
+  // welcomed takes the map's welcome: a new world when the map changed, a fresh decoder
+  // (a resumed connection starts with a full snapshot), and the next resume token.
+  welcomed(w, path) {
+    const sameWorld = this.welcome && this.welcome.worldHash === w.worldHash && this.world;
+    this.welcome = w;
+    this.wsPath = path;
+    this.resume = w.resumeToken ? { token: w.resumeToken, until: performance.now() + (w.resumeTtlMs || 0) } : null;
+    this.reconnectDelay = RECONNECT_MIN_MS;
+    if (this.decoder) this.wasm.dropDecoder(this.decoder);
+    this.decoder = this.wasm.newDecoder();
+    this.snapshots = [];
+    this.ackTick = 0;
+    this.clockOffset = null;
+    if (!w.resumed) {
+      this.server = null; this.predicted = null; this.previous = null;
+      this.ackStride = [0, 0, 0]; this.predStride = [0, 0, 0];
+    }
+    if (!sameWorld) {
+      const started = performance.now();
+      if (this.world) this.wasm.dropWorld(this.world.id);
+      const world = this.wasm.loadWorld(JSON.stringify(w.mapConfig));
+      if (world.error) {
+        this.world = null;
+        this.worldError = `cannot generate map ${w.mapId}: ${world.error}`;
+      } else {
+        this.world = world;
+        this.world.generateMs = performance.now() - started;
+        this.worldError = world.hash === w.worldHash ? "" :
+          `world hash mismatch on ${w.mapId}: generated ${world.hash.slice(0, 12)}…, server ${String(w.worldHash).slice(0, 12)}…`;
+      }
+      this.hooks.onWorld(this.world, w);
+    }
+    this.setState(State.playing, w.instanceId);
+    if (w.resumed && this.pending.length) this.sendInputs(this.pending.slice(-MAX_BATCH));
+    this.pingLoop(this.ws);
+  }
+
+  pingLoop(ws) {
+    if (this.ws !== ws || ws.readyState !== WebSocket.OPEN) return;
+    this.send({ v: 1, kind: "ping", t: performance.now() });
+    this.later(() => this.pingLoop(ws), PING_EVERY_MS);
+  }
+
+  // follow reconnects to the destination of a granted transfer with its token.
+  follow(t) {
+    this.stats.transfers++;
+    this.hooks.onEvent(`portal: to ${t.toInstanceId}`, "info");
+    this.freshSequences();
+    this.resume = null;
+    this.setState(State.transferring, `to ${t.toInstanceId}`);
+    this.connect(t.ws, { ticket: t.token });
+  }
+
+  // refused handles a hello the map answered with an error.
+  refused(e, hello) {
+    if (e.code === "replaced") {
+      this.stop("this character is now played elsewhere (another tab or device)");
+      return;
+    }
+    this.hooks.onEvent(`${hello.resume ? "resume" : "hello"} refused: ${e.code}`, "info");
+    if (REJOIN.has(e.code)) {
+      // The resume token died with the map process, or a ticket went stale: join again
+      // with the same identity (a key gets its saved character back).
+      this.resume = null;
+      this.setState(State.reconnecting, "joining again");
+      this.join();
+      return;
+    }
+    this.setState(State.reconnecting, `${e.code}: ${e.message}`);
+    this.retry(() => this.reconnect());
+  }
+
+  // dropped handles a connection that closed without a transfer or a refusal.
+  dropped(ev, welcomed) {
+    if (welcomed) this.stats.reconnects++;
+    this.setState(State.reconnecting, ev.code ? `closed ${ev.code}${ev.reason ? ": " + ev.reason : ""}` : "connection lost");
+    if (welcomed) this.reconnect(); else this.retry(() => this.reconnect());
+  }
+
+  // reconnect resumes inside the resume window, else joins again.
+  reconnect() {
+    if (this.resume && performance.now() < this.resume.until) {
+      this.connect(this.wsPath, { resume: this.resume.token });
+      return;
+    }
+    this.resume = null;
+    this.join();
+  }
+
+  send(msg) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
+  count(n) {
+    const now = performance.now();
+    this.stats.bytes.push([now, n]);
+    if (this.stats.bytes.length > 512) this.rates(now); // trims, even with no overlay open
+  }
+
+  // snapshot decodes one binary frame, reconciles the prediction and buffers the
+  // entities for interpolation.
+  snapshot(frame) {
+    const now = performance.now();
+    this.count(frame.length);
+    const s = this.wasm.decode(this.decoder, frame);
+    if (s.error) {
+      if (s.error !== "no_baseline") this.hooks.onEvent(`snapshot: ${s.error}`, "error");
+      return;
+    }
+    this.stats.snapshots.push(now);
+    this.stats.lastTick = s.tick;
+    this.ackTick = s.tick;
+    this.ackDue = true;
+    const f = this.wasm.entityFields;
+    const ents = new Map();
+    let self = null;
+    for (let i = 0; i + f.stride <= s.entities.length; i += f.stride) {
+      const e = { slot: s.entities[i + f.slot], kind: s.entities[i + f.kind], id: s.entities[i + f.id],
+        x: s.entities[i + f.x], y: s.entities[i + f.y] };
+      ents.set(e.id, e);
+      if (e.slot === s.self) self = e;
+    }
+    const tickMs = 1000 / (this.welcome.tickHz || 30);
+    const sample = now - s.tick * tickMs;
+    this.clockOffset = this.clockOffset === null ? sample : this.clockOffset + (sample - this.clockOffset) * 0.05;
+    this.snapshots.push({ tick: s.tick, time: s.tick * tickMs, entities: ents });
+    if (this.snapshots.length > SNAPSHOT_BUFFER) this.snapshots.shift();
+    if (self) {
+      this.selfId = self.id;
+      this.reconcile(self, s.seq);
+    }
+  }
+
+  // reconcile drops the inputs the server applied and replays the rest from the
+  // server's position with the server's movement code.
+  reconcile(self, seq) {
+    this.server = { x: self.x, y: self.y };
+    if (!this.predicted) {
+      // The first snapshot of a session: no input was sent yet (step waits for it). A
+      // resumed session carries its input seq, which the server counts on from; new
+      // inputs continue above it.
+      this.inputSeq = Math.max(this.inputSeq, seq);
+    }
+    this.stats.acked = seq;
+    const acked = [];
+    while (this.pending.length && this.pending[0].seq <= seq) acked.push(this.pending.shift());
+    // The stride at the acknowledged input: the server walked every input up to it (as
+    // long as it dropped none), so it is the stride those inputs leave.
+    if (acked.length) this.ackStride = this.replay({ x: 0, y: 0 }, this.ackStride, acked).stride;
+    const before = this.predicted;
+    const after = this.replay(this.server, this.ackStride, this.pending);
+    if (before) {
+      const dx = before.x - after.x, dy = before.y - after.y;
+      const err = Math.hypot(dx, dy);
+      this.stats.predictionError = err;
+      this.stats.maxPredictionError = Math.max(this.stats.maxPredictionError, err);
+      if (err > 0) this.stats.corrections.push({ seq, err, server: this.server, before, after,
+        pending: this.pending.map((i) => [i.seq, i.dx, i.dy]) });
+      if (this.stats.corrections.length > 8) this.stats.corrections.shift();
+      // What was drawn moves to the corrected place over a few frames, not at once.
+      this.correction.x += dx;
+      this.correction.y += dy;
+      if (err > 64) this.correction = { x: 0, y: 0 }; // teleported (a transfer, a respawn)
+    }
+    this.predicted = { x: after.x, y: after.y };
+    this.predStride = after.stride;
+    if (!before) this.previous = this.predicted;
+  }
+
+  // replay runs inputs from position from with stride (the server's sim.Replay, in
+  // WASM) and returns the position and the stride they leave.
+  replay(from, stride, inputs) {
+    const flat = [];
+    for (const i of inputs) flat.push(i.seq, i.dx, i.dy);
+    const p = this.wasm.replay(this.world.id, from.x, from.y, stride[0], stride[1], stride[2], flat,
+      this.speed(), this.welcome.tickHz || 30);
+    return Array.isArray(p) ? { x: p[0], y: p[1], stride: [p[2], p[3], p[4]] } : { x: from.x, y: from.y, stride };
+  }
+
+  // speed is the player's speed in quanta per second, as the server's movement has it.
+  speed() { return this.wasm.playerSpeed; }
+
+  // step runs one input tick: direction (dx, dy) from the keys, predicted at once and
+  // sent in a batch that also acknowledges the newest snapshot.
+  step(dx, dy) {
+    if (this.state !== State.playing || !this.world || !this.predicted) return;
+    this.previous = this.predicted;
+    this.lastStepAt = performance.now();
+    if (dx === 0 && dy === 0) {
+      if (this.ackDue) { this.send({ v: 1, kind: "ack", tick: this.ackTick }); this.ackDue = false; }
+      return;
+    }
+    if (this.pending.length >= MAX_PENDING) return; // the server would drop it: wait for acks
+    const input = { seq: ++this.inputSeq, dx, dy };
+    this.pending.push(input);
+    const next = this.replay(this.predicted, this.predStride, [input]);
+    this.predicted = { x: next.x, y: next.y };
+    this.predStride = next.stride;
+    this.sendInputs([input]);
+  }
+
+  // command sends one command other than movement (items, equipment, ...) and returns
+  // its seq; the map answers an ack or an error naming that seq.
+  command(feature, action, payload) {
+    const msg = { v: 1, kind: "command", seq: ++this.cmdSeq, feature, action, payload };
+    if (this.ackTick) { msg.tick = this.ackTick; this.ackDue = false; }
+    this.send(msg);
+    return msg.seq;
+  }
+
+  sendInputs(inputs) {
+    const msg = { v: 1, kind: "command", seq: ++this.cmdSeq, feature: "movement", action: "input_batch",
+      payload: { inputs } };
+    if (this.ackTick) { msg.tick = this.ackTick; this.ackDue = false; }
+    this.send(msg);
+    this.stats.sent = inputs[inputs.length - 1].seq;
+  }
+
+  // selfPosition is where to draw the player (quanta): between the last two predicted
+  // steps, plus what is left of the last correction.
+  selfPosition(now) {
+    if (!this.predicted) return null;
+    const tickMs = 1000 / ((this.welcome && this.welcome.tickHz) || 30);
+    const a = Math.min(1, (now - this.lastStepAt) / tickMs);
+    const p = this.previous || this.predicted;
+    this.correction.x *= 0.8;
+    this.correction.y *= 0.8;
+    return { x: p.x + (this.predicted.x - p.x) * a + this.correction.x,
+      y: p.y + (this.predicted.y - p.y) * a + this.correction.y };
+  }
+
+  // others returns every other entity interpolated delayMs behind the newest snapshot.
+  others(now, delayMs) {
+    const out = [];
+    if (!this.snapshots.length || this.clockOffset === null) return out;
+    const t = now - this.clockOffset - delayMs;
+    let a = this.snapshots[0], b = a;
+    for (let i = this.snapshots.length - 1; i >= 0; i--) {
+      if (this.snapshots[i].time <= t) { a = this.snapshots[i]; b = this.snapshots[i + 1] || a; break; }
+    }
+    const span = b.time - a.time;
+    const k = span > 0 ? Math.max(0, Math.min(1, (t - a.time) / span)) : 0;
+    for (const [id, eb] of b.entities) {
+      if (id === this.selfId) continue;
+      const ea = a.entities.get(id) || eb;
+      out.push({ id, kind: eb.kind, x: ea.x + (eb.x - ea.x) * k, y: ea.y + (eb.y - ea.y) * k });
+    }
+    return out;
+  }
+
+  // rates returns snapshots per second and kbit/s over the last second.
+  rates(now) {
+    const cut = now - 1000;
+    while (this.stats.snapshots.length && this.stats.snapshots[0] < cut) this.stats.snapshots.shift();
+    while (this.stats.bytes.length && this.stats.bytes[0][0] < cut) this.stats.bytes.shift();
+    let bytes = 0;
+    for (const [, n] of this.stats.bytes) bytes += n;
+    return { snapshotHz: this.stats.snapshots.length, kbps: bytes * 8 / 1000 };
+  }
+
+  entitiesInView() {
+    const s = this.snapshots[this.snapshots.length - 1];
+    return s ? s.entities.size : 0;
+  }
+}
+
+class ServerError extends Error {
+  constructor(e) { super(e.message); this.code = e.code; }
+}
+
+function eventText(e) {
+  if (e.name === "transfer_denied") return `portal closed: ${e.code}${e.message ? " (" + e.message + ")" : ""}`;
+  return `${e.name}${e.code ? ": " + e.code : ""}${e.message ? " " + e.message : ""}`;
+}
