@@ -184,8 +184,9 @@ func coord(v int64) bool { return v > -MaxCoord && v < MaxCoord }
 
 // Decode decodes frame against the decoder's baselines and returns the snapshot it
 // shows. The snapshot stays valid for Ring further Decode calls; copy what must live
-// longer. Malformed frames return an error and leave the decoder as it was; a delta
-// against a baseline not held returns ErrNoBaseline.
+// longer. Malformed frames return an error and leave the decoder as it was; a frame of
+// another format returns ErrUnsupportedFormat; a delta against a baseline not held
+// returns ErrNoBaseline.
 func (d *Decoder) Decode(frame []byte) (*Snapshot, error) {
 	r := reader{b: frame}
 	head := r.byte("header")
