@@ -137,7 +137,7 @@ func (c *Client) handshake(ctx context.Context, url string, hello Hello) (*webso
 		}
 		return nil, nil, fmt.Errorf("dial %s: %w", url, err)
 	}
-	msg := wire.Inbound{V: wire.Version, Kind: wire.KindHello, Ticket: hello.Ticket, Resume: hello.Resume}
+	msg := wire.Inbound{V: wire.Version, Kind: wire.KindHello, Ticket: hello.Ticket, Resume: hello.Resume, Formats: []int{wire.FormatVersion}}
 	if deadline, ok := ctx.Deadline(); ok {
 		_ = ws.SetReadDeadline(deadline)
 		_ = ws.SetWriteDeadline(deadline)
@@ -168,6 +168,10 @@ func (c *Client) handshake(ctx context.Context, url string, hello Hello) (*webso
 			if err := json.Unmarshal(data, &w); err != nil {
 				ws.Close()
 				return nil, nil, fmt.Errorf("decode welcome: %w", err)
+			}
+			if w.SnapshotFormat != wire.FormatVersion {
+				ws.Close()
+				return nil, nil, fmt.Errorf("welcome: the map sends snapshot format %d, this client decodes %d", w.SnapshotFormat, wire.FormatVersion)
 			}
 			_ = ws.SetReadDeadline(time.Time{})
 			_ = ws.SetWriteDeadline(time.Time{})

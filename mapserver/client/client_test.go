@@ -27,6 +27,10 @@ type fakeMap struct {
 	name  string
 	token string // the transfer token it accepts besides "good"
 	next  *fakeMap
+	// format is the snapshot format its welcome names (0: wire.FormatVersion).
+	format int
+	// formats is what the last hello said it decodes.
+	formats []int
 
 	mu       sync.Mutex
 	acks     []uint64
@@ -58,8 +62,15 @@ func (m *fakeMap) serve(w http.ResponseWriter, r *http.Request) {
 		_ = ws.WriteJSON(map[string]any{"v": 1, "kind": "error", "code": "ticket_invalid", "message": "no"})
 		return
 	}
+	m.mu.Lock()
+	m.formats = hello.Formats
+	format := m.format
+	m.mu.Unlock()
+	if format == 0 {
+		format = wire.FormatVersion
+	}
 	_ = ws.WriteJSON(wire.Welcome{V: 1, Kind: wire.KindWelcome, CharacterID: "c1", InstanceID: m.name + "-1", MapID: m.name, ResumeToken: "rt",
-		Resumed: hello.Resume != ""})
+		Resumed: hello.Resume != "", SnapshotFormat: format})
 	enc, cl := wire.NewEncoder(0), wire.NewClient(0)
 	tick := uint32(0)
 	for {
@@ -128,7 +139,7 @@ func TestClient(t *testing.T) {
 	t.Run("MovesAndMirrorsSnapshots", func(t *testing.T) {
 		m := newFakeMap(t, "a")
 		c := dial(t, m.url(), client.Options{})
-		if w := c.Welcome(); w.CharacterID != "c1" || w.ResumeToken != "rt" {
+		if w := c.Welcome(); w.CharacterID != "c1" || w.ResumeToken != "rt" || w.SnapshotFormat != wire.FormatVersion {
 			t.Fatalf("welcome %+v", w)
 		}
 		for i := 0; i < 3; i++ {
@@ -166,6 +177,23 @@ func TestClient(t *testing.T) {
 		until(t, "a pong", func() bool { return len(c.Stats().RTT) == 1 })
 		if rtt := c.Stats().RTT[0]; rtt <= 0 || rtt > 5*time.Second {
 			t.Fatalf("rtt %v", rtt)
+		}
+	})
+	t.Run("SaysWhichFormatItDecodes", func(t *testing.T) {
+		m := newFakeMap(t, "a")
+		dial(t, m.url(), client.Options{})
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if len(m.formats) != 1 || m.formats[0] != wire.FormatVersion {
+			t.Fatalf("hello formats %v, want [%d]", m.formats, wire.FormatVersion)
+		}
+	})
+	t.Run("ErrWelcomeOfAnotherFormat", func(t *testing.T) {
+		m := newFakeMap(t, "a")
+		m.format = 1
+		_, err := client.Dial(context.Background(), m.url(), client.Hello{Ticket: "good"}, client.Options{})
+		if err == nil || !strings.Contains(err.Error(), "snapshot format 1") {
+			t.Fatalf("dial a map of format 1: %v", err)
 		}
 	})
 	t.Run("RefusedHello", func(t *testing.T) {

@@ -280,7 +280,10 @@ func (g *Game) begin() {
 	g.enc.Begin(uint32(t))
 	for i := range g.state.Entities {
 		if e := &g.state.Entities[i]; e.Kind != sim.KindNone {
-			g.enc.Set(int32(i), wire.EntityState{ID: uint64(e.ID), Kind: uint8(e.Kind), X: e.Pos.X, Y: e.Pos.Y})
+			g.enc.Set(int32(i), wire.EntityState{
+				ID: uint64(e.ID), Kind: uint8(e.Kind), X: e.Pos.X, Y: e.Pos.Y,
+				Facing: e.Facing, State: e.State, Template: e.Template,
+			})
 		}
 	}
 	g.encoded, g.began = t, true

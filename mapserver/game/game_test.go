@@ -106,6 +106,42 @@ func TestGame_SnapshotsFullThenDelta(t *testing.T) {
 	}
 }
 
+// TestGame_SnapshotsCarryEntityState: an entity's facing, kind-specific state and
+// template reach the client, at spawn and when they change.
+func TestGame_SnapshotsCarryEntityState(t *testing.T) {
+	g, _ := mustNewGame(t)
+	if err := g.Spawn("c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	v := g.NewView("c1")
+	dec := wire.NewDecoder(0)
+	g.Step()
+	frame, _ := v.Snapshot(nil)
+	s, err := dec.Decode(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := s.Self
+	e := &g.Sim().Entities[self]
+	e.Facing, e.State, e.Template = 64, sim.ItemPending, 7
+	v.Ack(uint64(s.Tick))
+	g.Step()
+	frame, full := v.Snapshot(nil)
+	d, err := dec.Decode(frame)
+	if err != nil || full {
+		t.Fatalf("delta %+v (%v)", d, err)
+	}
+	if got := d.Find(self); got.Facing != 64 || got.State != sim.ItemPending || got.Template != 7 {
+		t.Fatalf("delta shows %+v, want facing 64, state 1, template 7", got.EntityState)
+	}
+	// A new client sees the same state in its full snapshot.
+	frame, _ = g.NewView("c1").Snapshot(nil)
+	f, err := wire.NewDecoder(0).Decode(frame)
+	if err != nil || *f.Find(self) != *d.Find(self) {
+		t.Fatalf("full snapshot shows %+v, the delta %+v (%v)", f.Find(self), d.Find(self), err)
+	}
+}
+
 // TestGame_PortalEntered walks a character into a portal of the default map and gets
 // the portal event naming the character and the portal's target.
 func TestGame_PortalEntered(t *testing.T) {

@@ -3,6 +3,7 @@ package loop_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
@@ -270,7 +272,8 @@ func TestJoin_MoveAckFullThenDelta(t *testing.T) {
 	c := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
 	w := c.welcome()
 	if w["characterId"] != "char-1" || w["epoch"] != float64(2) || w["instanceId"] != "forest-1" || w["worldHash"] != "hash-1" ||
-		w["tickHz"] != float64(30) || w["snapshotHz"] != float64(15) || w["resumeToken"] == "" || w["resumeTtlMs"] != float64(10000) {
+		w["tickHz"] != float64(30) || w["snapshotHz"] != float64(15) || w["resumeToken"] == "" || w["resumeTtlMs"] != float64(10000) ||
+		w["snapshotFormat"] != float64(wire.FormatVersion) {
 		t.Fatalf("welcome %v", w)
 	}
 	if h.loop.Players() != 1 {
@@ -350,6 +353,10 @@ func TestHello_Refused(t *testing.T) {
 		{"ErrTicketInvalid", `{"v":1,"kind":"hello","ticket":"forged"}`, "ticket_invalid", websocket.ClosePolicyViolation},
 		{"ErrBadHello", `{"v":1,"kind":"ping"}`, "bad_request", websocket.ClosePolicyViolation},
 		{"ErrResumeUnknown", `{"v":1,"kind":"hello","resume":"nope"}`, "ticket_invalid", websocket.ClosePolicyViolation},
+		{"ErrUnsupportedFormat", `{"v":1,"kind":"hello","ticket":"char-1","formats":[1]}`, "unsupported_format", websocket.ClosePolicyViolation},
+		{"ErrUnsupportedFormatNone", `{"v":1,"kind":"hello","ticket":"char-1","formats":[]}`, "unsupported_format", websocket.ClosePolicyViolation},
+		{"ErrUnsupportedFormatResume", `{"v":1,"kind":"hello","resume":"nope","formats":[3]}`, "unsupported_format", websocket.ClosePolicyViolation},
+		{"ErrFormatsNotNumbers", `{"v":1,"kind":"hello","ticket":"char-1","formats":["2"]}`, "bad_request", websocket.ClosePolicyViolation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := h.dial(t, tc.hello)
@@ -358,6 +365,27 @@ func TestHello_Refused(t *testing.T) {
 			}
 			c.wantClose(tc.close)
 		})
+	}
+	h.orch.mu.Lock()
+	defer h.orch.mu.Unlock()
+	if h.orch.used["char-1"] {
+		t.Fatal("a hello refused for its formats used its ticket")
+	}
+}
+
+// TestHello_FormatsListingTheMapsIsWelcomed: a hello listing the map's snapshot format
+// among others (or null) is welcomed, its ticket used, and snapshots follow.
+func TestHello_FormatsListingTheMapsIsWelcomed(t *testing.T) {
+	h := newHarness(t, nil)
+	for i, hello := range []string{
+		`{"v":1,"kind":"hello","ticket":"char-1","formats":[1,2,3]}`,
+		`{"v":1,"kind":"hello","ticket":"char-2","formats":null}`,
+	} {
+		c := h.dial(t, hello)
+		if w := c.welcome(); w["characterId"] != fmt.Sprintf("char-%d", i+1) || w["snapshotFormat"] != float64(wire.FormatVersion) {
+			t.Fatalf("%s: welcome %v", hello, w)
+		}
+		c.snapshotWhere("any", func(fakeSnapshot) bool { return true })
 	}
 }
 

@@ -79,7 +79,7 @@ func (l *Loop) attach(p *player, sess *session, transferID string, resumed bool)
 	w := wire.Welcome{
 		V: wire.Version, Kind: wire.KindWelcome, CharacterID: p.id,
 		InstanceID: cfg.InstanceID, MapID: cfg.MapID, Epoch: p.epoch, WorldHash: l.world.Hash,
-		TickHz: l.TickHz, SnapshotHz: l.SnapshotHz, MapConfig: cfg,
+		TickHz: l.TickHz, SnapshotHz: l.SnapshotHz, MapConfig: cfg, SnapshotFormat: wire.FormatVersion,
 		ResumeToken: p.token, ResumeTTLMs: l.ResumeTTL.Milliseconds(), Resumed: resumed, TransferID: transferID,
 	}
 	frame, err := json.Marshal(w)

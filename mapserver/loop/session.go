@@ -28,14 +28,20 @@ var _ mapserver.Session = (*session)(nil)
 
 // Hello admits a connection from its first message: a ticket is redeemed through the
 // orchestrator (on this goroutine) and the character spawned by the tick; a resume
-// token reattaches the character it was issued for. A refused hello is answered with
-// an error frame and a close (1013 for map_unavailable, else 1008).
+// token reattaches the character it was issued for. A hello whose formats leave out
+// the snapshot format is refused before either. A refused hello is answered with an
+// error frame and a close (1013 for map_unavailable, else 1008).
 func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver.Peer) mapserver.Session {
 	var in wire.Inbound
 	if binary || json.Unmarshal(first, &in) != nil || in.V != wire.Version ||
 		(in.Kind != wire.KindHello && in.Kind != wire.KindResume) || (in.Ticket == "" && in.Resume == "") {
 		refuse(p, apierr.Errorf(apierr.EBADREQUEST,
 			`the first message must be {"v":1,"kind":"hello","ticket":"..."} or {"v":1,"kind":"hello","resume":"..."}`))
+		return nil
+	}
+	if !wire.DecodesSnapshots(in.Formats) {
+		refuse(p, apierr.Errorf(wire.CodeUnsupportedFormat,
+			"this map sends snapshot format %d, which the hello's formats do not list", wire.FormatVersion))
 		return nil
 	}
 	sess := &session{l: l, peer: p}

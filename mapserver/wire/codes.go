@@ -32,6 +32,9 @@ const (
 	CodeMapUnavailable = "map_unavailable"
 	// CodeMapQuarantined: the map is quarantined by the orchestrator.
 	CodeMapQuarantined = "map_quarantined"
+	// CodeUnsupportedFormat: the hello's "formats" does not include the snapshot format
+	// the map sends (FormatVersion); the connection closes with 1008 right after.
+	CodeUnsupportedFormat = "unsupported_format"
 	// CodeReplaced: a newer join took the character over (a second tab, a reload); the
 	// connection closes with 4000 right after.
 	CodeReplaced = "replaced"

@@ -11,6 +11,10 @@ import (
 // server falls back to a full snapshot once that ack is older than its ring.
 var ErrNoBaseline = errors.New("wire: snapshot baseline not held")
 
+// ErrUnsupportedFormat is returned for a frame of another snapshot format than
+// FormatVersion (a map older or newer than the client): nothing of it is decoded.
+var ErrUnsupportedFormat = errors.New("wire: unsupported snapshot format")
+
 // Entity is one entity of a decoded snapshot.
 type Entity struct {
 	Slot int32
@@ -49,11 +53,14 @@ func (s *Snapshot) Find(slot int32) *Entity {
 	return nil
 }
 
-// update is one parsed update record.
+// update is one parsed update record: m says what follows the slot (updateDX,
+// updateDY, updateFields), fields which state fields st carries.
 type update struct {
 	slot   int32
-	mask   uint64
+	m      uint64
 	dx, dy int64
+	fields uint64
+	st     EntityState
 }
 
 // Decoder turns a client's stream of snapshot frames back into snapshots. It keeps the
@@ -121,6 +128,32 @@ func (r *reader) byte(what string) byte {
 	return v
 }
 
+// fieldMask reads a field mask and refuses bits this format does not define.
+func (r *reader) fieldMask(what string) uint64 {
+	m := r.uvarint(what + " field mask")
+	if r.err == nil && m&^knownFields != 0 {
+		r.err = fmt.Errorf("wire: snapshot %s: unknown field mask bits %#x", what, m&^knownFields)
+	}
+	return m
+}
+
+// fields reads the state fields mask names into s, in bit order.
+func (r *reader) fields(mask uint64, s *EntityState) {
+	if mask&fieldFacing != 0 {
+		s.Facing = r.byte("facing")
+	}
+	if mask&fieldState != 0 {
+		s.State = r.byte("state")
+	}
+	if mask&fieldTemplate != 0 {
+		t := r.uvarint("template")
+		if r.err == nil && t > 1<<32-1 {
+			r.err = errors.New("wire: snapshot template out of range")
+		}
+		s.Template = uint32(t)
+	}
+}
+
 // count reads a record count; each record takes at least one byte, so a count above
 // the bytes left is malformed (and never sizes an allocation).
 func (r *reader) count(what string) int {
@@ -151,8 +184,9 @@ func coord(v int64) bool { return v > -MaxCoord && v < MaxCoord }
 
 // Decode decodes frame against the decoder's baselines and returns the snapshot it
 // shows. The snapshot stays valid for Ring further Decode calls; copy what must live
-// longer. Malformed frames return an error and leave the decoder as it was; a delta
-// against a baseline not held returns ErrNoBaseline.
+// longer. Malformed frames return an error and leave the decoder as it was; a frame of
+// another format returns ErrUnsupportedFormat; a delta against a baseline not held
+// returns ErrNoBaseline.
 func (d *Decoder) Decode(frame []byte) (*Snapshot, error) {
 	r := reader{b: frame}
 	head := r.byte("header")
@@ -160,7 +194,7 @@ func (d *Decoder) Decode(frame []byte) (*Snapshot, error) {
 		return nil, r.err
 	}
 	if head>>1 != FormatVersion {
-		return nil, fmt.Errorf("wire: snapshot format %d, want %d", head>>1, FormatVersion)
+		return nil, fmt.Errorf("%w %d (this decoder reads format %d)", ErrUnsupportedFormat, head>>1, FormatVersion)
 	}
 	out := &d.scratch
 	out.Full = head&1 == 0
@@ -242,23 +276,31 @@ func (d *Decoder) parse(r *reader) error {
 			return errors.New("wire: snapshot spawn: zero id or coordinate out of range")
 		}
 		e.X, e.Y = int32(x), int32(y)
+		r.fields(r.fieldMask("spawn"), &e.EntityState)
 		d.spawns = append(d.spawns, e)
 	}
 	n = r.count("updates")
 	prev = -1
 	for range n {
 		v := r.uvarint("update")
-		u := update{mask: v & 3}
-		prev = r.slot(v>>2, prev, "update")
+		u := update{m: v & (1<<updateBits - 1)}
+		prev = r.slot(v>>updateBits, prev, "update")
 		u.slot = prev
-		if r.err == nil && u.mask == 0 {
-			return errors.New("wire: snapshot update: empty field mask")
+		if r.err == nil && u.m == 0 {
+			return errors.New("wire: snapshot update: nothing changed")
 		}
-		if u.mask&fieldX != 0 {
+		if u.m&updateDX != 0 {
 			u.dx = r.varint("update x")
 		}
-		if u.mask&fieldY != 0 {
+		if u.m&updateDY != 0 {
 			u.dy = r.varint("update y")
+		}
+		if u.m&updateFields != 0 {
+			u.fields = r.fieldMask("update")
+			if r.err == nil && u.fields == 0 {
+				return errors.New("wire: snapshot update: empty field mask")
+			}
+			r.fields(u.fields, &u.st)
 		}
 		d.updates = append(d.updates, u)
 	}
@@ -307,6 +349,17 @@ func (d *Decoder) merge(dst, base []Entity) ([]Entity, error) {
 				return nil, errors.New("wire: snapshot update: coordinate out of range")
 			}
 			b.X, b.Y = int32(x), int32(y)
+			if f := up[0].fields; f != 0 {
+				if f&fieldFacing != 0 {
+					b.Facing = up[0].st.Facing
+				}
+				if f&fieldState != 0 {
+					b.State = up[0].st.State
+				}
+				if f&fieldTemplate != 0 {
+					b.Template = up[0].st.Template
+				}
+			}
 			up = up[1:]
 		}
 		dst = append(dst, b)

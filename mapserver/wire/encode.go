@@ -8,9 +8,10 @@ import (
 
 // Snapshot frame format (see docs/netcode.md for the byte-by-byte layout).
 const (
-	// FormatVersion is the snapshot format; a frame's first byte is FormatVersion<<1 |
-	// delta flag.
-	FormatVersion = 1
+	// FormatVersion is the snapshot format this package encodes and decodes; a frame's
+	// first byte is FormatVersion<<1 | delta flag. Format 2 added the entity state
+	// fields (Facing, State, Template) to format 1's positions; the welcome names it.
+	FormatVersion = 2
 	// MaxSlots bounds entity slots: slots lie in [0, MaxSlots).
 	MaxSlots = 1 << 16
 	// MaxCoord bounds the magnitude of a position coordinate in quanta.
@@ -18,17 +19,81 @@ const (
 	// DefaultRing is how many snapshots a client's baseline ring keeps: about 2 s at
 	// 15 snapshots per second. A client whose newest ack is older gets a full snapshot.
 	DefaultRing = 32
-	// Changed-field bits of an update record.
-	fieldX = 1
-	fieldY = 2
+	// Bits of an update record's low three bits: what follows the slot gap.
+	updateDX     = 1 << 0
+	updateDY     = 1 << 1
+	updateFields = 1 << 2
+	updateBits   = 3
+	// Bits of a field mask (spawn and update records): which state fields follow, in
+	// bit order. A decoder refuses bits beyond knownFields, so a later format that adds
+	// a field is refused clearly rather than misread.
+	fieldFacing   = 1 << 0
+	fieldState    = 1 << 1
+	fieldTemplate = 1 << 2
+	knownFields   = fieldFacing | fieldState | fieldTemplate
 )
 
 // EntityState is what the snapshot carries of one entity: its stable id and kind
-// (sent once, in the spawn record) and its position in quanta (1/16 unit).
+// (sent once, in the spawn record), its position in quanta (1/16 unit), and the
+// kind-specific state a client draws and predicts it with. Zero state fields cost
+// nothing on the wire; a field that changes costs its new value once.
 type EntityState struct {
 	ID   uint64
-	Kind uint8
 	X, Y int32
+	// Template is an item's template id; 0 for other kinds.
+	Template uint32
+	Kind     uint8
+	// Facing is the direction the entity looks, in 1/256 turns counter-clockwise from
+	// east.
+	Facing uint8
+	// State is kind-specific: an NPC's perception state (idle 0, suspicious 1, alert 2,
+	// chasing 3), an item's flags (bit 0 pending).
+	State uint8
+}
+
+// fields returns the field mask of s's non-zero state fields.
+func (s *EntityState) fields() uint64 {
+	var m uint64
+	if s.Facing != 0 {
+		m |= fieldFacing
+	}
+	if s.State != 0 {
+		m |= fieldState
+	}
+	if s.Template != 0 {
+		m |= fieldTemplate
+	}
+	return m
+}
+
+// changed returns the field mask of the state fields that differ between b and n.
+func changed(b, n *EntityState) uint64 {
+	var m uint64
+	if b.Facing != n.Facing {
+		m |= fieldFacing
+	}
+	if b.State != n.State {
+		m |= fieldState
+	}
+	if b.Template != n.Template {
+		m |= fieldTemplate
+	}
+	return m
+}
+
+// appendFields appends the mask and then the fields of s it names, in bit order.
+func appendFields(dst []byte, mask uint64, s *EntityState) []byte {
+	dst = binary.AppendUvarint(dst, mask)
+	if mask&fieldFacing != 0 {
+		dst = append(dst, s.Facing)
+	}
+	if mask&fieldState != 0 {
+		dst = append(dst, s.State)
+	}
+	if mask&fieldTemplate != 0 {
+		dst = binary.AppendUvarint(dst, uint64(s.Template))
+	}
+	return dst
 }
 
 // table is the state of every slot at one snapshot tick; ID 0 marks an empty slot.
@@ -216,28 +281,37 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 		dst = binary.AppendUvarint(dst, st.ID)
 		dst = binary.AppendVarint(dst, int64(st.X))
 		dst = binary.AppendVarint(dst, int64(st.Y))
+		dst = appendFields(dst, st.fields(), st)
 		prev = int32(s)
 	}
 
-	// Updates: the slot gap with the changed-field mask in its low two bits, then the
-	// zigzag deltas of the changed coordinates. Entities at rest cost nothing.
+	// Updates: the slot gap with what follows in its low three bits, then the zigzag
+	// deltas of the changed coordinates, then the changed state fields behind their
+	// mask. Entities at rest cost nothing.
 	dst = binary.AppendUvarint(dst, uint64(len(c.updates)))
 	prev = -1
 	for _, s := range c.updates {
 		b, n := &base.slots[s], &cur.slots[s]
-		var mask uint64
+		var m uint64
 		if b.X != n.X {
-			mask |= fieldX
+			m |= updateDX
 		}
 		if b.Y != n.Y {
-			mask |= fieldY
+			m |= updateDY
 		}
-		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1)<<2|mask)
-		if mask&fieldX != 0 {
+		fields := changed(b, n)
+		if fields != 0 {
+			m |= updateFields
+		}
+		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1)<<updateBits|m)
+		if m&updateDX != 0 {
 			dst = binary.AppendVarint(dst, int64(n.X)-int64(b.X))
 		}
-		if mask&fieldY != 0 {
+		if m&updateDY != 0 {
 			dst = binary.AppendVarint(dst, int64(n.Y)-int64(b.Y))
+		}
+		if fields != 0 {
+			dst = appendFields(dst, fields, n)
 		}
 		prev = int32(s)
 	}
@@ -273,7 +347,7 @@ func (c *Client) visibleSorted(dst []uint16, cur *table, visible []int32) []uint
 
 // classify splits the slots seen at the baseline (was) and now into despawns (seen,
 // no longer visible), spawns (newly visible, or holding another entity than at the
-// baseline) and updates (the same entity, moved), in the client's scratch lists.
+// baseline) and updates (the same entity, moved or changed), in the client's scratch lists.
 func (c *Client) classify(base, cur *table, was, now []uint16) {
 	c.despawns, c.spawns, c.updates = c.despawns[:0], c.spawns[:0], c.updates[:0]
 	i := 0

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 )
@@ -35,6 +36,9 @@ type Inbound struct {
 	Ticket string `json:"ticket,omitempty"`
 	// Resume is a hello's (or a resume message's) resume token from an earlier welcome.
 	Resume string `json:"resume,omitempty"`
+	// Formats lists the snapshot formats a hello's client decodes; absent means it
+	// reads the welcome's SnapshotFormat. See DecodesSnapshots.
+	Formats []int `json:"formats,omitempty"`
 	// T is a ping's client timestamp, echoed in the pong.
 	T json.Number `json:"t,omitempty"`
 	// Seq numbers a command; a seq not above the last accepted one is ignored.
@@ -45,6 +49,14 @@ type Inbound struct {
 	// Tick acknowledges the newest snapshot the client received (an ack message, or
 	// piggybacked on a command), which the next delta is encoded against.
 	Tick uint64 `json:"tick,omitempty"`
+}
+
+// DecodesSnapshots reports whether a client that listed formats in its hello decodes
+// the snapshot frames this package encodes: true when it listed none (nil, the member
+// absent or null) or listed FormatVersion. A map refuses a hello for which it is false
+// with CodeUnsupportedFormat, before sending a frame the client would misread.
+func DecodesSnapshots(formats []int) bool {
+	return formats == nil || slices.Contains(formats, FormatVersion)
 }
 
 // Welcome admits a player: who it is, where it is, what it needs to build the very same
@@ -61,6 +73,9 @@ type Welcome struct {
 	TickHz      int              `json:"tickHz"`
 	SnapshotHz  int              `json:"snapshotHz"`
 	MapConfig   mapgen.MapConfig `json:"mapConfig"`
+	// SnapshotFormat is the layout of the binary snapshot frames that follow
+	// (FormatVersion), so that a client of another format stops with a clear error.
+	SnapshotFormat int `json:"snapshotFormat"`
 	// ResumeToken reconnects to this character once, within ResumeTTLMs of losing the
 	// connection ({"v":1,"kind":"hello","resume":"<token>"}).
 	ResumeToken string `json:"resumeToken"`

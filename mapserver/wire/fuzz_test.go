@@ -9,28 +9,33 @@ import (
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
-// FuzzDecodeSnapshot feeds arbitrary frames to a decoder that holds a baseline:
-// malformed input must return an error, never panic, and a failed decode must leave the
-// decoder able to decode the next good frame.
+// FuzzDecodeSnapshot feeds arbitrary frames to a decoder that holds a format-2
+// baseline: malformed input (another format, unknown field bits, truncated fields, ...)
+// must return an error, never panic, and a failed decode must leave the decoder able to
+// decode the next good frame.
 func FuzzDecodeSnapshot(f *testing.F) {
 	enc, cl := wire.NewEncoder(4), wire.NewClient(4)
 	enc.Begin(2)
 	for i := range int32(5) {
-		enc.Set(i*3, wire.EntityState{ID: uint64(i + 1), Kind: 1, X: 100 * i, Y: 50})
+		enc.Set(i*3, wire.EntityState{ID: uint64(i + 1), Kind: 1, X: 100 * i, Y: 50, Facing: uint8(i * 40)})
 	}
 	first, _ := enc.Encode(nil, cl, 7, 3, []int32{0, 3, 6, 9})
 	cl.Ack(2)
 	enc.Begin(4)
 	for i := range int32(5) {
-		enc.Set(i*3, wire.EntityState{ID: uint64(i + 1), Kind: 1, X: 100*i + 3, Y: 49})
+		enc.Set(i*3, wire.EntityState{ID: uint64(i + 1), Kind: 1, X: 100*i + 3, Y: 49, Facing: uint8(i * 41), State: uint8(i % 3)})
 	}
-	enc.Set(20, wire.EntityState{ID: 99, Kind: 2, X: 7, Y: 8})
+	enc.Set(20, wire.EntityState{ID: 99, Kind: 3, X: 7, Y: 8, State: 1, Template: 300})
 	delta, _ := enc.Encode(nil, cl, 8, 3, []int32{3, 6, 9, 12, 20})
 	f.Add(first)
 	f.Add(delta)
 	f.Add([]byte{})
-	f.Add([]byte{0x03, 0x04, 0x02, 0, 0, 1, 0, 0, 0})
-	f.Add([]byte{0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Add([]byte{0x05, 0x04, 0x02, 0, 0, 1, 0, 0, 0})
+	f.Add([]byte{0x04, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	// A format-1 frame, a spawn with an unknown field bit, an update with a state mask.
+	f.Add([]byte{0x02, 0x02, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 0x01, 0x00, 0x00, 0x00})
+	f.Add([]byte{0x04, 0x02, 0x00, 0x00, 0x00, 0x01, 0x00, 0x03, 0x01, 0x00, 0x00, 0x08, 0x05, 0x00})
+	f.Add([]byte{0x05, 0x04, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x1c, 0x01, 0x03, 0x07, 0x80})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		dec := wire.NewDecoder(4)
 		if _, err := dec.Decode(first); err != nil {

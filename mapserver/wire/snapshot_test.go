@@ -28,12 +28,52 @@ func newWorld(seed uint64, slots int) *world {
 }
 
 func (w *world) spawn(i int) {
-	w.ents[i] = wire.EntityState{ID: w.nextID, Kind: uint8(1 + w.r.IntN(2)), X: w.r.Int32N(32000), Y: w.r.Int32N(32000)}
+	w.ents[i] = wire.EntityState{ID: w.nextID, Kind: uint8(1 + w.r.IntN(3)), X: w.r.Int32N(32000), Y: w.r.Int32N(32000)}
 	w.nextID++
 	w.visible[i] = w.r.IntN(2) == 0
+	// Any mix of zero (omitted) and set state fields.
+	if w.r.IntN(2) == 0 {
+		w.ents[i].Facing = uint8(w.r.UintN(256))
+	}
+	if w.r.IntN(2) == 0 {
+		w.ents[i].State = uint8(w.r.UintN(4))
+	}
+	if w.r.IntN(2) == 0 {
+		w.ents[i].Template = w.template()
+	}
 }
 
-// advance moves, spawns, despawns and changes visibility at random.
+// template returns a random template id, often small, sometimes as large as they go.
+func (w *world) template() uint32 {
+	switch w.r.IntN(4) {
+	case 0:
+		return 0
+	case 1:
+		return w.r.Uint32()
+	default:
+		return w.r.Uint32N(300)
+	}
+}
+
+// changeState changes one or more state fields of e at random (to zero, too), alone or
+// with a move.
+func (w *world) changeState(e *wire.EntityState) {
+	for k := 1 + w.r.IntN(7); k != 0; k >>= 1 {
+		switch w.r.IntN(3) {
+		case 0:
+			e.Facing = uint8(w.r.UintN(256))
+		case 1:
+			e.State = uint8(w.r.UintN(256))
+		default:
+			e.Template = w.template()
+		}
+	}
+	if w.r.IntN(3) == 0 {
+		e.Y += w.r.Int32N(13) - 6
+	}
+}
+
+// advance moves, spawns, despawns, changes state and visibility at random.
 func (w *world) advance() {
 	for i := range w.ents {
 		e := &w.ents[i]
@@ -50,6 +90,8 @@ func (w *world) advance() {
 			w.visible[i] = !w.visible[i]
 		case k < 14:
 			e.X += w.r.Int32N(20000) - 10000 // a long jump
+		case k < 30:
+			w.changeState(e)
 		case k < 70:
 			e.X += w.r.Int32N(13) - 6
 			e.Y += w.r.Int32N(13) - 6
@@ -85,7 +127,8 @@ func (w *world) expect() []wire.Entity {
 
 // TestDeltaChainEqualsFull: a full snapshot followed by every delta the client
 // receives decodes to exactly what a full snapshot of the same tick shows, under
-// random movement, spawns, despawns, slot reuse, lost frames and lost or late acks
+// random movement, changes of every state field (facing, state, template, to and from
+// zero), spawns, despawns, slot reuse, lost frames and lost or late acks
 // (deltas against older acknowledged baselines, and full frames once the ack fell
 // out of the ring).
 func TestDeltaChainEqualsFull(t *testing.T) {

@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -23,6 +24,9 @@ type w1 struct {
 	players []w1Player
 	vis     []int32
 	buf     []byte
+	// facing is each slot's facing as the snapshot shows it: the simulation's, or where
+	// the entity last walked while the simulation leaves it at zero.
+	facing []uint8
 }
 
 type w1Player struct {
@@ -59,6 +63,7 @@ func newW1(t testing.TB, n int) *w1 {
 		slot, _ := s.AddPlayer(sim.PlayerState{Pos: p})
 		h.players = append(h.players, w1Player{slot: slot, client: wire.NewClient(wire.DefaultRing)})
 	}
+	h.facing = make([]uint8, len(s.Entities))
 	return h
 }
 
@@ -84,8 +89,21 @@ func (h *w1) prepare() {
 			continue
 		}
 		h.grid.Update(int32(slot), e.Pos.X, e.Pos.Y)
-		h.enc.Set(int32(slot), wire.EntityState{ID: uint64(e.ID), Kind: uint8(e.Kind), X: e.Pos.X, Y: e.Pos.Y})
+		f := &h.facing[slot]
+		switch {
+		case e.Facing != 0:
+			*f = e.Facing
+		case e.DX != 0 || e.DY != 0:
+			*f = facingOf(e.DX, e.DY)
+		}
+		h.enc.Set(int32(slot), wire.EntityState{ID: uint64(e.ID), Kind: uint8(e.Kind), X: e.Pos.X, Y: e.Pos.Y, Facing: *f, State: e.State, Template: e.Template})
 	}
+}
+
+// facingOf is the facing of a walking direction in 1/256 turns, so that W1 pays for
+// facing as entities turn: players when they change direction, NPCs at each turn.
+func facingOf(dx, dy int8) uint8 {
+	return uint8(int(math.Round(math.Atan2(float64(dy), float64(dx))*128/math.Pi)) & 255)
 }
 
 // encode builds player i's snapshot into h.buf, acknowledges the previous one, and
@@ -123,15 +141,15 @@ func (h *w1) run(warm, seconds int) (bytesPerEntity, inView float64) {
 }
 
 // TestW1BytesPerEntity holds the snapshot encoding to its byte budget on W1: at most
-// 6.5 bytes per visible entity per snapshot on average, framing included (half of the
-// 13 bytes Colyseus' schema patches cost on the same workload).
+// 3.5 bytes per visible entity per snapshot on average, framing and facing included
+// (about a quarter of the 13 bytes Colyseus' schema patches cost on the same workload).
 func TestW1BytesPerEntity(t *testing.T) {
 	for _, n := range []int{100, 500} {
 		bpe, view := newW1(t, n).run(2, 10)
 		t.Logf("W1 N=%d: %.2f bytes per visible entity per snapshot, %.1f entities in view, %.2f kbit/s per client",
 			n, bpe, view, bpe*view*15*8/1000)
-		if bpe > 6.5 || view < 10 {
-			t.Errorf("W1 N=%d: %.2f bytes per entity (budget 6.5) at %.1f in view", n, bpe, view)
+		if bpe > 3.5 || view < 10 {
+			t.Errorf("W1 N=%d: %.2f bytes per entity (budget 3.5) at %.1f in view", n, bpe, view)
 		}
 	}
 }
