@@ -10,7 +10,7 @@ const RECONNECT_MIN_MS = 200;
 const RECONNECT_MAX_MS = 1000;
 const PING_EVERY_MS = 1000;
 const MAX_BATCH = 32;     // the server refuses larger batches (too_many_inputs)
-const MAX_PENDING = 8;    // the server holds at most 8 waiting inputs (its jitter buffer)
+const MAX_PENDING = 32;   // unacknowledged inputs (a second at 30 Hz): past that the link is too slow to play
 const SNAPSHOT_BUFFER = 32;
 
 // Connection states, as the status line and the overlay show them.
