@@ -136,10 +136,12 @@ func (s *Server) handleAdminCleanup(c echo.Context) error {
 }
 
 // handleAdminSaves lists a character's save audit trail, newest first.
-func (s *Server) handleAdminSaves(c echo.Context) error {
-	list, err := s.Store.(SaveAudit).CharacterSaves(c.Request().Context(), c.Param("id"))
-	if err != nil {
-		return err
+func handleAdminSaves(store SaveAudit) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		list, err := store.CharacterSaves(c.Request().Context(), c.Param("id"))
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string][]orchestrator.CharacterSave{"saves": list})
 	}
-	return c.JSON(http.StatusOK, map[string][]orchestrator.CharacterSave{"saves": list})
 }

@@ -118,8 +118,8 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 		g.GET(control.PathAdminSessions, s.handleAdminSessions)
 		g.POST(control.PathAdminCleanup, s.handleAdminCleanup)
 	}
-	if _, ok := store.(SaveAudit); ok {
-		g.GET(control.PathAdminCharacters+"/:id/saves", s.handleAdminSaves)
+	if audit, ok := store.(SaveAudit); ok {
+		g.GET(control.PathAdminCharacters+"/:id/saves", handleAdminSaves(audit))
 	}
 	s.metricsRoutes(s.control.Group("", s.requireMetrics))
 	return s
