@@ -52,7 +52,7 @@ func TestObservability_Prometheus(t *testing.T) {
 
 	testutil.PostJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+second+`","mapId":"frontier"}`, http.StatusCreated, nil)
 	waitInstance(t, child.control, secret, second, orchestrator.StateReady, 60*time.Second)
-	e := openEdge(t, child.control, secret)
+	e := openEdge(t, child.control, child.edgeCredential)
 	testutil.PostJSON(t, e.PublicURL()+control.PathJoin, "", `{}`, http.StatusOK, nil)
 
 	running := []string{deployment, second}

@@ -58,7 +58,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 	))
 	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
 	files := pageFiles(t)
-	e := openEdge(t, child.control, secret, func(e *edge.Edge) { e.Static = files })
+	e := openEdge(t, child.control, child.edgeCredential, func(e *edge.Edge) { e.Static = files })
 	reportWeight(t, e.PublicURL())
 
 	ctx := browser(t, chromium)
