@@ -17,6 +17,11 @@
 //     item_consume, item_recover) carry a mapserver/items Payload and, in epochs, the
 //     lease epoch of every character they give an item to or take one from; the item
 //     rules decide them, and a refusal is 409 with the rule's item_* code.
+//   - POST /orch/persist-critical-events (CriticalBatch → CriticalBatchAnswer): up to
+//     MaxCriticalBatch events of the instance in one request, each decided as if sent
+//     alone (its own ack or error in Results, in order) and all sharing group commits;
+//     what a map sends once per tick. Events of one batch are decided in no particular
+//     order, so a map never batches two events about the same item.
 //   - POST /orch/instance-items (InstanceItemsRequest → InstanceItemsAnswer): called by a
 //     map at start, after map-ready. It seeds the ordinary items the map's generator put
 //     on its ground (ids derived from the seed), keeping the stored state of any id

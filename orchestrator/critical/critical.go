@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -208,4 +209,42 @@ func requireInstance(id string) error {
 // errf wraps a store error with context, keeping its code.
 func errf(err error, format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// CommitBatch admits the events of a batch as Commit does each, concurrently, so that
+// they share group commits; it answers once every one is durable or refused, with the
+// results in the batch's order. An event of another instance than the batch's is
+// refused alone (EFORBIDDEN). Error codes of the batch itself: EBADREQUEST (no events,
+// more than control.MaxCriticalBatch, or an event id twice).
+func (s *Service) CommitBatch(ctx context.Context, b control.CriticalBatch) (*control.CriticalBatchAnswer, error) {
+	if len(b.Events) == 0 || len(b.Events) > control.MaxCriticalBatch {
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "a batch carries 1 to %d events", control.MaxCriticalBatch)
+	}
+	seen := make(map[string]bool, len(b.Events))
+	for i, ev := range b.Events {
+		if seen[ev.EventID] {
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "events[%d]: event id %q listed twice", i, ev.EventID)
+		}
+		seen[ev.EventID] = true
+	}
+	res := make([]control.CriticalResult, len(b.Events))
+	var wg sync.WaitGroup
+	for i, ev := range b.Events {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ack control.CriticalAck
+			err := error(apierr.Errorf(apierr.EFORBIDDEN, "event of instance %q in a batch of %q", ev.InstanceID, b.InstanceID))
+			if ev.InstanceID == b.InstanceID {
+				ack, err = s.Commit(ctx, ev)
+			}
+			if err != nil {
+				res[i].Error = &apierr.Error{Code: apierr.Code(err), Message: apierr.Message(err)}
+				return
+			}
+			res[i].Ack = &ack
+		}()
+	}
+	wg.Wait()
+	return &control.CriticalBatchAnswer{Results: res}, nil
 }

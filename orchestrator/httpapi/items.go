@@ -18,6 +18,7 @@ import (
 // critical-event service (critical.Service).
 type CriticalEvents interface {
 	Commit(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
+	CommitBatch(ctx context.Context, b control.CriticalBatch) (*control.CriticalBatchAnswer, error)
 	InstanceItems(ctx context.Context, r control.InstanceItemsRequest) (*control.InstanceItemsAnswer, error)
 	CharacterItems(ctx context.Context, r control.CharacterItemsRequest) (*control.CharacterItemsAnswer, error)
 	InstancePolicies(ctx context.Context, r control.ItemPoliciesRequest) (*control.ItemPoliciesAnswer, error)
@@ -30,13 +31,20 @@ type CriticalEvents interface {
 
 var _ CriticalEvents = (*critical.Service)(nil)
 
-// Body limit of a policy edit: a policy with MaxAnchors anchors is a few KiB.
-const maxPolicyBody = 64 << 10
+// Body limits: a policy with MaxAnchors anchors is a few KiB; a batch of critical events
+// is bounded by MaxCriticalBatch item events of a few hundred bytes each (a full batch
+// of maximal payloads is refused as too large: send fewer).
+const (
+	maxPolicyBody        = 64 << 10
+	maxCriticalBatchBody = 1 << 20
+)
 
 // mapItemRoutes registers the map-facing critical-event and item routes.
 func (s *Server) mapItemRoutes(g *echo.Group) {
 	g.POST(control.PathPersistCritical, mapRPC(maxCriticalBody,
 		func(r *control.CriticalEvent) string { return r.InstanceID }, s.Critical.Commit))
+	g.POST(control.PathPersistCriticalBatch, mapRPC(maxCriticalBatchBody,
+		func(r *control.CriticalBatch) string { return r.InstanceID }, s.Critical.CommitBatch))
 	g.POST(control.PathInstanceItems, mapRPC(control.MaxInstanceItemsBody,
 		func(r *control.InstanceItemsRequest) string { return r.InstanceID }, s.Critical.InstanceItems))
 	g.POST(control.PathCharacterItems, mapRPC(control.DefaultMaxBodySize,

@@ -103,6 +103,26 @@ func TestPersistCritical_Items(t *testing.T) {
 			Payload: json.RawMessage(`{"characterId":"` + r.CharacterID + `","mapId":"default","instanceId":"default-1","x":1,"y":1,"revision":99}`)}
 		testutil.PostJSON(t, url+control.PathPersistCritical, cred, boundary, http.StatusBadRequest, &e)
 	})
+	t.Run("Batch", func(t *testing.T) {
+		var a control.CriticalBatchAnswer
+		other := pickup("p-b2", "it-2", 2, r.Epoch)
+		other.InstanceID = "frontier-1"
+		testutil.PostJSON(t, url+control.PathPersistCriticalBatch, cred, control.CriticalBatch{InstanceID: "default-1", Events: []control.CriticalEvent{
+			pickup("p-b1", "it-1", 5, r.Epoch), // held already: refused alone
+			other,                              // another instance's: refused alone
+			pickup("p-1", "it-1", 5, r.Epoch),  // a retry: its first ack
+		}}, http.StatusOK, &a)
+		if len(a.Results) != 3 || a.Results[0].Error == nil || a.Results[0].Error.Code != items.CodeWrongPlace ||
+			a.Results[1].Error == nil || a.Results[1].Error.Code != apierr.EFORBIDDEN ||
+			a.Results[2].Ack == nil || a.Results[2].Ack.Seq != ack.Seq || !a.Results[2].Ack.Duplicate {
+			t.Fatalf("results %+v", a.Results)
+		}
+		testutil.PostJSON(t, url+control.PathPersistCriticalBatch, cred, control.CriticalBatch{InstanceID: "default-1"}, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, url+control.PathPersistCriticalBatch, cred, control.CriticalBatch{InstanceID: "default-1",
+			Events: []control.CriticalEvent{pickup("p-1", "it-1", 5, r.Epoch), pickup("p-1", "it-1", 5, r.Epoch)}}, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, url+control.PathPersistCriticalBatch, as(t, "frontier-1"), control.CriticalBatch{InstanceID: "default-1",
+			Events: []control.CriticalEvent{pickup("p-b3", "it-2", 2, r.Epoch)}}, http.StatusForbidden, &e)
+	})
 	var held control.CharacterItemsAnswer
 	testutil.PostJSON(t, url+control.PathCharacterItems, cred, control.CharacterItemsRequest{InstanceID: "default-1", CharacterID: r.CharacterID, Epoch: r.Epoch}, http.StatusOK, &held)
 	if len(held.Items) != 1 || held.Items[0].ID != "it-1" || held.Items[0].Quantity != 5 || held.Items[0].SinceTick != 5 {
