@@ -123,9 +123,10 @@ type Options struct {
 	PlayerSpeed, NPCSpeed int32
 	// JitterBuffer bounds each player's waiting inputs; past it the oldest are dropped.
 	JitterBuffer int
-	// DrainWindow is the number of ticks after which inputs that waited the whole
-	// window (the queue never fell below them) are dropped, all but one, so a burst
-	// does not leave a player a standing delay behind its client. Default: TickHz.
+	// DrainWindow is the number of ticks after which, if two or more inputs waited the
+	// whole window (the queue never fell below them), the oldest is dropped, so a burst
+	// does not leave a player a standing delay behind its client for long. Default:
+	// TickHz.
 	DrainWindow int
 	// PerceptionEvery is the number of ticks between NPC perception passes.
 	PerceptionEvery int
@@ -526,8 +527,11 @@ func (s *State) stepPlayer(slot int32, e *Entity, drain bool) {
 		p.minQueued = q
 	}
 	if drain {
+		// One input a window at most: each shed input is one step the client's
+		// prediction walked and the server did not, so one at a time keeps every
+		// correction within a step.
 		if p.minQueued > 1 {
-			s.shed(p, p.minQueued-1)
+			s.shed(p, 1)
 		}
 		p.minQueued = -1 // unset: the next tick starts the new window
 	}
