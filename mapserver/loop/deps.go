@@ -43,7 +43,7 @@ type Game interface {
 	// NewView starts replication to one connection of a character: its area of
 	// interest and the baselines of the snapshots sent to it.
 	NewView(characterID string) View
-	// Entities counts the entities in the world (players and NPCs).
+	// Entities counts the entities in the world (players, NPCs and items).
 	Entities() int
 	// InstanceState is the payload of the instance's own snapshot partition (its
 	// dynamic world beyond the characters), a JSON object.
