@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/mapyard/mapyard/mapserver/items"
@@ -238,9 +239,13 @@ func (g *Game) Settle(eventID string, answer error) (loop.Event, error) {
 	id := g.state.Entities[wi.slot].ID
 	// The orchestrator made the move durable: the map follows it even if its own
 	// inventory would disagree.
-	inv := g.Inventory(pp.characterID)
-	if err := inv.Add(g.items.catalog, entryOf(wi.item)); err != nil {
-		inv.Entries = append(inv.Entries, entryOf(wi.item))
+	// A character that left meanwhile gets it from the orchestrator where it is now.
+	if _, here := g.slots[pp.characterID]; here {
+		inv := g.Inventory(pp.characterID)
+		if err := inv.Add(g.items.catalog, entryOf(wi.item)); err != nil {
+			inv.Entries = append(inv.Entries, entryOf(wi.item))
+			slices.SortFunc(inv.Entries, func(a, b items.Entry) int { return strings.Compare(a.ItemID, b.ItemID) })
+		}
 	}
 	g.state.RemoveItem(wi.slot)
 	g.grid.Remove(wi.slot)

@@ -201,3 +201,22 @@ func TestGame_PickupRefusals(t *testing.T) {
 		t.Fatal("Begin took a movement command")
 	}
 }
+
+func TestGame_PickupAckAfterTheCharacterLeft(t *testing.T) {
+	g := mustItemGame(t)
+	it := g.ItemSeed()[9]
+	spawnAt(t, g, "c1", it, 0)
+	if _, _, err := g.Begin("c1", 2, "ev-1", pickup(t, g, it.ID)); err != nil {
+		t.Fatal(err)
+	}
+	g.Despawn("c1")
+	if _, err := g.Settle("ev-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := g.WorldItem(it.ID); ok {
+		t.Fatal("a durably picked item stayed in the world")
+	}
+	if n := len(g.Inventory("c1").Entries); n != 0 {
+		t.Fatalf("a character no longer here holds %d items on this map", n)
+	}
+}
