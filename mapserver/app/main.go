@@ -19,6 +19,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/httpapi"
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
@@ -142,6 +143,7 @@ func (m *Main) start(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
 			m.Log.Error("build game", "err", err)
 			return
 		}
+		m.loadItems(r.InstanceID, g)
 		m.mu.Lock()
 		m.world = w
 		m.mu.Unlock()
@@ -149,6 +151,36 @@ func (m *Main) start(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
 		m.Loop.SetWorld(loop.World{Config: mc, Hash: w.Hash()}, g)
 		m.Log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
 	}()
+}
+
+// itemGame is a game with items in its world, which it seeds at the orchestrator and
+// loads from its answer.
+type itemGame interface {
+	ItemSeed() []items.Item
+	LoadItems([]items.Item)
+}
+
+// ItemLoadLimit bounds how long a starting map waits for its items' ownership state.
+const ItemLoadLimit = 15 * time.Second
+
+// loadItems seeds the items the generator placed at the orchestrator and puts in the
+// world those the orchestrator says still lie here, so a restarted map never places an
+// item a player took. Without the orchestrator's answer the map places none: it never
+// guesses who owns what.
+func (m *Main) loadItems(instanceID string, g loop.Game) {
+	ig, ok := g.(itemGame)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ItemLoadLimit)
+	defer cancel()
+	a, err := m.Orch.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: instanceID, Seed: ig.ItemSeed()})
+	if err != nil {
+		m.Log.Error("load instance items; the world has none", "err", err)
+		return
+	}
+	ig.LoadItems(a.Items)
+	m.Log.Info("instance items loaded", "seeded", len(ig.ItemSeed()), "owned", len(a.Items))
 }
 
 // World returns the generated world, or nil before it exists.

@@ -12,6 +12,7 @@ import (
 	"math"
 
 	"github.com/mapyard/mapyard/mapserver/aoi"
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
@@ -43,6 +44,7 @@ type Game struct {
 	began   bool
 	visible []int32
 	events  []loop.Event
+	items   itemState
 }
 
 var _ loop.Game = (*Game)(nil)
@@ -62,7 +64,9 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 	g := &Game{
 		world: w, mapID: cfg.MapID, state: st, grid: grid, enc: wire.NewEncoder(wire.DefaultRing),
 		slots: make(map[string]int32), attrs: make(map[string]json.RawMessage),
+		items: newItemState(items.DefaultCatalog(), cfg.InstanceID),
 	}
+	g.items.seed = GenerateItems(cfg, w, st.Colliders(), g.items.catalog)
 	g.place()
 	return g, nil
 }
@@ -76,8 +80,11 @@ func Factory(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.Game, erro
 func (g *Game) Sim() *sim.State { return g.state }
 
 // Decode decodes a command payload; it touches no game state, so connections call it
-// concurrently. Movement input batches become []sim.Input.
+// concurrently. Movement input batches become []sim.Input, item commands Pickup.
 func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, error) {
+	if feature == FeatureItems {
+		return decodeItems(action, payload)
+	}
 	if feature == wire.FeatureMovement && action == wire.ActionInputBatch {
 		in, err := wire.DecodeInputBatch(payload, nil)
 		if err != nil {
@@ -234,11 +241,12 @@ func (g *Game) Despawn(characterID string) {
 	g.owners[slot] = ""
 	delete(g.slots, characterID)
 	delete(g.attrs, characterID)
+	delete(g.items.inv, characterID)
 }
 
-// Entities counts players and NPCs.
+// Entities counts players, NPCs and items in the world.
 func (g *Game) Entities() int {
-	return g.state.PlayerCount() + g.state.NPCCount()
+	return g.state.PlayerCount() + g.state.NPCCount() + g.state.ItemCount()
 }
 
 // instanceState is the payload of the instance partition: the tick and where every

@@ -43,11 +43,26 @@ type Game interface {
 	// NewView starts replication to one connection of a character: its area of
 	// interest and the baselines of the snapshots sent to it.
 	NewView(characterID string) View
-	// Entities counts the entities in the world (players and NPCs).
+	// Entities counts the entities in the world (players, NPCs and items).
 	Entities() int
 	// InstanceState is the payload of the instance's own snapshot partition (its
 	// dynamic world beyond the characters), a JSON object.
 	InstanceState() json.RawMessage
+}
+
+// Criticals is a Game with commands that change what the orchestrator must make
+// durable first (items changing owner). The loop sends the event Begin returns through
+// the link as a critical event and answers the command only when Settle has the
+// orchestrator's answer; both run on the tick goroutine.
+type Criticals interface {
+	// Begin starts cmd of a character held at lease epoch if it is such a command (ok;
+	// otherwise Apply takes it): the critical event to send, with eventID as its id, or
+	// the refusal to answer at once. What it touches stays pending until Settle.
+	Begin(characterID string, epoch int64, eventID string, cmd any) (ev *control.CriticalEvent, ok bool, err error)
+	// Settle ends the command of event eventID with the orchestrator's answer (nil: the
+	// durable ack). It returns the gameplay event for the players who see the result,
+	// or the refusal to answer the command with.
+	Settle(eventID string, answer error) (Event, error)
 }
 
 // View is one connection's replication state.
@@ -89,6 +104,9 @@ type Link interface {
 	// ReportTransfer reports, as the destination, whether a transferred player was
 	// welcomed, which completes (or aborts) the transfer at the orchestrator.
 	ReportTransfer(r control.TransferResult) error
+	// Critical queues a critical event and calls done once, from the link's goroutine,
+	// with the durable ack or the error that refused it for good.
+	Critical(ev control.CriticalEvent, done func(control.CriticalAck, error)) error
 }
 
 var _ Link = (*orchlink.Link)(nil)

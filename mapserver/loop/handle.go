@@ -2,6 +2,7 @@ package loop
 
 import (
 	"encoding/json"
+	"errors"
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
@@ -36,6 +37,8 @@ func (l *Loop) handle(m message) {
 		}
 	case opTransfer:
 		l.transferred(m.characterID, m.transferID, m.outcome)
+	case opCritical:
+		l.settle(m.eventID, m.answer)
 	}
 }
 
@@ -103,6 +106,9 @@ func (l *Loop) command(m message) {
 	p.lastSeq = m.seq
 	if p.transfer != "" {
 		l.Metrics.Commands.WithLabelValues(OutcomeIgnored).Inc()
+		return
+	}
+	if cg, ok := l.game.(Criticals); ok && l.critical(cg, p, m) {
 		return
 	}
 	if err := l.game.Apply(p.id, m.cmd); err != nil {
@@ -195,4 +201,69 @@ func (l *Loop) deny(p *player, code, msg string) {
 	frame, _ := json.Marshal(wire.Event{V: wire.Version, Kind: wire.KindEvent, Name: "transfer_denied", Code: code, Message: msg})
 	l.send(p, frame, false)
 	l.Log.Info("transfer denied", "character", p.id, "code", code)
+}
+
+// critical starts a command the orchestrator must make durable first, if m is one: its
+// event goes through the link, and the command is answered when the answer comes back
+// (settle). A refusal, or a link that takes no more events, is answered at once.
+func (l *Loop) critical(cg Criticals, p *player, m message) bool {
+	eventID := orchlink.NewEventID()
+	ev, ok, err := cg.Begin(p.id, p.epoch, eventID, m.cmd)
+	if !ok {
+		return false
+	}
+	if err == nil {
+		err = l.Link.Critical(*ev, func(_ control.CriticalAck, err error) {
+			l.post(message{op: opCritical, eventID: eventID, answer: err})
+		})
+		if err == nil {
+			l.pending[eventID] = pendingCommand{characterID: p.id, seq: m.seq}
+			return true
+		}
+		_, _ = cg.Settle(eventID, err)
+		err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator now; try again")
+	}
+	l.Metrics.Commands.WithLabelValues(OutcomeRejected).Inc()
+	l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), m.seq), false)
+	return true
+}
+
+// pendingCommand is a command waiting for the orchestrator's answer to its event.
+type pendingCommand struct {
+	characterID string
+	seq         uint64
+}
+
+// settle answers a command with the orchestrator's answer to its critical event: the
+// ack and the gameplay event once it is durable, else the refusal with a public code
+// (the orchestrator's own, or map_unavailable when it could not be reached).
+func (l *Loop) settle(eventID string, answer error) {
+	cmd, ok := l.pending[eventID]
+	if !ok {
+		return
+	}
+	delete(l.pending, eventID)
+	cg, _ := l.game.(Criticals)
+	if cg == nil {
+		return
+	}
+	var public *apierr.Error
+	if answer != nil && !errors.As(answer, &public) {
+		l.Log.Warn("critical event not made durable", "event", eventID, "err", answer)
+		answer = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the orchestrator did not confirm the action; nothing changed hands")
+	}
+	ev, err := cg.Settle(eventID, answer)
+	p := l.chars[cmd.characterID]
+	if err != nil {
+		l.Metrics.Commands.WithLabelValues(OutcomeRejected).Inc()
+		if p != nil {
+			l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), cmd.seq), false)
+		}
+		return
+	}
+	l.Metrics.Commands.WithLabelValues(OutcomeApplied).Inc()
+	if p != nil {
+		l.send(p, wire.AckFrame(cmd.seq), false)
+	}
+	l.notify(ev)
 }

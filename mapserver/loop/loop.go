@@ -76,9 +76,10 @@ type Loop struct {
 	game      Game
 	chars     map[string]*player
 	tokens    map[string]*player
-	snapshots uint64 // snapshots due so far, to spread SnapshotHz over TickHz
-	arena     []byte // the frames of the last snapshot round
-	dropped   uint64 // the game's InputsDropped already counted in Metrics
+	pending   map[string]pendingCommand // critical event id → the command it answers
+	snapshots uint64                    // snapshots due so far, to spread SnapshotHz over TickHz
+	arena     []byte                    // the frames of the last snapshot round
+	dropped   uint64                    // the game's InputsDropped already counted in Metrics
 }
 
 // New returns a Loop that redeems tickets through r and sends everything else for the
@@ -89,7 +90,7 @@ func New(r Redeemer, link Link, tickHz, snapshotHz int, log *slog.Logger) *Loop 
 		WorldWait: DefaultWorldWait, RedeemWait: DefaultRedeemWait,
 		Redeemer: r, Link: link, Log: log, Now: time.Now,
 		ready: make(chan struct{}), done: make(chan struct{}), inbox: make(chan message, InboxSize),
-		chars: make(map[string]*player), tokens: make(map[string]*player),
+		chars: make(map[string]*player), tokens: make(map[string]*player), pending: make(map[string]pendingCommand),
 	}
 }
 

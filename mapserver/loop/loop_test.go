@@ -634,3 +634,8 @@ func TestTakeover_ReplacedAndFreshSeq(t *testing.T) {
 		t.Fatalf("x %v, want 104 (103 + the new session's first input)", s.X)
 	}
 }
+
+func (f *fakeOrch) Critical(ev control.CriticalEvent, done func(control.CriticalAck, error)) error {
+	go done(control.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
+	return nil
+}

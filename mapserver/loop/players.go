@@ -23,6 +23,7 @@ const (
 	opAck                // the newest snapshot a client received
 	opDetach             // a connection ended
 	opTransfer           // the orchestrator answered a transfer request
+	opCritical           // the orchestrator answered a critical event
 )
 
 // message is everything a connection or the link tells the tick. One struct for all
@@ -39,6 +40,9 @@ type message struct {
 	// opTransfer
 	characterID, transferID string
 	outcome                 orchlink.TransferOutcome
+	// opCritical: the event id and the answer (nil: the durable ack)
+	eventID string
+	answer  error
 }
 
 // admission is a join or a resume waiting for the tick's answer.

@@ -184,6 +184,7 @@ type State struct {
 	free       []int32     // free slots, reused oldest first
 	players    int
 	npcTotal   int
+	items      int
 
 	tick     uint64
 	nextID   EntityID
