@@ -203,6 +203,12 @@ func (c *client) send(msg string) {
 
 func (c *client) next() map[string]any {
 	c.t.Helper()
+	// A message read before the connection ended comes first, even when both wait.
+	select {
+	case m := <-c.msgs:
+		return m
+	default:
+	}
 	select {
 	case m := <-c.msgs:
 		return m
