@@ -18,6 +18,7 @@ const (
 	DefaultHeartbeatTimeout = 15 * time.Second
 	DefaultProbeInterval    = 2 * time.Second
 	DefaultProbeFailures    = 2
+	DefaultProbeGrace       = 3 * time.Second
 	DefaultStartTimeout     = 30 * time.Second
 	DefaultStopGrace        = 10 * time.Second
 	DefaultOrphanGrace      = 10 * time.Second
@@ -45,11 +46,15 @@ type Options struct {
 	HeartbeatTimeout time.Duration // a registered map without a heartbeat this long is unhealthy
 	ProbeInterval    time.Duration // between HTTP probes of each ready map's /health
 	ProbeFailures    int           // consecutive failed probes that make a map unhealthy
-	StartTimeout     time.Duration // starting → unhealthy; also bounds Acquire's wait
-	StopGrace        time.Duration // SIGTERM → SIGKILL
-	OrphanGrace      time.Duration // unknown containers found at start are removed after it
-	IdleStop         time.Duration // non-default instances without players are stopped after it
-	PoolSize         int           // blank containers kept started and registered
+	// ProbeGrace is how long a map has been ready before its /health is probed: in the
+	// first moments after a start the proxy of a published port may still reset
+	// connections to a map that is up (it registered), which is not the map's failure.
+	ProbeGrace   time.Duration
+	StartTimeout time.Duration // starting → unhealthy; also bounds Acquire's wait
+	StopGrace    time.Duration // SIGTERM → SIGKILL
+	OrphanGrace  time.Duration // unknown containers found at start are removed after it
+	IdleStop     time.Duration // non-default instances without players are stopped after it
+	PoolSize     int           // blank containers kept started and registered
 	// Rehome is how long a map handed out from the warm pool must have had no players
 	// before it is moved to a container created for its instance (0: never). A pool
 	// container's labels and environment cannot name the instance it is handed later;
@@ -72,6 +77,7 @@ func DefaultOptions() Options {
 		HeartbeatTimeout:  DefaultHeartbeatTimeout,
 		ProbeInterval:     DefaultProbeInterval,
 		ProbeFailures:     DefaultProbeFailures,
+		ProbeGrace:        DefaultProbeGrace,
 		StartTimeout:      DefaultStartTimeout,
 		StopGrace:         DefaultStopGrace,
 		OrphanGrace:       DefaultOrphanGrace,
@@ -92,7 +98,7 @@ func (o Options) Validate() error {
 	if o.Policy.Window <= 0 || o.HeartbeatTimeout <= 0 || o.ProbeInterval <= 0 || o.StartTimeout <= 0 || o.IdleStop <= 0 {
 		return errors.New("restart window, heartbeat timeout, probe interval, start timeout and idle stop must be positive")
 	}
-	if o.Policy.Max < 0 || o.Policy.Quarantine < 0 || o.StopGrace < 0 || o.OrphanGrace < 0 || o.PoolSize < 0 || o.Rehome < 0 || o.ProbeFailures < 1 {
+	if o.Policy.Max < 0 || o.Policy.Quarantine < 0 || o.StopGrace < 0 || o.OrphanGrace < 0 || o.PoolSize < 0 || o.Rehome < 0 || o.ProbeFailures < 1 || o.ProbeGrace < 0 {
 		return errors.New("restart max, quarantine, stop grace, orphan grace, pool size and rehome must not be negative; probe failures at least 1")
 	}
 	return nil

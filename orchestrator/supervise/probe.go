@@ -67,7 +67,7 @@ func (s *Supervisor) check(ctx context.Context) {
 				s.spawn(in, orchestrator.StateRestarting, fmt.Sprintf("no players for %s: moving from its warm-pool container to one created for it", s.Rehome))
 				continue
 			}
-			if in.ControlPort != 0 {
+			if in.ControlPort != 0 && now.Sub(in.Since) >= s.ProbeGrace {
 				probes = append(probes, probe{in.ID, in.ContainerID, s.orchCredential(in.ident), in.ControlPort})
 			}
 		case orchestrator.StateStarting, orchestrator.StateRestarting:

@@ -229,6 +229,13 @@ func TestRules_ProbeFailures(t *testing.T) {
 	r.rt.mu.Lock()
 	r.rt.healthErr = errors.New("503")
 	r.rt.mu.Unlock()
+	// Within the grace after becoming ready the map is not probed at all.
+	r.check(context.Background())
+	r.check(context.Background())
+	if inst := r.state("d-1"); inst.State != orchestrator.StateReady {
+		t.Fatalf("probed within the grace: %+v", inst)
+	}
+	r.clock.Add(DefaultProbeGrace)
 	r.check(context.Background())
 	if inst := r.state("d-1"); inst.State != orchestrator.StateReady {
 		t.Fatalf("unhealthy after one failed probe: %+v", inst)
