@@ -42,10 +42,10 @@ const (
 // Defaults for Options.
 const (
 	DefaultTickHz = 30
-	// DefaultJitterBuffer is how many inputs a player may have waiting: about a quarter
-	// of a second at 30 Hz, enough to absorb inputs that arrive in a burst after
-	// network jitter, which are then walked one per tick (later, never faster).
-	DefaultJitterBuffer = 8
+	// DefaultJitterBuffer is how many inputs a player may have waiting: about half a
+	// second at 30 Hz, enough to absorb the inputs that arrive in a burst after a delay
+	// spike on a slow link, which are then walked one per tick (later, never faster).
+	DefaultJitterBuffer = 16
 )
 
 // Entity is one dynamic entity in a slot.
