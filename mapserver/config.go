@@ -35,6 +35,7 @@ type Config struct {
 	SnapshotPushMS int `env:"MAP_SNAPSHOT_PUSH_MS" envDefault:"10000" help:"interval between state snapshot pushes to the orchestrator"`
 	TickHz         int `env:"MAP_TICK_HZ" envDefault:"30" help:"simulation ticks per second"`
 	SnapshotHz     int `env:"MAP_SNAPSHOT_HZ" envDefault:"15" help:"snapshots per second sent to each client"`
+	ViewCap        int `env:"MAP_VIEW_CAP" envDefault:"128" help:"entities one client's snapshot shows at most: in a crowd, the nearest ones plus the client itself and what chases it (0 = no cap)"`
 	ResumeTTLMS    int `env:"MAP_RESUME_TTL_MS" envDefault:"10000" help:"how long a character whose connection dropped waits for its client to resume with the welcome's resumeToken"`
 
 	// Per-connection limits on what a player sends (docs/netcode.md, "Limits"). The
@@ -96,6 +97,7 @@ func (c *Config) Validate() error {
 		{"MAP_TICK_HZ", c.TickHz, 1, 240},
 		{"MAP_SNAPSHOT_HZ", c.SnapshotHz, 1, 240},
 		{"MAP_RESUME_TTL_MS", c.ResumeTTLMS, 100, 3600000},
+		{"MAP_VIEW_CAP", c.ViewCap, 0, 65536},
 		{"MAP_FAULT_EXIT_AFTER_MS", c.FaultExitAfterMS, 0, 86400000},
 	} {
 		if v.val < v.min || v.val > v.max {

@@ -33,6 +33,7 @@ func TestConfig_Defaults(t *testing.T) {
 		{"MAP_CONN_MSG_BURST", c.ConnMsgBurst, 200},
 		{"MAP_CONN_BYTE_RATE", int(c.ConnByteRate), 16384},
 		{"MAP_CONN_BYTE_BURST", c.ConnByteBurst, 65536},
+		{"MAP_VIEW_CAP", c.ViewCap, 128},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s default=%d, want %d", tt.name, tt.got, tt.want)
@@ -49,6 +50,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"MAP_CREDENTIAL=", "MAP_CREDENTIAL"}, {"MAP_ORCH_CREDENTIAL=short", "MAP_ORCH_CREDENTIAL"},
 		{"MAP_CONN_MSG_RATE=-1", "MAP_CONN_MSG_RATE"}, {"MAP_CONN_MSG_BURST=0", "MAP_CONN_MSG_BURST"},
 		{"MAP_CONN_BYTE_RATE=-5", "MAP_CONN_BYTE_RATE"}, {"MAP_CONN_BYTE_BURST=1000", "MAP_CONN_BYTE_BURST"},
+		{"MAP_VIEW_CAP=-1", "MAP_VIEW_CAP"},
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			var c mapserver.Config

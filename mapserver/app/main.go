@@ -143,6 +143,9 @@ func (m *Main) start(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
 			m.Log.Error("build game", "err", err)
 			return
 		}
+		if c, ok := g.(viewCapper); ok {
+			c.SetViewCap(m.Config.ViewCap)
+		}
 		m.loadItems(r.InstanceID, g)
 		m.mu.Lock()
 		m.world = w
@@ -152,6 +155,10 @@ func (m *Main) start(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
 		m.Log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
 	}()
 }
+
+// viewCapper is a game whose snapshots show a bounded number of entities per client
+// (MAP_VIEW_CAP).
+type viewCapper interface{ SetViewCap(n int) }
 
 // itemGame is a game with items in its world, which it seeds at the orchestrator and
 // loads from its answer.

@@ -45,6 +45,21 @@ type Game struct {
 	visible []int32
 	events  []loop.Event
 	items   itemState
+
+	// viewCap bounds the entities of one snapshot (DefaultViewCap); cands and pinned
+	// are capView's scratch, and later holds the events snapshots raised, which the
+	// next Step reports.
+	viewCap int
+	cands   []candidate
+	pinned  []int32
+	mark    []uint64
+	later   []loop.Event
+	// chases pairs each chased player's slot with the NPC chasing it, at chaseTick.
+	chases     [][2]int32
+	chaseTick  uint64
+	chaseValid bool
+	// views counts the views made, to stagger their reselection.
+	views int
 }
 
 var _ loop.Game = (*Game)(nil)
@@ -64,7 +79,7 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 	g := &Game{
 		world: w, mapID: cfg.MapID, state: st, grid: grid, enc: wire.NewEncoder(wire.DefaultRing),
 		slots: make(map[string]int32), attrs: make(map[string]json.RawMessage),
-		items: newItemState(items.DefaultCatalog(), cfg.InstanceID),
+		items: newItemState(items.DefaultCatalog(), cfg.InstanceID), viewCap: DefaultViewCap,
 	}
 	g.items.seed = GenerateItems(cfg, w, st.Colliders(), g.items.catalog)
 	g.place()
@@ -164,7 +179,7 @@ func (g *Game) Hold(characterID string, on bool) {
 func (g *Game) InputsDropped() uint64 { return g.state.Counters().InputsDropped }
 
 // Step advances the simulation one tick, moves everything in the grid and reports the
-// portals players entered.
+// portals players entered, perception changes, and what the last snapshots raised.
 func (g *Game) Step() []loop.Event {
 	ev := g.state.Step()
 	g.place()
@@ -179,6 +194,9 @@ func (g *Game) Step() []loop.Event {
 			g.events = append(g.events, loop.Event{Frame: npcStateFrame(p), Viewers: viewers})
 		}
 	}
+	g.events = append(g.events, g.later...)
+	clear(g.later)
+	g.later = g.later[:0]
 	return g.events
 }
 
@@ -275,7 +293,8 @@ func (g *Game) InstanceState() json.RawMessage {
 // NewView starts one connection's replication of a character: its first snapshot is
 // full.
 func (g *Game) NewView(characterID string) loop.View {
-	return &view{g: g, id: characterID, client: wire.NewClient(wire.DefaultRing)}
+	g.views++
+	return &view{g: g, id: characterID, client: wire.NewClient(wire.DefaultRing), countdown: g.views % reselectEvery}
 }
 
 // begin records every entity's state in the encoder once per simulation tick, at the
@@ -302,6 +321,16 @@ type view struct {
 	g      *Game
 	id     string
 	client *wire.Client
+	// kept is what the cap let the last selection show, sorted (empty when uncapped),
+	// keptIDs their entities, countdown the snapshots until the next selection;
+	// shown and inView the counts last reported to the client (if reported),
+	// sinceReport the snapshots since.
+	kept          []int32
+	keptIDs       []sim.EntityID
+	countdown     int
+	shown, inView int
+	sinceReport   int
+	reported      bool
 }
 
 // Snapshot encodes the current tick for the view's character: the entities of the 3x3
@@ -313,7 +342,7 @@ func (v *view) Snapshot(dst []byte) ([]byte, bool) {
 		return dst, false
 	}
 	g.begin()
-	g.visible = g.grid.Query(slot, g.visible[:0])
+	g.visible = v.viewSlots(slot)
 	return g.enc.Encode(dst, v.client, g.state.Players[slot].LastSeq, slot, g.visible)
 }
 

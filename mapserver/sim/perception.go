@@ -276,3 +276,16 @@ func FacingOf(dx, dy int8) uint8 {
 		return uint8(256 - a)
 	}
 }
+
+// Chases returns the slot of the player the NPC in slot chases, or -1 when it chases
+// nobody: a client's view keeps an NPC that chases it however crowded the view is.
+func (s *State) Chases(slot int32) int32 {
+	if slot < 0 || int(slot) >= len(s.Entities) || s.Entities[slot].Kind != KindNPC || s.Entities[slot].State != NPCChasing {
+		return -1
+	}
+	pc := &s.perceivers[slot]
+	if !s.isPlayer(pc.target, pc.targetID) {
+		return -1
+	}
+	return pc.target
+}

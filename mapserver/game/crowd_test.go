@@ -1,0 +1,173 @@
+package game_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/loop"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/sim"
+	"github.com/mapyard/mapyard/mapserver/wire"
+	"github.com/mapyard/mapyard/orchestrator/control"
+)
+
+// TestGame_ViewCapInACrowd: in a crowd beyond the cap every client's snapshot shows at
+// most the cap, always its own entity and the NPC chasing it (which stands farther
+// than the cap's nearest players), keeps showing the same entities while the crowd
+// stands still, and the client hears how many its view holds.
+func TestGame_ViewCapInACrowd(t *testing.T) {
+	const capN = 20
+	g, _ := mustNewGame(t)
+	g.SetViewCap(capN)
+	s := g.Sim()
+	// An NPC facing east with a clear line of sight to the crowd 6 units east of it.
+	var at sim.Vec
+	for i := 0; ; i++ {
+		at = s.SpawnPoint(i)
+		if s.Colliders().LineOfSight(at, sim.Vec{X: at.X + 10*sim.QuantaPerUnit, Y: at.Y}) {
+			break
+		}
+		if i > 50 {
+			t.Fatal("no spawn point with a clear line of sight")
+		}
+	}
+	npc, _ := s.AddNPC(at, 1, 0)
+	unit := func(q int32) float64 { return float64(q) / sim.QuantaPerUnit }
+	// The target stands 6 units east of the NPC; the crowd packs in east of it, from
+	// 0.25 units on, so the target's capN-1 nearest are all players.
+	place := func(id string, x, y int32) {
+		t.Helper()
+		st := &control.CharacterState{MapID: mapgen.DefaultMapID, X: unit(x), Y: unit(y)}
+		if err := g.Spawn(id, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, ty := at.X+6*sim.QuantaPerUnit, at.Y
+	place("target", tx, ty)
+	ids := []string{"target"}
+	for i := range 120 {
+		id := fmt.Sprintf("p%d", i)
+		place(id, tx+int32(1+i%12)*sim.QuantaPerUnit/4, ty+int32(i/12-5)*sim.QuantaPerUnit/4)
+		ids = append(ids, id)
+	}
+	views := make(map[string]loop.View, len(ids))
+	decs := make(map[string]*wire.Decoder, len(ids))
+	for _, id := range ids {
+		views[id], decs[id] = g.NewView(id), wire.NewDecoder(0)
+	}
+	capped := map[string]game.ViewCapped{}
+	chased := int32(-1)
+	var shownBefore map[string][]int32
+	for step := 0; step < 400 && (chased < 0 || shownBefore == nil); step++ {
+		for _, ev := range g.Step() {
+			var e struct {
+				Name string
+				Data game.ViewCapped
+			}
+			if ev.Frame != nil && json.Unmarshal(ev.Frame, &e) == nil && e.Name == "view_capped" {
+				capped[ev.Viewers[0]] = e.Data
+			}
+		}
+		if step%2 != 0 {
+			continue
+		}
+		shown := map[string][]int32{}
+		for _, id := range ids {
+			frame, _ := views[id].Snapshot(nil)
+			snap, err := decs[id].Decode(frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			views[id].Ack(uint64(snap.Tick))
+			if len(snap.Entities) > capN || snap.Find(snap.Self) == nil {
+				t.Fatalf("%s sees %d entities (cap %d), itself shown: %v", id, len(snap.Entities), capN, snap.Find(snap.Self) != nil)
+			}
+			if target := s.Chases(npc); target == snap.Self {
+				if snap.Find(npc) == nil {
+					t.Fatalf("%s is chased by the NPC in slot %d and its snapshot leaves it out", id, npc)
+				}
+				chased = target
+			}
+			for _, e := range snap.Entities {
+				shown[id] = append(shown[id], e.Slot)
+			}
+		}
+		if chased >= 0 {
+			shownBefore = shown
+		}
+	}
+	if chased < 0 {
+		t.Fatal("the NPC never chased anyone")
+	}
+	if c, ok := capped["p60"]; !ok || c.Shown != capN || c.InView <= capN {
+		t.Fatalf("p60 heard view_capped %+v (%v), want shown %d of more", c, ok, capN)
+	}
+	// The crowd stands still: the next snapshot shows the same entities to everyone
+	// not chased (the chasing NPC walks).
+	g.Step()
+	g.Step()
+	for _, id := range ids {
+		frame, _ := views[id].Snapshot(nil)
+		snap, err := decs[id].Decode(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Self == chased {
+			continue
+		}
+		var now []int32
+		for _, e := range snap.Entities {
+			if e.Slot != npc {
+				now = append(now, e.Slot)
+			}
+		}
+		var before []int32
+		for _, sl := range shownBefore[id] {
+			if sl != npc {
+				before = append(before, sl)
+			}
+		}
+		if fmt.Sprint(now) != fmt.Sprint(before) {
+			t.Fatalf("%s: a still crowd swapped who is shown: %v then %v", id, before, now)
+		}
+	}
+}
+
+// TestGame_ViewUnderTheCapShowsAll: a view under the cap shows every entity of its
+// cells and raises no view_capped event.
+func TestGame_ViewUnderTheCapShowsAll(t *testing.T) {
+	g, _ := mustNewGame(t)
+	if err := g.Spawn("c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	g.SetViewCap(0)
+	v0 := g.NewView("c1")
+	g.Step()
+	f0, _ := v0.Snapshot(nil)
+	all, err := wire.NewDecoder(0).Decode(f0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetViewCap(len(all.Entities))
+	v := g.NewView("c1")
+	for range 40 {
+		for _, ev := range g.Step() {
+			if ev.Frame != nil && json.Valid(ev.Frame) && string(ev.Frame) != "" {
+				var e struct{ Name string }
+				if json.Unmarshal(ev.Frame, &e) == nil && e.Name == "view_capped" {
+					t.Fatalf("view_capped under the cap: %s", ev.Frame)
+				}
+			}
+		}
+	}
+	f, _ := v.Snapshot(nil)
+	snap, err := wire.NewDecoder(0).Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Entities) < len(all.Entities)-2 || len(all.Entities) < 2 {
+		t.Fatalf("under the cap %d shown of %d", len(snap.Entities), len(all.Entities))
+	}
+}
