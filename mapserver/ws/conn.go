@@ -239,13 +239,8 @@ func (c *conn) writeLoop() {
 	keepalive := time.NewTicker(c.idleTimeout / 2)
 	defer keepalive.Stop()
 	for {
-		select {
-		case f := <-c.urgent:
-			if !c.write(f) {
-				return
-			}
-			continue
-		default:
+		if !c.flushUrgent() {
+			return
 		}
 		select {
 		case f := <-c.urgent:
@@ -264,15 +259,7 @@ func (c *conn) writeLoop() {
 				return
 			}
 		case <-c.quit:
-			for {
-				select {
-				case f := <-c.urgent:
-					if !c.write(f) {
-						return
-					}
-					continue
-				default:
-				}
+			for c.flushUrgent() {
 				select {
 				case f := <-c.queue:
 					if !c.write(f) {
@@ -282,6 +269,22 @@ func (c *conn) writeLoop() {
 					return
 				}
 			}
+			return
+		}
+	}
+}
+
+// flushUrgent writes every frame waiting in the urgent lane, so a pong never waits
+// behind queued snapshots; it reports whether the writer should go on.
+func (c *conn) flushUrgent() bool {
+	for {
+		select {
+		case f := <-c.urgent:
+			if !c.write(f) {
+				return false
+			}
+		default:
+			return true
 		}
 	}
 }
