@@ -20,84 +20,52 @@ import (
 func BenchmarkTickW1(b *testing.B) {
 	for _, n := range []int{100, 250, 500, 1000} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			cfg, err := mapgen.Resolve("w1-1", mapgen.DefaultMapID, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cfg.GenerationRules.NPCDensity = 50 // 200 NPCs on 4 km²
-			w, err := mapgen.Generate(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err := game.New(w, cfg, 30)
-			if err != nil {
-				b.Fatal(err)
-			}
+			g, cfg, w := benchGame(b, "w1-1", func(c *mapgen.MapConfig) {
+				c.GenerationRules.NPCDensity = 50 // 200 NPCs on 4 km²
+			})
 			rng := rand.New(rand.NewPCG(1, 2))
-			ids := make([]string, n)
-			views := make([]loop.View, n)
-			dirs := make([][2]int8, n)
 			bw, bh := w.Width/100, w.Height/100
-			for i := range ids {
-				ids[i] = fmt.Sprintf("bot-%d", i)
-				// Spread over the map, as W1's random walks leave the bots after the
-				// warm-up (the few spawn points would crowd them otherwise).
-				at := &control.CharacterState{MapID: cfg.MapID, X: float64(rng.IntN(int(bw))), Y: float64(rng.IntN(int(bh)))}
-				if err := g.Spawn(ids[i], at); err != nil {
-					b.Fatal(err)
-				}
-				views[i] = g.NewView(ids[i])
-			}
-			buf := make([]byte, 0, 4096)
-			var bytes, frames int
-			in := make([]sim.Input, 1)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for tick := 1; tick <= b.N; tick++ {
-				for i, id := range ids {
-					if rng.IntN(30) == 0 || dirs[i] == [2]int8{} {
-						dirs[i] = [2]int8{int8(rng.IntN(255) - 127), int8(rng.IntN(255) - 127)}
-					}
-					in[0] = sim.Input{Seq: uint64(tick), DX: dirs[i][0], DY: dirs[i][1]}
-					g.Apply(id, in)
-				}
-				g.Step()
-				if tick%2 == 0 {
-					for _, v := range views {
-						frame, _ := v.Snapshot(buf[:0])
-						bytes += len(frame)
-						frames++
-						v.Ack(uint64(g.Sim().Tick()))
-					}
-				}
-			}
-			if frames > 0 {
-				b.ReportMetric(float64(bytes)/float64(frames), "bytes/snapshot")
-			}
+			// Spread over the map, as W1's random walks leave the bots after the warm-up
+			// (the few spawn points would crowd them otherwise).
+			runTicks(b, g, rng, true, spawnBots(b, g, n, func() *control.CharacterState {
+				return &control.CharacterState{MapID: cfg.MapID, X: float64(rng.IntN(int(bw))), Y: float64(rng.IntN(int(bh)))}
+			}))
 		})
 	}
 }
 
 // BenchmarkTickW3 is the tick goroutine's work under workload W3 without the network:
-// N players within 40 units of one spot on the default map, idle or each walking a
-// random direction turned about every second, with the view cap (128) and without it
-// (cap 0). One op is one tick; every second tick builds every player's snapshot.
+// N players within 40 units of one spot on the default map, idle or each walking as in
+// W1, with the view cap (128) and without it (cap 0). One op is one tick; every second
+// tick builds every player's snapshot.
 func BenchmarkTickW3(b *testing.B) {
 	for _, n := range []int{1000} {
 		for _, move := range []bool{false, true} {
 			for _, viewCap := range []int{0, game.DefaultViewCap} {
 				b.Run(fmt.Sprintf("N=%d/moving=%v/cap=%d", n, move, viewCap), func(b *testing.B) {
-					benchCrowd(b, n, move, viewCap)
+					g, cfg, _ := benchGame(b, "w3-1", nil)
+					g.SetViewCap(viewCap)
+					spot := g.Sim().SpawnPoint(0)
+					rng := rand.New(rand.NewPCG(3, 4))
+					near := func(q int32) float64 { return float64(q)/sim.QuantaPerUnit + float64(rng.IntN(81)-40) }
+					runTicks(b, g, rng, move, spawnBots(b, g, n, func() *control.CharacterState {
+						return &control.CharacterState{MapID: cfg.MapID, X: near(spot.X), Y: near(spot.Y)}
+					}))
 				})
 			}
 		}
 	}
 }
 
-func benchCrowd(b *testing.B, n int, move bool, viewCap int) {
-	cfg, err := mapgen.Resolve("w3-1", mapgen.DefaultMapID, nil)
+// benchGame builds the game of the default map as instance, its config changed by
+// edit (if any).
+func benchGame(b *testing.B, instance string, edit func(*mapgen.MapConfig)) (*game.Game, mapgen.MapConfig, *mapgen.World) {
+	cfg, err := mapgen.Resolve(instance, mapgen.DefaultMapID, nil)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if edit != nil {
+		edit(&cfg)
 	}
 	w, err := mapgen.Generate(cfg)
 	if err != nil {
@@ -107,44 +75,56 @@ func benchCrowd(b *testing.B, n int, move bool, viewCap int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g.SetViewCap(viewCap)
-	spot := g.Sim().SpawnPoint(0)
-	rng := rand.New(rand.NewPCG(3, 4))
-	ids := make([]string, n)
-	views := make([]loop.View, n)
-	dirs := make([][2]int8, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("bot-%d", i)
-		at := &control.CharacterState{MapID: cfg.MapID,
-			X: float64(spot.X)/sim.QuantaPerUnit + float64(rng.IntN(81)-40),
-			Y: float64(spot.Y)/sim.QuantaPerUnit + float64(rng.IntN(81)-40)}
-		if err := g.Spawn(ids[i], at); err != nil {
+	return g, cfg, w
+}
+
+// bot is one benchmark player: its character and view.
+type bot struct {
+	id   string
+	view loop.View
+	dir  [2]int8
+}
+
+// spawnBots spawns n players where at says, each with a view.
+func spawnBots(b *testing.B, g *game.Game, n int, at func() *control.CharacterState) []bot {
+	bots := make([]bot, n)
+	for i := range bots {
+		bots[i].id = fmt.Sprintf("bot-%d", i)
+		if err := g.Spawn(bots[i].id, at()); err != nil {
 			b.Fatal(err)
 		}
-		views[i] = g.NewView(ids[i])
+		bots[i].view = g.NewView(bots[i].id)
 	}
+	return bots
+}
+
+// runTicks runs b.N ticks: with move, every bot queues one input per tick, turning
+// about every second; every second tick builds and acknowledges every bot's snapshot.
+func runTicks(b *testing.B, g *game.Game, rng *rand.Rand, move bool, bots []bot) {
 	buf := make([]byte, 0, 16384)
 	var bytes, frames int
 	in := make([]sim.Input, 1)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for tick := 1; tick <= b.N; tick++ {
-		if move {
-			for i, id := range ids {
-				if rng.IntN(30) == 0 || dirs[i] == [2]int8{} {
-					dirs[i] = [2]int8{int8(rng.IntN(255) - 127), int8(rng.IntN(255) - 127)}
-				}
-				in[0] = sim.Input{Seq: uint64(tick), DX: dirs[i][0], DY: dirs[i][1]}
-				g.Apply(id, in)
+		for i := range bots {
+			if !move {
+				break
 			}
+			p := &bots[i]
+			if rng.IntN(30) == 0 || p.dir == [2]int8{} {
+				p.dir = [2]int8{int8(rng.IntN(255) - 127), int8(rng.IntN(255) - 127)}
+			}
+			in[0] = sim.Input{Seq: uint64(tick), DX: p.dir[0], DY: p.dir[1]}
+			g.Apply(p.id, in)
 		}
 		g.Step()
 		if tick%2 == 0 {
-			for _, v := range views {
-				frame, _ := v.Snapshot(buf[:0])
+			for _, p := range bots {
+				frame, _ := p.view.Snapshot(buf[:0])
 				bytes += len(frame)
 				frames++
-				v.Ack(uint64(g.Sim().Tick()))
+				p.view.Ack(uint64(g.Sim().Tick()))
 			}
 		}
 	}

@@ -23,16 +23,7 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 	g.SetViewCap(capN)
 	s := g.Sim()
 	// An NPC facing east with a clear line of sight to the crowd 6 units east of it.
-	var at sim.Vec
-	for i := 0; ; i++ {
-		at = s.SpawnPoint(i)
-		if s.Colliders().LineOfSight(at, sim.Vec{X: at.X + 10*sim.QuantaPerUnit, Y: at.Y}) {
-			break
-		}
-		if i > 50 {
-			t.Fatal("no spawn point with a clear line of sight")
-		}
-	}
+	at := clearSpot(t, s, 10)
 	npc, _ := s.AddNPC(at, 1, 0)
 	unit := func(q int32) float64 { return float64(q) / sim.QuantaPerUnit }
 	// The target stands 6 units east of the NPC; the crowd packs in east of it, from

@@ -178,20 +178,24 @@ func TestGame_PortalEntered(t *testing.T) {
 
 // TestGame_PerceptionEventReachesViewers: an NPC that notices a player changes state,
 // and the "npc_state" event goes to the characters that see the NPC.
+// clearSpot returns a spawn point with a clear line of sight to units east of it.
+func clearSpot(t *testing.T, s *sim.State, units int32) sim.Vec {
+	t.Helper()
+	for i := range 50 {
+		at := s.SpawnPoint(i)
+		if s.Colliders().LineOfSight(at, sim.Vec{X: at.X + units*sim.QuantaPerUnit, Y: at.Y}) {
+			return at
+		}
+	}
+	t.Fatal("no spawn point with a clear line of sight")
+	return sim.Vec{}
+}
+
 func TestGame_PerceptionEventReachesViewers(t *testing.T) {
 	g, _ := mustNewGame(t)
 	s := g.Sim()
 	// A spot with a clear line of sight 4 units east of an NPC facing east.
-	var at sim.Vec
-	for i := 0; ; i++ {
-		at = s.SpawnPoint(i)
-		if s.Colliders().LineOfSight(at, sim.Vec{X: at.X + 4*sim.QuantaPerUnit, Y: at.Y}) {
-			break
-		}
-		if i > 50 {
-			t.Fatal("no spawn point with a clear line of sight")
-		}
-	}
+	at := clearSpot(t, s, 4)
 	npc, id := s.AddNPC(at, 1, 0)
 	player := sim.Vec{X: s.Entities[npc].Pos.X + 4*sim.QuantaPerUnit, Y: s.Entities[npc].Pos.Y}
 	if err := g.Spawn("watcher", &control.CharacterState{MapID: mapgen.DefaultMapID, X: float64(player.X) / 16, Y: float64(player.Y) / 16}); err != nil {
