@@ -93,6 +93,7 @@ func (m *Main) Open() error {
 
 	m.Loop = loop.New(m.Orch, nil, cfg.TickHz, cfg.SnapshotHz, m.Log)
 	m.Loop.ResumeTTL = cfg.ResumeTTL()
+	m.Loop.Items = m.Orch
 	m.Loop.Metrics = loop.NewMetrics(m.Registry)
 	m.Players = ws.NewServer(m.Loop, m.Log)
 	m.Players.AllowedOrigins = ws.ParseOrigins(cfg.AllowedOrigins)

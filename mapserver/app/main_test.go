@@ -61,6 +61,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 type player struct {
 	t *testing.T
 	c *websocket.Conn
+	// inventories holds the "inventory" events next skipped, oldest first; held the
+	// other JSON messages nextInventory skipped, for next.
+	inventories []map[string]any
+	held        []map[string]any
 }
 
 func dialMap(t *testing.T, m *app.Main) *player {
@@ -80,8 +84,43 @@ func (p *player) send(msg string) {
 	}
 }
 
-// next returns the next JSON message, skipping binary snapshots.
+// next returns the next JSON message, skipping binary snapshots, NPC state changes and
+// inventory events (kept for nextInventory).
 func (p *player) next() map[string]any {
+	p.t.Helper()
+	if len(p.held) > 0 {
+		m := p.held[0]
+		p.held = p.held[1:]
+		return m
+	}
+	for {
+		m := p.read()
+		if m["kind"] == "event" && m["name"] == "inventory" {
+			p.inventories = append(p.inventories, m["data"].(map[string]any))
+			continue
+		}
+		return m
+	}
+}
+
+// nextInventory returns the data of the next "inventory" event, keeping the other JSON
+// messages it reads on the way for next.
+func (p *player) nextInventory() map[string]any {
+	p.t.Helper()
+	for len(p.inventories) == 0 {
+		m := p.read()
+		if m["kind"] == "event" && m["name"] == "inventory" {
+			return m["data"].(map[string]any)
+		}
+		p.held = append(p.held, m)
+	}
+	m := p.inventories[0]
+	p.inventories = p.inventories[1:]
+	return m
+}
+
+// read returns the next JSON message but NPC state changes, skipping binary snapshots.
+func (p *player) read() map[string]any {
 	p.t.Helper()
 	_ = p.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {

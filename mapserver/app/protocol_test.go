@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -37,8 +38,8 @@ func joinMap(t *testing.T, f *fakeOrch, m *app.Main) (*gamer, map[string]any) {
 	return g, w
 }
 
-// snapshotWhere reads frames until a decoded snapshot satisfies ok; JSON messages in
-// between are handed to other (nil: failure).
+// snapshotWhere reads frames until a decoded snapshot satisfies ok; inventory events in
+// between are kept for nextInventory, any other JSON message fails the test.
 func (g *gamer) snapshotWhere(what string, ok func(*wire.Snapshot) bool) *wire.Snapshot {
 	g.t.Helper()
 	_ = g.c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -48,6 +49,11 @@ func (g *gamer) snapshotWhere(what string, ok func(*wire.Snapshot) bool) *wire.S
 			g.t.Fatalf("waiting for a snapshot with %s: %v", what, err)
 		}
 		if typ != websocket.BinaryMessage {
+			var m map[string]any
+			if json.Unmarshal(data, &m) == nil && m["kind"] == "event" && m["name"] == "inventory" {
+				g.inventories = append(g.inventories, m["data"].(map[string]any))
+				continue
+			}
 			g.t.Fatalf("waiting for a snapshot with %s: got %s", what, data)
 		}
 		s, err := g.dec.Decode(data)

@@ -94,6 +94,13 @@ func Factory(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.Game, erro
 // State exposes the simulation, for tests and benchmarks that look inside.
 func (g *Game) Sim() *sim.State { return g.state }
 
+// Slot returns the simulation slot of a character, for tests and benchmarks that look
+// inside.
+func (g *Game) Slot(characterID string) (int32, bool) {
+	slot, ok := g.slots[characterID]
+	return slot, ok
+}
+
 // Decode decodes a command payload; it touches no game state, so connections call it
 // concurrently. Movement input batches become []sim.Input, item commands Pickup.
 func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, error) {
@@ -197,6 +204,7 @@ func (g *Game) Step() []loop.Event {
 	g.events = append(g.events, g.later...)
 	clear(g.later)
 	g.later = g.later[:0]
+	g.events = g.inventoryEvents(g.events)
 	return g.events
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 
 	"github.com/mapyard/mapyard/mapserver/items"
@@ -63,6 +62,8 @@ type itemState struct {
 	inv      map[string]*items.Inventory
 	pickups  map[string]pendingPickup // event id → pickup
 	instance string
+	// dirty lists the characters whose inventory changed since the last Step.
+	dirty []string
 }
 
 func newItemState(cat *items.Catalog, instanceID string) itemState {
@@ -241,11 +242,8 @@ func (g *Game) Settle(eventID string, answer error) (loop.Event, error) {
 	// inventory would disagree.
 	// A character that left meanwhile gets it from the orchestrator where it is now.
 	if _, here := g.slots[pp.characterID]; here {
-		inv := g.Inventory(pp.characterID)
-		if err := inv.Add(g.items.catalog, entryOf(wi.item)); err != nil {
-			inv.Entries = append(inv.Entries, entryOf(wi.item))
-			slices.SortFunc(inv.Entries, func(a, b items.Entry) int { return strings.Compare(a.ItemID, b.ItemID) })
-		}
+		keep(g.Inventory(pp.characterID), g.items.catalog, entryOf(wi.item))
+		g.touch(pp.characterID)
 	}
 	g.state.RemoveItem(wi.slot)
 	g.grid.Remove(wi.slot)

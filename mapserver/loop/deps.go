@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -64,6 +65,28 @@ type Criticals interface {
 	// or the refusal to answer the command with.
 	Settle(eventID string, answer error) (Event, error)
 }
+
+// Holdings is a Game whose characters carry items the orchestrator keeps for them. The
+// loop loads them when a character arrives (join, transfer) and hands them over before
+// the character can act; both methods run on the tick goroutine.
+type Holdings interface {
+	// Carry gives a character just spawned the items the orchestrator says it holds.
+	Carry(characterID string, held []items.Item)
+	// InventoryFrame is the "inventory" event of a character, sent to it right after
+	// every welcome (later changes come as Step events).
+	InventoryFrame(characterID string) []byte
+}
+
+// ItemLoader reads what the orchestrator keeps for an arriving character
+// (control.Client's CharacterItems, POST /orch/character-items). It is called on the
+// connection's goroutine, after the redeem that gave this map the character's lease.
+// Error codes: bad_request, forbidden, conflict (the lease moved on); any error that is
+// not an *apierr.Error means the orchestrator could not be reached.
+type ItemLoader interface {
+	CharacterItems(ctx context.Context, r control.CharacterItemsRequest) (control.CharacterItemsAnswer, error)
+}
+
+var _ ItemLoader = (*control.Client)(nil)
 
 // View is one connection's replication state.
 type View interface {

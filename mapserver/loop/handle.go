@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
@@ -21,7 +22,7 @@ func (l *Loop) handle(m message) {
 	case opWorld:
 		l.game = m.game
 	case opJoin:
-		m.admit.result <- l.join(m.sess, m.admit.res)
+		m.admit.result <- l.join(m.sess, m.admit.res, m.admit.held)
 	case opResume:
 		m.admit.result <- l.resume(m.sess, m.admit.token)
 	case opCommand:
@@ -42,12 +43,13 @@ func (l *Loop) handle(m message) {
 	}
 }
 
-// join admits a redeemed character: spawned with the state it carries, or, when it is
+// join admits a redeemed character: spawned with the state and the items it carries, or,
+// when it is
 // here already (a second tab, a reload, a connection the server has not yet seen
 // drop), taken over by the new connection at the new lease epoch. A takeover is a new
 // session: the old connection is told "replaced" and closed with 4000, and the new one
 // walks from input seq 1 at once.
-func (l *Loop) join(sess *session, res *control.RedeemResult) error {
+func (l *Loop) join(sess *session, res *control.RedeemResult, held []items.Item) error {
 	if l.game == nil {
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is not ready yet; join again")
 	}
@@ -64,6 +66,9 @@ func (l *Loop) join(sess *session, res *control.RedeemResult) error {
 		if err := l.game.Spawn(res.CharacterID, res.State); err != nil {
 			l.Log.Error("spawn failed", "character", res.CharacterID, "err", err)
 			return apierr.Errorf(apierr.EINTERNAL, "the character cannot be placed on this map")
+		}
+		if hg, ok := l.game.(Holdings); ok {
+			hg.Carry(res.CharacterID, held)
 		}
 		p = &player{id: res.CharacterID}
 		l.chars[p.id] = p

@@ -53,9 +53,12 @@ type Loop struct {
 	RedeemWait         time.Duration
 
 	Redeemer Redeemer
-	Link     Link
-	Metrics  *Metrics
-	Log      *slog.Logger
+	// Items loads what an arriving character holds, for a Game that is Holdings; nil
+	// admits characters with nothing.
+	Items   ItemLoader
+	Link    Link
+	Metrics *Metrics
+	Log     *slog.Logger
 	// Now is the clock of resume deadlines.
 	Now func() time.Time
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -48,6 +49,7 @@ type message struct {
 // admission is a join or a resume waiting for the tick's answer.
 type admission struct {
 	res    *control.RedeemResult // a join's redeemed ticket
+	held   []items.Item          // the items the orchestrator says the character holds
 	token  string                // a resume's token
 	result chan error            // buffered: the tick never waits for the reader
 }
@@ -91,8 +93,12 @@ func (l *Loop) attach(p *player, sess *session, transferID string, resumed bool)
 		l.Log.Error("encode welcome", "err", err)
 		return
 	}
-	if l.send(p, frame, false) {
-		l.Log.Info("player welcomed", "character", p.id, "epoch", p.epoch, "resumed", resumed, "transfer", transferID)
+	if !l.send(p, frame, false) {
+		return
+	}
+	l.Log.Info("player welcomed", "character", p.id, "epoch", p.epoch, "resumed", resumed, "transfer", transferID)
+	if hg, ok := l.game.(Holdings); ok {
+		l.send(p, hg.InventoryFrame(p.id), false)
 	}
 }
 

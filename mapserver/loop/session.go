@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
@@ -69,7 +70,10 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 		refuse(p, err)
 		return nil
 	}
-	err = l.ask(message{op: opJoin, sess: sess, admit: &admission{res: res}})
+	held, err := l.loadItems(ctx, res)
+	if err == nil {
+		err = l.ask(message{op: opJoin, sess: sess, admit: &admission{res: res, held: held}})
+	}
 	if res.TransferID != "" {
 		r := control.TransferResult{TransferID: res.TransferID, InstanceID: l.world.Config.InstanceID, Success: err == nil}
 		if err != nil {
@@ -84,6 +88,29 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 		return nil
 	}
 	return sess
+}
+
+// loadItems reads the items the orchestrator keeps for a character just redeemed, so
+// that it arrives carrying them: a map that cannot learn them does not admit the
+// character (map_unavailable), rather than let it act on items it may hold.
+func (l *Loop) loadItems(ctx context.Context, res *control.RedeemResult) ([]items.Item, error) {
+	if _, ok := l.decoder.(Holdings); !ok || l.Items == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.RedeemWait)
+	defer cancel()
+	a, err := l.Items.CharacterItems(ctx, control.CharacterItemsRequest{
+		InstanceID: l.world.Config.InstanceID, CharacterID: res.CharacterID, Epoch: res.Epoch,
+	})
+	if err != nil {
+		l.Log.Warn("character items not loaded; join refused", "character", res.CharacterID, "err", err)
+		var e *apierr.Error
+		if errors.As(err, &e) && e.Code != apierr.EINTERNAL {
+			return nil, err
+		}
+		return nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot load the character's items now; join again")
+	}
+	return a.Items, nil
 }
 
 // ask posts an admission and waits for the tick's answer.

@@ -19,6 +19,17 @@ const (
 	MaxDir = 127
 )
 
+// ScaledSpeed returns speed (quanta per second) scaled by permille thousandths,
+// rounded down, never below one quantum per second: how encumbrance
+// (items.Encumbrance) slows a player. Integer math, so the map and a client compute the
+// same speed.
+func ScaledSpeed(speed, permille int32) int32 {
+	if permille >= 1000 {
+		return speed
+	}
+	return max(int32(int64(speed)*int64(max(permille, 0))/1000), 1)
+}
+
 // Vec is a position in quanta (1/16 unit).
 type Vec struct{ X, Y int32 }
 

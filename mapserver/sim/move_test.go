@@ -286,3 +286,13 @@ func TestCentimetres(t *testing.T) {
 		}
 	}
 }
+
+func TestScaledSpeed(t *testing.T) {
+	for _, tc := range []struct{ speed, permille, want int32 }{
+		{80, 1000, 80}, {80, 694, 55}, {80, 555, 44}, {80, 250, 20}, {80, 0, 1}, {1, 10, 1}, {80, 1200, 80},
+	} {
+		if got := sim.ScaledSpeed(tc.speed, tc.permille); got != tc.want {
+			t.Errorf("ScaledSpeed(%d, %d) = %d, want %d", tc.speed, tc.permille, got, tc.want)
+		}
+	}
+}

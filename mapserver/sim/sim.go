@@ -93,6 +93,9 @@ type Player struct {
 	// Frozen players stand still and consume their inputs without walking (a player
 	// whose portal transfer is in flight).
 	Frozen bool
+	// Speed is the player's own speed in quanta per second (an encumbered player walks
+	// slower); 0 means Options.PlayerSpeed. Set it with SetSpeed.
+	Speed int32
 	// queued holds inputs not yet applied, in seq order.
 	queued []Input
 	// lastQueued is the highest seq ever queued; older seqs are dropped.
@@ -392,6 +395,31 @@ func (s *State) RemovePlayer(slot int32) (PlayerState, bool) {
 	return st, true
 }
 
+// SetSpeed sets the speed, in quanta per second, the player in slot walks its next
+// inputs with (0: Options.PlayerSpeed). Negative speeds count as 0.
+func (s *State) SetSpeed(slot int32, speed int32) {
+	if p := s.player(slot); p != nil {
+		p.Speed = max(speed, 0)
+	}
+}
+
+// PlayerSpeed returns the speed, in quanta per second, the player in slot walks with
+// now; 0 for a slot that holds no player.
+func (s *State) PlayerSpeed(slot int32) int32 {
+	if p := s.player(slot); p != nil {
+		return s.speedOf(p)
+	}
+	return 0
+}
+
+// speedOf is the speed p walks with.
+func (s *State) speedOf(p *Player) int32 {
+	if p.Speed > 0 {
+		return p.Speed
+	}
+	return s.opts.PlayerSpeed
+}
+
 // player returns the player in slot, or nil when slot holds none.
 func (s *State) player(slot int32) *Player {
 	if slot < 0 || int(slot) >= len(s.Entities) || s.Entities[slot].Kind != KindPlayer {
@@ -514,7 +542,7 @@ func (s *State) stepPlayer(slot int32, e *Entity, drain bool) {
 	p := &s.Players[slot]
 	if len(p.queued) > 0 && !p.Frozen {
 		in := p.queued[0]
-		e.Pos, p.Stride = Walk(s.colliders, e.Pos, p.Stride, in, s.opts.PlayerSpeed, s.opts.TickHz)
+		e.Pos, p.Stride = Walk(s.colliders, e.Pos, p.Stride, in, s.speedOf(p), s.opts.TickHz)
 		e.DX, e.DY = in.DX, in.DY
 		if in.DX != 0 || in.DY != 0 {
 			e.Facing = FacingOf(in.DX, in.DY)

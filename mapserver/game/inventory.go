@@ -1,0 +1,112 @@
+package game
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/loop"
+	"github.com/mapyard/mapyard/mapserver/sim"
+	"github.com/mapyard/mapyard/mapserver/wire"
+)
+
+// EventInventory names the event that tells a player what it carries: sent to the owner
+// only, right after its welcome and after every change of its inventory.
+const EventInventory = "inventory"
+
+// InventoryData is the Data of an "inventory" event: every item the character carries
+// (ordered by item id), what it wears or wields by slot, the weight it carries and the
+// weight past which it slows down (grams), and Speed, the units per second the server
+// walks it with now. Speed is always a whole number of quanta per second divided by
+// sim.QuantaPerUnit, so Speed × 16 is exactly the integer speed a client's prediction
+// (sim.Replay, the module's replay) must use.
+type InventoryData struct {
+	Entries     []items.Entry     `json:"entries"`
+	Equipment   map[string]string `json:"equipment"`
+	Weight      int64             `json:"weight"`
+	WeightLimit int64             `json:"weightLimit"`
+	Speed       float64           `json:"speed"`
+}
+
+// Carry gives an arriving character the items the orchestrator says it holds (POST
+// /orch/character-items), replacing what the map kept for it, and sets the speed its
+// load allows; the loop sends InventoryFrame after the welcome. Items not live or held by someone else are left out. The orchestrator's
+// word wins over the inventory's limits: an item it says the character holds is kept
+// even where the layout would refuse it.
+func (g *Game) Carry(characterID string, held []items.Item) {
+	inv := items.NewInventory(items.DefaultLayout())
+	for _, it := range held {
+		if it.Live() && it.Place.Held() && it.Place.CharacterID == characterID {
+			keep(inv, g.items.catalog, entryOf(it))
+		}
+	}
+	g.items.inv[characterID] = inv
+	if slot, here := g.slots[characterID]; here {
+		g.state.SetSpeed(slot, g.speedOf(characterID)) // its welcome's inventory event tells it
+	}
+}
+
+// keep adds e to inv, past the layout's limits if it must: a durable ownership change
+// the map follows whatever its own checks would say. An item already there stays as is.
+func keep(inv *items.Inventory, cat *items.Catalog, e items.Entry) {
+	if _, held := inv.Find(e.ItemID); held {
+		return
+	}
+	if inv.Add(cat, e) == nil {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(inv.Entries, e.ItemID, func(x items.Entry, id string) int { return strings.Compare(x.ItemID, id) })
+	inv.Entries = slices.Insert(inv.Entries, i, e)
+}
+
+// touch records that a character's inventory changed: its speed follows its load at
+// once, and the next Step sends it its "inventory" event.
+func (g *Game) touch(characterID string) {
+	slot, here := g.slots[characterID]
+	if !here {
+		return
+	}
+	g.state.SetSpeed(slot, g.speedOf(characterID))
+	if !slices.Contains(g.items.dirty, characterID) {
+		g.items.dirty = append(g.items.dirty, characterID)
+	}
+}
+
+// speedOf is the speed, in quanta per second, a character's load allows.
+func (g *Game) speedOf(characterID string) int32 {
+	return sim.ScaledSpeed(g.state.Options().PlayerSpeed, g.Inventory(characterID).SpeedPermille(g.items.catalog))
+}
+
+// inventoryEvents appends the "inventory" events of the characters whose inventory
+// changed since the last Step, in the order they changed, and forgets them.
+func (g *Game) inventoryEvents(evs []loop.Event) []loop.Event {
+	for _, id := range g.items.dirty {
+		if _, here := g.slots[id]; here {
+			evs = append(evs, loop.Event{Frame: g.InventoryFrame(id), Viewers: []string{id}})
+		}
+	}
+	g.items.dirty = g.items.dirty[:0]
+	return evs
+}
+
+// InventoryFrame returns the "inventory" event of a character, for its owner.
+func (g *Game) InventoryFrame(characterID string) []byte {
+	inv := g.Inventory(characterID)
+	d := InventoryData{
+		Entries: append([]items.Entry{}, inv.Entries...), Equipment: map[string]string{},
+		Weight: inv.WeightGrams(g.items.catalog), WeightLimit: inv.Layout.WeightLimitGrams,
+	}
+	for _, e := range inv.Entries {
+		if e.Compartment != items.Backpack && e.Compartment != items.Belt {
+			d.Equipment[string(e.Compartment)] = e.ItemID
+		}
+	}
+	speed := g.speedOf(characterID)
+	if slot, here := g.slots[characterID]; here {
+		speed = g.state.PlayerSpeed(slot)
+	}
+	d.Speed = float64(speed) / sim.QuantaPerUnit
+	b, _ := json.Marshal(wire.Event{V: wire.Version, Kind: wire.KindEvent, Name: EventInventory, Data: d})
+	return b
+}
