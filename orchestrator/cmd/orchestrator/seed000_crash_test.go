@@ -55,7 +55,10 @@ func TestSeed000_5_MapCrashLeavesOrchestratorAndOtherMaps(t *testing.T) {
 	if err := k.cli.ContainerKill(context.Background(), a.ContainerID, "KILL"); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "map A's container to die", func() bool { return !inspect(t, k.cli, a.ContainerID).State.Running })
+	waitUntil(t, "map A's container to die", func() bool {
+		info, err := k.cli.ContainerInspect(context.Background(), a.ContainerID)
+		return err != nil || !info.State.Running // gone, or dead
+	})
 
 	for i, p := range players {
 		x, y := selfPosition(t, p)
