@@ -72,7 +72,7 @@ func TestSeed000_5_MapCrashLeavesOrchestratorAndOtherMaps(t *testing.T) {
 	}
 
 	var back orchestrator.Instance
-	waitUntil(t, "map A back in a new container", func() bool {
+	waitFor(t, "map A back in a new container", 90*time.Second, func() bool {
 		back = k.instance(t, k.def)
 		return back.State == orchestrator.StateReady && back.ContainerID != a.ContainerID
 	})
@@ -336,7 +336,7 @@ func TestSeed000_7_MapKillRollsBackNoFurtherThanPushWindow(t *testing.T) {
 	}
 	last := path[len(path)-1]
 
-	waitUntil(t, "the map back in a new container", func() bool {
+	waitFor(t, "the map back in a new container", 90*time.Second, func() bool {
 		i := k.instance(t, m.InstanceID)
 		return i.State == orchestrator.StateReady && i.ContainerID != inst.ContainerID
 	})

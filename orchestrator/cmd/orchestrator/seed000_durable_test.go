@@ -72,7 +72,7 @@ func TestSeed000_8_AcknowledgedPickupsSurviveOrchestratorKill(t *testing.T) {
 	defer halt()
 	each := func(what string, cond func(*picker) bool) {
 		t.Helper()
-		waitUntil(t, what, func() bool {
+		waitFor(t, what, 60*time.Second, func() bool {
 			for _, p := range pickers {
 				if !cond(p) {
 					return false

@@ -284,6 +284,7 @@ func enterBesideAs(t *testing.T, child *childOrchestrator, mapCred, base string,
 	return c
 }
 
+// selfPosition is the player's own position in the newest snapshot, in units.
 func selfPosition(t *testing.T, c *client.Client) (float64, float64) {
 	t.Helper()
 	e, ok := c.State().SelfEntity()
@@ -293,9 +294,16 @@ func selfPosition(t *testing.T, c *client.Client) (float64, float64) {
 	return client.Position(e)
 }
 
+// waitUntil waits up to 20 s for cond.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	waitFor(t, what, 20*time.Second, cond)
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
