@@ -32,7 +32,7 @@ func TestSeed000_8_AcknowledgedPickupsSurviveOrchestratorKill(t *testing.T) {
 	k := newKit(t)
 	loot := lootMap(t, k.deployment+"-loot", 200, 15)
 	k.createMap(t, loot)
-	ground := groundItems(t, k.dbPath, loot.InstanceID)
+	ground := seededItems(t, k.dbPath, loot)
 	if len(ground) < 100 {
 		t.Fatalf("the loot map seeded %d items", len(ground))
 	}

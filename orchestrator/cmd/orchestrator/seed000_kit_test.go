@@ -16,6 +16,7 @@ import (
 	dockerclient "github.com/docker/docker/client"
 
 	"github.com/mapyard/mapyard/mapserver/client"
+	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -182,6 +183,31 @@ func lootMap(t *testing.T, id string, size, spacing int) mapgen.MapConfig {
 	c.GenerationRules.InteractableDensity = 1_000_000 / (spacing * spacing)
 	c.GenerationRules.SpawnPoints = 1
 	return c
+}
+
+// seededItems waits until the map of cfg (ready, and so generating) has seeded every
+// item its generator places at the orchestrator, and returns them as they lie: a map
+// registers before it has seeded its items.
+func seededItems(t *testing.T, dbPath string, cfg mapgen.MapConfig) []items.Item {
+	t.Helper()
+	w, err := mapgen.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := game.New(w, cfg, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := len(g.ItemSeed())
+	if want == 0 {
+		t.Fatalf("map %s places no items", cfg.MapID)
+	}
+	var ground []items.Item
+	waitFor(t, fmt.Sprintf("the %d items of %s seeded", want, cfg.InstanceID), 30*time.Second, func() bool {
+		ground = groundItems(t, dbPath, cfg.InstanceID)
+		return len(ground) == want
+	})
+	return ground
 }
 
 // groundItems reads the items lying in instance from the orchestrator's database

@@ -140,7 +140,7 @@ func TestSeed000_2_PortalCarriesCharacterInventoryAndPosition(t *testing.T) {
 
 	t.Run("ArrivesWithItsInventoryBesideThePortalBack", func(t *testing.T) {
 		p := world.Portals[1]
-		it, ix, iy := itemBeforePortal(t, groundItems(t, k.dbPath, src.InstanceID), world, 1)
+		it, ix, iy := itemBeforePortal(t, seededItems(t, k.dbPath, src), world, 1)
 		c := k.enterAtAs(t, testutil.NewAuthKey(t), src, ix, iy, `{"gold":12}`, client.Options{})
 		character := c.Welcome().CharacterID
 		pickUp(t, c, it.ID)
