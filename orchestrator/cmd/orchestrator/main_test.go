@@ -248,66 +248,9 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		testutil.PostJSON(t, child.control+control.PathRedeem, "", body, http.StatusUnauthorized, &e)
 	})
 
-	// Players come through the edge, which learns routes from the control listener.
+	// Players come through the edge, which learns routes from the control listener
+	// (what a player sees there is TestSeed000_1 and _4's).
 	edge := openEdge(t, child.control, child.edgeCredential)
-	t.Run("PlayOverWebSocketThroughEdge", func(t *testing.T) {
-		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"name":"grace"}`, http.StatusOK, &j)
-		wsURL := "ws" + strings.TrimPrefix(edge.PublicURL(), "http") + j.WS
-		hello := `{"v":1,"kind":"hello","ticket":"` + j.Ticket + `"}`
-
-		c := dialWS(t, wsURL)
-		sendWS(t, c, hello)
-		var w struct {
-			V                             int
-			Kind, CharacterID, InstanceID string
-			MapID, WorldHash              string
-			Epoch                         int64
-			TickHz, SnapshotHz            int
-			MapConfig                     mapgen.MapConfig
-		}
-		readWS(t, c, &w)
-		if w.Kind != "welcome" || w.CharacterID != j.CharacterID || w.InstanceID != instance || w.MapID != mapgen.DefaultMapID ||
-			w.Epoch < 1 || w.TickHz != 30 || w.SnapshotHz != 15 {
-			t.Fatalf("welcome %+v", w)
-		}
-		if w.WorldHash != world.Hash() {
-			t.Fatalf("welcome world hash %s, want %s", w.WorldHash, world.Hash())
-		}
-		if got, err := mapgen.Generate(w.MapConfig); err != nil || got.Hash() != world.Hash() {
-			t.Fatalf("the welcome's map config generates %v (%v), want hash %s", got, err, world.Hash())
-		}
-		sendWS(t, c, `{"v":1,"kind":"ping","t":42}`)
-		var pong struct {
-			Kind string
-			T    int
-		}
-		// Events (the character's inventory after the welcome) may come first.
-		for readWS(t, c, &pong); pong.Kind == "event"; readWS(t, c, &pong) {
-		}
-		if pong.Kind != "pong" || pong.T != 42 {
-			t.Fatalf("got %+v, want pong 42", pong)
-		}
-
-		replay := dialWS(t, wsURL)
-		sendWS(t, replay, hello)
-		var e struct{ Kind, Code, Message string }
-		readWS(t, replay, &e)
-		if e.Kind != "error" || e.Code != apierr.ETICKETUSED {
-			t.Fatalf("replayed ticket: %+v, want error ticket_used", e)
-		}
-		_ = replay.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, _, err := replay.ReadMessage(); !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
-			t.Fatalf("replayed ticket: connection ended with %v, want close 1008", err)
-		}
-
-		// The edge refuses unknown maps before any upgrade.
-		_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(edge.PublicURL(), "http")+orchestrator.WSPath("nowhere-1"), nil)
-		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
-			t.Fatalf("unknown map: %v %v, want 503", err, resp)
-		}
-	})
-
 	var transferID string
 	t.Run("TransferBetweenMapsOverWebSocket", func(t *testing.T) {
 		// A second map, then a saved character that enters the default map.
