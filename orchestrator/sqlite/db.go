@@ -267,20 +267,24 @@ type Stats struct {
 	LargestGroup int64
 	// Checkpoints is how many checkpoints completed.
 	Checkpoints int64
+	// LargestWriteGroup is the most other writes (leases, nonces, redeems, ...) one
+	// transaction carried.
+	LargestWriteGroup int64
 }
 
 // stats holds Stats as atomics, written by the writer and read by anyone.
 type stats struct {
-	criticalCommits, criticalEvents, largestGroup, checkpoints atomic.Int64
+	criticalCommits, criticalEvents, largestGroup, checkpoints, largestWriteGroup atomic.Int64
 }
 
 // Stats returns the writer's counters.
 func (db *DB) Stats() Stats {
 	return Stats{
-		CriticalCommits: db.stats.criticalCommits.Load(),
-		CriticalEvents:  db.stats.criticalEvents.Load(),
-		LargestGroup:    db.stats.largestGroup.Load(),
-		Checkpoints:     db.stats.checkpoints.Load(),
+		CriticalCommits:   db.stats.criticalCommits.Load(),
+		CriticalEvents:    db.stats.criticalEvents.Load(),
+		LargestGroup:      db.stats.largestGroup.Load(),
+		Checkpoints:       db.stats.checkpoints.Load(),
+		LargestWriteGroup: db.stats.largestWriteGroup.Load(),
 	}
 }
 
