@@ -37,7 +37,7 @@ RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filt
 # that carry it): built before them, never committed.
 PAGE_GEN  := orchestrator/edge/static/gen
 
-.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w3 lint clean docs
+.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w2 bench-w3 lint clean docs
 
 all: build
 
@@ -148,8 +148,20 @@ bench-w3: images
 	NS="$(or $(NS),0 250 500 1000 2000)" MODES="$(or $(MODES),idle move)" WARMUP=$(or $(WARMUP),15) \
 		WINDOW=$(or $(WINDOW),60) IMAGE=mapyard/map:$(VERSION) scripts/bench-w3.sh
 
+# Workload W2, the WebSocket proxy hop: the edge beside nginx and a direct connection in
+# the wsproxy peer harness (docs/benchmarks.md), about 15 minutes. PEER names the harness
+# (default ../shared/peers/wsproxy); its knobs shorten it for a smoke run:
+# make bench-w2 REPS=1 DUR=2 TESTS=lat_c1
+bench-w2: build
+	scripts/bench-w2.sh
+
+# The benchmark table (docs/benchmarks.md): figure, target, measured, ratio for every
+# figure of scripts/bench/figures.tsv, the micro-benchmarks measured now (a few
+# minutes), W1, W2 and W3 as their latest recorded results. Every other benchmark:
+# go test -run='^$$' -bench=. ./...
 bench: images
-	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -run='^$$' -bench=. -benchmem ./...
+	@mkdir -p bench-results
+	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) scripts/bench-table.sh | tee bench-results/table-$$(date -u +%Y%m%dT%H%M%SZ).md
 
 # Generated documentation: docs/configuration.md from the configuration structs (a test
 # fails when they disagree).

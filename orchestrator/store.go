@@ -159,6 +159,7 @@ type Store interface {
 	CriticalEventStore
 	CharacterStore
 	NonceStore
+	AdmissionStore
 	ItemStore
 	PolicyStore
 }

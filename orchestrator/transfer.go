@@ -22,6 +22,12 @@ const (
 	TransferAborted             TransferState = "aborted"
 )
 
+// PendingTransferStates are the states a transfer can still be aborted from: every one
+// but the final two.
+func PendingTransferStates() []TransferState {
+	return []TransferState{TransferRequested, TransferTokenIssued, TransferDestinationAccepted, TransferSourceReleased}
+}
+
 // Done reports whether s is final.
 func (s TransferState) Done() bool { return s == TransferCompleted || s == TransferAborted }
 
@@ -92,6 +98,39 @@ type TransferStore interface {
 	// before now (a token past its expiry is refused before its transfer is looked at,
 	// so removing them reopens nothing) and reports how many.
 	PruneFinishedTransfers(ctx context.Context, now time.Time) (int64, error)
+}
+
+// Admission is everything redeeming one ticket writes, committed together so that a
+// ticket is never used up without its character admitted, nor admitted twice.
+type Admission struct {
+	// Nonce is the ticket's one-time nonce, marked used until ExpiresAt.
+	Nonce     string
+	ExpiresAt time.Time
+	// Owner, when set, is the identity (keyed authKey hash) that must still own
+	// Lease.CharacterID: a join ticket of a character deleted since it was issued
+	// admits no one.
+	Owner string
+	// Lease is the character's new lease, written if its stored epoch is still
+	// PrevEpoch. A zero CharacterID writes none: a disposable character's lease lives
+	// in memory.
+	Lease     Lease
+	PrevEpoch int64
+	// Supersede names a transfer in flight that a join ends: it is aborted if still
+	// pending, and left as it is if it has moved on meanwhile.
+	Supersede string
+	// Accept names the transfer whose token is redeemed: token_issued →
+	// destination_accepted.
+	Accept string
+}
+
+// AdmissionStore records redeems.
+type AdmissionStore interface {
+	// Admit writes a in one transaction, all or nothing, and returns once it is
+	// durable; superseded reports whether a.Supersede was aborted by it. Error codes:
+	// apierr.ETICKETUSED (the nonce was used), apierr.ECONFLICT (the lease moved past
+	// a.PrevEpoch, or a.Accept is not token_issued), apierr.ENOTFOUND (a.Owner does not
+	// own the character, or a.Accept is not known), apierr.EBADREQUEST.
+	Admit(ctx context.Context, a Admission) (superseded bool, err error)
 }
 
 // JoinRequest is the body of POST /api/v1/join.

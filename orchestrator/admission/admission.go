@@ -40,6 +40,7 @@ type Maps interface {
 type Store interface {
 	orchestrator.CharacterStore
 	orchestrator.NonceStore
+	orchestrator.AdmissionStore
 	orchestrator.CriticalEventStore
 	orchestrator.TransferStore
 }

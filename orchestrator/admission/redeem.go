@@ -75,70 +75,87 @@ func (s *Service) redeem(ctx context.Context, r control.RedeemRequest) (*control
 			return nil, apierr.Errorf(apierr.ETICKETUSED, "transfer token already used")
 		}
 	}
-	// A join ticket of a character deleted since it was issued admits no one. (A
-	// character in play or in transit cannot be deleted, so transfer tokens need no check.)
-	if c.Kind == ticket.KindJoin && !IsDisposable(c.CharacterID) {
-		if _, err := s.Store.OwnedCharacter(ctx, c.Subject, c.CharacterID); apierr.Code(err) == apierr.ENOTFOUND {
-			return nil, apierr.Errorf(apierr.ETICKETINVALID, "the ticket's character no longer exists")
-		} else if err != nil {
-			return nil, err
-		}
-	}
 	// A guest that would not fit is refused before its ticket is used up, so it can
 	// come back later with the same ticket while that is still valid.
 	if s.guestWontFit(c.CharacterID) {
 		return nil, errGuestsFull
 	}
-	if err := s.useNonce(ctx, c.Nonce, time.UnixMilli(c.ExpiresAtMs)); err != nil {
-		return nil, err
-	}
-
-	prev, err := s.lease(ctx, c.CharacterID)
+	epoch, err := s.admit(ctx, c, r.InstanceID, tr)
 	if err != nil {
 		return nil, err
 	}
-	if tr == nil && prev.TransferID != "" {
-		// A join while a transfer is in flight (say, the player reloaded the page):
-		// the join wins and the transfer's token stops working.
-		if _, err := s.Store.AdvanceTransfer(ctx, prev.TransferID, pendingStates, orchestrator.TransferAborted, "superseded by a join"); err == nil {
-			s.Metrics.ended(outcomeSuperseded, time.Time{}, time.Time{})
-		} else if apierr.Code(err) != apierr.ECONFLICT {
-			return nil, err
-		}
-	}
-	next := orchestrator.Lease{CharacterID: c.CharacterID, Subject: c.Subject, InstanceID: r.InstanceID, Epoch: prev.Epoch + 1}
-	if err := s.setLease(ctx, next, prev.Epoch); err != nil {
-		return nil, fmt.Errorf("redeem: lease: %w", err)
-	}
 
 	res := &control.RedeemResult{
-		Kind: "join", CharacterID: c.CharacterID, Disposable: IsDisposable(c.CharacterID), Epoch: next.Epoch,
+		Kind: "join", CharacterID: c.CharacterID, Disposable: IsDisposable(c.CharacterID), Epoch: epoch,
 	}
 	if tr != nil {
 		res.Kind, res.TransferID, res.FromID = "transfer", tr.ID, tr.FromInstanceID
-		if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferTokenIssued}, orchestrator.TransferDestinationAccepted, ""); err != nil {
-			return nil, fmt.Errorf("redeem: transfer: %w", err)
-		}
 	}
 	if res.State, err = s.state(ctx, c.CharacterID, c.ID); err != nil {
 		return nil, err
 	}
-	s.Log.Info("ticket redeemed", "kind", res.Kind, "id", c.ID, "character", c.CharacterID, "instance", r.InstanceID, "epoch", next.Epoch)
+	s.Log.Info("ticket redeemed", "kind", res.Kind, "id", c.ID, "character", c.CharacterID, "instance", r.InstanceID, "epoch", epoch)
 	return res, nil
 }
 
-// useNonce marks a nonce used. The store is the authority (it survives restarts); the
-// in-memory set answers replays seen by this process without a durable write, which
-// keeps a flood of replays from costing an fsync each.
-func (s *Service) useNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
-	if _, seen := s.used.LoadOrStore(nonce, expiresAt); seen {
-		return apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
+// admit uses the ticket's nonce and moves the character's lease to instanceID with the
+// next epoch, in one durable transaction with the transfer it accepts (tr) or the one a
+// join supersedes, and returns the new epoch. The store is the authority on nonces (it
+// survives restarts); the in-memory set answers replays seen by this process without a
+// durable write, which keeps a flood of replays from costing an fsync each. The caller
+// holds the character's lock.
+func (s *Service) admit(ctx context.Context, c ticket.Claims, instanceID string, tr *orchestrator.Transfer) (int64, error) {
+	expiresAt := time.UnixMilli(c.ExpiresAtMs)
+	if _, seen := s.used.LoadOrStore(c.Nonce, expiresAt); seen {
+		return 0, apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
 	}
-	err := s.Store.UseNonce(ctx, nonce, expiresAt)
+	epoch, err := s.admitOnce(ctx, c, instanceID, tr, expiresAt)
 	if err != nil && apierr.Code(err) != apierr.ETICKETUSED {
-		s.used.Delete(nonce) // not used after all: the write failed
+		s.used.Delete(c.Nonce) // the store answers a retry: it wrote nothing, or refuses the nonce itself
 	}
-	return err
+	return epoch, err
+}
+
+// admitOnce is admit after the in-memory replay check.
+func (s *Service) admitOnce(ctx context.Context, c ticket.Claims, instanceID string, tr *orchestrator.Transfer, expiresAt time.Time) (int64, error) {
+	prev, err := s.lease(ctx, c.CharacterID)
+	if err != nil {
+		return 0, err
+	}
+	next := orchestrator.Lease{CharacterID: c.CharacterID, Subject: c.Subject, InstanceID: instanceID, Epoch: prev.Epoch + 1}
+	a := orchestrator.Admission{Nonce: c.Nonce, ExpiresAt: expiresAt, PrevEpoch: prev.Epoch}
+	if !IsDisposable(c.CharacterID) {
+		a.Lease = next
+		if c.Kind == ticket.KindJoin {
+			// A join ticket of a character deleted since it was issued admits no one.
+			// (A character in play or in transit cannot be deleted, so transfer
+			// tokens need no check.)
+			a.Owner = c.Subject
+		}
+	}
+	if tr != nil {
+		a.Accept = tr.ID
+	} else if prev.TransferID != "" {
+		// A join while a transfer is in flight (say, the player reloaded the page):
+		// the join wins and the transfer's token stops working.
+		a.Supersede = prev.TransferID
+	}
+	superseded, err := s.Store.Admit(ctx, a)
+	if a.Owner != "" && apierr.Code(err) == apierr.ENOTFOUND {
+		return 0, apierr.Errorf(apierr.ETICKETINVALID, "the ticket's character no longer exists")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("redeem: %w", err)
+	}
+	if superseded {
+		s.Metrics.ended(outcomeSuperseded, time.Time{}, time.Time{})
+	}
+	if IsDisposable(c.CharacterID) {
+		if err := s.setLease(ctx, next, prev.Epoch); err != nil {
+			return 0, fmt.Errorf("redeem: lease: %w", err)
+		}
+	}
+	return next.Epoch, nil
 }
 
 // forgetExpiredNonces drops nonces of expired tokens from memory: an expired token is

@@ -12,7 +12,8 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
-// recordingStore records every state a transfer is advanced to, in order.
+// recordingStore records every state a transfer is advanced to, in order, by
+// AdvanceTransfer or by a redeem's Admit.
 type recordingStore struct {
 	admission.Store
 	mu     sync.Mutex
@@ -27,6 +28,21 @@ func (r *recordingStore) AdvanceTransfer(ctx context.Context, id string, from []
 		r.mu.Unlock()
 	}
 	return tr, err
+}
+
+func (r *recordingStore) Admit(ctx context.Context, a orchestrator.Admission) (bool, error) {
+	superseded, err := r.Store.Admit(ctx, a)
+	if err == nil {
+		r.mu.Lock()
+		if superseded {
+			r.states = append(r.states, orchestrator.TransferAborted)
+		}
+		if a.Accept != "" {
+			r.states = append(r.states, orchestrator.TransferDestinationAccepted)
+		}
+		r.mu.Unlock()
+	}
+	return superseded, err
 }
 
 func (r *recordingStore) recorded() []orchestrator.TransferState {

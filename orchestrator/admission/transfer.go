@@ -14,10 +14,7 @@ import (
 )
 
 // pendingStates are the states a transfer can be aborted from.
-var pendingStates = []orchestrator.TransferState{
-	orchestrator.TransferRequested, orchestrator.TransferTokenIssued,
-	orchestrator.TransferDestinationAccepted, orchestrator.TransferSourceReleased,
-}
+var pendingStates = orchestrator.PendingTransferStates()
 
 // RequestTransfer moves a character out of its source map. In order, each step durable
 // before the next: the transfer is recorded (requested); the character's final state is

@@ -26,8 +26,8 @@ import (
 // DB.CheckpointInterval is left at zero (ORCH_CHECKPOINT_MS's default).
 const DefaultCheckpointInterval = 5 * time.Minute
 
-// DefaultMaxCriticalBatch caps how many waiting critical events one group commit takes,
-// which bounds the transaction a single fsync covers.
+// DefaultMaxCriticalBatch caps how many waiting critical events (or other writes) one
+// group commit takes, which bounds the transaction a single fsync covers.
 const DefaultMaxCriticalBatch = 1024
 
 // DefaultReadConns is the size of the read pool.
@@ -49,8 +49,9 @@ type DB struct {
 	// A negative value disables the timer: only Checkpoint and Close flush.
 	CheckpointInterval time.Duration
 
-	// MaxCriticalBatch caps the events of one group commit. 1 commits every critical
-	// event in its own transaction, which benchmarks use as the baseline.
+	// MaxCriticalBatch caps the requests of one group commit: critical events, or
+	// other writes (they are grouped apart). 1 commits every request in its own
+	// transaction, which benchmarks use as the baseline.
 	MaxCriticalBatch int
 
 	// MaxPayloadBytes caps one snapshot payload (control.MaxSnapshotPayloadBytes).
@@ -267,20 +268,24 @@ type Stats struct {
 	LargestGroup int64
 	// Checkpoints is how many checkpoints completed.
 	Checkpoints int64
+	// LargestWriteGroup is the most other writes (leases, nonces, redeems, ...) one
+	// transaction carried.
+	LargestWriteGroup int64
 }
 
 // stats holds Stats as atomics, written by the writer and read by anyone.
 type stats struct {
-	criticalCommits, criticalEvents, largestGroup, checkpoints atomic.Int64
+	criticalCommits, criticalEvents, largestGroup, checkpoints, largestWriteGroup atomic.Int64
 }
 
 // Stats returns the writer's counters.
 func (db *DB) Stats() Stats {
 	return Stats{
-		CriticalCommits: db.stats.criticalCommits.Load(),
-		CriticalEvents:  db.stats.criticalEvents.Load(),
-		LargestGroup:    db.stats.largestGroup.Load(),
-		Checkpoints:     db.stats.checkpoints.Load(),
+		CriticalCommits:   db.stats.criticalCommits.Load(),
+		CriticalEvents:    db.stats.criticalEvents.Load(),
+		LargestGroup:      db.stats.largestGroup.Load(),
+		Checkpoints:       db.stats.checkpoints.Load(),
+		LargestWriteGroup: db.stats.largestWriteGroup.Load(),
 	}
 }
 

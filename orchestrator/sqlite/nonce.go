@@ -10,6 +10,10 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
+// sqlUseNonce marks a nonce used (prepared by writeStmts).
+const sqlUseNonce = `INSERT INTO used_nonces (nonce, used_at_ms, expires_at_ms) VALUES (?, ?, ?)
+	ON CONFLICT (nonce) DO NOTHING`
+
 // UseNonce durably marks a token nonce used until expiresAt, so the token is redeemed at
 // most once even across restarts. It returns ETICKETUSED if the nonce was already used.
 // Callers check the token's expiry themselves: a nonce is forgotten once it has expired.
@@ -19,18 +23,22 @@ func (db *DB) UseNonce(ctx context.Context, nonce string, expiresAt time.Time) e
 	}
 	nowMs := db.Now().UnixMilli()
 	return db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO used_nonces (nonce, used_at_ms, expires_at_ms) VALUES (?, ?, ?)
-			ON CONFLICT (nonce) DO NOTHING`, nonce, nowMs, expiresAt.UnixMilli())
-		if err != nil {
-			return fmt.Errorf("use nonce: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("use nonce: %w", err)
-		} else if n == 0 {
-			return apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
-		}
-		return nil
+		return db.useNonceTx(ctx, tx, nonce, nowMs, expiresAt.UnixMilli())
 	})
+}
+
+// useNonceTx marks nonce used inside tx: ETICKETUSED if it already was.
+func (db *DB) useNonceTx(ctx context.Context, tx *sql.Tx, nonce string, nowMs, expiresAtMs int64) error {
+	res, err := db.stmt(ctx, tx, sqlUseNonce).ExecContext(ctx, nonce, nowMs, expiresAtMs)
+	if err != nil {
+		return fmt.Errorf("use nonce: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("use nonce: %w", err)
+	} else if n == 0 {
+		return apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
+	}
+	return nil
 }
 
 // PruneNonces forgets nonces whose tokens have expired and reports how many. The

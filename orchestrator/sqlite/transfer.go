@@ -62,36 +62,43 @@ func (db *DB) AdvanceTransfer(ctx context.Context, id string, from []orchestrato
 	if len(from) == 0 {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "advance transfer: no from state")
 	}
-	args := []any{string(to), reason, db.Now().UnixMilli(), id}
+	var t *orchestrator.Transfer
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+		t, err = advanceTransferTx(ctx, tx, id, from, to, reason, db.Now().UnixMilli())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("advance transfer to %s: %w", to, err)
+	}
+	return t, nil
+}
+
+// advanceTransferTx is AdvanceTransfer's compare-and-set inside tx: the transfer as
+// updated, ECONFLICT if it is in none of the from states, ENOTFOUND if it is not known.
+func advanceTransferTx(ctx context.Context, tx *sql.Tx, id string, from []orchestrator.TransferState, to orchestrator.TransferState, reason string, nowMs int64) (*orchestrator.Transfer, error) {
+	args := []any{string(to), reason, nowMs, id}
 	marks := make([]string, len(from))
 	for i, s := range from {
 		marks[i] = "?"
 		args = append(args, string(s))
 	}
-	var t *orchestrator.Transfer
-	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE transfers SET state = ?, reason = ?, updated_at_ms = ?
-			WHERE transfer_id = ? AND state IN (`+strings.Join(marks, ",")+`)`, args...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		t, err = scanTransfer(tx.QueryRowContext(ctx, `SELECT `+transferColumns+` FROM transfers WHERE transfer_id = ?`, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return apierr.Errorf(apierr.ENOTFOUND, "no transfer %q", id)
-		} else if err != nil {
-			return err
-		}
-		if n == 0 {
-			return apierr.Errorf(apierr.ECONFLICT, "transfer %q is %s, not %v", id, t.State, from)
-		}
-		return nil
-	})
+	res, err := tx.ExecContext(ctx, `UPDATE transfers SET state = ?, reason = ?, updated_at_ms = ?
+		WHERE transfer_id = ? AND state IN (`+strings.Join(marks, ",")+`)`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("advance transfer to %s: %w", to, err)
+		return nil, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, err
+	}
+	t, err := scanTransfer(tx.QueryRowContext(ctx, `SELECT `+transferColumns+` FROM transfers WHERE transfer_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, apierr.Errorf(apierr.ENOTFOUND, "no transfer %q", id)
+	} else if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return t, apierr.Errorf(apierr.ECONFLICT, "transfer %q is %s, not %v", id, t.State, from)
 	}
 	return t, nil
 }
@@ -154,24 +161,31 @@ func (db *DB) SetLease(ctx context.Context, l orchestrator.Lease, prevEpoch int6
 	}
 	nowMs := db.Now().UnixMilli()
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO authority_leases (character_id, subject, instance_id, epoch, transfer_id, updated_at_ms)
-			VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (character_id) DO UPDATE SET subject = excluded.subject, instance_id = excluded.instance_id,
-				epoch = excluded.epoch, transfer_id = excluded.transfer_id, updated_at_ms = excluded.updated_at_ms
-			WHERE authority_leases.epoch = ?`,
-			l.CharacterID, l.Subject, l.InstanceID, l.Epoch, l.TransferID, nowMs, prevEpoch)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return apierr.Errorf(apierr.ECONFLICT, "lease of %q changed since epoch %d", l.CharacterID, prevEpoch)
-		}
-		return nil
+		return db.setLeaseTx(ctx, tx, l, prevEpoch, nowMs)
 	})
 	if err != nil {
 		return fmt.Errorf("set lease: %w", err)
+	}
+	return nil
+}
+
+// sqlSetLease is the lease's compare-and-set (prepared by writeStmts).
+const sqlSetLease = `INSERT INTO authority_leases (character_id, subject, instance_id, epoch, transfer_id, updated_at_ms)
+	VALUES (?, ?, ?, ?, ?, ?)
+	ON CONFLICT (character_id) DO UPDATE SET subject = excluded.subject, instance_id = excluded.instance_id,
+		epoch = excluded.epoch, transfer_id = excluded.transfer_id, updated_at_ms = excluded.updated_at_ms
+	WHERE authority_leases.epoch = ?`
+
+// setLeaseTx is SetLease's compare-and-set inside tx.
+func (db *DB) setLeaseTx(ctx context.Context, tx *sql.Tx, l orchestrator.Lease, prevEpoch, nowMs int64) error {
+	res, err := db.stmt(ctx, tx, sqlSetLease).ExecContext(ctx, l.CharacterID, l.Subject, l.InstanceID, l.Epoch, l.TransferID, nowMs, prevEpoch)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return apierr.Errorf(apierr.ECONFLICT, "lease of %q changed since epoch %d", l.CharacterID, prevEpoch)
 	}
 	return nil
 }

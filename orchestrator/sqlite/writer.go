@@ -53,7 +53,7 @@ const (
 
 func (s writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 	for _, q := range []string{sqlSavepoint, sqlRelease, sqlRollbackTo, sqlInsertEvent, sqlSelectEvent, sqlCharExists,
-		sqlReadItem, sqlLiveOfTemplate, sqlReadPolicy, sqlUpdateItem, sqlInsertItem, sqlInsertRecovery, upsertPartitionSQL, upsertCharacterStateSQL, insertSaveSQL, pruneSavesSQL} {
+		sqlReadItem, sqlLiveOfTemplate, sqlReadPolicy, sqlUpdateItem, sqlInsertItem, sqlInsertRecovery, upsertPartitionSQL, upsertCharacterStateSQL, insertSaveSQL, pruneSavesSQL, sqlUseNonce, sqlSetLease, sqlOwnsCharacter} {
 		stmt, err := db.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", q, err)
@@ -109,32 +109,31 @@ func (db *DB) exec(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx)
 	return db.submit(ctx, &writeReq{fn: fn}).err
 }
 
-// runWriter is the writer goroutine, the only user of the write connection. When a
-// critical event arrives it takes every other critical event already waiting (up to
-// MaxCriticalBatch) and commits them in one transaction, so one fsync acknowledges the
-// whole group; events that arrive meanwhile wait for the next group.
+// runWriter is the writer goroutine, the only user of the write connection. It takes a
+// request and every other one of the same kind already waiting (up to MaxCriticalBatch)
+// and commits them in one transaction, so one fsync answers the whole group; requests
+// that arrive meanwhile wait for the next group. Critical events and other writes are
+// grouped apart, so a group of events is acknowledged as one.
 func (db *DB) runWriter() {
 	defer close(db.writerDone)
 	ctx := context.Background() // requests outlive their callers' contexts once taken
+	var next *writeReq          // a request of the other kind met while gathering
 	for {
-		var r *writeReq
-		select {
-		case <-db.writerStop:
-			return
-		case r = <-db.reqs:
+		r := next
+		next = nil
+		if r == nil {
+			select {
+			case <-db.writerStop:
+				return
+			case r = <-db.reqs:
+			}
 		}
-		if r.fn != nil {
-			r.done <- writeRes{err: db.runTx(ctx, r.fn)}
-			continue
-		}
-
 		batch := []*writeReq{r}
-		var next *writeReq // a non-event request met while gathering
 	gather:
 		for len(batch) < db.MaxCriticalBatch {
 			select {
 			case r2 := <-db.reqs:
-				if r2.fn != nil {
+				if (r2.fn == nil) != (r.fn == nil) {
 					next = r2
 					break gather
 				}
@@ -143,11 +142,79 @@ func (db *DB) runWriter() {
 				break gather
 			}
 		}
-		db.commitCriticalBatch(ctx, batch)
-		if next != nil {
-			next.done <- writeRes{err: db.runTx(ctx, next.fn)}
+		if r.fn != nil {
+			db.commitWriteBatch(ctx, batch)
+		} else {
+			db.commitCriticalBatch(ctx, batch)
 		}
 	}
+}
+
+// commitWriteBatch runs the functions of batch in one transaction, each inside its own
+// savepoint, so that one that fails is rolled back alone and answered with its error
+// while the rest commit: each caller sees the effect of its function alone, as if it had
+// run in a transaction of its own after the ones before it. Callers are answered only
+// after the commit (synchronous=FULL) has returned. One request runs as it is.
+func (db *DB) commitWriteBatch(ctx context.Context, batch []*writeReq) {
+	if len(batch) == 1 {
+		batch[0].done <- writeRes{err: db.runTx(ctx, batch[0].fn)}
+		return
+	}
+	start := time.Now()
+	errs := make([]error, len(batch))
+	answer := func() {
+		for i, r := range batch {
+			r.done <- writeRes{err: errs[i]}
+		}
+	}
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		for i := range errs {
+			errs[i] = fmt.Errorf("begin: %w", err)
+		}
+		db.Metrics.failed(kindWrite)
+		answer()
+		return
+	}
+	defer tx.Rollback()
+	savepoint, release, rollbackTo := db.stmt(ctx, tx, sqlSavepoint), db.stmt(ctx, tx, sqlRelease), db.stmt(ctx, tx, sqlRollbackTo)
+	for i, r := range batch {
+		if _, err := savepoint.ExecContext(ctx); err != nil {
+			errs[i] = fmt.Errorf("savepoint: %w", err)
+			continue
+		}
+		if errs[i] = r.fn(ctx, tx); errs[i] != nil {
+			db.Metrics.failed(kindWrite)
+			if _, err := rollbackTo.ExecContext(ctx); err != nil {
+				// The transaction itself is lost (SQLite rolls it back on some
+				// errors): nothing of the group is committed.
+				lost := fmt.Errorf("write group: rollback: %w", err)
+				for j := range errs {
+					errs[j] = errors.Join(errs[j], lost)
+				}
+				db.Metrics.failed(kindWrite)
+				answer()
+				return
+			}
+		}
+		if _, err := release.ExecContext(ctx); err != nil {
+			errs[i] = errors.Join(errs[i], fmt.Errorf("release write: %w", err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = fmt.Errorf("commit: %w", err)
+			}
+		}
+		db.Metrics.failed(kindWrite)
+	} else {
+		db.Metrics.committed(kindWrite, time.Since(start))
+		if n := int64(len(batch)); n > db.stats.largestWriteGroup.Load() {
+			db.stats.largestWriteGroup.Store(n) // only the writer stores it
+		}
+	}
+	answer()
 }
 
 // runTx runs fn in one write transaction and commits it unless fn fails.
