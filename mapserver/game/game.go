@@ -129,11 +129,15 @@ func (g *Game) Spawn(characterID string, st *control.CharacterState) error {
 	return nil
 }
 
-// Apply queues a character's movement inputs; inputs it already has are ignored.
+// Apply queues a character's movement inputs (inputs it already has are ignored), or
+// applies an item command that changes no owner (a trade offer, a decline).
 func (g *Game) Apply(characterID string, cmd any) error {
 	slot, ok := g.slots[characterID]
 	if !ok {
 		return apierr.Errorf(apierr.ENOTFOUND, "no such character")
+	}
+	if mine, err := g.applyItems(characterID, cmd); mine {
+		return err
 	}
 	in, ok := cmd.([]sim.Input)
 	if !ok {
@@ -170,8 +174,10 @@ func (g *Game) Hold(characterID string, on bool) {
 // jitter buffer, or shed as a standing delay) since the game began.
 func (g *Game) InputsDropped() uint64 { return g.state.Counters().InputsDropped }
 
-// Step advances the simulation one tick, moves everything in the grid and reports the
-// portals players entered.
+// Step advances the simulation one tick, moves everything in the grid and reports, in
+// this order: the portals players entered, NPC perception changes, trade offers that
+// expired this tick, the item events raised since the last Step (offers, declines),
+// and the inventories that changed (to their owners).
 func (g *Game) Step() []loop.Event {
 	ev := g.state.Step()
 	g.place()
@@ -186,6 +192,9 @@ func (g *Game) Step() []loop.Event {
 			g.events = append(g.events, loop.Event{Frame: npcStateFrame(p), Viewers: viewers})
 		}
 	}
+	g.expireTrades("")
+	g.events = append(g.events, g.items.out...)
+	g.items.out = g.items.out[:0]
 	g.events = g.inventoryEvents(g.events)
 	return g.events
 }
@@ -250,6 +259,7 @@ func (g *Game) Despawn(characterID string) {
 	delete(g.slots, characterID)
 	delete(g.attrs, characterID)
 	delete(g.items.inv, characterID)
+	g.expireTrades(characterID)
 }
 
 // Entities counts players, NPCs and items in the world.
