@@ -238,6 +238,9 @@ func (g *Game) endTrade(t *trade, code string, unlock bool) {
 // expireTrades ends the open offers whose time is up, and those a party left
 // (characterID, when not empty), in trade id order.
 func (g *Game) expireTrades(characterID string) {
+	if len(g.items.trades) == 0 {
+		return
+	}
 	ids := make([]string, 0, len(g.items.trades))
 	for id := range g.items.trades {
 		ids = append(ids, id)
