@@ -277,11 +277,6 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		if got, err := mapgen.Generate(w.MapConfig); err != nil || got.Hash() != world.Hash() {
 			t.Fatalf("the welcome's map config generates %v (%v), want hash %s", got, err, world.Hash())
 		}
-		var inv struct{ Kind, Name string }
-		readWS(t, c, &inv)
-		if inv.Kind != "event" || inv.Name != "inventory" {
-			t.Fatalf("got %+v after the welcome, want the inventory event", inv)
-		}
 		sendWS(t, c, `{"v":1,"kind":"ping","t":42}`)
 		var pong struct {
 			Kind string

@@ -79,9 +79,7 @@ func TestOrchestrator_PortalTransfer(t *testing.T) {
 		p := world.Portals[0]
 		c := enterBeside(t, child, mapCred, base, src, p, `{"gold":3}`)
 		sx, sy := selfPosition(t, c)
-		ev := walkUntil(t, c, "the refusal", func(e client.Event) bool {
-			return e.Kind == "event" && e.Event.Name != "npc_state" && e.Event.Name != "inventory"
-		})
+		ev := walkUntil(t, c, "the refusal", func(e client.Event) bool { return e.Kind == "event" && e.Event.Name != "npc_state" })
 		if ev.Event.Name != "transfer_denied" || ev.Event.Code != "map_unavailable" {
 			t.Fatalf("event %+v, want transfer_denied map_unavailable", ev.Event)
 		}
