@@ -174,10 +174,8 @@ func (g *Game) Hold(characterID string, on bool) {
 // jitter buffer, or shed as a standing delay) since the game began.
 func (g *Game) InputsDropped() uint64 { return g.state.Counters().InputsDropped }
 
-// Step advances the simulation one tick, moves everything in the grid and reports, in
-// this order: the portals players entered, NPC perception changes, trade offers that
-// expired this tick, the item events raised since the last Step (offers, declines),
-// and the inventories that changed (to their owners).
+// Step advances the simulation one tick, moves everything in the grid and reports the
+// portals players entered.
 func (g *Game) Step() []loop.Event {
 	ev := g.state.Step()
 	g.place()
@@ -192,9 +190,6 @@ func (g *Game) Step() []loop.Event {
 			g.events = append(g.events, loop.Event{Frame: npcStateFrame(p), Viewers: viewers})
 		}
 	}
-	g.expireTrades("")
-	g.events = append(g.events, g.items.out...)
-	g.items.out = g.items.out[:0]
 	g.events = g.inventoryEvents(g.events)
 	return g.events
 }
