@@ -293,3 +293,20 @@ func TestGame_TradeEnds(t *testing.T) {
 		t.Fatalf("the item stayed locked after its offer ended: %v", err)
 	}
 }
+
+func TestGame_ItemPayloadsStrict(t *testing.T) {
+	g := mustItemGame(t)
+	for _, tc := range []struct{ action, payload string }{
+		{game.ActionDrop, `{"itemId":"x","quantity":-1}`},
+		{game.ActionDrop, `{"itemId":"x","extra":1}`},
+		{game.ActionOffer, `{"itemId":"x"}`},
+		{game.ActionAccept, `{}`},
+		{game.ActionDecline, `{"tradeId":""}`},
+		{game.ActionConsume, `{"itemId":"a b"}`},
+		{game.ActionPickup, `{"itemId":"x"} trailing`},
+	} {
+		if _, err := g.Decode(game.FeatureItems, tc.action, json.RawMessage(tc.payload)); apierr.Code(err) != "bad_payload" {
+			t.Errorf("%s %s: %v, want bad_payload", tc.action, tc.payload, err)
+		}
+	}
+}

@@ -183,11 +183,12 @@ func (g *Game) WorldItem(id string) (items.Item, int32, bool) {
 	return wi.item, wi.slot, true
 }
 
-// itemCommand is a decoded item command's payload, checked by Valid.
+// itemCommand is an item command payload being decoded; valid checks its ids and
+// quantity.
 type itemCommand interface{ valid() bool }
 
-// decodeItems decodes an item command's payload: strictly (no unknown field), with
-// valid ids and no negative quantity.
+// decodeItems decodes an item command's payload: strictly (one object, no unknown
+// field), with valid ids and no negative quantity.
 func decodeItems(action string, payload json.RawMessage) (any, error) {
 	var cmd itemCommand
 	var shape string
@@ -209,7 +210,7 @@ func decodeItems(action string, payload json.RawMessage) (any, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(cmd); err != nil || !cmd.valid() {
+	if err := dec.Decode(cmd); err != nil || dec.More() || !cmd.valid() {
 		return nil, apierr.Errorf(wire.CodeBadPayload, "%s needs %s with valid ids and a positive quantity", action, shape)
 	}
 	return deref(cmd), nil
