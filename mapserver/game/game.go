@@ -144,11 +144,15 @@ func (g *Game) Spawn(characterID string, st *control.CharacterState) error {
 	return nil
 }
 
-// Apply queues a character's movement inputs; inputs it already has are ignored.
+// Apply queues a character's movement inputs (inputs it already has are ignored), or
+// applies an item command that changes no owner (a trade offer, a decline).
 func (g *Game) Apply(characterID string, cmd any) error {
 	slot, ok := g.slots[characterID]
 	if !ok {
 		return apierr.Errorf(apierr.ENOTFOUND, "no such character")
+	}
+	if mine, err := g.applyItems(characterID, cmd); mine {
+		return err
 	}
 	in, ok := cmd.([]sim.Input)
 	if !ok {
@@ -268,6 +272,7 @@ func (g *Game) Despawn(characterID string) {
 	delete(g.slots, characterID)
 	delete(g.attrs, characterID)
 	delete(g.items.inv, characterID)
+	g.expireTrades(characterID)
 }
 
 // Entities counts players, NPCs and items in the world.

@@ -78,9 +78,15 @@ func (g *Game) speedOf(characterID string) int32 {
 	return sim.ScaledSpeed(g.state.Options().PlayerSpeed, g.Inventory(characterID).SpeedPermille(g.items.catalog))
 }
 
-// inventoryEvents appends the "inventory" events of the characters whose inventory
-// changed since the last Step, in the order they changed, and forgets them.
+// inventoryEvents appends, last in a Step, the item events of the tick: trade offers
+// that expired, the events raised since the last Step outside it (offers, declines,
+// refused trades), then the "inventory" events of the characters whose inventory
+// changed, in the order they changed, and forgets them.
 func (g *Game) inventoryEvents(evs []loop.Event) []loop.Event {
+	g.expireTrades("")
+	evs = append(evs, g.items.out...)
+	clear(g.items.out)
+	g.items.out = g.items.out[:0]
 	for _, id := range g.items.dirty {
 		if _, here := g.slots[id]; here {
 			evs = append(evs, loop.Event{Frame: g.InventoryFrame(id), Viewers: []string{id}})

@@ -1,6 +1,7 @@
 package game
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -15,31 +16,36 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
-// Item commands: `{"feature":"items","action":"pickup","payload":{"itemId":"..."}}`.
+// Item commands: `{"feature":"items","action":A,"payload":{...}}`, one file each
+// (pickup.go, drop.go, trade.go, consume.go).
 const (
-	FeatureItems = "items"
-	ActionPickup = "pickup"
+	FeatureItems  = "items"
+	ActionPickup  = "pickup"
+	ActionDrop    = "drop"
+	ActionOffer   = "offer"
+	ActionAccept  = "accept"
+	ActionDecline = "decline"
+	ActionConsume = "consume"
 )
 
 // Codes of refused item commands, besides the item rules' own (item_not_found,
-// inventory_full, too_heavy...).
+// item_quantity, item_not_consumable, inventory_full, too_heavy...).
 const (
-	// CodeOutOfReach: the item lies farther than Reach from the character.
+	// CodeOutOfReach: the item, or the trade partner, is too far from the character.
 	CodeOutOfReach = "out_of_reach"
-	// CodeItemPending: another change of the item's owner awaits the orchestrator.
+	// CodeItemPending: the item is locked: a change of its owner awaits the
+	// orchestrator, or it is offered in a trade.
 	CodeItemPending = "item_pending"
+	// CodeTradeAbsent: the trade partner is not on this map (never was, or left).
+	CodeTradeAbsent = "trade_absent"
+	// CodeTradeNotFound: no open offer with that trade id concerns the character.
+	CodeTradeNotFound = "trade_not_found"
+	// CodeTradePending: the trade was accepted and awaits the orchestrator.
+	CodeTradePending = "trade_pending"
 )
-
-// Reach is how far from a character's centre an item may lie to be picked up: 2 units.
-const Reach = 2 * sim.QuantaPerUnit
 
 // itemStream selects the PCG stream of item placement, apart from the simulation's own.
 const itemStream = 0x6974656d
-
-// Pickup is a decoded pickup command.
-type Pickup struct {
-	ItemID string `json:"itemId"`
-}
 
 // worldItem is an item lying in this instance: its ownership record and its slot.
 type worldItem struct {
@@ -47,10 +53,15 @@ type worldItem struct {
 	slot int32
 }
 
-// pendingPickup is a pickup whose critical event awaits the orchestrator.
-type pendingPickup struct {
+// pendingAction is an item command whose critical event awaits the orchestrator.
+type pendingAction struct {
+	kind        items.Kind
 	characterID string
 	itemID      string
+	templateID  string
+	quantity    int64
+	place       items.Place // a drop's landing place
+	tradeID     string      // an accepted trade
 }
 
 // itemState is the game's item bookkeeping.
@@ -60,16 +71,23 @@ type itemState struct {
 	seed     []items.Item
 	world    map[string]*worldItem // item id → item lying here
 	inv      map[string]*items.Inventory
-	pickups  map[string]pendingPickup // event id → pickup
+	pending  map[string]pendingAction // event id → the action it makes durable
+	locked   map[string]string        // held item id → the event or trade that locks it
+	trades   map[string]*trade        // trade id → open or accepted offer
+	trade    uint64                   // trades offered so far, for ids
 	instance string
 	// dirty lists the characters whose inventory changed since the last Step.
 	dirty []string
+	// out holds item events raised outside Step (offers, declines, refused trades),
+	// sent with the next Step's events.
+	out []loop.Event
 }
 
 func newItemState(cat *items.Catalog, instanceID string) itemState {
 	s := itemState{
 		catalog: cat, wireIDs: make(map[string]uint32), world: make(map[string]*worldItem),
-		inv: make(map[string]*items.Inventory), pickups: make(map[string]pendingPickup), instance: instanceID,
+		inv: make(map[string]*items.Inventory), pending: make(map[string]pendingAction), locked: make(map[string]string),
+		trades: make(map[string]*trade), instance: instanceID,
 	}
 	for i, id := range cat.IDs() {
 		s.wireIDs[id] = uint32(i + 1)
@@ -165,102 +183,239 @@ func (g *Game) WorldItem(id string) (items.Item, int32, bool) {
 	return wi.item, wi.slot, true
 }
 
-// decodeItems decodes an item command's payload.
+// itemCommand is an item command payload being decoded; valid checks its ids and
+// quantity.
+type itemCommand interface{ valid() bool }
+
+// decodeItems decodes an item command's payload: strictly (one object, no unknown
+// field), with valid ids and no negative quantity.
 func decodeItems(action string, payload json.RawMessage) (any, error) {
-	if action != ActionPickup {
+	var cmd itemCommand
+	var shape string
+	switch action {
+	case ActionPickup:
+		cmd, shape = &Pickup{}, `{"itemId"}`
+	case ActionDrop:
+		cmd, shape = &Drop{}, `{"itemId","quantity"?}`
+	case ActionOffer:
+		cmd, shape = &Offer{}, `{"toCharacterId","itemId","quantity"?}`
+	case ActionAccept:
+		cmd, shape = &Accept{}, `{"tradeId"}`
+	case ActionDecline:
+		cmd, shape = &Decline{}, `{"tradeId"}`
+	case ActionConsume:
+		cmd, shape = &Consume{}, `{"itemId"}`
+	default:
 		return nil, apierr.Errorf(wire.CodeUnknownCommand, "unknown command %.32q/%.32q", FeatureItems, action)
 	}
-	var p Pickup
-	if err := json.Unmarshal(payload, &p); err != nil || !items.ValidID(p.ItemID) {
-		return nil, apierr.Errorf(wire.CodeBadPayload, "pickup needs {\"itemId\":\"...\"}")
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cmd); err != nil || dec.More() || !cmd.valid() {
+		return nil, apierr.Errorf(wire.CodeBadPayload, "%s needs %s with valid ids and a positive quantity", action, shape)
 	}
-	return p, nil
+	return deref(cmd), nil
 }
 
-// Begin starts a pickup: the item must lie in the world, not pending, within Reach, and
-// fit the character's inventory. The item becomes pending (nobody else can take it)
-// and the critical event to make durable is returned, with eventID as its id. Anything
-// that is not an item command is not Begin's (ok false).
+// deref returns the command a pointer decoded into, by value: what Begin and Apply
+// switch on.
+func deref(cmd itemCommand) any {
+	switch c := cmd.(type) {
+	case *Pickup:
+		return *c
+	case *Drop:
+		return *c
+	case *Offer:
+		return *c
+	case *Accept:
+		return *c
+	case *Decline:
+		return *c
+	case *Consume:
+		return *c
+	}
+	return cmd
+}
+
+// Begin starts an item command that changes an owner (pickup, drop, an accepted trade,
+// consume): after the map's own checks and the item rules (items.Apply on what the map
+// knows), what it moves becomes pending (nobody can touch it) and the critical event to
+// make durable is returned, with eventID as its id. Epochs names every character the
+// event involves, with epoch for the actor; the loop fills in the others. Anything
+// else is not Begin's (ok false).
 func (g *Game) Begin(characterID string, epoch int64, eventID string, cmd any) (*control.CriticalEvent, bool, error) {
-	p, isPickup := cmd.(Pickup)
-	if !isPickup {
+	if _, ok := g.slots[characterID]; !ok {
+		switch cmd.(type) {
+		case Pickup, Drop, Accept, Consume:
+			return nil, true, apierr.Errorf(apierr.ENOTFOUND, "no such character")
+		}
 		return nil, false, nil
 	}
-	slot, ok := g.slots[characterID]
-	if !ok {
-		return nil, true, apierr.Errorf(apierr.ENOTFOUND, "no such character")
+	var act pendingAction
+	var payload items.Payload
+	var err error
+	switch c := cmd.(type) {
+	case Pickup:
+		act, payload, err = g.beginPickup(characterID, c)
+	case Drop:
+		act, payload, err = g.beginDrop(characterID, c)
+	case Accept:
+		act, payload, err = g.beginTrade(characterID, c)
+	case Consume:
+		act, payload, err = g.beginConsume(characterID, c)
+	default:
+		return nil, false, nil
 	}
-	wi := g.items.world[p.ItemID]
-	if wi == nil {
-		return nil, true, apierr.Errorf(items.CodeNotFound, "no item %.64q lies here", p.ItemID)
+	if err != nil {
+		return nil, true, err
 	}
-	e := &g.state.Entities[wi.slot]
-	if e.State&sim.ItemPending != 0 {
-		return nil, true, apierr.Errorf(CodeItemPending, "someone is taking that item")
+	ev := items.Event{ID: eventID, Kind: act.kind, InstanceID: g.items.instance, MapTick: int64(g.state.Tick()), Payload: payload}
+	if err := g.decide(ev); err != nil {
+		return nil, true, err
 	}
-	me := g.state.Entities[slot].Pos
-	dx, dy := int64(me.X-e.Pos.X), int64(me.Y-e.Pos.Y)
-	if dx*dx+dy*dy > Reach*Reach {
-		return nil, true, apierr.Errorf(CodeOutOfReach, "the item is out of reach (%d units at most)", Reach/sim.QuantaPerUnit)
+	epochs := make(map[string]int64)
+	for _, id := range ev.Characters() {
+		epochs[id] = 0
 	}
-	it := wi.item
-	if err := g.Inventory(characterID).CanAdd(g.items.catalog, entryOf(it)); err != nil {
-		return nil, true, apierr.Errorf(items.CodeOf(err), "%s", strings.TrimPrefix(err.Error(), items.CodeOf(err)+": "))
-	}
-	g.state.SetItemPending(wi.slot, true)
-	g.items.pickups[eventID] = pendingPickup{characterID: characterID, itemID: it.ID}
-	payload := items.Payload{Move: items.Move{
-		ItemID: it.ID, TemplateID: it.TemplateID, Quantity: it.Quantity, From: it.Place, To: items.Place{CharacterID: characterID},
-	}}
+	epochs[characterID] = epoch
+	g.lock(eventID, act)
 	return &control.CriticalEvent{
-		EventID: eventID, InstanceID: g.items.instance, Kind: string(items.KindPickup), MapTick: int64(g.state.Tick()),
-		Payload: payload.Encode(), Epochs: map[string]int64{characterID: epoch},
+		EventID: eventID, InstanceID: g.items.instance, Kind: string(act.kind), MapTick: ev.MapTick,
+		Payload: payload.Encode(), Epochs: epochs,
 	}, true, nil
 }
 
-// Settle ends the pickup of event eventID with the orchestrator's answer: nil is the
-// durable ack (the item leaves the world for the character's inventory, and the
-// "item_picked" event goes to the players who saw it); an error leaves the item in the
-// world, free again, and is returned as the refusal to answer.
+// decide runs the item rules (the very ones the orchestrator runs before it makes the
+// event durable) on what the map knows of the items ev moves, so that a player gets
+// the rules' refusal at once.
+func (g *Game) decide(ev items.Event) error {
+	var known []items.Item
+	for _, m := range ev.Moves() {
+		if it, ok := g.itemAt(m.ItemID, m.From); ok {
+			known = append(known, it)
+		}
+	}
+	if _, err := items.Apply(g.items.catalog, items.NewMemLedger(known, nil), ev); err != nil {
+		return refusal(err)
+	}
+	return nil
+}
+
+// itemAt returns the item id as the map knows it at from: lying in the world, or in the
+// inventory of the character from names.
+func (g *Game) itemAt(id string, from items.Place) (items.Item, bool) {
+	if from.InWorld() {
+		if wi := g.items.world[id]; wi != nil {
+			return wi.item, true
+		}
+		return items.Item{}, false
+	}
+	if inv := g.items.inv[from.CharacterID]; inv != nil {
+		if e, ok := inv.Find(id); ok {
+			return items.Item{ID: e.ItemID, TemplateID: e.TemplateID, Quantity: e.Quantity, Place: from, State: items.StateActive}, true
+		}
+	}
+	return items.Item{}, false
+}
+
+// lock marks what act moves as pending until Settle.
+func (g *Game) lock(eventID string, act pendingAction) {
+	g.items.pending[eventID] = act
+	switch act.kind {
+	case items.KindPickup:
+		g.state.SetItemPending(g.items.world[act.itemID].slot, true)
+		return
+	case items.KindTrade:
+		g.items.trades[act.tradeID].event = eventID
+	}
+	g.items.locked[act.itemID] = eventID
+}
+
+// Settle ends the item command of event eventID with the orchestrator's answer: nil
+// is the durable ack (the change happens on the map, and its gameplay event goes to
+// the players who see it; the inventories it changed follow with the next Step); an
+// error frees what was pending and is returned as the refusal to answer.
 func (g *Game) Settle(eventID string, answer error) (loop.Event, error) {
-	pp, ok := g.items.pickups[eventID]
+	act, ok := g.items.pending[eventID]
 	if !ok {
 		return loop.Event{}, apierr.Errorf(apierr.EINTERNAL, "unknown item event")
 	}
-	delete(g.items.pickups, eventID)
-	wi := g.items.world[pp.itemID]
-	if wi == nil {
-		return loop.Event{}, apierr.Errorf(items.CodeNotFound, "the item is gone")
+	delete(g.items.pending, eventID)
+	if act.kind != items.KindPickup && g.items.locked[act.itemID] == eventID {
+		delete(g.items.locked, act.itemID)
 	}
-	if answer != nil {
-		g.state.SetItemPending(wi.slot, false)
-		return loop.Event{}, answer
+	switch act.kind {
+	case items.KindPickup:
+		return g.settlePickup(act, answer)
+	case items.KindDrop:
+		return g.settleDrop(act, answer)
+	case items.KindTrade:
+		return g.settleTrade(act, answer)
+	case items.KindConsume:
+		return g.settleConsume(act, answer)
 	}
-	viewers := g.viewersOf(wi.slot)
-	id := g.state.Entities[wi.slot].ID
-	// The orchestrator made the move durable: the map follows it even if its own
-	// inventory would disagree.
-	// A character that left meanwhile gets it from the orchestrator where it is now.
-	if _, here := g.slots[pp.characterID]; here {
-		keep(g.Inventory(pp.characterID), g.items.catalog, entryOf(wi.item))
-		g.touch(pp.characterID)
-	}
-	g.state.RemoveItem(wi.slot)
-	g.grid.Remove(wi.slot)
-	delete(g.items.world, pp.itemID)
-	frame, _ := json.Marshal(wire.Event{V: wire.Version, Kind: wire.KindEvent, Name: "item_picked",
-		Data: ItemPicked{ID: uint64(id), ItemID: wi.item.ID, TemplateID: wi.item.TemplateID, Quantity: wi.item.Quantity, CharacterID: pp.characterID}})
-	return loop.Event{Frame: frame, Viewers: viewers}, nil
+	return loop.Event{}, apierr.Errorf(apierr.EINTERNAL, "unknown item event kind")
 }
 
-// ItemPicked is the Data of an "item_picked" event: the item entity ID (ItemID, of
-// TemplateID, Quantity units) left the world for CharacterID's inventory.
-type ItemPicked struct {
-	ID          uint64 `json:"id"`
-	ItemID      string `json:"itemId"`
-	TemplateID  string `json:"templateId"`
-	Quantity    int64  `json:"quantity"`
-	CharacterID string `json:"characterId"`
+// applyItems takes the item commands that change no owner (offer, decline); ok false
+// for anything else.
+func (g *Game) applyItems(characterID string, cmd any) (bool, error) {
+	switch c := cmd.(type) {
+	case Offer:
+		return true, g.offer(characterID, c)
+	case Decline:
+		return true, g.decline(characterID, c)
+	case Pickup, Drop, Accept, Consume:
+		return true, apierr.Errorf(wire.CodeUnknownCommand, "item commands that change an owner go through Begin")
+	}
+	return false, nil
+}
+
+// held returns the entry of itemID in a character's inventory, free to act on: not
+// locked by an event in flight or an open offer. Refusals: item_not_found,
+// item_pending.
+func (g *Game) held(characterID, itemID string) (items.Entry, error) {
+	e, ok := g.Inventory(characterID).Find(itemID)
+	if !ok {
+		return items.Entry{}, apierr.Errorf(items.CodeNotFound, "you hold no item %.64q", itemID)
+	}
+	if _, locked := g.items.locked[itemID]; locked {
+		return items.Entry{}, apierr.Errorf(CodeItemPending, "that item is being traded or changing hands")
+	}
+	return e, nil
+}
+
+// wholeStack checks a command's quantity against the stack it names: 0 (omitted) or
+// all of it. Moves take whole items (the item rules), so a part of a stack cannot be
+// dropped or given.
+func wholeStack(q int64, e items.Entry) (int64, error) {
+	if q != 0 && q != e.Quantity {
+		return 0, apierr.Errorf(items.CodeQuantity, "%s holds %d: only the whole stack moves", e.ItemID, e.Quantity)
+	}
+	return e.Quantity, nil
+}
+
+// within reports whether two positions are at most r quanta apart.
+func within(a, b sim.Vec, r int64) bool {
+	dx, dy := int64(a.X-b.X), int64(a.Y-b.Y)
+	return dx*dx+dy*dy <= r*r
+}
+
+// pos returns a character's position.
+func (g *Game) pos(characterID string) sim.Vec { return g.state.Entities[g.slots[characterID]].Pos }
+
+// refusal turns an item rule's refusal into the public error the player gets.
+func refusal(err error) error {
+	code := items.CodeOf(err)
+	if code == "" {
+		return apierr.Errorf(apierr.EINTERNAL, "item rules: %v", err)
+	}
+	return apierr.Errorf(code, "%s", strings.TrimPrefix(err.Error(), code+": "))
+}
+
+// itemFrame encodes an item event for the players who see it.
+func itemFrame(name string, data any) []byte {
+	b, _ := json.Marshal(wire.Event{V: wire.Version, Kind: wire.KindEvent, Name: name, Data: data})
+	return b
 }
 
 // entryOf is the backpack entry of an item.

@@ -58,7 +58,10 @@ type Game interface {
 type Criticals interface {
 	// Begin starts cmd of a character held at lease epoch if it is such a command (ok;
 	// otherwise Apply takes it): the critical event to send, with eventID as its id, or
-	// the refusal to answer at once. What it touches stays pending until Settle.
+	// the refusal to answer at once. What it touches stays pending until Settle. The
+	// event's Epochs name every character it involves; the loop fills in the epochs of
+	// the others (a trade's other party) and, when one is not here, settles the event
+	// with that refusal instead of sending it.
 	Begin(characterID string, epoch int64, eventID string, cmd any) (ev *control.CriticalEvent, ok bool, err error)
 	// Settle ends the command of event eventID with the orchestrator's answer (nil: the
 	// durable ack). It returns the gameplay event for the players who see the result,
@@ -133,6 +136,15 @@ type Link interface {
 }
 
 var _ Link = (*orchlink.Link)(nil)
+
+// Reachability is a Link that knows whether the orchestrator answers now
+// (orchlink.Link). While it is away, the loop refuses commands that need a durable ack
+// before sending anything (map_unavailable), so nothing changes hands.
+type Reachability interface {
+	Away() bool
+}
+
+var _ Reachability = (*orchlink.Link)(nil)
 
 // Redeemer redeems a player's join ticket or transfer token for this map through the
 // orchestrator. It is called on the connection's goroutine, never on the tick. Error

@@ -218,19 +218,41 @@ func (l *Loop) critical(cg Criticals, p *player, m message) bool {
 		return false
 	}
 	if err == nil {
-		err = l.Link.Critical(*ev, func(_ control.CriticalAck, err error) {
-			l.post(message{op: opCritical, eventID: eventID, answer: err})
-		})
+		err = l.epochs(ev)
+		if r, ok := l.Link.(Reachability); ok && err == nil && r.Away() {
+			err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the orchestrator cannot be reached now; nothing changed hands, try again")
+		}
+		if err == nil {
+			err = l.Link.Critical(*ev, func(_ control.CriticalAck, err error) {
+				l.post(message{op: opCritical, eventID: eventID, answer: err})
+			})
+			if err != nil {
+				err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator now; try again")
+			}
+		}
 		if err == nil {
 			l.pending[eventID] = pendingCommand{characterID: p.id, seq: m.seq}
 			return true
 		}
 		_, _ = cg.Settle(eventID, err)
-		err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator now; try again")
 	}
 	l.Metrics.Commands.WithLabelValues(OutcomeRejected).Inc()
 	l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), m.seq), false)
 	return true
+}
+
+// epochs fills in the lease epoch of every character an event involves besides the
+// actor (the other party of a trade): each must be here, and not leaving through a
+// portal, or the event is not sent (conflict).
+func (l *Loop) epochs(ev *control.CriticalEvent) error {
+	for id := range ev.Epochs {
+		q := l.chars[id]
+		if q == nil || q.transfer != "" {
+			return apierr.Errorf(apierr.ECONFLICT, "a player the action involves is leaving the map")
+		}
+		ev.Epochs[id] = q.epoch
+	}
+	return nil
 }
 
 // pendingCommand is a command waiting for the orchestrator's answer to its event.

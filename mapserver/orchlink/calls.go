@@ -73,6 +73,9 @@ func (l *Link) sendCall(ctx context.Context, c call) {
 		} else {
 			err = l.Orch.TransferResult(ctx, *c.report)
 		}
+		if ctx.Err() == nil {
+			l.answered(err)
+		}
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			if ctx.Err() != nil && err != nil {
 				err = ErrClosed

@@ -11,9 +11,11 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
@@ -87,6 +89,22 @@ type Link struct {
 	opened   bool
 	closed   bool
 	lastPush time.Time
+	// away is set while the orchestrator did not answer the link's last call.
+	away atomic.Bool
+}
+
+// Away reports whether the orchestrator failed to answer the link's last call
+// (registration, heartbeat or critical event: no answer at all, or a 5xx) and has not
+// answered one since. The map refuses actions that need a durable ack meanwhile, so
+// that nothing is sent that could stay pending for as long as the orchestrator is gone;
+// it learns within one heartbeat that the orchestrator is away or back.
+func (l *Link) Away() bool { return l.away.Load() }
+
+// answered records whether a call got an answer from the orchestrator: any error that
+// is not a 4xx-class public error means it did not.
+func (l *Link) answered(err error) {
+	var e *apierr.Error
+	l.away.Store(err != nil && (!errors.As(err, &e) || apierr.Status(e.Code) >= 500))
 }
 
 // New returns a Link that registers r through orch and sends a heartbeat every interval.
@@ -209,6 +227,7 @@ func (l *Link) register(ctx context.Context) bool {
 	b := l.backoff()
 	for {
 		err := l.Orch.MapReady(ctx, l.Ready())
+		l.answered(err)
 		if err == nil {
 			l.Log.Info("registered with orchestrator")
 			return true
@@ -240,6 +259,7 @@ func (l *Link) beat(ctx context.Context) {
 			h.Tick = l.Tick()
 		}
 		a, err := l.Orch.Heartbeat(ctx, h)
+		l.answered(err)
 		if err != nil {
 			l.Log.Warn("heartbeat failed", "err", err)
 			continue

@@ -162,6 +162,22 @@ func TestLink_Registration(t *testing.T) {
 		}
 		f.until(t, "a heartbeat with the player count", func() bool { return len(f.players) > 1 && f.players[1] == 7 })
 	})
+	t.Run("AwayWhileHeartbeatsFail", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		l := openLink(t, c)
+		f.until(t, "registration", func() bool { return f.readies == 1 })
+		if l.Away() {
+			t.Fatal("away while the orchestrator answers")
+		}
+		f.mu.Lock()
+		f.fail[control.PathMapHeartbeat] = 1000
+		f.mu.Unlock()
+		waitUntil(t, "the link to say the orchestrator is away", l.Away)
+		f.mu.Lock()
+		f.fail[control.PathMapHeartbeat] = 0
+		f.mu.Unlock()
+		waitUntil(t, "the link to say it is back", func() bool { return !l.Away() })
+	})
 	t.Run("RegistersAgainWhenForgotten", func(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.forgetAt = 2
@@ -414,4 +430,16 @@ func TestLink_Transfer(t *testing.T) {
 			t.Fatalf("reports %+v", f.results)
 		}
 	})
+}
+
+// waitUntil polls cond until it holds, failing after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

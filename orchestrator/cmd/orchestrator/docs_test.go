@@ -145,6 +145,8 @@ func TestDocs_ContractExamples(t *testing.T) {
 		"control.PersistSnapshotAnswer": control.PersistSnapshotAnswer{},
 		"control.CriticalEvent":         control.CriticalEvent{},
 		"control.CriticalAck":           control.CriticalAck{},
+		"control.CharacterItemsRequest": control.CharacterItemsRequest{},
+		"control.CharacterItemsAnswer":  control.CharacterItemsAnswer{},
 		"mapcontrol.MapHealth":          mapcontrol.MapHealth{},
 		"mapcontrol.StartInstance":      mapcontrol.StartInstance{},
 	}
