@@ -45,6 +45,7 @@ type Game struct {
 	visible []int32
 	events  []loop.Event
 	items   itemState
+	equip   equipState
 }
 
 var _ loop.Game = (*Game)(nil)
@@ -85,6 +86,9 @@ func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, err
 	if feature == FeatureItems {
 		return decodeItems(action, payload)
 	}
+	if feature == FeatureEquipment {
+		return decodeEquipment(action, payload)
+	}
 	if feature == wire.FeatureMovement && action == wire.ActionInputBatch {
 		in, err := wire.DecodeInputBatch(payload, nil)
 		if err != nil {
@@ -116,6 +120,7 @@ func (g *Game) Spawn(characterID string, st *control.CharacterState) error {
 	g.slots[characterID] = slot
 	if st != nil && len(st.Attributes) > 0 {
 		g.attrs[characterID] = st.Attributes
+		g.rememberEquipment(characterID, st.Attributes)
 	}
 	e := g.state.Entities[slot]
 	g.grid.Update(slot, e.Pos.X, e.Pos.Y)
@@ -148,6 +153,7 @@ func (g *Game) Stop(characterID string) {
 func (g *Game) NewSession(characterID string) {
 	if slot, ok := g.slots[characterID]; ok {
 		g.state.NewSession(slot)
+		g.equip.newSession(characterID)
 	}
 }
 
@@ -217,7 +223,8 @@ func (g *Game) place() {
 	}
 }
 
-// State is a character's position in units (metres) and its attributes.
+// State is a character's position in units (metres) and its attributes, with its
+// current equipment under "equipment" once the game knows it (equip.go).
 func (g *Game) State(characterID string) (control.CharacterState, bool) {
 	slot, ok := g.slots[characterID]
 	if !ok {
@@ -226,7 +233,7 @@ func (g *Game) State(characterID string) (control.CharacterState, bool) {
 	p := g.state.Entities[slot].Pos
 	return control.CharacterState{
 		CharacterID: characterID, MapID: g.mapID,
-		X: float64(p.X) / sim.QuantaPerUnit, Y: float64(p.Y) / sim.QuantaPerUnit, Attributes: g.attrs[characterID],
+		X: float64(p.X) / sim.QuantaPerUnit, Y: float64(p.Y) / sim.QuantaPerUnit, Attributes: g.withEquipment(characterID, g.attrs[characterID]),
 	}, true
 }
 
@@ -242,6 +249,7 @@ func (g *Game) Despawn(characterID string) {
 	delete(g.slots, characterID)
 	delete(g.attrs, characterID)
 	delete(g.items.inv, characterID)
+	g.equip.forget(characterID)
 }
 
 // Entities counts players, NPCs and items in the world.

@@ -121,3 +121,13 @@ type Redeemer interface {
 }
 
 var _ Redeemer = (*control.Client)(nil)
+
+// Equipment is a Game whose equipment commands are answered with a result event of
+// their own, carrying the command's seq ("equip_result", success or a refusal code),
+// instead of an ack or an error frame. Equip runs on the tick goroutine.
+type Equipment interface {
+	// Equip applies cmd, the seq-th command of a character, if it is an equipment
+	// command (ok; otherwise the other paths take it), and returns the frame to send
+	// the character, nil for a duplicate seq that was ignored.
+	Equip(characterID string, seq uint64, cmd any) (result []byte, ok bool)
+}

@@ -108,6 +108,15 @@ func (l *Loop) command(m message) {
 		l.Metrics.Commands.WithLabelValues(OutcomeIgnored).Inc()
 		return
 	}
+	if eg, ok := l.game.(Equipment); ok {
+		if frame, mine := eg.Equip(p.id, m.seq, m.cmd); mine {
+			l.Metrics.Commands.WithLabelValues(OutcomeApplied).Inc()
+			if frame != nil {
+				l.send(p, frame, false)
+			}
+			return
+		}
+	}
 	if cg, ok := l.game.(Criticals); ok && l.critical(cg, p, m) {
 		return
 	}
