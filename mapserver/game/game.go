@@ -40,12 +40,13 @@ type Game struct {
 	owners []string         // slot → character id ("" for NPCs and free slots)
 	attrs  map[string]json.RawMessage
 	// encoded is the simulation tick the encoder's current table holds.
-	encoded uint64
-	began   bool
-	visible []int32
-	events  []loop.Event
-	items   itemState
-	equip   equipState
+	encoded  uint64
+	began    bool
+	visible  []int32
+	events   []loop.Event
+	items    itemState
+	equip    equipState
+	recovery recoveryState
 }
 
 var _ loop.Game = (*Game)(nil)
@@ -169,11 +170,13 @@ func (g *Game) Hold(characterID string, on bool) {
 // jitter buffer, or shed as a standing delay) since the game began.
 func (g *Game) InputsDropped() uint64 { return g.state.Counters().InputsDropped }
 
-// Step advances the simulation one tick, moves everything in the grid and reports the
-// portals players entered.
+// Step advances the simulation one tick, moves everything in the grid, runs the
+// critical-item recovery pass at maintenance boundaries (recovery.go; its events are
+// collected with Recoveries) and reports the portals players entered.
 func (g *Game) Step() []loop.Event {
 	ev := g.state.Step()
 	g.place()
+	g.maintain()
 	g.events = g.events[:0]
 	for _, p := range ev.Portals {
 		if int(p.Slot) < len(g.owners) && g.owners[p.Slot] != "" && p.Portal < len(g.world.Portals) {

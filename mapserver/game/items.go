@@ -240,6 +240,7 @@ func (g *Game) Settle(eventID string, answer error) (loop.Event, error) {
 	// The orchestrator made the move durable: the map follows it even if its own
 	// inventory would disagree.
 	// A character that left meanwhile gets it from the orchestrator where it is now.
+	g.noteHeld(wi.item, pp.characterID, int64(g.state.Tick()))
 	if _, here := g.slots[pp.characterID]; here {
 		inv := g.Inventory(pp.characterID)
 		if err := inv.Add(g.items.catalog, entryOf(wi.item)); err != nil {

@@ -39,6 +39,8 @@ func (l *Loop) handle(m message) {
 		l.transferred(m.characterID, m.transferID, m.outcome)
 	case opCritical:
 		l.settle(m.eventID, m.answer)
+	case opRecovery:
+		l.recovered(m.eventID, m.answer)
 	}
 }
 
