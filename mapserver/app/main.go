@@ -168,6 +168,12 @@ type itemGame interface {
 	LoadItems([]items.Item)
 }
 
+// recoveryGame is a game that recovers critical items: it takes the policies anchored
+// in its instance and their items' ownership state from the same answer.
+type recoveryGame interface {
+	LoadRecovery(policies []items.Policy, state []items.Item, everyTicks uint64)
+}
+
 // ItemLoadLimit bounds how long a starting map waits for its items' ownership state.
 const ItemLoadLimit = 15 * time.Second
 
@@ -188,7 +194,10 @@ func (m *Main) loadItems(instanceID string, g loop.Game) {
 		return
 	}
 	ig.LoadItems(a.Items)
-	m.Log.Info("instance items loaded", "seeded", len(ig.ItemSeed()), "owned", len(a.Items))
+	if rg, ok := g.(recoveryGame); ok {
+		rg.LoadRecovery(a.Policies, a.Items, uint64(m.Config.RecoveryEveryTicks))
+	}
+	m.Log.Info("instance items loaded", "seeded", len(ig.ItemSeed()), "owned", len(a.Items), "policies", len(a.Policies))
 }
 
 // World returns the generated world, or nil before it exists.

@@ -75,7 +75,7 @@ func (v *view) viewSlots(self int32) []int32 {
 		}
 		// An NPC that started chasing the player takes a place at once: if the view is
 		// then over its cap, it selects again now.
-		if out = g.chasersOf(self, out); len(out) <= g.viewCap {
+		if out = g.pinnedOf(self, out); len(out) <= g.viewCap {
 			return out
 		}
 	}
@@ -89,8 +89,8 @@ func (v *view) viewSlots(self int32) []int32 {
 	return v.capView(visible, self)
 }
 
-// capView cuts visible, the slots of self's 3x3 cells, to the view cap: self and the
-// NPCs chasing it always, then the nearest others, those shown last time favoured by
+// capView cuts visible, the slots of self's 3x3 cells, to the view cap: self, the
+// NPCs chasing it and its trade partners always, then the nearest others, those shown last time favoured by
 // the hysteresis. It records what it kept in v.kept and reports a change of the count
 // left out to the client (at most once per viewCappedEvery snapshots).
 func (v *view) capView(visible []int32, self int32) []int32 {
@@ -105,10 +105,10 @@ func (v *view) capView(visible []int32, self int32) []int32 {
 	for _, s := range v.kept {
 		g.mark[s>>6] |= 1 << (s & 63)
 	}
-	out := g.chasersOf(self, append(g.pinned[:0], self))
+	out := g.pinnedOf(self, append(g.pinned[:0], self))
 	c := g.cands[:0]
 	for _, s := range visible {
-		if s == self || st.Chases(s) == self {
+		if slices.Contains(out, s) {
 			continue
 		}
 		p := st.Entities[s].Pos
@@ -138,6 +138,28 @@ func (v *view) capView(visible []int32, self int32) []int32 {
 	}
 	v.report(len(out), inView)
 	return out
+}
+
+// pinnedOf appends to dst what self's view shows however crowded, once: the NPCs
+// chasing it and the players it has an open or accepted trade with.
+func (g *Game) pinnedOf(self int32, dst []int32) []int32 {
+	dst = g.chasersOf(self, dst)
+	if len(g.items.trades) == 0 || int(self) >= len(g.owners) || g.owners[self] == "" {
+		return dst
+	}
+	me := g.owners[self]
+	for _, t := range g.items.trades {
+		other := t.to
+		if t.to == me {
+			other = t.from
+		} else if t.from != me {
+			continue
+		}
+		if s, here := g.slots[other]; here && !slices.Contains(dst, s) {
+			dst = append(dst, s)
+		}
+	}
+	return dst
 }
 
 // chasersOf appends to dst the NPCs chasing self this tick that dst lacks.

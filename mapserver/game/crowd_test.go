@@ -3,9 +3,11 @@ package game_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
@@ -14,8 +16,8 @@ import (
 )
 
 // TestGame_ViewCapInACrowd: in a crowd beyond the cap every client's snapshot shows at
-// most the cap, always its own entity and the NPC chasing it (which stands farther
-// than the cap's nearest players), keeps showing the same entities while the crowd
+// most the cap, always its own entity, the NPC chasing it and the player it offered a
+// trade (both farther than the cap's nearest players), keeps showing the same entities while the crowd
 // stands still, and the client hears how many its view holds.
 func TestGame_ViewCapInACrowd(t *testing.T) {
 	const capN = 20
@@ -43,6 +45,15 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 		place(id, tx+int32(1+i%12)*sim.QuantaPerUnit/4, ty+int32(i/12-5)*sim.QuantaPerUnit/4)
 		ids = append(ids, id)
 	}
+	// The target offers p119, at the crowd's far corner 3.2 units away, a trade.
+	g.Carry("target", []items.Item{{ID: "sword-1", TemplateID: "sword", Quantity: 1, Place: items.Place{CharacterID: "target"}, State: items.StateActive}})
+	offer, err := g.Decode(game.FeatureItems, game.ActionOffer, json.RawMessage(`{"toCharacterId":"p119","itemId":"sword-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Apply("target", offer); err != nil {
+		t.Fatal(err)
+	}
 	views := make(map[string]loop.View, len(ids))
 	decs := make(map[string]*wire.Decoder, len(ids))
 	for _, id := range ids {
@@ -65,6 +76,7 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 			continue
 		}
 		shown := map[string][]int32{}
+		selfs := map[string]int32{}
 		for _, id := range ids {
 			frame, _ := views[id].Snapshot(nil)
 			snap, err := decs[id].Decode(frame)
@@ -84,6 +96,10 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 			for _, e := range snap.Entities {
 				shown[id] = append(shown[id], e.Slot)
 			}
+			selfs[id] = snap.Self
+		}
+		if !slices.Contains(shown["target"], selfs["p119"]) || !slices.Contains(shown["p119"], selfs["target"]) {
+			t.Fatalf("trade partners left out of each other's view: target sees %v, p119 (slot %d) sees %v", shown["target"], selfs["p119"], shown["p119"])
 		}
 		if chased >= 0 {
 			shownBefore = shown

@@ -40,11 +40,13 @@ type Game struct {
 	owners []string         // slot → character id ("" for NPCs and free slots)
 	attrs  map[string]json.RawMessage
 	// encoded is the simulation tick the encoder's current table holds.
-	encoded uint64
-	began   bool
-	visible []int32
-	events  []loop.Event
-	items   itemState
+	encoded  uint64
+	began    bool
+	visible  []int32
+	events   []loop.Event
+	items    itemState
+	equip    equipState
+	recovery recoveryState
 
 	// viewCap bounds the entities of one snapshot (DefaultViewCap); cands and pinned
 	// are capView's scratch, and later holds the events snapshots raised, which the
@@ -107,6 +109,9 @@ func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, err
 	if feature == FeatureItems {
 		return decodeItems(action, payload)
 	}
+	if feature == FeatureEquipment {
+		return decodeEquipment(action, payload)
+	}
 	if feature == wire.FeatureMovement && action == wire.ActionInputBatch {
 		in, err := wire.DecodeInputBatch(payload, nil)
 		if err != nil {
@@ -138,6 +143,7 @@ func (g *Game) Spawn(characterID string, st *control.CharacterState) error {
 	g.slots[characterID] = slot
 	if st != nil && len(st.Attributes) > 0 {
 		g.attrs[characterID] = st.Attributes
+		g.rememberEquipment(characterID, st.Attributes)
 	}
 	e := g.state.Entities[slot]
 	g.grid.Update(slot, e.Pos.X, e.Pos.Y)
@@ -174,6 +180,7 @@ func (g *Game) Stop(characterID string) {
 func (g *Game) NewSession(characterID string) {
 	if slot, ok := g.slots[characterID]; ok {
 		g.state.NewSession(slot)
+		g.equip.newSession(characterID)
 	}
 }
 
@@ -189,11 +196,14 @@ func (g *Game) Hold(characterID string, on bool) {
 // jitter buffer, or shed as a standing delay) since the game began.
 func (g *Game) InputsDropped() uint64 { return g.state.Counters().InputsDropped }
 
-// Step advances the simulation one tick, moves everything in the grid and reports the
-// portals players entered, perception changes, and what the last snapshots raised.
+// Step advances the simulation one tick, moves everything in the grid, runs the
+// critical-item recovery pass at maintenance boundaries (recovery.go; its events are
+// collected with Recoveries) and reports the portals players entered, perception
+// changes, what the last snapshots raised, and trade and inventory events.
 func (g *Game) Step() []loop.Event {
 	ev := g.state.Step()
 	g.place()
+	g.maintain()
 	g.events = g.events[:0]
 	for _, p := range ev.Portals {
 		if int(p.Slot) < len(g.owners) && g.owners[p.Slot] != "" && p.Portal < len(g.world.Portals) {
@@ -247,7 +257,8 @@ func (g *Game) place() {
 	}
 }
 
-// State is a character's position in units (metres) and its attributes.
+// State is a character's position in units (metres) and its attributes, with its
+// current equipment under "equipment" once the game knows it (equip.go).
 func (g *Game) State(characterID string) (control.CharacterState, bool) {
 	slot, ok := g.slots[characterID]
 	if !ok {
@@ -256,7 +267,7 @@ func (g *Game) State(characterID string) (control.CharacterState, bool) {
 	p := g.state.Entities[slot].Pos
 	return control.CharacterState{
 		CharacterID: characterID, MapID: g.mapID,
-		X: float64(p.X) / sim.QuantaPerUnit, Y: float64(p.Y) / sim.QuantaPerUnit, Attributes: g.attrs[characterID],
+		X: float64(p.X) / sim.QuantaPerUnit, Y: float64(p.Y) / sim.QuantaPerUnit, Attributes: g.withEquipment(characterID, g.attrs[characterID]),
 	}, true
 }
 
@@ -273,6 +284,7 @@ func (g *Game) Despawn(characterID string) {
 	delete(g.attrs, characterID)
 	delete(g.items.inv, characterID)
 	g.expireTrades(characterID)
+	g.equip.forget(characterID)
 }
 
 // Entities counts players, NPCs and items in the world.

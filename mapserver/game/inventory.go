@@ -42,6 +42,7 @@ func (g *Game) Carry(characterID string, held []items.Item) {
 		}
 	}
 	g.items.inv[characterID] = inv
+	g.restoreEquipment(characterID)
 	if slot, here := g.slots[characterID]; here {
 		g.state.SetSpeed(slot, g.speedOf(characterID)) // its welcome's inventory event tells it
 	}

@@ -56,7 +56,9 @@ func (g *Game) settlePickup(act pendingAction, answer error) (loop.Event, error)
 	viewers := g.viewersOf(wi.slot)
 	id := g.state.Entities[wi.slot].ID
 	// The orchestrator made the move durable: the map follows it even if its own
-	// inventory would disagree.
+	// inventory would disagree. A character that left meanwhile gets it from the
+	// orchestrator where it is now; the recovery pass remembers who holds it.
+	g.noteHeld(wi.item, act.characterID, int64(g.state.Tick()))
 	if _, here := g.slots[act.characterID]; here {
 		keep(g.Inventory(act.characterID), g.items.catalog, entryOf(wi.item))
 		g.touch(act.characterID)

@@ -156,3 +156,26 @@ type Redeemer interface {
 }
 
 var _ Redeemer = (*control.Client)(nil)
+
+// Equipment is a Game whose equipment commands are answered with a result event of
+// their own, carrying the command's seq ("equip_result", success or a refusal code),
+// instead of an ack or an error frame. Equip runs on the tick goroutine.
+type Equipment interface {
+	// Equip applies cmd, the seq-th command of a character, if it is an equipment
+	// command (ok; otherwise the other paths take it), and returns the frame to send
+	// the character, nil for a duplicate seq that was ignored.
+	Equip(characterID string, seq uint64, cmd any) (result []byte, ok bool)
+}
+
+// Recoveries is a Game with a maintenance pass that sends critical events of its own:
+// the recovery of critical items, decided at tick boundaries. After every Step the loop
+// sends the events Recoveries returns through the link and hands each answer to
+// Recovered; both run on the tick goroutine.
+type Recoveries interface {
+	// Recoveries returns the critical events decided since the last call.
+	Recoveries() []control.CriticalEvent
+	// Recovered ends the recovery of event eventID with the orchestrator's answer (nil:
+	// the durable ack) and returns the gameplay event for the players who see the
+	// result (none when Frame is nil).
+	Recovered(eventID string, answer error) Event
+}

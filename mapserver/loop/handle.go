@@ -40,6 +40,8 @@ func (l *Loop) handle(m message) {
 		l.transferred(m.characterID, m.transferID, m.outcome)
 	case opCritical:
 		l.settle(m.eventID, m.answer)
+	case opRecovery:
+		l.recovered(m.eventID, m.answer)
 	}
 }
 
@@ -112,6 +114,15 @@ func (l *Loop) command(m message) {
 	if p.transfer != "" {
 		l.Metrics.Commands.WithLabelValues(OutcomeIgnored).Inc()
 		return
+	}
+	if eg, ok := l.game.(Equipment); ok {
+		if frame, mine := eg.Equip(p.id, m.seq, m.cmd); mine {
+			l.Metrics.Commands.WithLabelValues(OutcomeApplied).Inc()
+			if frame != nil {
+				l.send(p, frame, false)
+			}
+			return
+		}
 	}
 	if cg, ok := l.game.(Criticals); ok && l.critical(cg, p, m) {
 		return

@@ -232,6 +232,7 @@ func (l *Loop) step() bool {
 			}
 			l.portal(ev)
 		}
+		l.recover()
 		if d := l.game.InputsDropped(); d != l.dropped {
 			l.Metrics.InputsDropped.Add(float64(d - l.dropped))
 			l.dropped = d

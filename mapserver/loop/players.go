@@ -25,6 +25,7 @@ const (
 	opDetach             // a connection ended
 	opTransfer           // the orchestrator answered a transfer request
 	opCritical           // the orchestrator answered a critical event
+	opRecovery           // the orchestrator answered a recovery the game sent
 )
 
 // message is everything a connection or the link tells the tick. One struct for all

@@ -49,18 +49,41 @@ func (l *Link) ReportTransfer(r control.TransferResult) error {
 	return enqueue(l, l.out.calls, call{report: &r})
 }
 
-// callLoop sends queued calls one at a time, in order, each retried with backoff while
-// its failure is transient.
+// callLoop sends queued calls in order, one request at a time, each retried with
+// backoff while its failure is transient. Critical events queued together go in one
+// batch (batch.go).
 func (l *Link) callLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case c := <-l.out.calls:
-			l.sendCall(ctx, c)
-			l.out.finished()
+			for next := &c; next != nil; {
+				next = l.sendNext(ctx, *next)
+			}
 		}
 	}
+}
+
+// sendNext sends c, with the critical events queued behind it when it is one, and
+// returns the call gather stopped at, if any.
+func (l *Link) sendNext(ctx context.Context, c call) *call {
+	n := l.maxBatch()
+	if c.event == nil || n == 1 {
+		l.sendCall(ctx, c)
+		l.out.finished()
+		return nil
+	}
+	batch, next := l.gather(c, n)
+	if len(batch) == 1 {
+		l.sendCall(ctx, c)
+	} else {
+		l.sendBatch(ctx, batch)
+	}
+	for range batch {
+		l.out.finished()
+	}
+	return next
 }
 
 func (l *Link) sendCall(ctx context.Context, c call) {

@@ -65,6 +65,10 @@ type Link struct {
 
 	// RetryMin and RetryMax bound the backoff between failed attempts of any call.
 	RetryMin, RetryMax time.Duration
+	// MaxBatch bounds the critical events sent in one request (POST
+	// /orch/persist-critical-events): the events queued while the last request was in
+	// flight go together. 0 means DefaultMaxBatch; 1 sends every event on its own.
+	MaxBatch int
 	// QueueSize bounds each queue: distinct pending snapshot partitions, critical
 	// events and reports, and transfer requests.
 	QueueSize int

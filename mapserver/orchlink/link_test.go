@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,6 +26,10 @@ type fakeOrch struct {
 	failCode map[string]string // path → code of those failures (default unavailable)
 	hold     chan struct{}     // when set, persist-snapshot waits for it to close
 	held     chan struct{}     // receives once per push that reached hold
+	// holdCritical, when set, makes critical requests wait for it to close;
+	// heldCritical receives once per request that reached it.
+	holdCritical, heldCritical chan struct{}
+	batches                    []int // the size of every batch request
 
 	readyCalls, readies, beats int
 	forgetAt                   int // the forgetAt-th heartbeat answers "not registered"
@@ -49,6 +54,15 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 	if path == control.PathPersistSnapshot {
 		f.mu.Lock()
 		hold, held := f.hold, f.held
+		f.mu.Unlock()
+		if hold != nil {
+			held <- struct{}{}
+			<-hold
+		}
+	}
+	if path == control.PathPersistCritical || path == control.PathPersistCriticalBatch {
+		f.mu.Lock()
+		hold, held := f.holdCritical, f.heldCritical
 		f.mu.Unlock()
 		if hold != nil {
 			held <- struct{}{}
@@ -96,6 +110,16 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(body, &ev)
 		f.events = append(f.events, ev)
 		out = control.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}
+	case control.PathPersistCriticalBatch:
+		var b control.CriticalBatch
+		_ = json.Unmarshal(body, &b)
+		f.batches = append(f.batches, len(b.Events))
+		a := control.CriticalBatchAnswer{}
+		for _, ev := range b.Events {
+			f.events = append(f.events, ev)
+			a.Results = append(a.Results, control.CriticalResult{Ack: &control.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}})
+		}
+		out = a
 	case control.PathRequestTransfer:
 		var tr control.TransferRequest
 		_ = json.Unmarshal(body, &tr)
@@ -325,6 +349,76 @@ func TestLink_Critical(t *testing.T) {
 		}
 		if len(f.events) != 3 || f.events[0].InstanceID != "a-1" {
 			t.Fatalf("committed %+v", f.events)
+		}
+	})
+	t.Run("QueuedEventsGoInOneBatch", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.holdCritical, f.heldCritical = make(chan struct{}), make(chan struct{}, 8)
+		f.fail[control.PathPersistCriticalBatch] = 1 // retried whole
+		l := openLink(t, c)
+		var acks []<-chan orchlink.CriticalResult
+		send := func(id string) {
+			ch, err := l.CriticalChan(control.CriticalEvent{EventID: id, Kind: "item_spend"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			acks = append(acks, ch)
+		}
+		send("e1")
+		<-f.heldCritical // e1 is in flight alone
+		for _, id := range []string{"e2", "e3", "e4", "e5"} {
+			send(id)
+		}
+		f.mu.Lock()
+		close(f.holdCritical)
+		f.holdCritical = nil
+		f.mu.Unlock()
+		for i, ch := range acks {
+			if r := <-ch; r.Err != nil || r.Ack.EventID != fmt.Sprintf("e%d", i+1) {
+				t.Fatalf("event %d: %+v", i+1, r)
+			}
+		}
+		flush(t, l)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.batches) != 1 || f.batches[0] != 4 || len(f.events) != 5 {
+			t.Fatalf("batches %v, events %d: want e1 alone, then one batch of 4", f.batches, len(f.events))
+		}
+		for i, ev := range f.events {
+			if ev.EventID != fmt.Sprintf("e%d", i+1) || ev.InstanceID != "a-1" {
+				t.Fatalf("committed %d: %+v", i, ev)
+			}
+		}
+	})
+	t.Run("WithoutBatchRouteOneByOne", func(t *testing.T) {
+		f, c := newFakeOrch(t)
+		f.fail[control.PathPersistCriticalBatch], f.failCode[control.PathPersistCriticalBatch] = 1, apierr.ENOTFOUND
+		f.holdCritical, f.heldCritical = make(chan struct{}), make(chan struct{}, 8)
+		l := openLink(t, c)
+		var acks []<-chan orchlink.CriticalResult
+		for _, id := range []string{"e1", "e2", "e3"} {
+			ch, err := l.CriticalChan(control.CriticalEvent{EventID: id, Kind: "item_spend"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			acks = append(acks, ch)
+			if id == "e1" {
+				<-f.heldCritical
+			}
+		}
+		f.mu.Lock()
+		close(f.holdCritical)
+		f.holdCritical = nil
+		f.mu.Unlock()
+		for i, ch := range acks {
+			if r := <-ch; r.Err != nil {
+				t.Fatalf("event %d: %v", i+1, r.Err)
+			}
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.events) != 3 || len(f.batches) != 0 {
+			t.Fatalf("events %d, batches %v", len(f.events), f.batches)
 		}
 	})
 	t.Run("RefusedEventReportsTheError", func(t *testing.T) {

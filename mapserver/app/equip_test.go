@@ -1,0 +1,74 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/items"
+)
+
+// TestEquip_OverTheWire picks up a piece of equipment through a real map and the fake
+// orchestrator's real store and wears it: every equipment command is answered with
+// equip_result carrying its seq, a refusal keeps the connection, and a repeated seq is
+// ignored.
+func TestEquip_OverTheWire(t *testing.T) {
+	f := mustOpenFakeOrch(t)
+	m := mustOpenMap(t, f, nil)
+	list, err := f.DB.InstanceItems(context.Background(), "dev-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var it items.Item
+	for _, x := range list {
+		if tpl, _ := items.DefaultCatalog().Template(x.TemplateID); tpl.Slot != items.SlotNone && tpl.Requires == nil {
+			it = x
+			break
+		}
+	}
+	if it.ID == "" {
+		t.Fatal("the map seeded no equipment without a skill gate")
+	}
+	slot, _ := items.DefaultCatalog().Template(it.TemplateID)
+	a, _ := joinNear(t, f, m, "Ad4K3yAbCdEfGhIjKlMnOpQr", it, 0)
+
+	a.send(`{"v":1,"kind":"command","seq":1,"feature":"equipment","action":"equip","payload":{"itemId":"` + it.ID + `","slot":"` + string(slot.Slot) + `"}}`)
+	if r := a.next(); r["name"] != game.EventEquipResult || result(r)["success"] != false || result(r)["code"] != items.CodeItemNotFound || result(r)["seq"] != float64(1) {
+		t.Fatalf("equip of an item lying on the ground: %v", r)
+	}
+	a.send(`{"v":1,"kind":"command","seq":2,"feature":"items","action":"pickup","payload":{"itemId":"` + it.ID + `"}}`)
+	if ack := a.next(); ack["kind"] != "ack" || ack["seq"] != float64(2) {
+		t.Fatalf("pickup: %v", ack)
+	}
+	if ev := a.next(); ev["name"] != "item_picked" {
+		t.Fatalf("got %v, want item_picked", ev)
+	}
+	equip := `{"v":1,"kind":"command","seq":3,"feature":"equipment","action":"equip","payload":{"itemId":"` + it.ID + `","slot":"` + string(slot.Slot) + `"}}`
+	a.send(equip)
+	r := a.next()
+	if r["kind"] != "event" || r["name"] != game.EventEquipResult {
+		t.Fatalf("got %v, want equip_result", r)
+	}
+	if d := result(r); d["success"] != true || d["seq"] != float64(3) || d["operation"] != "equip" || d["slot"] != string(slot.Slot) {
+		t.Fatalf("equip: %v", d)
+	}
+	a.send(equip) // the same seq again
+	a.send(`{"v":1,"kind":"command","seq":4,"feature":"equipment","action":"unequip","payload":{"slot":"` + string(slot.Slot) + `"}}`)
+	if d := result(a.next()); d["seq"] != float64(4) || d["code"] != game.CodeEquipLocked {
+		t.Fatalf("after a repeated seq, the next answer is %v, want seq 4 locked", d)
+	}
+	a.send(`{"v":1,"kind":"command","seq":5,"feature":"equipment","action":"equip","payload":{"itemId":"x"}}`)
+	if e := a.next(); e["kind"] != "error" || e["code"] != "bad_payload" {
+		t.Fatalf("malformed equip: %v", e)
+	}
+	a.send(`{"v":1,"kind":"ping","t":1}`)
+	if p := a.next(); p["kind"] != "pong" {
+		t.Fatalf("the connection did not survive the refusals: %v", p)
+	}
+}
+
+// result returns an event's data object.
+func result(ev map[string]any) map[string]any {
+	d, _ := ev["data"].(map[string]any)
+	return d
+}
