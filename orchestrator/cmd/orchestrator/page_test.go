@@ -170,6 +170,10 @@ func TestPage_PlaysInChromium(t *testing.T) {
 
 	t.Run("ReconcilesUnderLatency", func(t *testing.T) { reconcilesUnderLatency(t, page) })
 
+	t.Run("CharacterList", func(t *testing.T) {
+		charactersInMenu(page.in(t), "Chr5"+randomHex(t, 12)+"KeyXyZ")
+	})
+
 	t.Run("PortalToSecondMap", func(t *testing.T) {
 		// A flat map whose one portal leads to a second map, both started beforehand; a
 		// character of a new key saved one unit west of that portal (brought there by a
@@ -244,6 +248,9 @@ type page struct {
 	ctx   context.Context
 	shots string
 }
+
+// in is the same tab driven by the subtest t.
+func (p *page) in(t *testing.T) *page { return &page{t: t, ctx: p.ctx, shots: p.shots} }
 
 func (p *page) run(steps ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()

@@ -5,6 +5,7 @@
 
 import { Session, State } from "./session.js";
 import { View } from "./view.js";
+import { Menu } from "./menu.js";
 
 const KEY_STORE = "mapyard.authKey";
 const INTERPOLATION_MS = 100;
@@ -67,20 +68,6 @@ function direction() {
   if (held.has("KeyW") || held.has("ArrowUp")) dy += 127;
   if (held.has("KeyS") || held.has("ArrowDown")) dy -= 127;
   return [dx, dy];
-}
-
-function showMenu(wasm, view) {
-  const menu = $("menu");
-  menu.hidden = false;
-  const stored = localStorage.getItem(KEY_STORE);
-  $("identity").textContent = stored ? "Play continues this browser's character." : "Play creates this browser's character.";
-  const go = (identity) => {
-    menu.hidden = true;
-    play(wasm, view, identity);
-  };
-  $("play").onclick = () => go({ authKey: authKey() });
-  $("guest").onclick = () => go({});
-  $("play").focus();
 }
 
 function play(wasm, view, identity) {
@@ -179,6 +166,7 @@ addEventListener("keydown", (e) => {
     return;
   }
   if (e.target instanceof HTMLButtonElement && (e.code === "Enter" || e.code === "Space")) return;
+  if (e.target instanceof HTMLInputElement) return;
   held.add(e.code);
   if (e.code.startsWith("Arrow")) e.preventDefault();
 });
@@ -192,7 +180,9 @@ async function main() {
     const wasm = await loadModule();
     $("status").textContent = "ready";
     debug.state = "menu";
-    showMenu(wasm, view);
+    const menu = new Menu(authKey, () => !!localStorage.getItem(KEY_STORE), (identity) => play(wasm, view, identity));
+    debug.menu = menu;
+    menu.show();
   } catch (err) {
     $("status").dataset.state = "error";
     $("status").textContent = String(err.message || err);
