@@ -184,7 +184,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.MapID, c.InstanceID = id, mapgen.InstanceOfMap(id)
-			c.Terrain.WaterLevel, c.StaticCollider.BlockWater = 0, false
+			c.Terrain.WaterLevel, c.StaticCollider.BlockWater, c.Terrain.MaxHeight = 0, false, 0
 			c.GenerationRules.PropDensity = 0
 			return c
 		}
@@ -192,6 +192,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		dst.Seed++
 		src := flat(deployment + "-src")
 		src.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: dst.MapID, Count: 1}}
+		src.GenerationRules.InteractableDensity = 1000
 		for _, c := range []mapgen.MapConfig{dst, src} {
 			raw, err := json.Marshal(c)
 			if err != nil {
@@ -206,9 +207,11 @@ func TestPage_PlaysInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 		portal := world.Portals[0]
+		item := itemNearPortal(t, src, portal)
 		mapCred, _ := credentialsOf(t, inspect(t, cli, getInstance(t, child.control, secret, deployment).ContainerID), secret)
 		key := "Pag3" + randomHex(t, 12) + "KeyAbCdEf"
-		goClient := enterBesideAs(t, child, mapCred, "ws"+strings.TrimPrefix(e.PublicURL(), "http"), src, portal, `{}`, key)
+		goClient := enterAtAs(t, child, mapCred, "ws"+strings.TrimPrefix(e.PublicURL(), "http"), src,
+			float64(item.Place.X)/100, float64(item.Place.Y)/100, key)
 		traveller := goClient.Welcome().CharacterID
 		goClient.Close()
 		waitUntil(t, "the character released on the source map", func() bool {
@@ -224,9 +227,10 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		if c := page.character(); c != traveller {
 			t.Fatalf("the page plays %s, want the key's %s", c, traveller)
 		}
-		page.keyDown("KeyD")
+		page.pickUp(item.ID)
+		page.walkTo(float64(portal.X)/100, float64(portal.Y)/100, 0.3,
+			fmt.Sprintf(`mapyardDebug.state === "transferring" || mapyardDebug.session.welcome.mapId === %q`, portal.TargetMapID))
 		page.wait("the welcome of the second map", fmt.Sprintf(`mapyardDebug.session.welcome.mapId === %q && mapyardDebug.state === "playing"`, portal.TargetMapID))
-		page.keyUp("KeyD")
 		page.wait("a drawn frame of the second map", `mapyardDebug.session.predicted !== null && !mapyardDebug.session.worldError`)
 		var got struct {
 			Character string

@@ -19,12 +19,20 @@ export const State = {
   transferring: "transferring", reconnecting: "reconnecting", stopped: "stopped", error: "error",
 };
 
+// Events of the game (items, trades, equipment, NPCs) handed to the hooks' onGame.
+const GAME_EVENTS = new Set(["inventory", "item_picked", "item_dropped", "trade_offered", "item_traded",
+  "trade_declined", "item_consumed", "equip_result", "item_recovered", "npc_state"]);
+// Commands kept for their answer (an ack or an error naming their seq), at most this many.
+const MAX_COMMANDS = 64;
+
 // Codes after which joining again with the same identity is the way back.
 const REJOIN = new Set(["ticket_invalid", "ticket_expired", "ticket_used", "wrong_map"]);
 
 export class Session {
   // wasm is the module's API (globalThis.mapyard); identity {authKey?} (no key: a
-  // guest); hooks: onState(state, detail), onWorld(world, welcome), onEvent(text, kind).
+  // guest); hooks: onState(state, detail), onWorld(world, welcome), onEvent(text, kind),
+  // onGame(event) for the game's events, onAnswer(command, error) when a command other
+  // than movement is acknowledged (error null) or refused.
   constructor(wasm, identity, hooks) {
     this.wasm = wasm;
     this.identity = identity;
@@ -51,6 +59,10 @@ export class Session {
     this.clockOffset = null;    // performance.now() - tick time, smoothed
     this.reconnectDelay = RECONNECT_MIN_MS;
     this.timers = new Set();
+    this.inventory = null;      // the newest inventory event's data
+    this.commands = new Map();  // seq -> {seq, feature, action, payload} awaiting an answer
+    this.itemIds = new Map();   // item entity id -> item id, learned from item events
+    this.seeded = new Map();    // "template:x:y" -> item id of the items the map's generator placed
     this.stats = { rtt: 0, sent: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0, corrections: [],
       maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0 };
   }
@@ -112,6 +124,7 @@ export class Session {
     this.cmdSeq = 0;
     this.inputSeq = 0;
     this.pending = [];
+    this.dropCommands("the connection changed");
     this.ackStride = [0, 0, 0];
     this.predStride = [0, 0, 0];
   }
@@ -146,17 +159,18 @@ export class Session {
         case "welcome": welcomed = true; this.welcomed(msg, path); break;
         case "error":
           if (!welcomed || msg.code === "replaced") refused = msg;
-          else this.hooks.onEvent(`refused: ${msg.code}: ${msg.message}`, "error");
+          else if (!this.answered(msg.seq, msg)) this.hooks.onEvent(`refused: ${msg.code}: ${msg.message}`, "error");
           break;
         case "transfer":
           transfer = msg;
           this.setState(State.transferring, `to ${msg.toInstanceId}`);
           break;
         case "event":
-          this.hooks.onEvent(eventText(msg), msg.name === "transfer_denied" ? "error" : "info");
+          if (GAME_EVENTS.has(msg.name)) this.gameEvent(msg);
+          else this.hooks.onEvent(eventText(msg), msg.name === "transfer_denied" ? "error" : "info");
           break;
         case "pong": this.stats.rtt = performance.now() - Number(msg.t); break;
-        case "ack": break; // commands other than movement; movement is acked by snapshots
+        case "ack": this.answered(msg.seq, null); break; // movement is acknowledged by snapshots
       }
     };
     ws.onclose = (ev) => {
@@ -195,6 +209,10 @@ export class Session {
       } else {
         this.world = world;
         this.world.generateMs = performance.now() - started;
+        this.itemIds.clear();
+        this.seeded.clear();
+        const seeded = this.wasm.seededItems(world.id);
+        if (Array.isArray(seeded)) for (const it of seeded) this.seeded.set(`${it.template}:${it.x}:${it.y}`, it.itemId);
         this.worldError = world.hash === w.worldHash ? "" :
           `world hash mismatch on ${w.mapId}: generated ${world.hash.slice(0, 12)}…, server ${String(w.worldHash).slice(0, 12)}…`;
       }
@@ -286,7 +304,8 @@ export class Session {
     let self = null;
     for (let i = 0; i + f.stride <= s.entities.length; i += f.stride) {
       const e = { slot: s.entities[i + f.slot], kind: s.entities[i + f.kind], id: s.entities[i + f.id],
-        x: s.entities[i + f.x], y: s.entities[i + f.y] };
+        x: s.entities[i + f.x], y: s.entities[i + f.y], facing: s.entities[i + f.facing],
+        state: s.entities[i + f.state], template: s.entities[i + f.template] };
       ents.set(e.id, e);
       if (e.slot === s.self) self = e;
     }
@@ -347,8 +366,13 @@ export class Session {
     return Array.isArray(p) ? { x: p[0], y: p[1], stride: [p[2], p[3], p[4]] } : { x: from.x, y: from.y, stride };
   }
 
-  // speed is the player's speed in quanta per second, as the server's movement has it.
-  speed() { return this.wasm.playerSpeed; }
+  // speed is the player's speed in quanta per second, as the server walks it now: the
+  // inventory event's speed (units/s, always a whole number of quanta), which
+  // encumbrance lowers; the module's default before the first one.
+  speed() {
+    const v = this.inventory && this.inventory.speed;
+    return v > 0 ? Math.round(v * this.wasm.quantaPerUnit) : this.wasm.playerSpeed;
+  }
 
   // step runs one input tick: direction (dx, dy) from the keys, predicted at once and
   // sent in a batch that also acknowledges the newest snapshot.
@@ -370,12 +394,55 @@ export class Session {
   }
 
   // command sends one command other than movement (items, equipment, ...) and returns
-  // its seq; the map answers an ack or an error naming that seq.
+  // its seq (0 when not playing); the map answers an ack or an error naming that seq
+  // (equipment: an equip_result event), which onAnswer reports.
   command(feature, action, payload) {
+    if (this.state !== State.playing || !this.ws) return 0;
     const msg = { v: 1, kind: "command", seq: ++this.cmdSeq, feature, action, payload };
     if (this.ackTick) { msg.tick = this.ackTick; this.ackDue = false; }
     this.send(msg);
+    this.commands.set(msg.seq, { seq: msg.seq, feature, action, payload });
+    if (this.commands.size > MAX_COMMANDS) this.commands.delete(this.commands.keys().next().value);
     return msg.seq;
+  }
+
+  // answered settles the command seq with an ack (err null) or an error; false when no
+  // such command waits.
+  answered(seq, err) {
+    const cmd = this.commands.get(seq);
+    if (!cmd) return false;
+    this.commands.delete(seq);
+    if (this.hooks.onAnswer) this.hooks.onAnswer(cmd, err);
+    return true;
+  }
+
+  // dropCommands settles every waiting command as lost: its connection is gone, and a
+  // new session's seqs start again.
+  dropCommands(why) {
+    const waiting = [...this.commands.values()];
+    this.commands.clear();
+    for (const cmd of waiting) if (this.hooks.onAnswer) this.hooks.onAnswer(cmd, { code: "lost", message: why });
+  }
+
+  // gameEvent keeps what the page needs of an event of the game and hands it on.
+  gameEvent(msg) {
+    const d = msg.data || {};
+    if (msg.name === "inventory") this.inventory = d;
+    if (d.itemId && d.id !== undefined) this.itemIds.set(d.id, d.itemId);
+    if (msg.name === "equip_result" && d.seq !== undefined) {
+      const cmd = this.commands.get(d.seq);
+      if (cmd) {
+        this.commands.delete(d.seq);
+        if (this.hooks.onAnswer) this.hooks.onAnswer(cmd, d.success ? null : { code: d.code, message: d.message });
+      }
+    }
+    if (this.hooks.onGame) this.hooks.onGame(msg);
+  }
+
+  // itemIdOf is the item id of an item entity of the snapshots: learned from an item
+  // event, else the one the map's generator placed there; "" when unknown.
+  itemIdOf(e) {
+    return this.itemIds.get(e.id) || this.seeded.get(`${e.template}:${e.x}:${e.y}`) || "";
   }
 
   sendInputs(inputs) {
@@ -413,7 +480,8 @@ export class Session {
     for (const [id, eb] of b.entities) {
       if (id === this.selfId) continue;
       const ea = a.entities.get(id) || eb;
-      out.push({ id, kind: eb.kind, x: ea.x + (eb.x - ea.x) * k, y: ea.y + (eb.y - ea.y) * k });
+      out.push({ id, kind: eb.kind, x: ea.x + (eb.x - ea.x) * k, y: ea.y + (eb.y - ea.y) * k,
+        facing: eb.facing, state: eb.state, template: eb.template });
     }
     return out;
   }
@@ -426,6 +494,12 @@ export class Session {
     let bytes = 0;
     for (const [, n] of this.stats.bytes) bytes += n;
     return { snapshotHz: this.stats.snapshots.length, kbps: bytes * 8 / 1000 };
+  }
+
+  // latest returns the entities of the newest snapshot (not interpolated).
+  latest() {
+    const s = this.snapshots[this.snapshots.length - 1];
+    return s ? s.entities : new Map();
   }
 
   entitiesInView() {
