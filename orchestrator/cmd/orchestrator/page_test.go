@@ -124,38 +124,21 @@ func TestPage_PlaysInChromium(t *testing.T) {
 	})
 
 	t.Run("MapKilledReconnects", func(t *testing.T) {
-		inst := getInstance(t, child.control, secret, deployment)
-		page.exec(`mapyardDebug.states.length = 0`)
-		killed := time.Now()
-		if err := cli.ContainerKill(context.Background(), inst.ContainerID, "KILL"); err != nil {
-			t.Fatal(err)
-		}
-		page.wait("the reconnecting state", `mapyardDebug.states.includes("reconnecting")`)
-		var status string
-		page.eval(`document.getElementById("status").textContent`, &status)
-		if !strings.HasPrefix(status, "reconnecting") {
-			t.Errorf("the status line says %q while the map is down", status)
-		}
-		// When the restarted map is ready (as the orchestrator says), measured beside
-		// the page's own way back.
-		var ready time.Time
-		for deadline := time.Now().Add(120 * time.Second); ready.IsZero(); time.Sleep(20 * time.Millisecond) {
-			i := getInstance(t, child.control, secret, deployment)
-			if i.State == orchestrator.StateReady && i.ContainerID != inst.ContainerID {
-				ready = time.Now()
-			} else if time.Now().After(deadline) {
-				t.Fatalf("the killed map is not ready again after 2 minutes: %+v", i)
-			}
-		}
-		page.wait("playing again", `mapyardDebug.state === "playing" && mapyardDebug.session.predicted !== null`)
-		t.Logf("map killed to playing again: %s; restarted map ready to playing again: at most %s",
-			time.Since(killed).Round(time.Millisecond), time.Since(ready).Round(time.Millisecond))
-		if c := page.character(); c != character {
-			t.Fatalf("came back as %s, want %s", c, character)
-		}
-		page.walk("KeyW", 1)
-		page.reconciled()
-		page.screenshot("after-reconnect")
+		crashAndComeBack(page.in(t), cli, child.control, secret, deployment)
+		page.in(t).walk("KeyW", 1)
+		page.in(t).reconciled()
+		page.in(t).screenshot("after-reconnect")
+	})
+
+	t.Run("GuestMapKilledReconnects", func(t *testing.T) {
+		p := page.in(t)
+		playAsGuest(t, p)
+		crashAndComeBack(p, cli, child.control, secret, deployment)
+		p.screenshot("guest-after-reconnect")
+		p.run(chromedp.Reload()) // the key's character again, for what follows
+		p.wait("the menu", `mapyardDebug.state === "menu"`)
+		p.run(chromedp.Click(chromedp.CSS("#play")))
+		p.wait("playing", `mapyardDebug.state === "playing" && mapyardDebug.session.predicted !== null`)
 	})
 
 	t.Run("ReloadSameCharacter", func(t *testing.T) {

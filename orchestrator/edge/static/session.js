@@ -4,10 +4,13 @@
 // the player's own movement with the server's movement code and reconcile it on every
 // snapshot, keep a short buffer of snapshots for interpolating everyone else, follow
 // portals, and come back by itself after a dropped connection: resume inside the resume
-// window, else join again with the same identity.
+// window, else rejoin the same character with the orchestrator's rejoin credential
+// (which outlives a crashed map), else join again with the same identity.
 
+// Reconnect attempts back off from 200 ms to 500 ms (±20 %): a crashed map is back
+// within about half a second of being ready.
 const RECONNECT_MIN_MS = 200;
-const RECONNECT_MAX_MS = 1000;
+const RECONNECT_MAX_MS = 500;
 const PING_EVERY_MS = 1000;
 const MAX_BATCH = 32;     // the server refuses larger batches (too_many_inputs)
 const MAX_PENDING = 32;   // unacknowledged inputs (a second at 30 Hz): past that the link is too slow to play
@@ -44,6 +47,7 @@ export class Session {
     this.worldError = "";       // a hash mismatch, shown and never ignored
     this.decoder = 0;
     this.resume = null;         // {token, until}
+    this.rejoinCred = null;     // the orchestrator's rejoin credential of this session (used once)
     this.cmdSeq = 0;
     this.inputSeq = 0;
     this.pending = [];          // inputs sent and not yet applied by the server
@@ -64,7 +68,8 @@ export class Session {
     this.itemIds = new Map();   // item entity id -> item id, learned from item events
     this.seeded = new Map();    // "template:x:y" -> item id of the items the map's generator placed
     this.stats = { rtt: 0, sent: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0, corrections: [],
-      maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0 };
+      maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0, rejoins: 0,
+      welcomedAt: 0, movedAt: 0 }; // wall-clock ms of the last welcome and of the first move after it
   }
 
   // start joins the game.
@@ -89,11 +94,17 @@ export class Session {
     this.timers.add(t);
   }
 
-  // join asks the edge for a ticket: the character of the key (or a new guest).
+  // join asks the edge for a ticket: with the session's rejoin credential the same
+  // character (a guest's too, from its last pushed state), else the character of the
+  // key (or a new guest).
   async join() {
     if (this.state !== State.reconnecting) this.setState(State.joining);
-    const body = this.identity.authKey ? { authKey: this.identity.authKey } : {};
-    Object.assign(body, this.identity.joinExtra || {});
+    const rejoin = this.rejoinCred;
+    let body = { rejoin };
+    if (!rejoin) {
+      body = this.identity.authKey ? { authKey: this.identity.authKey } : {};
+      Object.assign(body, this.identity.joinExtra || {});
+    }
     let answer;
     try {
       const r = await fetch("/api/v1/join", {
@@ -103,7 +114,14 @@ export class Session {
       if (!r.ok) throw new ServerError(answer.error || { code: "internal", message: `join: HTTP ${r.status}` });
     } catch (err) {
       const e = err instanceof ServerError ? err : new ServerError({ code: "unavailable", message: String(err) });
-      this.hooks.onEvent(`join refused: ${e.code}: ${e.message}`, "error");
+      this.hooks.onEvent(`${rejoin ? "rejoin" : "join"} refused: ${e.code}: ${e.message}`, "error");
+      if (rejoin && (REJOIN.has(e.code) || e.code === "bad_request")) {
+        // The session is over (used up, expired, a guest forgotten): join afresh, which
+        // brings a key's character back and makes a guest a new guest.
+        this.rejoinCred = null;
+        this.join();
+        return;
+      }
       if (e.code === "bad_request" || e.code === "unauthorized" || e.code === "forbidden") {
         this.setState(State.error, `${e.code}: ${e.message}`);
         return;
@@ -112,6 +130,8 @@ export class Session {
       this.retry(() => this.join());
       return;
     }
+    this.rejoinCred = answer.rejoin || null;
+    if (rejoin) this.stats.rejoins++;
     this.freshSequences();
     this.connect(answer.ws, { ticket: answer.ticket });
   }
@@ -131,7 +151,7 @@ export class Session {
 
   // retry runs fn after a growing delay.
   retry(fn) {
-    const d = this.reconnectDelay;
+    const d = this.reconnectDelay * (0.8 + 0.4 * Math.random());
     this.reconnectDelay = Math.min(RECONNECT_MAX_MS, this.reconnectDelay * 2);
     this.later(fn, d);
   }
@@ -190,6 +210,9 @@ export class Session {
     this.wsPath = path;
     this.resume = w.resumeToken ? { token: w.resumeToken, until: performance.now() + (w.resumeTtlMs || 0) } : null;
     this.reconnectDelay = RECONNECT_MIN_MS;
+    this.stats.welcomedAt = performance.timeOrigin + performance.now();
+    this.stats.movedAt = 0;
+    this.firstSelf = null;
     if (this.decoder) this.wasm.dropDecoder(this.decoder);
     this.decoder = this.wasm.newDecoder();
     this.snapshots = [];
@@ -247,8 +270,8 @@ export class Session {
     }
     this.hooks.onEvent(`${hello.resume ? "resume" : "hello"} refused: ${e.code}`, "info");
     if (REJOIN.has(e.code)) {
-      // The resume token died with the map process, or a ticket went stale: join again
-      // with the same identity (a key gets its saved character back).
+      // The resume token died with the map process, or a ticket went stale: rejoin the
+      // same character (the orchestrator's credential survives the map).
       this.resume = null;
       this.setState(State.reconnecting, "joining again");
       this.join();
@@ -260,12 +283,15 @@ export class Session {
 
   // dropped handles a connection that closed without a transfer or a refusal.
   dropped(ev, welcomed) {
-    if (welcomed) this.stats.reconnects++;
+    if (welcomed) {
+      this.stats.reconnects++;
+      this.stats.droppedAt = this.server; // the last position the server showed
+    }
     this.setState(State.reconnecting, ev.code ? `closed ${ev.code}${ev.reason ? ": " + ev.reason : ""}` : "connection lost");
     if (welcomed) this.reconnect(); else this.retry(() => this.reconnect());
   }
 
-  // reconnect resumes inside the resume window, else joins again.
+  // reconnect resumes inside the resume window, else rejoins (join).
   reconnect() {
     if (this.resume && performance.now() < this.resume.until) {
       this.connect(this.wsPath, { resume: this.resume.token });
@@ -315,6 +341,10 @@ export class Session {
     this.snapshots.push({ tick: s.tick, time: s.tick * tickMs, entities: ents });
     if (this.snapshots.length > SNAPSHOT_BUFFER) this.snapshots.shift();
     if (self) {
+      if (!this.stats.movedAt) {
+        if (!this.firstSelf) this.firstSelf = { x: self.x, y: self.y };
+        else if (self.x !== this.firstSelf.x || self.y !== this.firstSelf.y) this.stats.movedAt = performance.timeOrigin + now;
+      }
       this.selfId = self.id;
       this.reconcile(self, s.seq);
     }
