@@ -73,9 +73,18 @@ func (p *page) pickUp(itemID string) {
 	p.wait("the item within reach", fmt.Sprintf(`(mapyardDebug.hud.pickable() || {}).itemId === %q`, itemID))
 	p.keyDown("KeyE")
 	p.keyUp("KeyE")
-	p.wait("the pickup shown pending", `mapyardDebug.hud.picking.size === 1`)
+	p.wait("the pickup sent", fmt.Sprintf(`(mapyardDebug.hud.lastPick || {}).itemId === %q`, itemID))
 	p.wait("the pickup confirmed", fmt.Sprintf(`mapyardDebug.hud.picking.size === 0 && mapyardDebug.events.some((e) =>
 		e.name === "item_picked" && e.data.itemId === %q && e.data.characterId === mapyardDebug.session.welcome.characterId)`, itemID))
+	var pick struct {
+		SentAt, AnsweredAt float64
+		Code               string
+	}
+	p.eval(`mapyardDebug.hud.lastPick`, &pick)
+	if pick.Code != "" || pick.AnsweredAt < pick.SentAt {
+		p.t.Fatalf("the pickup was answered %+v", pick)
+	}
+	p.t.Logf("pickup: pending for %.0f ms until the server confirmed it", pick.AnsweredAt-pick.SentAt)
 }
 
 // walkTo walks the player with the arrow keys to (x, y) units: first along x, then

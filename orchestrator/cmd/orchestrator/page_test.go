@@ -281,7 +281,8 @@ func (p *page) wait(what, cond string) {
 		}
 		if time.Now().After(deadline) {
 			var state string
-			p.eval(`JSON.stringify(mapyardDebug.states) + " | " + document.getElementById("status").textContent + " | " + document.getElementById("log").textContent`, &state)
+			p.eval(`!globalThis.mapyardDebug ? "the page's script did not run: " + document.documentElement.outerHTML.slice(0, 300) :
+				JSON.stringify(mapyardDebug.states) + " | " + document.getElementById("status").textContent + " | " + document.getElementById("log").textContent`, &state)
 			p.screenshot("timeout")
 			p.t.Fatalf("timed out waiting for %s (states %s)", what, state)
 		}

@@ -25,6 +25,7 @@ export class Hud {
     this.byId = new Map(this.templates.map((t) => [t.id, t]));
     this.picking = new Map(); // item entity id -> seq of its pickup, until answered
     this.offer = null;        // the trade offer shown (trade_offered data)
+    this.lastPick = null;     // {itemId, seq, sentAt, answeredAt, code}: the last pickup, for the overlay and tests
     $("inventory").hidden = false;
     $("trade-accept").onclick = () => this.answerOffer("accept");
     $("trade-decline").onclick = () => this.answerOffer("decline");
@@ -63,6 +64,7 @@ export class Hud {
     const seq = this.session.command("items", "pickup", { itemId: p.itemId });
     if (!seq) return;
     this.picking.set(p.entity.id, seq);
+    this.lastPick = { itemId: p.itemId, seq, sentAt: performance.now(), answeredAt: 0, code: "" };
     this.log(`picking up ${t ? t.name : p.itemId}…`);
   }
 
@@ -74,6 +76,10 @@ export class Hud {
   answer(cmd, err) {
     if (cmd.feature === "items" && cmd.action === "pickup") {
       for (const [id, seq] of this.picking) if (seq === cmd.seq) this.picking.delete(id);
+      if (this.lastPick && this.lastPick.seq === cmd.seq) {
+        this.lastPick.answeredAt = performance.now();
+        this.lastPick.code = err ? err.code : "";
+      }
       if (err) this.log(`pickup refused: ${err.code}${err.message ? " (" + err.message + ")" : ""}`, "error");
       return;
     }
