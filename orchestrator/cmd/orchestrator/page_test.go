@@ -95,12 +95,14 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		if n := page.screenshot("start"); n < 16 {
 			t.Fatalf("the canvas shows %d colours: the world was not drawn", n)
 		}
-		// The cost of a frame with 100 entities in view (drawing only; compositing is the
-		// browser's), for the record.
+		// The cost of a frame with 100 entities in view (players, NPCs in every perception
+		// state, items of every template; drawing only, compositing is the browser's),
+		// for the record.
 		var frameMs float64
 		page.eval(`(() => {
 			const v = mapyardDebug.view, c = mapyardDebug.session.predicted, others = [];
-			for (let i = 0; i < 100; i++) others.push({id: i, kind: 1 + i % 2, x: c.x + (i % 10 - 5) * 60, y: c.y + (Math.floor(i / 10) - 5) * 40});
+			for (let i = 0; i < 100; i++) others.push({id: i, kind: 1 + i % 3, state: i % 4, template: 1 + i % 12,
+				x: c.x + (i % 10 - 5) * 60, y: c.y + (Math.floor(i / 10) - 5) * 40});
 			const t0 = performance.now();
 			for (let k = 0; k < 50; k++) v.draw(c, c, others);
 			return (performance.now() - t0) / 50;
@@ -424,16 +426,22 @@ func screenshotDir(t *testing.T) string {
 	return dir
 }
 
-// pageFiles is the edge's page with the module built from this checkout, as `make
-// build` builds it, so the test never plays a stale build.
+// pageFiles is the edge's page with the module built from this checkout exactly as `make
+// page` builds it (scripts/page-module.sh, into bin/page-test of the checkout, which
+// skips the compression when the module did not change), so the test never plays a
+// stale build and measures what a host serves.
 func pageFiles(t *testing.T) fs.FS {
 	t.Helper()
-	dir := t.TempDir()
-	wasm := filepath.Join(dir, "mapyard.wasm")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", wasm, "github.com/mapyard/mapyard/mapserver/cmd/client-wasm")
-	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(mod)))
+	dir := filepath.Join(root, "bin", "page-test")
+	if out, err := exec.Command(filepath.Join(root, "scripts", "page-module.sh"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("build the page's module: %v\n%s", err, out)
+	} else if len(out) > 0 {
+		t.Logf("page module: %s", out)
 	}
 	goroot, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
@@ -443,16 +451,12 @@ func pageFiles(t *testing.T) fs.FS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	module, err := os.ReadFile(wasm)
+	gz, err := os.ReadFile(filepath.Join(dir, "mapyard.wasm.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var gz bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
-	zw.Write(module)
-	zw.Close()
 	tree := fstest.MapFS{
-		edge.GenDir + "/" + edge.PageModule + ".gz": {Data: gz.Bytes()},
+		edge.GenDir + "/" + edge.PageModule + ".gz": {Data: gz},
 		edge.GenDir + "/" + edge.PageLoader:         {Data: loader},
 	}
 	err = fs.WalkDir(edge.StaticFiles(), ".", func(name string, d fs.DirEntry, err error) error {
