@@ -109,3 +109,23 @@ func (p *page) walkTo(x, y, tolerance float64, stop string) {
 	axis(`mapyardDebug.session.predicted.x / 16`, x, "ArrowRight", "ArrowLeft")
 	axis(`mapyardDebug.session.predicted.y / 16`, y, "ArrowUp", "ArrowDown")
 }
+
+// inventoryShows waits until the inventory panel lists itemID, as the map's inventory
+// event says, and reports whether the map sends inventory events at all: unless must,
+// a map built before them is told apart by the welcome that came without one, and
+// logged.
+func (p *page) inventoryShows(itemID string, must bool) bool {
+	p.t.Helper()
+	var sent bool
+	p.eval(`mapyardDebug.session.inventory !== null`, &sent)
+	if !sent && !must {
+		p.t.Logf("the map sent no inventory event after its welcome (a map image older than the inventory event): the panel is not checked")
+		return false
+	}
+	p.wait("the item in the inventory panel", fmt.Sprintf(
+		`mapyardDebug.session.inventory.entries.some((e) => e.itemId === %q) && document.querySelector('#inventory-list li[data-item-id=%q]') !== null`, itemID, itemID))
+	var head string
+	p.eval(`document.getElementById("inventory-head").textContent`, &head)
+	p.t.Logf("inventory panel: %s", head)
+	return true
+}

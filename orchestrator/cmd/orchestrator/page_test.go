@@ -213,6 +213,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 			t.Fatalf("the page plays %s, want the key's %s", c, traveller)
 		}
 		page.pickUp(item.ID)
+		carries := page.inventoryShows(item.ID, false)
 		page.walkTo(float64(portal.X)/100, float64(portal.Y)/100, 0.3,
 			fmt.Sprintf(`mapyardDebug.state === "transferring" || mapyardDebug.session.welcome.mapId === %q`, portal.TargetMapID))
 		page.wait("the welcome of the second map", fmt.Sprintf(`mapyardDebug.session.welcome.mapId === %q && mapyardDebug.state === "playing"`, portal.TargetMapID))
@@ -224,6 +225,9 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		page.eval(`({character: mapyardDebug.session.welcome.characterId, states: mapyardDebug.states})`, &got)
 		if got.Character != traveller || !strings.Contains(strings.Join(got.States, " "), "transferring") {
 			t.Fatalf("after the portal: character %s (want %s), states %v", got.Character, traveller, got.States)
+		}
+		if carries {
+			page.inventoryShows(item.ID, true) // the same inventory on the second map
 		}
 		if n := page.screenshot("after-transfer"); n < 16 {
 			t.Fatalf("the canvas shows %d colours on the second map", n)

@@ -219,6 +219,8 @@ export class Session {
     this.ackTick = 0;
     this.clockOffset = null;
     if (!w.resumed) {
+      // A new session: its map sends the inventory (and the speed it walks with) next.
+      this.inventory = null;
       this.server = null; this.predicted = null; this.previous = null;
       this.ackStride = [0, 0, 0]; this.predStride = [0, 0, 0];
     }
