@@ -167,7 +167,7 @@ function overlay(s, now) {
     `input seq    sent ${s.stats.sent} · acked ${s.stats.acked}`,
     `pending      ${s.pending.length}`,
     `snapshots    ${r.snapshotHz}/s · ${r.kbps.toFixed(1)} kbit/s`,
-    `in view      ${s.entitiesInView()}`,
+    `in view      ${s.entitiesInView()}${s.viewCap ? ` (capped: ${s.viewCap.inView} nearby)` : ""}`,
     `prediction   error ${q(s.stats.predictionError)} m (max ${q(s.stats.maxPredictionError)})`,
     `position     ${s.predicted ? `${q(s.predicted.x)}, ${q(s.predicted.y)}` : "-"}`,
     `world        ${s.worldError ? "MISMATCH" : (s.world ? "hash ok " + s.world.hash.slice(0, 12) : "-")}`,

@@ -64,6 +64,7 @@ export class Session {
     this.reconnectDelay = RECONNECT_MIN_MS;
     this.timers = new Set();
     this.inventory = null;      // the newest inventory event's data
+    this.viewCap = null;        // {shown, inView} while the map caps what the snapshots show
     this.commands = new Map();  // seq -> {seq, feature, action, payload} awaiting an answer
     this.itemIds = new Map();   // item entity id -> item id, learned from item events
     this.seeded = new Map();    // "template:x:y" -> item id of the items the map's generator placed
@@ -186,7 +187,8 @@ export class Session {
           this.setState(State.transferring, `to ${msg.toInstanceId}`);
           break;
         case "event":
-          if (GAME_EVENTS.has(msg.name)) this.gameEvent(msg);
+          if (msg.name === "view_capped") this.viewCap = msg.data && msg.data.shown < msg.data.inView ? msg.data : null;
+          else if (GAME_EVENTS.has(msg.name)) this.gameEvent(msg);
           else this.hooks.onEvent(eventText(msg), msg.name === "transfer_denied" ? "error" : "info");
           break;
         case "pong": this.stats.rtt = performance.now() - Number(msg.t); break;
