@@ -211,7 +211,13 @@ func IsDisposable(characterID string) bool { return strings.HasPrefix(characterI
 // ESTATEINCOMPATIBLE (the character's saved state cannot be loaded), EMAPQUARANTINED,
 // EMAPUNAVAILABLE (the default map cannot take players).
 func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (res *orchestrator.JoinResponse, err error) {
-	defer func(start time.Time) { s.Metrics.joined(r.AuthKey == "", start, err) }(time.Now())
+	defer func(start time.Time) {
+		guest := r.AuthKey == "" // a rejoin counts as what it entered
+		if res != nil {
+			guest = res.Disposable
+		}
+		s.Metrics.joined(guest, start, err)
+	}(time.Now())
 	return s.join(ctx, r)
 }
 
