@@ -124,8 +124,15 @@ func (p *page) inventoryShows(itemID string, must bool) bool {
 	}
 	p.wait("the item in the inventory panel", fmt.Sprintf(
 		`mapyardDebug.session.inventory.entries.some((e) => e.itemId === %q) && document.querySelector('#inventory-list li[data-item-id=%q]') !== null`, itemID, itemID))
-	var head string
-	p.eval(`document.getElementById("inventory-head").textContent`, &head)
-	p.t.Logf("inventory panel: %s", head)
+	var got struct {
+		Head                  string
+		Speed, InventorySpeed float64
+	}
+	p.eval(`({head: document.getElementById("inventory-head").textContent, speed: mapyardDebug.session.speed(),
+		inventorySpeed: mapyardDebug.session.inventory.speed})`, &got)
+	if got.Speed != got.InventorySpeed*16 {
+		p.t.Fatalf("the prediction walks %g quanta/s, the inventory event says %g units/s", got.Speed, got.InventorySpeed)
+	}
+	p.t.Logf("inventory panel: %s", got.Head)
 	return true
 }
