@@ -132,7 +132,7 @@ export class Session {
       return;
     }
     this.rejoinCred = answer.rejoin || null;
-    if (rejoin) this.stats.rejoins++;
+    if (rejoin) { this.stats.rejoins++; this.rejoined = true; }
     this.freshSequences();
     this.connect(answer.ws, { ticket: answer.ticket });
   }
@@ -245,6 +245,10 @@ export class Session {
       }
       this.hooks.onWorld(this.world, w);
     }
+    if (this.rejoined) {
+      this.rejoined = false;
+      this.hooks.onEvent(`back on ${w.mapId} as the same character`, "info");
+    } else if (w.resumed) this.hooks.onEvent("resumed", "info");
     this.setState(State.playing, w.instanceId);
     if (w.resumed && this.pending.length) this.sendInputs(this.pending.slice(-MAX_BATCH));
     this.pingLoop(this.ws);
