@@ -50,11 +50,11 @@ build: page
 	$(GOBUILD) -o $(BIN)/mapbots ./mapserver/cmd/mapbots
 
 # The one WebAssembly module of the page (generator, movement, snapshot decoder),
-# gzip-compressed once here so the edge serves it as it lies.
+# compressed once here (zopfli, else gzip -9) so the edge serves it as it lies.
 page:
 	@mkdir -p $(BIN) $(PAGE_GEN)
-	GOOS=js GOARCH=wasm $(GOBUILD) -o $(BIN)/mapyard.wasm ./mapserver/cmd/client-wasm
-	gzip -9 -n -c $(BIN)/mapyard.wasm > $(PAGE_GEN)/mapyard.wasm.gz
+	GO=$(GO) scripts/page-module.sh $(BIN) '$(LDFLAGS)'
+	cp $(BIN)/mapyard.wasm.gz $(PAGE_GEN)/mapyard.wasm.gz
 	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $(PAGE_GEN)/wasm_exec.js
 	@echo "page: $$(wc -c < $(PAGE_GEN)/mapyard.wasm.gz) bytes of module (gzip)"
 

@@ -141,6 +141,10 @@ type JoinRequest struct {
 	// CharacterID names which of the identity's characters to enter; empty enters the
 	// selected one.
 	CharacterID string `json:"characterId,omitempty"`
+	// Rejoin is the rejoin credential of an earlier join's answer: it enters that
+	// session's character again (a guest's too), wherever its lease is, from its last
+	// pushed state. It is used once and replaces AuthKey, Name and CharacterID.
+	Rejoin string `json:"rejoin,omitempty"`
 }
 
 // JoinResponse is the answer of POST /api/v1/join: a ticket for one map instance and
@@ -153,6 +157,9 @@ type JoinResponse struct {
 	InstanceID  string `json:"instanceId"`
 	WS          string `json:"ws"`
 	ExpiresAtMs int64  `json:"expiresAtMs"`
+	// Rejoin is the session's next rejoin credential (see JoinRequest.Rejoin): what a
+	// client keeps in memory to come back after its map crashed.
+	Rejoin string `json:"rejoin,omitempty"`
 }
 
 // WSPath is the public WebSocket path of a map instance, proxied by the edge; the edge

@@ -3,10 +3,9 @@ package game
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
 	"strings"
 
+	"github.com/mapyard/mapyard/mapserver/itemgen"
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
@@ -44,8 +43,6 @@ const (
 	CodeTradePending = "trade_pending"
 )
 
-// itemStream selects the PCG stream of item placement, apart from the simulation's own.
-const itemStream = 0x6974656d
 
 // worldItem is an item lying in this instance: its ownership record and its slot.
 type worldItem struct {
@@ -102,40 +99,7 @@ func newItemState(cat *items.Catalog, instanceID string) itemState {
 // same instance generates the same ids on every start and the orchestrator recognises
 // the ones it knows already.
 func GenerateItems(cfg mapgen.MapConfig, w *mapgen.World, cols *sim.Colliders, cat *items.Catalog) []items.Item {
-	area := int64(w.Width/sim.CentimetresPerUnit) * int64(w.Height/sim.CentimetresPerUnit)
-	n := int(int64(cfg.GenerationRules.InteractableDensity) * area / 1_000_000)
-	var kinds []items.Template
-	for _, id := range cat.IDs() {
-		if t, _ := cat.Template(id); !t.Critical && !t.Unique {
-			kinds = append(kinds, t)
-		}
-	}
-	if n <= 0 || len(kinds) == 0 || !items.ValidID(cfg.InstanceID) {
-		return nil
-	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, itemStream))
-	bw, bh := cols.Bounds()
-	out := make([]items.Item, 0, n)
-	for i := range n {
-		var p sim.Vec
-		for try := 0; try < 64; try++ {
-			p = sim.Vec{X: int32(sim.BodyRadius + rng.IntN(int(bw-2*sim.BodyRadius))), Y: int32(sim.BodyRadius + rng.IntN(int(bh-2*sim.BodyRadius)))}
-			if !cols.Blocked(p) && (w.Nav.CellSize <= 0 || w.Nav.WalkableAt(sim.ToCentimetres(p.X), sim.ToCentimetres(p.Y))) {
-				break
-			}
-		}
-		p = cols.NearestOpen(p)
-		t := kinds[rng.IntN(len(kinds))]
-		q := int64(1)
-		if t.Stackable() {
-			q = 1 + rng.Int64N(min(t.MaxStack, 10))
-		}
-		out = append(out, items.Item{
-			ID: fmt.Sprintf("%s.item-%d", cfg.InstanceID, i), TemplateID: t.ID, Quantity: q, State: items.StateActive,
-			Place: items.Place{InstanceID: cfg.InstanceID, X: sim.ToCentimetres(p.X), Y: sim.ToCentimetres(p.Y)},
-		})
-	}
-	return out
+	return itemgen.Generate(cfg, w, cols, cat)
 }
 
 // ItemSeed returns the items the generator placed in this instance, to seed at the

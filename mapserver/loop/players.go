@@ -130,10 +130,11 @@ func (l *Loop) release(p *player, why string) {
 	l.Log.Info("character released", "character", p.id, "why", why)
 }
 
-// push queues a character's state for the orchestrator; disposable characters are
-// never persisted.
+// push queues a character's state for the orchestrator. A disposable character's is
+// pushed too: the orchestrator keeps it in memory, never in its database, so that the
+// guest comes back from it after this map crashed.
 func (l *Loop) push(p *player) {
-	if p.disposable || l.game == nil || p.transfer != "" {
+	if l.game == nil || p.transfer != "" {
 		return
 	}
 	st, ok := l.game.State(p.id)

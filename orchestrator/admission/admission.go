@@ -97,6 +97,8 @@ type Service struct {
 	// last sign of life (ORCH_SESSION_IDLE_MS): it cannot be deleted meanwhile, and
 	// GET /admin/sessions shows it active.
 	SessionIdle time.Duration
+	// RejoinTTL is how long a rejoin credential works (see Rejoin).
+	RejoinTTL time.Duration
 	// Metrics counts joins, redeems and transfers; nil counts nothing.
 	Metrics *Metrics
 
@@ -122,7 +124,7 @@ func NewService(root *keys.Root, store Store, maps Maps, defaultInstanceID strin
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
 		handovers: make(map[string]*control.CharacterState), SweepInterval: DefaultSweepInterval,
-		MaxCharactersPerKey: orchestrator.DefaultMaxCharactersPerKey, SessionIdle: DefaultSessionIdle,
+		MaxCharactersPerKey: orchestrator.DefaultMaxCharactersPerKey, SessionIdle: DefaultSessionIdle, RejoinTTL: DefaultRejoinTTL,
 		Wanted: wanted(store),
 	}
 }
@@ -135,10 +137,12 @@ func wanted(store Store) WantedInstances {
 	return nil
 }
 
-// guestLease is a disposable character's lease and when it was last set.
+// guestLease is a disposable character's lease, when it was last set, and the state
+// its map last pushed (never persisted: a rejoin after a map crash starts from it).
 type guestLease struct {
 	orchestrator.Lease
-	at time.Time
+	at    time.Time
+	state *control.CharacterState
 }
 
 // forgetIdleGuests drops guest leases older than GuestLeaseTTL and reports how many.
@@ -208,12 +212,21 @@ func IsDisposable(characterID string) bool { return strings.HasPrefix(characterI
 // ESTATEINCOMPATIBLE (the character's saved state cannot be loaded), EMAPQUARANTINED,
 // EMAPUNAVAILABLE (the default map cannot take players).
 func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (res *orchestrator.JoinResponse, err error) {
-	defer func(start time.Time) { s.Metrics.joined(r.AuthKey == "", start, err) }(time.Now())
+	defer func(start time.Time) {
+		guest := r.AuthKey == "" // a rejoin counts as what it entered
+		if res != nil {
+			guest = res.Disposable
+		}
+		s.Metrics.joined(guest, start, err)
+	}(time.Now())
 	return s.join(ctx, r)
 }
 
 // join is Join without its metrics.
 func (s *Service) join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
+	if r.Rejoin != "" {
+		return s.rejoin(ctx, r)
+	}
 	name, err := cleanName(r.Name)
 	if err != nil {
 		return nil, err
@@ -248,6 +261,12 @@ func (s *Service) join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 	if err != nil {
 		return nil, err
 	}
+	return s.ticket(characterID, subject, inst)
+}
+
+// ticket mints a join ticket for characterID into inst, with the session's next rejoin
+// credential.
+func (s *Service) ticket(characterID, subject string, inst orchestrator.Instance) (*orchestrator.JoinResponse, error) {
 	now := s.Now()
 	c := ticket.Claims{
 		Kind: ticket.KindJoin, ID: ticket.NewID(12), Subject: subject, CharacterID: characterID,
@@ -258,10 +277,15 @@ func (s *Service) join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 	if err != nil {
 		return nil, fmt.Errorf("join: mint: %w", err)
 	}
-	s.Log.Info("join ticket issued", "joinId", c.ID, "character", characterID, "instance", inst.ID, "disposable", r.AuthKey == "")
+	rejoin, err := s.mintRejoin(characterID, subject, now)
+	if err != nil {
+		return nil, fmt.Errorf("join: mint rejoin: %w", err)
+	}
+	s.Log.Info("join ticket issued", "joinId", c.ID, "character", characterID, "instance", inst.ID, "disposable", IsDisposable(characterID))
 	return &orchestrator.JoinResponse{
-		Ticket: tok, CharacterID: characterID, Disposable: r.AuthKey == "",
+		Ticket: tok, CharacterID: characterID, Disposable: IsDisposable(characterID),
 		MapID: inst.MapID, InstanceID: inst.ID, WS: orchestrator.WSPath(inst.ID), ExpiresAtMs: c.ExpiresAtMs,
+		Rejoin: rejoin,
 	}, nil
 }
 
@@ -338,11 +362,18 @@ func (s *Service) setLease(ctx context.Context, l orchestrator.Lease, prevEpoch 
 			delete(s.guests, l.CharacterID)
 			return nil
 		}
-		if _, held := s.guests[l.CharacterID]; !held && s.guestsFullLocked() {
+		prev, held := s.guests[l.CharacterID]
+		if !held && s.guestsFullLocked() {
 			return errGuestsFull
 		}
 		l.UpdatedAt = s.Now()
-		s.guests[l.CharacterID] = guestLease{Lease: l, at: l.UpdatedAt}
+		// The pushed state stays while the character stays on its map (a rejoin there
+		// starts from it); a transfer carries its own.
+		g := guestLease{Lease: l, at: l.UpdatedAt}
+		if prev.InstanceID == l.InstanceID {
+			g.state = prev.state
+		}
+		s.guests[l.CharacterID] = g
 		return nil
 	}
 	return s.Store.SetLease(ctx, l, prevEpoch)

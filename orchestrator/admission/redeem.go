@@ -49,6 +49,9 @@ func (s *Service) redeem(ctx context.Context, r control.RedeemRequest) (*control
 	if err != nil {
 		return nil, err
 	}
+	if c.Kind == ticket.KindRejoin {
+		return nil, errRejoinAtMap
+	}
 	if c.To != r.InstanceID {
 		return nil, apierr.Errorf(apierr.EWRONGMAP, "ticket is for map instance %q, not %q", c.To, r.InstanceID)
 	}
@@ -170,14 +173,18 @@ func (s *Service) forgetExpiredNonces(now time.Time) {
 }
 
 // state is the character's last saved state (nil if never saved). Disposable characters
-// carry theirs in memory from the source map to the destination.
+// carry theirs in memory from the source map to the destination, and a join of one
+// (a rejoin) enters with the state its map last pushed.
 func (s *Service) state(ctx context.Context, characterID, transferID string) (*control.CharacterState, error) {
 	if IsDisposable(characterID) {
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		st := s.handovers[transferID]
+		st, handed := s.handovers[transferID]
 		delete(s.handovers, transferID)
-		return st, nil
+		s.mu.Unlock()
+		if handed {
+			return st, nil
+		}
+		return s.guestState(characterID), nil
 	}
 	st, err := s.Store.CharacterState(ctx, characterID)
 	if apierr.Code(err) == apierr.ENOTFOUND {

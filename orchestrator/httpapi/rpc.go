@@ -20,6 +20,9 @@ type Admission interface {
 	TransferResult(ctx context.Context, r control.TransferResult) error
 	Authorize(ctx context.Context, characterID, instanceID string, epoch int64) error
 	Lease(ctx context.Context, characterID string) (orchestrator.Lease, error)
+	// KeepGuestState keeps a disposable character's pushed state in memory (guest
+	// false: a saved character, for the store).
+	KeepGuestState(characterID, instanceID string, revision int64, env control.SnapshotEnvelope) (guest, kept bool, err error)
 }
 
 // Persistence is what the persist and item routes need from the store: snapshot
@@ -71,6 +74,11 @@ func (s *Server) persistSnapshot(ctx context.Context, r control.PersistSnapshot)
 	if id, ok := control.CharacterOfPartition(r.Partition); ok {
 		if err := s.Admission.Authorize(ctx, id, r.InstanceID, r.Epoch); err != nil {
 			return control.PersistSnapshotAnswer{}, err
+		}
+		// A guest's state never reaches the store; the orchestrator keeps the newest in
+		// memory for a rejoin after a map crash.
+		if guest, kept, err := s.Admission.KeepGuestState(id, r.InstanceID, r.Revision, r.Envelope); guest {
+			return control.PersistSnapshotAnswer{Accepted: kept}, err
 		}
 	}
 	accepted, err := s.Store.PutSnapshot(ctx, r.InstanceID, r.Partition, r.Revision, r.Envelope)

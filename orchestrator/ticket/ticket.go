@@ -1,5 +1,6 @@
 // Package ticket mints and verifies mapyard's one-time credentials: join tickets (enter
-// a map) and transfer tokens (move between maps). Both are compact, HMAC-SHA256 signed
+// a map), transfer tokens (move between maps) and rejoin credentials (come back to the
+// session's character after its map crashed). All are compact, HMAC-SHA256 signed
 // with a key derived from the orchestrator's root secret, short-lived, and carry a
 // nonce that the orchestrator records when the credential is redeemed, so each is used
 // at most once.
@@ -34,7 +35,14 @@ type Kind byte
 const (
 	KindJoin     Kind = 'j' // a join ticket: enter map To
 	KindTransfer Kind = 't' // a transfer token: move from map From to map To
+	// KindRejoin is a rejoin credential: get a new join ticket for the session's
+	// character (Subject, CharacterID) wherever its lease is, after its map lost it.
+	// It is presented to POST /api/v1/join, never to a map; From and To are "-".
+	KindRejoin Kind = 'r'
 )
+
+// known reports whether k is a token kind.
+func (k Kind) known() bool { return k == KindJoin || k == KindTransfer || k == KindRejoin }
 
 const (
 	prefix    = "mt1."
@@ -96,7 +104,7 @@ func (s *Signer) Mint(c Claims) (string, error) {
 			return "", apierr.Errorf(apierr.EBADREQUEST, "token claims must be non-empty and contain no '.'")
 		}
 	}
-	if c.Kind != KindJoin && c.Kind != KindTransfer {
+	if !c.Kind.known() {
 		return "", apierr.Errorf(apierr.EBADREQUEST, "unknown token kind %q", c.Kind)
 	}
 	var b strings.Builder
@@ -170,7 +178,7 @@ func (s *Signer) Verify(tok string, now time.Time) (Claims, error) {
 		}
 		parts[i], rest = rest[:j], rest[j+1:]
 	}
-	if len(parts[0]) != 1 || (Kind(parts[0][0]) != KindJoin && Kind(parts[0][0]) != KindTransfer) {
+	if len(parts[0]) != 1 || !Kind(parts[0][0]).known() {
 		return c, errInvalid
 	}
 	var err1, err2 error

@@ -12,6 +12,8 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/mapyard/mapyard/mapserver/itemgen"
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -27,6 +29,12 @@ const (
 	FieldID
 	FieldX
 	FieldY
+	// FieldFacing, FieldState and FieldTemplate are snapshot format 2's state fields:
+	// facing in 1/256 turns, the kind's state (an NPC's perception, an item's flags),
+	// an item's wire template number (1-based, in the catalog's sorted ids).
+	FieldFacing
+	FieldState
+	FieldTemplate
 	EntityStride
 )
 
@@ -40,6 +48,7 @@ const (
 
 // loadedWorld is one generated world and what prediction needs of it.
 type loadedWorld struct {
+	config    mapgen.MapConfig
 	world     *mapgen.World
 	colliders *sim.Colliders
 }
@@ -55,7 +64,31 @@ func generate(configJSON string) (*loadedWorld, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &loadedWorld{world: w, colliders: sim.NewColliders(w)}, nil
+	return &loadedWorld{config: c, world: w, colliders: sim.NewColliders(w)}, nil
+}
+
+// seededItem is one item the map's generator placed, as the page matches it against
+// the item entities of the snapshots: by wire template number and position.
+type seededItem struct {
+	ItemID   string
+	Template uint32
+	X, Y     int32 // quanta
+}
+
+// seededItems are the ordinary items the map placed in this world's instance, by the
+// map's own placement (itemgen), with positions in quanta as the snapshots carry them.
+// Which of them still lie in the world only the snapshots tell.
+func (l *loadedWorld) seededItems(cat *items.Catalog) []seededItem {
+	wireIDs := make(map[string]uint32)
+	for i, id := range cat.IDs() {
+		wireIDs[id] = uint32(i + 1)
+	}
+	var out []seededItem
+	for _, it := range itemgen.Generate(l.config, l.world, l.colliders, cat) {
+		out = append(out, seededItem{ItemID: it.ID, Template: wireIDs[it.TemplateID],
+			X: sim.FromCentimetres(it.Place.X), Y: sim.FromCentimetres(it.Place.Y)})
+	}
+	return out
 }
 
 // packedWorld is the generated world in the flat shapes a canvas draws from cheaply:
@@ -132,7 +165,8 @@ func decode(d *wire.Decoder, frame []byte, dst []float64) (decodeResult, error) 
 	r := decodeResult{Tick: s.Tick, BaseTick: s.BaseTick, Full: s.Full, Seq: s.Seq, Self: s.Self}
 	dst = dst[:0]
 	for _, e := range s.Entities {
-		dst = append(dst, float64(e.Slot), float64(e.Kind), float64(e.ID), float64(e.X), float64(e.Y))
+		dst = append(dst, float64(e.Slot), float64(e.Kind), float64(e.ID), float64(e.X), float64(e.Y),
+			float64(e.Facing), float64(e.State), float64(e.Template))
 	}
 	r.Entities = dst
 	return r, nil

@@ -9,6 +9,7 @@ import (
 	"math"
 	"syscall/js"
 
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -16,6 +17,7 @@ import (
 // module holds the worlds and decoders the page opened, by the handle it was given.
 // The page is single-threaded, and so is this module: no locks.
 type module struct {
+	catalog  *items.Catalog
 	worlds   map[int]*loadedWorld
 	decoders map[int]*wire.Decoder
 	next     int
@@ -38,11 +40,15 @@ type module struct {
 //	    entities is a Float64Array of entityFields.stride values per entity;
 //	    error "no_baseline" means a delta against a snapshot this decoder never held
 //	dropDecoder(id)
+//	seededItems(worldId) -> [{itemId, template, x, y}] | {error}
+//	    the items the map's generator placed in the world's instance (positions in
+//	    quanta, template the wire number), to learn the id of an item entity
 //
-// plus the constants entityFields, quantaPerUnit, playerSpeed, bodyRadius and maxDir.
+// plus the constants entityFields, quantaPerUnit, playerSpeed, bodyRadius, maxDir and
+// itemTemplates (the item catalog in wire order: wire template n is itemTemplates[n-1]).
 // Positions are in quanta (1/16 unit), world lengths in centimetres.
 func main() {
-	m := &module{worlds: map[int]*loadedWorld{}, decoders: map[int]*wire.Decoder{}}
+	m := &module{catalog: items.DefaultCatalog(), worlds: map[int]*loadedWorld{}, decoders: map[int]*wire.Decoder{}}
 	api := js.Global().Get("Object").New()
 	for name, fn := range map[string]func([]js.Value) any{
 		"loadWorld":   m.loadWorld,
@@ -51,12 +57,15 @@ func main() {
 		"newDecoder":  m.newDecoder,
 		"decode":      m.decode,
 		"dropDecoder": m.dropDecoder,
+		"seededItems": m.seededItems,
 	} {
 		api.Set(name, js.FuncOf(guard(name, fn)))
 	}
 	api.Set("entityFields", map[string]any{
-		"slot": FieldSlot, "kind": FieldKind, "id": FieldID, "x": FieldX, "y": FieldY, "stride": EntityStride,
+		"slot": FieldSlot, "kind": FieldKind, "id": FieldID, "x": FieldX, "y": FieldY,
+		"facing": FieldFacing, "state": FieldState, "template": FieldTemplate, "stride": EntityStride,
 	})
+	api.Set("itemTemplates", templatesJS(m.catalog))
 	api.Set("quantaPerUnit", sim.QuantaPerUnit)
 	api.Set("playerSpeed", sim.DefaultPlayerSpeed)
 	api.Set("bodyRadius", sim.BodyRadius)
@@ -188,6 +197,38 @@ func (m *module) decode(args []js.Value) any {
 		"tick": r.Tick, "baseTick": r.BaseTick, "full": r.Full, "seq": float64(r.Seq), "self": r.Self,
 		"entities": ents,
 	}
+}
+
+func (m *module) seededItems(args []js.Value) any {
+	if len(args) != 1 {
+		return failure("seededItems takes (worldId)")
+	}
+	l := m.worlds[args[0].Int()]
+	if l == nil {
+		return failure("seededItems: no such world")
+	}
+	seeded := l.seededItems(m.catalog)
+	out := make([]any, len(seeded))
+	for i, it := range seeded {
+		out[i] = map[string]any{"itemId": it.ItemID, "template": it.Template, "x": it.X, "y": it.Y}
+	}
+	return out
+}
+
+// templatesJS is the item catalog in wire order, as the page shows items.
+func templatesJS(cat *items.Catalog) []any {
+	ids := cat.IDs()
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		t, _ := cat.Template(id)
+		o := map[string]any{"id": t.ID, "name": t.Name, "weightGrams": t.WeightGrams, "maxStack": t.MaxStack,
+			"consumable": t.Consumable, "slot": string(t.Slot), "critical": t.Critical, "unique": t.Unique}
+		if t.Requires != nil {
+			o["requires"] = map[string]any{"skill": t.Requires.Skill, "level": t.Requires.Level}
+		}
+		out[i] = o
+	}
+	return out
 }
 
 // bytesToJS copies b into a new Uint8Array.

@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -51,7 +54,7 @@ func TestDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []float64{3, 1, 12, 16005, 8000, 5, 2, 7, 97, 52}
+	want := []float64{3, 1, 12, 16005, 8000, 0, 0, 0, 5, 2, 7, 97, 52, 96, 2, 0, 10, 3, 30, 320, 480, 0, 1, 300}
 	if len(r.Entities) != len(want) {
 		t.Fatalf("delta entities %v, want %v", r.Entities, want)
 	}
@@ -72,14 +75,16 @@ func frames() (full, delta []byte) {
 	c := wire.NewClient(0)
 	enc.Begin(300)
 	enc.Set(3, wire.EntityState{ID: 12, Kind: 1, X: 16000, Y: 8000})
-	enc.Set(5, wire.EntityState{ID: 7, Kind: 2, X: 100, Y: 50})
+	enc.Set(5, wire.EntityState{ID: 7, Kind: 2, X: 100, Y: 50, Facing: 128, State: 1})
 	enc.Set(9, wire.EntityState{ID: 13, Kind: 2, X: 5, Y: 5})
-	full, _ = enc.Encode(nil, c, 41, 3, []int32{3, 5, 9})
+	enc.Set(10, wire.EntityState{ID: 30, Kind: 3, X: 320, Y: 480, Template: 300})
+	full, _ = enc.Encode(nil, c, 41, 3, []int32{3, 5, 9, 10})
 	c.Ack(300)
 	enc.Begin(302)
 	enc.Set(3, wire.EntityState{ID: 12, Kind: 1, X: 16005, Y: 8000})
-	enc.Set(5, wire.EntityState{ID: 7, Kind: 2, X: 97, Y: 52})
-	delta, _ = enc.Encode(nil, c, 43, 3, []int32{3, 5})
+	enc.Set(5, wire.EntityState{ID: 7, Kind: 2, X: 97, Y: 52, Facing: 96, State: 2})
+	enc.Set(10, wire.EntityState{ID: 30, Kind: 3, X: 320, Y: 480, Template: 300, State: 1})
+	delta, _ = enc.Encode(nil, c, 43, 3, []int32{3, 5, 10})
 	return full, delta
 }
 
@@ -114,6 +119,7 @@ WebAssembly.instantiate(fs.readFileSync(wasmPath), go.importObject).then(({insta
     start: [q(sp.x), q(sp.y)], end, early: early.error || "",
     fullTick: full.tick, delta: Array.from(delta.entities), deltaSeq: delta.seq,
     stride: m.entityFields.stride, genHash: gen.hash,
+    templates: m.itemTemplates.map((t) => t.id), seeded: m.seededItems(w.id),
   }));
   process.exit(0);
 });
@@ -161,6 +167,12 @@ func TestModuleInNode(t *testing.T) {
 		Start                                        [2]int32
 		End                                          [5]int32
 		Delta                                        []float64
+		Templates                                    []string
+		Seeded                                       []struct {
+			ItemID   string
+			Template uint32
+			X, Y     int32
+		}
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("node printed %q: %v", out, err)
@@ -204,7 +216,16 @@ func TestModuleInNode(t *testing.T) {
 	if got.Early != errNoBaseline || got.FullTick != 300 || got.DeltaSeq != 43 || got.Stride != EntityStride {
 		t.Fatalf("decoder in node: early %q, full tick %d, delta seq %d, stride %d", got.Early, got.FullTick, got.DeltaSeq, got.Stride)
 	}
-	if want := []float64{3, 1, 12, 16005, 8000, 5, 2, 7, 97, 52}; len(got.Delta) != len(want) || got.Delta[3] != want[3] || got.Delta[8] != want[8] {
+	if want := []float64{3, 1, 12, 16005, 8000, 0, 0, 0, 5, 2, 7, 97, 52, 96, 2, 0, 10, 3, 30, 320, 480, 0, 1, 300}; !slices.Equal(got.Delta, want) {
 		t.Fatalf("delta in node %v, want %v", got.Delta, want)
+	}
+	// The item catalog in wire order, and the items the map placed, as the map has them.
+	if len(got.Templates) != len(items.DefaultCatalog().IDs()) || got.Templates[0] != items.DefaultCatalog().IDs()[0] {
+		t.Fatalf("itemTemplates in node %v, want the catalog's sorted ids", got.Templates)
+	}
+	seeded := game.GenerateItems(cfg, w, sim.NewColliders(w), items.DefaultCatalog())
+	if len(seeded) == 0 || len(got.Seeded) != len(seeded) || got.Seeded[0].ItemID != seeded[0].ID ||
+		got.Seeded[0].X != sim.FromCentimetres(seeded[0].Place.X) || got.Seeded[0].Y != sim.FromCentimetres(seeded[0].Place.Y) {
+		t.Fatalf("seededItems in node: %d items, first %+v; the map placed %d, first %+v", len(got.Seeded), got.Seeded, len(seeded), seeded[0])
 	}
 }

@@ -100,12 +100,14 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		if n := page.screenshot("start"); n < 16 {
 			t.Fatalf("the canvas shows %d colours: the world was not drawn", n)
 		}
-		// The cost of a frame with 100 entities in view (drawing only; compositing is the
-		// browser's), for the record.
+		// The cost of a frame with 100 entities in view (players, NPCs in every perception
+		// state, items of every template; drawing only, compositing is the browser's),
+		// for the record.
 		var frameMs float64
 		page.eval(`(() => {
 			const v = mapyardDebug.view, c = mapyardDebug.session.predicted, others = [];
-			for (let i = 0; i < 100; i++) others.push({id: i, kind: 1 + i % 2, x: c.x + (i % 10 - 5) * 60, y: c.y + (Math.floor(i / 10) - 5) * 40});
+			for (let i = 0; i < 100; i++) others.push({id: i, kind: 1 + i % 3, state: i % 4, template: 1 + i % 12,
+				x: c.x + (i % 10 - 5) * 60, y: c.y + (Math.floor(i / 10) - 5) * 40});
 			const t0 = performance.now();
 			for (let k = 0; k < 50; k++) v.draw(c, c, others);
 			return (performance.now() - t0) / 50;
@@ -129,38 +131,21 @@ func TestPage_PlaysInChromium(t *testing.T) {
 	})
 
 	t.Run("MapKilledReconnects", func(t *testing.T) {
-		inst := getInstance(t, child.control, secret, deployment)
-		page.exec(`mapyardDebug.states.length = 0`)
-		killed := time.Now()
-		if err := cli.ContainerKill(context.Background(), inst.ContainerID, "KILL"); err != nil {
-			t.Fatal(err)
-		}
-		page.wait("the reconnecting state", `mapyardDebug.states.includes("reconnecting")`)
-		var status string
-		page.eval(`document.getElementById("status").textContent`, &status)
-		if !strings.HasPrefix(status, "reconnecting") {
-			t.Errorf("the status line says %q while the map is down", status)
-		}
-		// When the restarted map is ready (as the orchestrator says), measured beside
-		// the page's own way back.
-		var ready time.Time
-		for deadline := time.Now().Add(120 * time.Second); ready.IsZero(); time.Sleep(20 * time.Millisecond) {
-			i := getInstance(t, child.control, secret, deployment)
-			if i.State == orchestrator.StateReady && i.ContainerID != inst.ContainerID {
-				ready = time.Now()
-			} else if time.Now().After(deadline) {
-				t.Fatalf("the killed map is not ready again after 2 minutes: %+v", i)
-			}
-		}
-		page.wait("playing again", `mapyardDebug.state === "playing" && mapyardDebug.session.predicted !== null`)
-		t.Logf("map killed to playing again: %s; restarted map ready to playing again: at most %s",
-			time.Since(killed).Round(time.Millisecond), time.Since(ready).Round(time.Millisecond))
-		if c := page.character(); c != character {
-			t.Fatalf("came back as %s, want %s", c, character)
-		}
-		page.walk("KeyW", 1)
-		page.reconciled()
-		page.screenshot("after-reconnect")
+		crashAndComeBack(page.in(t), cli, child.control, secret, deployment)
+		page.in(t).walk("KeyW", 1)
+		page.in(t).reconciled()
+		page.in(t).screenshot("after-reconnect")
+	})
+
+	t.Run("GuestMapKilledReconnects", func(t *testing.T) {
+		p := page.in(t)
+		playAsGuest(t, p)
+		crashAndComeBack(p, cli, child.control, secret, deployment)
+		p.screenshot("guest-after-reconnect")
+		p.run(chromedp.Reload()) // the key's character again, for what follows
+		p.wait("the menu", `mapyardDebug.state === "menu"`)
+		p.run(chromedp.Click(chromedp.CSS("#play")))
+		p.wait("playing", `mapyardDebug.state === "playing" && mapyardDebug.session.predicted !== null`)
 	})
 
 	t.Run("ReloadSameCharacter", func(t *testing.T) {
@@ -175,6 +160,10 @@ func TestPage_PlaysInChromium(t *testing.T) {
 
 	t.Run("ReconcilesUnderLatency", func(t *testing.T) { reconcilesUnderLatency(t, page) })
 
+	t.Run("CharacterList", func(t *testing.T) {
+		charactersInMenu(page.in(t), "Chr5"+randomHex(t, 12)+"KeyXyZ")
+	})
+
 	t.Run("PortalToSecondMap", func(t *testing.T) {
 		// A flat map whose one portal leads to a second map, both started beforehand; a
 		// character of a new key saved one unit west of that portal (brought there by a
@@ -183,6 +172,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		dst.Seed++
 		src := flatMap(t, deployment+"-src")
 		src.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: dst.MapID, Count: 1}}
+		src.GenerationRules.InteractableDensity = 1000
 		for _, c := range []mapgen.MapConfig{dst, src} {
 			raw, err := json.Marshal(c)
 			if err != nil {
@@ -197,9 +187,11 @@ func TestPage_PlaysInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 		portal := world.Portals[0]
+		item := itemNearPortal(t, src, portal)
 		mapCred, _ := credentialsOf(t, inspect(t, cli, getInstance(t, child.control, secret, deployment).ContainerID), secret)
 		key := "Pag3" + randomHex(t, 12) + "KeyAbCdEf"
-		goClient := enterBesideAs(t, child, mapCred, "ws"+strings.TrimPrefix(e.PublicURL(), "http"), src, portal, `{}`, key)
+		goClient := enterAtAs(t, child, mapCred, "ws"+strings.TrimPrefix(e.PublicURL(), "http"), src,
+			float64(item.Place.X)/100, float64(item.Place.Y)/100, key)
 		traveller := goClient.Welcome().CharacterID
 		goClient.Close()
 		waitUntil(t, "the character released on the source map", func() bool {
@@ -215,9 +207,11 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		if c := page.character(); c != traveller {
 			t.Fatalf("the page plays %s, want the key's %s", c, traveller)
 		}
-		page.keyDown("KeyD")
+		page.pickUp(item.ID)
+		page.inventoryShows(item.ID)
+		page.walkTo(float64(portal.X)/100, float64(portal.Y)/100, 0.3,
+			fmt.Sprintf(`mapyardDebug.state === "transferring" || mapyardDebug.session.welcome.mapId === %q`, portal.TargetMapID))
 		page.wait("the welcome of the second map", fmt.Sprintf(`mapyardDebug.session.welcome.mapId === %q && mapyardDebug.state === "playing"`, portal.TargetMapID))
-		page.keyUp("KeyD")
 		page.wait("a drawn frame of the second map", `mapyardDebug.session.predicted !== null && !mapyardDebug.session.worldError`)
 		var got struct {
 			Character string
@@ -227,6 +221,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		if got.Character != traveller || !strings.Contains(strings.Join(got.States, " "), "transferring") {
 			t.Fatalf("after the portal: character %s (want %s), states %v", got.Character, traveller, got.States)
 		}
+		page.inventoryShows(item.ID) // the same inventory on the second map
 		if n := page.screenshot("after-transfer"); n < 16 {
 			t.Fatalf("the canvas shows %d colours on the second map", n)
 		}
@@ -239,6 +234,9 @@ type page struct {
 	ctx   context.Context
 	shots string
 }
+
+// in is the same tab driven by the subtest t.
+func (p *page) in(t *testing.T) *page { return &page{t: t, ctx: p.ctx, shots: p.shots} }
 
 func (p *page) run(steps ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
@@ -282,7 +280,8 @@ func (p *page) wait(what, cond string) {
 		}
 		if time.Now().After(deadline) {
 			var state string
-			p.eval(`JSON.stringify(mapyardDebug.states) + " | " + document.getElementById("status").textContent + " | " + document.getElementById("log").textContent`, &state)
+			p.eval(`!globalThis.mapyardDebug ? "the page's script did not run: " + document.documentElement.outerHTML.slice(0, 300) :
+				JSON.stringify(mapyardDebug.states) + " | " + document.getElementById("status").textContent + " | " + document.getElementById("log").textContent`, &state)
 			p.screenshot("timeout")
 			p.t.Fatalf("timed out waiting for %s (states %s)", what, state)
 		}
@@ -424,16 +423,22 @@ func screenshotDir(t *testing.T) string {
 	return dir
 }
 
-// pageFiles is the edge's page with the module built from this checkout, as `make
-// build` builds it, so the test never plays a stale build.
+// pageFiles is the edge's page with the module built from this checkout exactly as `make
+// page` builds it (scripts/page-module.sh, into bin/page-test of the checkout, which
+// skips the compression when the module did not change), so the test never plays a
+// stale build and measures what a host serves.
 func pageFiles(t *testing.T) fs.FS {
 	t.Helper()
-	dir := t.TempDir()
-	wasm := filepath.Join(dir, "mapyard.wasm")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", wasm, "github.com/mapyard/mapyard/mapserver/cmd/client-wasm")
-	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(mod)))
+	dir := filepath.Join(root, "bin", "page-test")
+	if out, err := exec.Command(filepath.Join(root, "scripts", "page-module.sh"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("build the page's module: %v\n%s", err, out)
+	} else if len(out) > 0 {
+		t.Logf("page module: %s", out)
 	}
 	goroot, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
@@ -443,16 +448,12 @@ func pageFiles(t *testing.T) fs.FS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	module, err := os.ReadFile(wasm)
+	gz, err := os.ReadFile(filepath.Join(dir, "mapyard.wasm.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var gz bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
-	zw.Write(module)
-	zw.Close()
 	tree := fstest.MapFS{
-		edge.GenDir + "/" + edge.PageModule + ".gz": {Data: gz.Bytes()},
+		edge.GenDir + "/" + edge.PageModule + ".gz": {Data: gz},
 		edge.GenDir + "/" + edge.PageLoader:         {Data: loader},
 	}
 	err = fs.WalkDir(edge.StaticFiles(), ".", func(name string, d fs.DirEntry, err error) error {

@@ -168,7 +168,7 @@ func flatMap(t *testing.T, id string) mapgen.MapConfig {
 		t.Fatal(err)
 	}
 	c.MapID, c.InstanceID = id, mapgen.InstanceOfMap(id)
-	c.Terrain.WaterLevel, c.StaticCollider.BlockWater = 0, false
+	c.Terrain.WaterLevel, c.StaticCollider.BlockWater, c.Terrain.MaxHeight = 0, false, 0
 	c.GenerationRules.PropDensity, c.GenerationRules.NPCDensity = 0, 0
 	c.GenerationRules.Portals = nil
 	return c

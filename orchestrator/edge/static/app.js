@@ -5,6 +5,8 @@
 
 import { Session, State } from "./session.js";
 import { View } from "./view.js";
+import { Menu } from "./menu.js";
+import { Hud } from "./hud.js";
 
 const KEY_STORE = "mapyard.authKey";
 const INTERPOLATION_MS = 100;
@@ -14,7 +16,7 @@ const $ = (id) => document.getElementById(id);
 const loadStarted = performance.now();
 
 // debug is what the overlay shows and what automated checks of the page read.
-const debug = { firstFrameMs: 0, wasmMs: 0, frames: 0, frameMs: 0, state: "loading", states: [], timings: {} };
+const debug = { firstFrameMs: 0, wasmMs: 0, frames: 0, frameMs: 0, state: "loading", states: [], timings: {}, events: [] };
 globalThis.mapyardDebug = debug;
 
 async function loadModule() {
@@ -58,6 +60,9 @@ function banner(text) {
   $("banner").hidden = !text;
 }
 
+// controls holds what keys other than walking do once the game runs (E: pickup).
+const controls = {};
+
 // Keys held now; arrows and WASD give the direction of the next input.
 const held = new Set();
 function direction() {
@@ -67,20 +72,6 @@ function direction() {
   if (held.has("KeyW") || held.has("ArrowUp")) dy += 127;
   if (held.has("KeyS") || held.has("ArrowDown")) dy -= 127;
   return [dx, dy];
-}
-
-function showMenu(wasm, view) {
-  const menu = $("menu");
-  menu.hidden = false;
-  const stored = localStorage.getItem(KEY_STORE);
-  $("identity").textContent = stored ? "Play continues this browser's character." : "Play creates this browser's character.";
-  const go = (identity) => {
-    menu.hidden = true;
-    play(wasm, view, identity);
-  };
-  $("play").onclick = () => go({ authKey: authKey() });
-  $("guest").onclick = () => go({});
-  $("play").focus();
 }
 
 function play(wasm, view, identity) {
@@ -100,6 +91,7 @@ function play(wasm, view, identity) {
       $("loading-text").textContent = s === State.transferring ? `through the portal ${detail}…` : "joining…";
       if (s === State.reconnecting && detail !== lastReconnect) log(`reconnecting (${detail})`);
       lastReconnect = s === State.reconnecting ? detail : "";
+      if (s === State.playing) hud.render();
       if (s === State.stopped) banner(detail);
       if (s === State.error) banner(detail);
     },
@@ -113,9 +105,19 @@ function play(wasm, view, identity) {
       log(`entered ${welcome.mapId}${world ? ` (world generated in ${world.generateMs.toFixed(0)} ms)` : ""}`);
     },
     onEvent: log,
+    onGame(msg) {
+      debug.events.push(msg);
+      if (debug.events.length > 64) debug.events.shift();
+      hud.event(msg);
+    },
+    onAnswer: (cmd, err) => hud.answer(cmd, err),
   });
+  const hud = new Hud(session, log);
+  view.templates = wasm.itemTemplates || [];
   debug.session = session;
   debug.view = view;
+  debug.hud = hud;
+  controls.pickup = () => hud.pickup();
   session.start();
 
   // Inputs at the simulation's tick rate.
@@ -136,7 +138,9 @@ function play(wasm, view, identity) {
   const frame = (now) => {
     const t0 = performance.now();
     const self = session.selfPosition(now);
-    view.draw(self || session.server, self, session.others(now, INTERPOLATION_MS));
+    const target = hud.pickable();
+    view.draw(self || session.server, self, session.others(now, INTERPOLATION_MS),
+      { pending: hud.pendingIds(), target: target && target.entity.id });
     if (view.frames === 1 && !debug.firstFrameMs) {
       debug.firstFrameMs = performance.now() - loadStarted;
       debug.firstFrameAfterPlayMs = performance.now() - debug.playAt;
@@ -163,11 +167,12 @@ function overlay(s, now) {
     `input seq    sent ${s.stats.sent} · acked ${s.stats.acked}`,
     `pending      ${s.pending.length}`,
     `snapshots    ${r.snapshotHz}/s · ${r.kbps.toFixed(1)} kbit/s`,
-    `in view      ${s.entitiesInView()}`,
+    `in view      ${s.entitiesInView()}${s.viewCap ? ` (capped: ${s.viewCap.inView} nearby)` : ""}`,
     `prediction   error ${q(s.stats.predictionError)} m (max ${q(s.stats.maxPredictionError)})`,
     `position     ${s.predicted ? `${q(s.predicted.x)}, ${q(s.predicted.y)}` : "-"}`,
     `world        ${s.worldError ? "MISMATCH" : (s.world ? "hash ok " + s.world.hash.slice(0, 12) : "-")}`,
-    `reconnects   ${s.stats.reconnects} · transfers ${s.stats.transfers}`,
+    `speed        ${(s.speed() / 16).toFixed(4)} u/s${s.inventory ? "" : " (default)"}`,
+    `reconnects   ${s.stats.reconnects} · rejoins ${s.stats.rejoins} · transfers ${s.stats.transfers}`,
     `frame        ${debug.frameMs.toFixed(2)} ms · first frame ${debug.firstFrameMs.toFixed(0)} ms`,
   ].join("\n");
 }
@@ -179,6 +184,8 @@ addEventListener("keydown", (e) => {
     return;
   }
   if (e.target instanceof HTMLButtonElement && (e.code === "Enter" || e.code === "Space")) return;
+  if (e.target instanceof HTMLInputElement) return;
+  if (e.code === "KeyE" && !e.repeat && controls.pickup) { controls.pickup(); return; }
   held.add(e.code);
   if (e.code.startsWith("Arrow")) e.preventDefault();
 });
@@ -192,7 +199,17 @@ async function main() {
     const wasm = await loadModule();
     $("status").textContent = "ready";
     debug.state = "menu";
-    showMenu(wasm, view);
+    const menu = new Menu(authKey, () => !!localStorage.getItem(KEY_STORE), (identity) => {
+      try {
+        play(wasm, view, identity);
+      } catch (err) {
+        banner(`the game did not start: ${err.message || err}`);
+        debug.state = "error";
+        throw err;
+      }
+    });
+    debug.menu = menu;
+    menu.show();
   } catch (err) {
     $("status").dataset.state = "error";
     $("status").textContent = String(err.message || err);

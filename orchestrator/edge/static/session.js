@@ -4,10 +4,13 @@
 // the player's own movement with the server's movement code and reconcile it on every
 // snapshot, keep a short buffer of snapshots for interpolating everyone else, follow
 // portals, and come back by itself after a dropped connection: resume inside the resume
-// window, else join again with the same identity.
+// window, else rejoin the same character with the orchestrator's rejoin credential
+// (which outlives a crashed map), else join again with the same identity.
 
+// Reconnect attempts back off from 200 ms to 500 ms (±20 %): a crashed map is back
+// within about half a second of being ready.
 const RECONNECT_MIN_MS = 200;
-const RECONNECT_MAX_MS = 1000;
+const RECONNECT_MAX_MS = 500;
 const PING_EVERY_MS = 1000;
 const MAX_BATCH = 32;     // the server refuses larger batches (too_many_inputs)
 const MAX_PENDING = 32;   // unacknowledged inputs (a second at 30 Hz): past that the link is too slow to play
@@ -19,12 +22,20 @@ export const State = {
   transferring: "transferring", reconnecting: "reconnecting", stopped: "stopped", error: "error",
 };
 
+// Events of the game (items, trades, equipment, NPCs) handed to the hooks' onGame.
+const GAME_EVENTS = new Set(["inventory", "item_picked", "item_dropped", "trade_offered", "item_traded",
+  "trade_declined", "item_consumed", "equip_result", "item_recovered", "npc_state"]);
+// Commands kept for their answer (an ack or an error naming their seq), at most this many.
+const MAX_COMMANDS = 64;
+
 // Codes after which joining again with the same identity is the way back.
 const REJOIN = new Set(["ticket_invalid", "ticket_expired", "ticket_used", "wrong_map"]);
 
 export class Session {
   // wasm is the module's API (globalThis.mapyard); identity {authKey?} (no key: a
-  // guest); hooks: onState(state, detail), onWorld(world, welcome), onEvent(text, kind).
+  // guest); hooks: onState(state, detail), onWorld(world, welcome), onEvent(text, kind),
+  // onGame(event) for the game's events, onAnswer(command, error) when a command other
+  // than movement is acknowledged (error null) or refused.
   constructor(wasm, identity, hooks) {
     this.wasm = wasm;
     this.identity = identity;
@@ -36,6 +47,7 @@ export class Session {
     this.worldError = "";       // a hash mismatch, shown and never ignored
     this.decoder = 0;
     this.resume = null;         // {token, until}
+    this.rejoinCred = null;     // the orchestrator's rejoin credential of this session (used once)
     this.cmdSeq = 0;
     this.inputSeq = 0;
     this.pending = [];          // inputs sent and not yet applied by the server
@@ -51,8 +63,14 @@ export class Session {
     this.clockOffset = null;    // performance.now() - tick time, smoothed
     this.reconnectDelay = RECONNECT_MIN_MS;
     this.timers = new Set();
+    this.inventory = null;      // the newest inventory event's data
+    this.viewCap = null;        // {shown, inView} while the map caps what the snapshots show
+    this.commands = new Map();  // seq -> {seq, feature, action, payload} awaiting an answer
+    this.itemIds = new Map();   // item entity id -> item id, learned from item events
+    this.seeded = new Map();    // "template:x:y" -> item id of the items the map's generator placed
     this.stats = { rtt: 0, sent: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0, corrections: [],
-      maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0 };
+      maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0, rejoins: 0,
+      welcomedAt: 0, movedAt: 0 }; // wall-clock ms of the last welcome and of the first move after it
   }
 
   // start joins the game.
@@ -77,11 +95,17 @@ export class Session {
     this.timers.add(t);
   }
 
-  // join asks the edge for a ticket: the character of the key (or a new guest).
+  // join asks the edge for a ticket: with the session's rejoin credential the same
+  // character (a guest's too, from its last pushed state), else the character of the
+  // key (or a new guest).
   async join() {
     if (this.state !== State.reconnecting) this.setState(State.joining);
-    const body = this.identity.authKey ? { authKey: this.identity.authKey } : {};
-    Object.assign(body, this.identity.joinExtra || {});
+    const rejoin = this.rejoinCred;
+    let body = { rejoin };
+    if (!rejoin) {
+      body = this.identity.authKey ? { authKey: this.identity.authKey } : {};
+      Object.assign(body, this.identity.joinExtra || {});
+    }
     let answer;
     try {
       const r = await fetch("/api/v1/join", {
@@ -91,7 +115,14 @@ export class Session {
       if (!r.ok) throw new ServerError(answer.error || { code: "internal", message: `join: HTTP ${r.status}` });
     } catch (err) {
       const e = err instanceof ServerError ? err : new ServerError({ code: "unavailable", message: String(err) });
-      this.hooks.onEvent(`join refused: ${e.code}: ${e.message}`, "error");
+      this.hooks.onEvent(`${rejoin ? "rejoin" : "join"} refused: ${e.code}: ${e.message}`, "error");
+      if (rejoin && (REJOIN.has(e.code) || e.code === "bad_request")) {
+        // The session is over (used up, expired, a guest forgotten): join afresh, which
+        // brings a key's character back and makes a guest a new guest.
+        this.rejoinCred = null;
+        this.join();
+        return;
+      }
       if (e.code === "bad_request" || e.code === "unauthorized" || e.code === "forbidden") {
         this.setState(State.error, `${e.code}: ${e.message}`);
         return;
@@ -100,6 +131,8 @@ export class Session {
       this.retry(() => this.join());
       return;
     }
+    this.rejoinCred = answer.rejoin || null;
+    if (rejoin) { this.stats.rejoins++; this.rejoined = true; }
     this.freshSequences();
     this.connect(answer.ws, { ticket: answer.ticket });
   }
@@ -112,13 +145,14 @@ export class Session {
     this.cmdSeq = 0;
     this.inputSeq = 0;
     this.pending = [];
+    this.dropCommands("the connection changed");
     this.ackStride = [0, 0, 0];
     this.predStride = [0, 0, 0];
   }
 
   // retry runs fn after a growing delay.
   retry(fn) {
-    const d = this.reconnectDelay;
+    const d = this.reconnectDelay * (0.8 + 0.4 * Math.random());
     this.reconnectDelay = Math.min(RECONNECT_MAX_MS, this.reconnectDelay * 2);
     this.later(fn, d);
   }
@@ -146,17 +180,19 @@ export class Session {
         case "welcome": welcomed = true; this.welcomed(msg, path); break;
         case "error":
           if (!welcomed || msg.code === "replaced") refused = msg;
-          else this.hooks.onEvent(`refused: ${msg.code}: ${msg.message}`, "error");
+          else if (!this.answered(msg.seq, msg)) this.hooks.onEvent(`refused: ${msg.code}: ${msg.message}`, "error");
           break;
         case "transfer":
           transfer = msg;
           this.setState(State.transferring, `to ${msg.toInstanceId}`);
           break;
         case "event":
-          this.hooks.onEvent(eventText(msg), msg.name === "transfer_denied" ? "error" : "info");
+          if (msg.name === "view_capped") this.viewCap = msg.data && msg.data.shown < msg.data.inView ? msg.data : null;
+          else if (GAME_EVENTS.has(msg.name)) this.gameEvent(msg);
+          else this.hooks.onEvent(eventText(msg), msg.name === "transfer_denied" ? "error" : "info");
           break;
         case "pong": this.stats.rtt = performance.now() - Number(msg.t); break;
-        case "ack": break; // commands other than movement; movement is acked by snapshots
+        case "ack": this.answered(msg.seq, null); break; // movement is acknowledged by snapshots
       }
     };
     ws.onclose = (ev) => {
@@ -176,12 +212,17 @@ export class Session {
     this.wsPath = path;
     this.resume = w.resumeToken ? { token: w.resumeToken, until: performance.now() + (w.resumeTtlMs || 0) } : null;
     this.reconnectDelay = RECONNECT_MIN_MS;
+    this.stats.welcomedAt = performance.timeOrigin + performance.now();
+    this.stats.movedAt = 0;
+    this.firstSelf = null;
     if (this.decoder) this.wasm.dropDecoder(this.decoder);
     this.decoder = this.wasm.newDecoder();
     this.snapshots = [];
     this.ackTick = 0;
     this.clockOffset = null;
     if (!w.resumed) {
+      // A new session: its map sends the inventory (and the speed it walks with) next.
+      this.inventory = null;
       this.server = null; this.predicted = null; this.previous = null;
       this.ackStride = [0, 0, 0]; this.predStride = [0, 0, 0];
     }
@@ -195,11 +236,19 @@ export class Session {
       } else {
         this.world = world;
         this.world.generateMs = performance.now() - started;
+        this.itemIds.clear();
+        this.seeded.clear();
+        const seeded = this.wasm.seededItems(world.id);
+        if (Array.isArray(seeded)) for (const it of seeded) this.seeded.set(`${it.template}:${it.x}:${it.y}`, it.itemId);
         this.worldError = world.hash === w.worldHash ? "" :
           `world hash mismatch on ${w.mapId}: generated ${world.hash.slice(0, 12)}…, server ${String(w.worldHash).slice(0, 12)}…`;
       }
       this.hooks.onWorld(this.world, w);
     }
+    if (this.rejoined) {
+      this.rejoined = false;
+      this.hooks.onEvent(`back on ${w.mapId} as the same character`, "info");
+    } else if (w.resumed) this.hooks.onEvent("resumed", "info");
     this.setState(State.playing, w.instanceId);
     if (w.resumed && this.pending.length) this.sendInputs(this.pending.slice(-MAX_BATCH));
     this.pingLoop(this.ws);
@@ -229,8 +278,8 @@ export class Session {
     }
     this.hooks.onEvent(`${hello.resume ? "resume" : "hello"} refused: ${e.code}`, "info");
     if (REJOIN.has(e.code)) {
-      // The resume token died with the map process, or a ticket went stale: join again
-      // with the same identity (a key gets its saved character back).
+      // The resume token died with the map process, or a ticket went stale: rejoin the
+      // same character (the orchestrator's credential survives the map).
       this.resume = null;
       this.setState(State.reconnecting, "joining again");
       this.join();
@@ -242,12 +291,15 @@ export class Session {
 
   // dropped handles a connection that closed without a transfer or a refusal.
   dropped(ev, welcomed) {
-    if (welcomed) this.stats.reconnects++;
+    if (welcomed) {
+      this.stats.reconnects++;
+      this.stats.droppedAt = this.server; // the last position the server showed
+    }
     this.setState(State.reconnecting, ev.code ? `closed ${ev.code}${ev.reason ? ": " + ev.reason : ""}` : "connection lost");
     if (welcomed) this.reconnect(); else this.retry(() => this.reconnect());
   }
 
-  // reconnect resumes inside the resume window, else joins again.
+  // reconnect resumes inside the resume window, else rejoins (join).
   reconnect() {
     if (this.resume && performance.now() < this.resume.until) {
       this.connect(this.wsPath, { resume: this.resume.token });
@@ -286,7 +338,8 @@ export class Session {
     let self = null;
     for (let i = 0; i + f.stride <= s.entities.length; i += f.stride) {
       const e = { slot: s.entities[i + f.slot], kind: s.entities[i + f.kind], id: s.entities[i + f.id],
-        x: s.entities[i + f.x], y: s.entities[i + f.y] };
+        x: s.entities[i + f.x], y: s.entities[i + f.y], facing: s.entities[i + f.facing],
+        state: s.entities[i + f.state], template: s.entities[i + f.template] };
       ents.set(e.id, e);
       if (e.slot === s.self) self = e;
     }
@@ -296,6 +349,10 @@ export class Session {
     this.snapshots.push({ tick: s.tick, time: s.tick * tickMs, entities: ents });
     if (this.snapshots.length > SNAPSHOT_BUFFER) this.snapshots.shift();
     if (self) {
+      if (!this.stats.movedAt) {
+        if (!this.firstSelf) this.firstSelf = { x: self.x, y: self.y };
+        else if (self.x !== this.firstSelf.x || self.y !== this.firstSelf.y) this.stats.movedAt = performance.timeOrigin + now;
+      }
       this.selfId = self.id;
       this.reconcile(self, s.seq);
     }
@@ -347,8 +404,13 @@ export class Session {
     return Array.isArray(p) ? { x: p[0], y: p[1], stride: [p[2], p[3], p[4]] } : { x: from.x, y: from.y, stride };
   }
 
-  // speed is the player's speed in quanta per second, as the server's movement has it.
-  speed() { return this.wasm.playerSpeed; }
+  // speed is the player's speed in quanta per second, as the server walks it now: the
+  // inventory event's speed (units/s, always a whole number of quanta), which
+  // encumbrance lowers; the module's default before the first one.
+  speed() {
+    const v = this.inventory && this.inventory.speed;
+    return v > 0 ? Math.round(v * this.wasm.quantaPerUnit) : this.wasm.playerSpeed;
+  }
 
   // step runs one input tick: direction (dx, dy) from the keys, predicted at once and
   // sent in a batch that also acknowledges the newest snapshot.
@@ -370,12 +432,55 @@ export class Session {
   }
 
   // command sends one command other than movement (items, equipment, ...) and returns
-  // its seq; the map answers an ack or an error naming that seq.
+  // its seq (0 when not playing); the map answers an ack or an error naming that seq
+  // (equipment: an equip_result event), which onAnswer reports.
   command(feature, action, payload) {
+    if (this.state !== State.playing || !this.ws) return 0;
     const msg = { v: 1, kind: "command", seq: ++this.cmdSeq, feature, action, payload };
     if (this.ackTick) { msg.tick = this.ackTick; this.ackDue = false; }
     this.send(msg);
+    this.commands.set(msg.seq, { seq: msg.seq, feature, action, payload });
+    if (this.commands.size > MAX_COMMANDS) this.commands.delete(this.commands.keys().next().value);
     return msg.seq;
+  }
+
+  // answered settles the command seq with an ack (err null) or an error; false when no
+  // such command waits.
+  answered(seq, err) {
+    const cmd = this.commands.get(seq);
+    if (!cmd) return false;
+    this.commands.delete(seq);
+    if (this.hooks.onAnswer) this.hooks.onAnswer(cmd, err);
+    return true;
+  }
+
+  // dropCommands settles every waiting command as lost: its connection is gone, and a
+  // new session's seqs start again.
+  dropCommands(why) {
+    const waiting = [...this.commands.values()];
+    this.commands.clear();
+    for (const cmd of waiting) if (this.hooks.onAnswer) this.hooks.onAnswer(cmd, { code: "lost", message: why });
+  }
+
+  // gameEvent keeps what the page needs of an event of the game and hands it on.
+  gameEvent(msg) {
+    const d = msg.data || {};
+    if (msg.name === "inventory") this.inventory = d;
+    if (d.itemId && d.id !== undefined) this.itemIds.set(d.id, d.itemId);
+    if (msg.name === "equip_result" && d.seq !== undefined) {
+      const cmd = this.commands.get(d.seq);
+      if (cmd) {
+        this.commands.delete(d.seq);
+        if (this.hooks.onAnswer) this.hooks.onAnswer(cmd, d.success ? null : { code: d.code, message: d.message });
+      }
+    }
+    if (this.hooks.onGame) this.hooks.onGame(msg);
+  }
+
+  // itemIdOf is the item id of an item entity of the snapshots: learned from an item
+  // event, else the one the map's generator placed there; "" when unknown.
+  itemIdOf(e) {
+    return this.itemIds.get(e.id) || this.seeded.get(`${e.template}:${e.x}:${e.y}`) || "";
   }
 
   sendInputs(inputs) {
@@ -413,7 +518,8 @@ export class Session {
     for (const [id, eb] of b.entities) {
       if (id === this.selfId) continue;
       const ea = a.entities.get(id) || eb;
-      out.push({ id, kind: eb.kind, x: ea.x + (eb.x - ea.x) * k, y: ea.y + (eb.y - ea.y) * k });
+      out.push({ id, kind: eb.kind, x: ea.x + (eb.x - ea.x) * k, y: ea.y + (eb.y - ea.y) * k,
+        facing: eb.facing, state: eb.state, template: eb.template });
     }
     return out;
   }
@@ -426,6 +532,12 @@ export class Session {
     let bytes = 0;
     for (const [, n] of this.stats.bytes) bytes += n;
     return { snapshotHz: this.stats.snapshots.length, kbps: bytes * 8 / 1000 };
+  }
+
+  // latest returns the entities of the newest snapshot (not interpolated).
+  latest() {
+    const s = this.snapshots[this.snapshots.length - 1];
+    return s ? s.entities : new Map();
   }
 
   entitiesInView() {

@@ -18,12 +18,23 @@ const PROP_COLOURS = {
   "dead-tree": "#6b5a44", "dune-grass": "#b8b070", palm: "#3f8a3a", driftwood: "#8a6f4c",
   reed: "#7a9a5a", "snow-pine": "#2a5a4a", "ice-rock": "#b8d0e0",
 };
-// Entity kinds of the snapshot (1 player, 2 NPC). Kinds the page does not know yet
-// (items, new creatures) are drawn in grey until they get a style here.
+import { itemColour, itemGlyph } from "./hud.js";
+
+// Entity kinds of the snapshot (1 player, 2 NPC, 3 item). Kinds the page does not know
+// yet (new creatures) are drawn in grey until they get a style here.
 const KIND_STYLES = {
   1: { fill: "#4aa3ff", stroke: "#0d2a4a", label: "player" },
   2: { fill: "#e0503a", stroke: "#4a120a", label: "NPC" },
 };
+// An NPC's perception state (format 2's state field): its colour and the sign drawn
+// above it (idle, suspicious, alert, chasing).
+const NPC_STYLES = [
+  { fill: "#9aa7b4", stroke: "#2a3038", sign: "" },
+  { fill: "#f2c94c", stroke: "#4a3a08", sign: "?" },
+  { fill: "#f2994a", stroke: "#4a2508", sign: "!" },
+  { fill: "#eb3b2f", stroke: "#4a0c08", sign: "!!" },
+];
+const KIND_ITEM = 3;
 const OTHER_KIND = { fill: "#b0b0b0", stroke: "#303030", label: "entity" };
 // Drawn radius of a prop of each kind at scale 1000, in metres (a canopy is wider than
 // the trunk its collider stands for).
@@ -41,6 +52,7 @@ export class View {
     this.world = null;
     this.static = null;
     this.frames = 0;
+    this.templates = []; // the module's itemTemplates, in wire order
     this.resize();
     addEventListener("resize", () => this.resize());
   }
@@ -105,8 +117,9 @@ export class View {
   }
 
   // draw renders one frame: the world around camera (quanta), the portals with their
-  // destination, every other entity and the player's own.
-  draw(camera, self, others) {
+  // destination, every other entity and the player's own. marks: {pending: Set of item
+  // entity ids the player is picking up, target: the item entity E would pick up}.
+  draw(camera, self, others, marks = {}) {
     const g = this.ctx, cw = this.canvas.width, ch = this.canvas.height;
     g.fillStyle = "#1b1f24";
     g.fillRect(0, 0, cw, ch);
@@ -172,9 +185,61 @@ export class View {
     g.fillStyle = "rgba(255, 255, 255, 0.7)";
     for (const sp of w.spawns) g.fillRect(sx(sp.x / 100) - 2, sy(sp.y / 100) - 2, 4, 4);
     const r = Math.max(4, 0.375 * ZOOM * 1.6);
-    for (const e of others) this.body(sx(e.x / QUANTA), sy(e.y / QUANTA), r, KIND_STYLES[e.kind] || OTHER_KIND, false);
+    for (const e of others) {
+      const x = sx(e.x / QUANTA), y = sy(e.y / QUANTA);
+      if (x < -20 || y < -20 || x > cw + 20 || y > ch + 20) continue;
+      if (e.kind === KIND_ITEM) this.item(x, y, e, marks);
+      else if (e.kind === 2) this.npc(x, y, r, e);
+      else this.body(x, y, r, KIND_STYLES[e.kind] || OTHER_KIND, false);
+    }
     if (self) this.body(sx(self.x / QUANTA), sy(self.y / QUANTA), r + 1, { fill: "#ffd23f", stroke: "#1b1f24" }, true);
     this.frames++;
+  }
+
+  // item draws an item: a square of its template's colour with its glyph, faded with a
+  // dashed ring while its change of owner is pending, ringed when E would take it.
+  item(x, y, e, marks) {
+    const g = this.ctx, t = this.templates[e.template - 1];
+    const pending = (e.state & 1) || (marks.pending && marks.pending.has(e.id));
+    const h = 5;
+    g.globalAlpha = pending ? 0.45 : 1;
+    g.fillStyle = itemColour(t ? t.id : e.template);
+    g.fillRect(x - h, y - h, 2 * h, 2 * h);
+    g.strokeStyle = "#1b1f24";
+    g.lineWidth = 1;
+    g.strokeRect(x - h, y - h, 2 * h, 2 * h);
+    g.fillStyle = "#111";
+    g.font = "bold 9px system-ui, sans-serif";
+    g.textAlign = "center";
+    g.textBaseline = "middle";
+    g.fillText(itemGlyph(t), x, y + 0.5);
+    g.textBaseline = "alphabetic";
+    g.globalAlpha = 1;
+    if (pending || marks.target === e.id) {
+      g.strokeStyle = pending ? "#ffffff" : "#ffd23f";
+      g.setLineDash(pending ? [3, 3] : []);
+      g.lineWidth = 2;
+      g.beginPath();
+      g.arc(x, y, h + 5, 0, Math.PI * 2);
+      g.stroke();
+      g.setLineDash([]);
+    }
+  }
+
+  // npc draws an NPC in the colour of its perception state, with its sign above.
+  npc(x, y, r, e) {
+    const st = NPC_STYLES[e.state] || NPC_STYLES[0];
+    this.body(x, y, r, st, false);
+    if (st.sign) {
+      const g = this.ctx;
+      g.font = "bold 13px system-ui, sans-serif";
+      g.textAlign = "center";
+      g.fillStyle = st.fill;
+      g.strokeStyle = "#000";
+      g.lineWidth = 3;
+      g.strokeText(st.sign, x, y - r - 4);
+      g.fillText(st.sign, x, y - r - 4);
+    }
   }
 
   body(x, y, r, style, self) {
