@@ -43,7 +43,6 @@ const (
 	CodeTradePending = "trade_pending"
 )
 
-
 // worldItem is an item lying in this instance: its ownership record and its slot.
 type worldItem struct {
 	item items.Item
