@@ -12,7 +12,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // Item commands: `{"feature":"items","action":"pickup","payload":{"itemId":"..."}}`.
@@ -181,7 +181,7 @@ func decodeItems(action string, payload json.RawMessage) (any, error) {
 // fit the character's inventory. The item becomes pending (nobody else can take it)
 // and the critical event to make durable is returned, with eventID as its id. Anything
 // that is not an item command is not Begin's (ok false).
-func (g *Game) Begin(characterID string, epoch int64, eventID string, cmd any) (*control.CriticalEvent, bool, error) {
+func (g *Game) Begin(characterID string, epoch int64, eventID string, cmd any) (*mapcontract.CriticalEvent, bool, error) {
 	p, isPickup := cmd.(Pickup)
 	if !isPickup {
 		return nil, false, nil
@@ -212,7 +212,7 @@ func (g *Game) Begin(characterID string, epoch int64, eventID string, cmd any) (
 	payload := items.Payload{Move: items.Move{
 		ItemID: it.ID, TemplateID: it.TemplateID, Quantity: it.Quantity, From: it.Place, To: items.Place{CharacterID: characterID},
 	}}
-	return &control.CriticalEvent{
+	return &mapcontract.CriticalEvent{
 		EventID: eventID, InstanceID: g.items.instance, Kind: string(items.KindPickup), MapTick: int64(g.state.Tick()),
 		Payload: payload.Encode(), Epochs: map[string]int64{characterID: epoch},
 	}, true, nil

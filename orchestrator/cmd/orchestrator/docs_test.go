@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -128,25 +129,25 @@ func TestDocs_ShellExamples(t *testing.T) {
 }
 
 // TestDocs_ContractExamples decodes every JSON example of docs/map-contract.md into the
-// Go type its block names (```json control.MapReady), strictly, and checks the example
+// Go type its block names (```json mapcontract.MapReady), strictly, and checks the example
 // shows every field of the type, so the contract page cannot drift from the wire.
 func TestDocs_ContractExamples(t *testing.T) {
 	types := map[string]any{
-		"control.ErrorResponse":         control.ErrorResponse{},
-		"control.MapReady":              control.MapReady{},
-		"control.Heartbeat":             control.Heartbeat{},
-		"control.HeartbeatAnswer":       control.HeartbeatAnswer{},
-		"control.RedeemRequest":         control.RedeemRequest{},
-		"control.RedeemResult":          control.RedeemResult{},
-		"control.TransferRequest":       control.TransferRequest{},
-		"control.TransferAnswer":        control.TransferAnswer{},
-		"control.TransferResult":        control.TransferResult{},
-		"control.PersistSnapshot":       control.PersistSnapshot{},
-		"control.PersistSnapshotAnswer": control.PersistSnapshotAnswer{},
-		"control.CriticalEvent":         control.CriticalEvent{},
-		"control.CriticalAck":           control.CriticalAck{},
-		"mapcontrol.MapHealth":          mapcontrol.MapHealth{},
-		"mapcontrol.StartInstance":      mapcontrol.StartInstance{},
+		"httpkit.ErrorResponse":             httpkit.ErrorResponse{},
+		"mapcontract.MapReady":              mapcontract.MapReady{},
+		"mapcontract.Heartbeat":             mapcontract.Heartbeat{},
+		"mapcontract.HeartbeatAnswer":       mapcontract.HeartbeatAnswer{},
+		"mapcontract.RedeemRequest":         mapcontract.RedeemRequest{},
+		"mapcontract.RedeemResult":          mapcontract.RedeemResult{},
+		"mapcontract.TransferRequest":       mapcontract.TransferRequest{},
+		"mapcontract.TransferAnswer":        mapcontract.TransferAnswer{},
+		"mapcontract.TransferResult":        mapcontract.TransferResult{},
+		"mapcontract.PersistSnapshot":       mapcontract.PersistSnapshot{},
+		"mapcontract.PersistSnapshotAnswer": mapcontract.PersistSnapshotAnswer{},
+		"mapcontract.CriticalEvent":         mapcontract.CriticalEvent{},
+		"mapcontract.CriticalAck":           mapcontract.CriticalAck{},
+		"mapcontrol.MapHealth":              mapcontrol.MapHealth{},
+		"mapcontrol.StartInstance":          mapcontrol.StartInstance{},
 	}
 	seen := map[string]bool{}
 	for _, b := range docBlocks(t) {
@@ -187,8 +188,8 @@ func TestDocs_ContractExamples(t *testing.T) {
 // optionalInExample are fields an example leaves out on purpose (the text says when
 // they appear).
 var optionalInExample = map[string]bool{
-	"control.TransferRequest.toInstanceId": true, // the example names the map
-	"control.TransferResult.reason":        true, // set on failure only
+	"mapcontract.TransferRequest.toInstanceId": true, // the example names the map
+	"mapcontract.TransferResult.reason":        true, // set on failure only
 }
 
 // jsonFields returns the top-level JSON names of struct type t.
