@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 )
 
 // Config is every tunable of a map server, read from the environment. The orchestrator
@@ -68,14 +68,14 @@ type Config struct {
 
 // Validate checks values that parse but make no sense, naming the variable.
 func (c *Config) Validate() error {
-	if c.PoolID != "" && (!control.ValidName(c.PoolID) || !strings.HasPrefix(c.PoolID, "pool-")) {
-		return fmt.Errorf("MAP_POOL_ID=%q: must start with pool- and be %s", c.PoolID, control.IDRule)
+	if c.PoolID != "" && (!mapgen.ValidID(c.PoolID) || !strings.HasPrefix(c.PoolID, "pool-")) {
+		return fmt.Errorf("MAP_POOL_ID=%q: must start with pool- and be %s", c.PoolID, mapgen.IDRule)
 	}
-	if !control.ValidName(c.InstanceID) {
-		return fmt.Errorf("MAP_INSTANCE_ID=%q: must be %s", c.InstanceID, control.IDRule)
+	if !mapgen.ValidID(c.InstanceID) {
+		return fmt.Errorf("MAP_INSTANCE_ID=%q: must be %s", c.InstanceID, mapgen.IDRule)
 	}
-	if !control.ValidName(c.MapID) {
-		return fmt.Errorf("MAP_MAP_ID=%q: must be %s", c.MapID, control.IDRule)
+	if !mapgen.ValidID(c.MapID) {
+		return fmt.Errorf("MAP_MAP_ID=%q: must be %s", c.MapID, mapgen.IDRule)
 	}
 	if u, err := url.Parse(c.OrchURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("MAP_ORCH_URL=%q: must be an http(s) URL", c.OrchURL)

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // Version and Commit identify the build; `make build` stamps them with -ldflags.
@@ -125,17 +125,17 @@ func (c *Config) Validate() error {
 	if _, err := c.MapNanoCPUs(); err != nil {
 		return err
 	}
-	if !control.ValidName(c.DefaultMapID) {
-		return fmt.Errorf("ORCH_DEFAULT_MAP_ID=%q: must be %s", c.DefaultMapID, control.IDRule)
+	if !record.ValidName(c.DefaultMapID) {
+		return fmt.Errorf("ORCH_DEFAULT_MAP_ID=%q: must be %s", c.DefaultMapID, record.IDRule)
 	}
-	if !control.ValidName(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must be %s", c.DefaultInstanceID, control.IDRule)
+	if !record.ValidName(c.DefaultInstanceID) {
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must be %s", c.DefaultInstanceID, record.IDRule)
 	}
-	if !control.ValidName(c.Deployment) {
-		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must be %s", c.Deployment, control.IDRule)
+	if !record.ValidName(c.Deployment) {
+		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must be %s", c.Deployment, record.IDRule)
 	}
-	if !control.ValidName(c.MapNetwork) {
-		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must be %s", c.MapNetwork, control.IDRule)
+	if !record.ValidName(c.MapNetwork) {
+		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must be %s", c.MapNetwork, record.IDRule)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

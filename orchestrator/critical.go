@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // CriticalCommit is a critical event the domain has admitted, on its way to the store:
@@ -13,7 +13,7 @@ import (
 // transaction, or neither; a retried EventID gets the first commit's ack and its
 // effects are not decided again.
 type CriticalCommit struct {
-	Event control.CriticalEvent
+	Event record.CriticalEvent
 	// Items, for an item event, decides the event against the ownership state the store
 	// reads inside that transaction (with mapserver/items' rules) and returns the new
 	// state of the items it touches and, for a recovery, the audit row. Its errors
@@ -21,7 +21,7 @@ type CriticalCommit struct {
 	Items func(items.Ledger) (items.Outcome, error)
 	// Boundary is the character state a transfer_boundary records (an older revision
 	// never overwrites a newer one).
-	Boundary *control.CharacterState
+	Boundary *record.CharacterState
 }
 
 // ItemRecovery is one row of the append-only recovery audit: a recovery (tick, item,

@@ -1,6 +1,7 @@
 package orchestrator_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,6 +26,43 @@ func TestNoSQLiteOutsideOrchestrator(t *testing.T) {
 	for _, dep := range testutil.GoList(t, root, nil, append([]string{"-deps", "-f", "{{.ImportPath}}"}, outside...)...) {
 		if strings.HasPrefix(dep, "modernc.org/sqlite") || strings.HasPrefix(dep, "github.com/mapyard/mapyard/orchestrator/sqlite") {
 			t.Errorf("%s is reachable from packages outside orchestrator/: %v", dep, outside)
+		}
+	}
+}
+
+// TestDomainRootImportsNoContract checks that the orchestrator's domain (package
+// orchestrator: its types and store interfaces) depends on no contract or transport
+// package, not even through another package: the records it shares with the map
+// contract live in the record leaf, so the wire can change without the domain and the
+// domain is read without HTTP.
+func TestDomainRootImportsNoContract(t *testing.T) {
+	const m = "github.com/mapyard/mapyard/"
+	contracts := []string{m + "orchestrator/mapcontract", m + "orchestrator/edgeapi", m + "orchestrator/httpkit", m + "mapserver/mapcontrol"}
+	deps := testutil.GoList(t, testutil.ModuleRoot(t), nil, "-deps", "-f", "{{.ImportPath}}", "./orchestrator")
+	if !slices.Contains(deps, m+"orchestrator/record") {
+		t.Errorf("package orchestrator no longer depends on orchestrator/record (got %v): the rule checks nothing", deps)
+	}
+	for _, dep := range deps {
+		if slices.Contains(contracts, dep) {
+			t.Errorf("package orchestrator depends on the contract package %s", dep)
+		}
+	}
+}
+
+// TestContractsImportNoDomain checks the other direction: the contract packages (what
+// maps call, what the edge calls, the HTTP plumbing they share, the records they carry)
+// reach no orchestrator package but each other and the error codes, so a map server
+// or the edge can import them without the orchestrator's domain, store or supervisor.
+func TestContractsImportNoDomain(t *testing.T) {
+	const m = "github.com/mapyard/mapyard/"
+	allowed := []string{m + "orchestrator/apierr", m + "orchestrator/httpkit", m + "orchestrator/record",
+		m + "orchestrator/mapcontract", m + "orchestrator/edgeapi"}
+	root := testutil.ModuleRoot(t)
+	for _, pkg := range allowed[1:] {
+		for _, dep := range testutil.GoList(t, root, nil, "-deps", "-f", "{{.ImportPath}}", pkg) {
+			if (dep == m+"orchestrator" || strings.HasPrefix(dep, m+"orchestrator/")) && !slices.Contains(allowed, dep) {
+				t.Errorf("%s depends on %s; contract packages reach only %v", pkg, dep, allowed)
+			}
 		}
 	}
 }

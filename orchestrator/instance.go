@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"time"
-
-	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // InstanceState is where a map instance is in its life. Transitions are made by the
@@ -77,6 +75,18 @@ type CreateInstance struct {
 	Cold bool `json:"-"`
 }
 
+// MapRegistration is a map server's report that it started and can take players: the
+// instance it serves (or, for a blank warm-pool container, its pool id), its map, the
+// ports its game and control listeners bind inside the container, and its build. The
+// control API reads it from the map's POST /orch/map-ready.
+type MapRegistration struct {
+	InstanceID  string
+	MapID       string
+	GamePort    int
+	ControlPort int
+	Version     string
+}
+
 // Maps is what the control and public APIs need from the supervisor.
 type Maps interface {
 	// Instances lists every known instance, ordered by id.
@@ -87,7 +97,7 @@ type Maps interface {
 
 	// MapReady records that a map server registered. Error codes: apierr.EBADREQUEST,
 	// apierr.ENOTFOUND (no such instance is wanted).
-	MapReady(ctx context.Context, r control.MapReady) error
+	MapReady(ctx context.Context, r MapRegistration) error
 
 	// Registered reports whether the instance's map server has registered with this
 	// orchestrator; a heartbeat from an unregistered map makes it register again.

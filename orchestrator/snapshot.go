@@ -1,11 +1,13 @@
 package orchestrator
 
-import "github.com/mapyard/mapyard/orchestrator/control"
+import (
+	"github.com/mapyard/mapyard/orchestrator/record"
+)
 
 // Snapshot is the latest accepted state of one partition of one map instance.
 type Snapshot struct {
-	InstanceID string                   `json:"instanceId"`
-	Partition  string                   `json:"partition"`
-	Revision   int64                    `json:"revision"`
-	Envelope   control.SnapshotEnvelope `json:"envelope"`
+	InstanceID string                  `json:"instanceId"`
+	Partition  string                  `json:"partition"`
+	Revision   int64                   `json:"revision"`
+	Envelope   record.SnapshotEnvelope `json:"envelope"`
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // SnapshotStore keeps the latest snapshot partition of every map instance. Ingest is
@@ -17,7 +17,7 @@ type SnapshotStore interface {
 	// without error, which makes retries and reordering harmless. It returns
 	// apierr.EBADREQUEST, apierr.ETOOLARGE, apierr.EINVALIDENVELOPE, apierr.EHASHMISMATCH or apierr.ESCHEMAVERSION for bad
 	// input and then changes nothing.
-	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (accepted bool, err error)
+	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env record.SnapshotEnvelope) (accepted bool, err error)
 
 	// Snapshot returns the latest accepted snapshot of a partition, flushed or not.
 	// It returns apierr.ENOTFOUND if none was ever accepted.
@@ -46,10 +46,10 @@ type CriticalEventStore interface {
 	// with another event is apierr.ECONFLICT. apierr.ENOTFOUND names an item owner that
 	// is not a saved character; c.Items' own errors are returned as they are. A failed
 	// event changes nothing.
-	CommitCritical(ctx context.Context, c CriticalCommit) (control.CriticalAck, error)
+	CommitCritical(ctx context.Context, c CriticalCommit) (record.CriticalAck, error)
 
 	// CriticalEvent returns a committed event by id, or apierr.ENOTFOUND.
-	CriticalEvent(ctx context.Context, eventID string) (*control.CriticalEvent, error)
+	CriticalEvent(ctx context.Context, eventID string) (*record.CriticalEvent, error)
 }
 
 // ItemStore keeps item ownership: every item instance with its template, quantity,
@@ -131,7 +131,7 @@ type CharacterStore interface {
 	// character has never been saved in a map, and apierr.ESTATEINCOMPATIBLE for a saved
 	// state it cannot use (a schema version it cannot migrate, or content that does not
 	// match the saved hash).
-	CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error)
+	CharacterState(ctx context.Context, characterID string) (*record.CharacterState, error)
 
 	// CharacterSaves returns the kept save audit rows of a character, newest first (an
 	// empty list for a character never saved).

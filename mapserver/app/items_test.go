@@ -17,7 +17,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // criticalGate stands between the map and the orchestrator and holds every critical
@@ -61,11 +61,11 @@ func openGate(t *testing.T, f *fakeOrch) (*criticalGate, string) {
 func joinNear(t *testing.T, f *fakeOrch, m *app.Main, authKey string, it items.Item, dx float64) (*gamer, string) {
 	t.Helper()
 	j := f.join(t, `{"authKey":"`+authKey+`"}`)
-	payload, _ := json.Marshal(control.CharacterStatePayload{
+	payload, _ := json.Marshal(mapcontract.CharacterStatePayload{
 		MapID: mapgen.DefaultMapID, InstanceID: "dev-1", X: float64(it.Place.X)/100 + dx, Y: float64(it.Place.Y) / 100,
 	})
-	env := control.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", control.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	env := mapcontract.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", mapcontract.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
 		t.Fatal(err)
 	}
 	g := &gamer{player: dialMap(t, m), dec: wire.NewDecoder(0)}

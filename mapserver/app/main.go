@@ -25,7 +25,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // DefaultStopTimeout bounds a clean stop: pushing the last states and closing the
@@ -51,7 +52,7 @@ type Main struct {
 	Identity *Identity
 
 	Registry *prometheus.Registry
-	Orch     *control.Client
+	Orch     *mapcontract.Client
 	HTTP     *httpapi.Server
 	Loop     *loop.Loop
 	Link     *orchlink.Link
@@ -80,7 +81,7 @@ func (m *Main) Open() error {
 	m.generated = make(chan struct{})
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Orch = control.NewClient(cfg.OrchURL, cfg.Credential)
+	m.Orch = mapcontract.NewClient(cfg.OrchURL, cfg.Credential)
 
 	instanceID, mapID := cfg.Identity()
 	m.HTTP = httpapi.NewServer(cfg.OrchCredential, httpapi.Health{
@@ -89,7 +90,7 @@ func (m *Main) Open() error {
 	m.HTTP.Blank, m.HTTP.FailHealth = cfg.Blank(), cfg.FaultFailHealth
 	m.HTTP.GameAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.GamePort))
 	m.HTTP.ControlAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.ControlPort))
-	m.HTTP.HandleControl(control.PathMetrics, promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	m.HTTP.HandleControl(httpkit.PathMetrics, promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 
 	m.Loop = loop.New(m.Orch, nil, cfg.TickHz, cfg.SnapshotHz, m.Log)
 	m.Loop.ResumeTTL = cfg.ResumeTTL()
@@ -106,7 +107,7 @@ func (m *Main) Open() error {
 		return err
 	}
 
-	m.Link = orchlink.New(m.Orch, control.MapReady{
+	m.Link = orchlink.New(m.Orch, mapcontract.MapReady{
 		InstanceID: instanceID, MapID: mapID, GamePort: m.HTTP.GamePort(), ControlPort: m.HTTP.ControlPort(),
 		Version: mapserver.Version,
 	}, cfg.Heartbeat(), m.Log)
@@ -188,7 +189,7 @@ func (m *Main) loadItems(instanceID string, g loop.Game) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ItemLoadLimit)
 	defer cancel()
-	a, err := m.Orch.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: instanceID, Seed: ig.ItemSeed()})
+	a, err := m.Orch.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: instanceID, Seed: ig.ItemSeed()})
 	if err != nil {
 		m.Log.Error("load instance items; the world has none", "err", err)
 		return

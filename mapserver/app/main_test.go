@@ -15,8 +15,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/app"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // fakeOrch is the fake orchestrator in-process.
@@ -158,9 +158,9 @@ func (p *player) wantClose(code int) {
 // metrics returns the map's /metrics page.
 func metrics(t *testing.T, m *app.Main) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, m.ControlURL()+control.PathMetrics, nil)
+	req, _ := http.NewRequest(http.MethodGet, m.ControlURL()+httpkit.PathMetrics, nil)
 	_, orchCred := faketest.Credentials(t, m.Config.InstanceID)
-	req.Header.Set(control.SecretHeader, orchCred)
+	req.Header.Set(httpkit.SecretHeader, orchCred)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestMain_JoinResumeAndStop(t *testing.T) {
 	waitFor(t, "the heartbeat's player count", func() bool { return m.Loop.Players() == 1 })
 
 	t.Run("MetricsNeedSecret", func(t *testing.T) {
-		resp, err := http.Get(m.ControlURL() + control.PathMetrics)
+		resp, err := http.Get(m.ControlURL() + httpkit.PathMetrics)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // besidePortal saves a character (with attributes) one unit west of src's portal to
@@ -36,12 +36,12 @@ func besidePortal(t *testing.T, f *fakeOrch, src *app.Main, authKey string) (*ga
 		t.Fatal("the default map has no portal to frontier")
 	}
 	j := f.join(t, `{"authKey":"`+authKey+`"}`)
-	payload, _ := json.Marshal(control.CharacterStatePayload{
+	payload, _ := json.Marshal(mapcontract.CharacterStatePayload{
 		MapID: mapgen.DefaultMapID, InstanceID: "dev-1", Attributes: json.RawMessage(`{"gold":12}`),
 		X: float64(portal.X-portal.Radius)/100 - 1, Y: float64(portal.Y) / 100,
 	})
-	env := control.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", control.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	env := mapcontract.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", mapcontract.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
 		t.Fatal(err)
 	}
 	g := &gamer{player: dialMap(t, src), dec: wire.NewDecoder(0)}
@@ -81,7 +81,7 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 		t.Fatalf("destination welcome %v", w)
 	}
 	s := a.snapshotWhere("the arrival", func(s *wire.Snapshot) bool { return self(s) != nil })
-	want := game.ArrivalPoint(dst.World(), "frontier", &control.CharacterState{MapID: mapgen.DefaultMapID})
+	want := game.ArrivalPoint(dst.World(), "frontier", &mapcontract.CharacterState{MapID: mapgen.DefaultMapID})
 	if want.Via != "portal" {
 		t.Fatalf("frontier has no portal back to default: %+v", want)
 	}
@@ -94,11 +94,11 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", control.CharacterPartitionPrefix+characterID)
+	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", mapcontract.CharacterPartitionPrefix+characterID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pushed control.CharacterStatePayload
+	var pushed mapcontract.CharacterStatePayload
 	if err := json.Unmarshal(snap.Envelope.Payload, &pushed); err != nil || string(pushed.Attributes) != `{"gold":12}` || pushed.MapID != "frontier" {
 		t.Fatalf("pushed %s (%v)", snap.Envelope.Payload, err)
 	}

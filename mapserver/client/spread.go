@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // Spread places bots uniformly over a map before they connect, as returning players
@@ -43,30 +45,30 @@ func (sp *Spread) position(r *rand.Rand) (x, y float64) {
 func (sp *Spread) join(ctx context.Context, hc *http.Client, joinURL string, r *rand.Rand) (Ticket, error) {
 	body := map[string]string{"authKey": fmt.Sprintf("bot%016x%016x", r.Uint64(), r.Uint64())}
 	var first Ticket
-	if err := control.Call(ctx, hc, http.MethodPost, joinURL+control.PathJoin, "", body, &first); err != nil {
+	if err := httpkit.Call(ctx, hc, http.MethodPost, joinURL+edgeapi.PathJoin, "", body, &first); err != nil {
 		return Ticket{}, err
 	}
-	var res control.RedeemResult
-	if err := control.Call(ctx, hc, http.MethodPost, sp.ControlURL+control.PathRedeem, sp.Secret,
-		control.RedeemRequest{InstanceID: first.InstanceID, Token: first.Ticket}, &res); err != nil {
+	var res mapcontract.RedeemResult
+	if err := httpkit.Call(ctx, hc, http.MethodPost, sp.ControlURL+mapcontract.PathRedeem, sp.Secret,
+		mapcontract.RedeemRequest{InstanceID: first.InstanceID, Token: first.Ticket}, &res); err != nil {
 		return Ticket{}, fmt.Errorf("redeem: %w", err)
 	}
 	x, y := sp.position(r)
-	payload, err := json.Marshal(control.CharacterStatePayload{MapID: first.MapID, InstanceID: first.InstanceID, X: x, Y: y})
+	payload, err := json.Marshal(mapcontract.CharacterStatePayload{MapID: first.MapID, InstanceID: first.InstanceID, X: x, Y: y})
 	if err != nil {
 		return Ticket{}, err
 	}
 	now := time.Now()
-	push := control.PersistSnapshot{
-		InstanceID: first.InstanceID, Partition: control.CharacterPartitionPrefix + res.CharacterID,
+	push := mapcontract.PersistSnapshot{
+		InstanceID: first.InstanceID, Partition: mapcontract.CharacterPartitionPrefix + res.CharacterID,
 		Revision: now.UnixMicro(), Epoch: res.Epoch,
-		Envelope: control.NewSnapshotEnvelope("mapbots", 0, now.UnixMilli(), payload),
+		Envelope: mapcontract.NewSnapshotEnvelope("mapbots", 0, now.UnixMilli(), payload),
 	}
-	if err := control.Call(ctx, hc, http.MethodPost, sp.ControlURL+control.PathPersistSnapshot, sp.Secret, push, nil); err != nil {
+	if err := httpkit.Call(ctx, hc, http.MethodPost, sp.ControlURL+mapcontract.PathPersistSnapshot, sp.Secret, push, nil); err != nil {
 		return Ticket{}, fmt.Errorf("place: %w", err)
 	}
 	var t Ticket
-	if err := control.Call(ctx, hc, http.MethodPost, joinURL+control.PathJoin, "", body, &t); err != nil {
+	if err := httpkit.Call(ctx, hc, http.MethodPost, joinURL+edgeapi.PathJoin, "", body, &t); err != nil {
 		return Ticket{}, err
 	}
 	return t, nil

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // Workload W1's bot behaviour (docs/benchmarks.md): an input every tick, a new random
@@ -36,7 +37,7 @@ type Ticket struct {
 // (POST /api/v1/join).
 func Join(ctx context.Context, hc *http.Client, baseURL string) (Ticket, error) {
 	var t Ticket
-	err := control.Call(ctx, hc, http.MethodPost, baseURL+control.PathJoin, "", struct{}{}, &t)
+	err := httpkit.Call(ctx, hc, http.MethodPost, baseURL+edgeapi.PathJoin, "", struct{}{}, &t)
 	return t, err
 }
 

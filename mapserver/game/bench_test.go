@@ -9,7 +9,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // BenchmarkTickW1 is the tick goroutine's work under workload W1 without the network:
@@ -27,8 +27,8 @@ func BenchmarkTickW1(b *testing.B) {
 			bw, bh := w.Width/100, w.Height/100
 			// Spread over the map, as W1's random walks leave the bots after the warm-up
 			// (the few spawn points would crowd them otherwise).
-			runTicks(b, g, rng, true, spawnBots(b, g, n, func() *control.CharacterState {
-				return &control.CharacterState{MapID: cfg.MapID, X: float64(rng.IntN(int(bw))), Y: float64(rng.IntN(int(bh)))}
+			runTicks(b, g, rng, true, spawnBots(b, g, n, func() *mapcontract.CharacterState {
+				return &mapcontract.CharacterState{MapID: cfg.MapID, X: float64(rng.IntN(int(bw))), Y: float64(rng.IntN(int(bh)))}
 			}))
 		})
 	}
@@ -48,8 +48,8 @@ func BenchmarkTickW3(b *testing.B) {
 					spot := g.Sim().SpawnPoint(0)
 					rng := rand.New(rand.NewPCG(3, 4))
 					near := func(q int32) float64 { return float64(q)/sim.QuantaPerUnit + float64(rng.IntN(81)-40) }
-					runTicks(b, g, rng, move, spawnBots(b, g, n, func() *control.CharacterState {
-						return &control.CharacterState{MapID: cfg.MapID, X: near(spot.X), Y: near(spot.Y)}
+					runTicks(b, g, rng, move, spawnBots(b, g, n, func() *mapcontract.CharacterState {
+						return &mapcontract.CharacterState{MapID: cfg.MapID, X: near(spot.X), Y: near(spot.Y)}
 					}))
 				})
 			}
@@ -86,7 +86,7 @@ type bot struct {
 }
 
 // spawnBots spawns n players where at says, each with a view.
-func spawnBots(b *testing.B, g *game.Game, n int, at func() *control.CharacterState) []bot {
+func spawnBots(b *testing.B, g *game.Game, n int, at func() *mapcontract.CharacterState) []bot {
 	bots := make([]bot, n)
 	for i := range bots {
 		bots[i].id = fmt.Sprintf("bot-%d", i)

@@ -12,7 +12,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // TestGame_ViewCapInACrowd: in a crowd beyond the cap every client's snapshot shows at
@@ -32,7 +32,7 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 	// 0.25 units on, so the target's capN-1 nearest are all players.
 	place := func(id string, x, y int32) {
 		t.Helper()
-		st := &control.CharacterState{MapID: mapgen.DefaultMapID, X: unit(x), Y: unit(y)}
+		st := &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: unit(x), Y: unit(y)}
 		if err := g.Spawn(id, st); err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // Area of interest (workload W1): 200-unit cells, and a cell is given up only 10 units
@@ -129,7 +129,7 @@ func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, err
 // Spawn adds a character where ArrivalPointOf puts it: its saved position on
 // this map, next to the portal leading back where it came from, or a spawn point. The
 // attributes it carries stay with it untouched.
-func (g *Game) Spawn(characterID string, st *control.CharacterState) error {
+func (g *Game) Spawn(characterID string, st *mapcontract.CharacterState) error {
 	if _, ok := g.slots[characterID]; ok {
 		return fmt.Errorf("character %q is already in the world", characterID)
 	}
@@ -262,10 +262,10 @@ func (g *Game) place() {
 func (g *Game) State(characterID string) (control.CharacterState, bool) {
 	slot, ok := g.slots[characterID]
 	if !ok {
-		return control.CharacterState{}, false
+		return mapcontract.CharacterState{}, false
 	}
 	p := g.state.Entities[slot].Pos
-	return control.CharacterState{
+	return mapcontract.CharacterState{
 		CharacterID: characterID, MapID: g.mapID,
 		X: float64(p.X) / sim.QuantaPerUnit, Y: float64(p.Y) / sim.QuantaPerUnit, Attributes: g.withEquipment(characterID, g.attrs[characterID]),
 	}, true

@@ -11,7 +11,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // mustItemGame is a game of the default map with its generated items loaded as an
@@ -93,7 +93,7 @@ func TestGame_LoadItemsPlacesOnlyWhatLiesHere(t *testing.T) {
 // spawnAt puts a character on the item's spot.
 func spawnAt(t *testing.T, g *game.Game, id string, it items.Item, dxUnits float64) {
 	t.Helper()
-	st := &control.CharacterState{MapID: mapgen.DefaultMapID, X: float64(it.Place.X)/100 + dxUnits, Y: float64(it.Place.Y) / 100}
+	st := &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: float64(it.Place.X)/100 + dxUnits, Y: float64(it.Place.Y) / 100}
 	if err := g.Spawn(id, st); err != nil {
 		t.Fatal(err)
 	}

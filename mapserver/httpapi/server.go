@@ -17,7 +17,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // Health is the answer of GET /health, as the control RPC contract defines it.
@@ -50,14 +50,14 @@ type Server struct {
 	controlGroup  *echo.Group
 	gameLn        net.Listener
 	controlLn     net.Listener
-	servers       control.Servers
+	servers       httpkit.Servers
 }
 
 // NewServer returns a Server whose control routes demand orchCredential, the
 // orchestrator's credential towards this container (and nothing another map holds).
 func NewServer(orchCredential string, health Health, log *slog.Logger) *Server {
-	s := &Server{OrchCredential: orchCredential, health: health, Log: log, game: control.NewEcho(log), control: control.NewEcho(log)}
-	s.controlGroup = s.control.Group("", control.RequireSecret(orchCredential))
+	s := &Server{OrchCredential: orchCredential, health: health, Log: log, game: httpkit.NewEcho(log), control: httpkit.NewEcho(log)}
+	s.controlGroup = s.control.Group("", httpkit.RequireSecret(orchCredential))
 	s.controlGroup.GET(mapcontrol.PathHealth, s.handleHealth)
 	s.controlGroup.POST(mapcontrol.PathStartInstance, s.handleStartInstance)
 	return s
@@ -109,11 +109,11 @@ func (s *Server) handleHealth(c echo.Context) error {
 // for the same instance id, so the orchestrator may repeat it after a restart.
 func (s *Server) handleStartInstance(c echo.Context) error {
 	var r mapcontrol.StartInstance
-	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
+	if err := httpkit.DecodeJSON(c, &r, httpkit.DefaultMaxBodySize); err != nil {
 		return err
 	}
-	if !control.ValidName(r.InstanceID) || !control.ValidName(r.MapID) {
-		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must be %s", control.IDRule)
+	if !mapgen.ValidID(r.InstanceID) || !mapgen.ValidID(r.MapID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must be %s", mapgen.IDRule)
 	}
 	// Resolve before taking the instance: a config this map cannot run is refused
 	// with the reason, and the server stays free for a good one.

@@ -14,7 +14,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 const secret = "0123456789abcdef0123"
@@ -36,7 +36,7 @@ func TestServer_Health(t *testing.T) {
 	get := func(sec string) (*http.Response, []byte) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		if sec != "" {
-			req.Header.Set(control.SecretHeader, sec)
+			req.Header.Set(httpkit.SecretHeader, sec)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -56,7 +56,7 @@ func TestServer_Health(t *testing.T) {
 	for name, sec := range map[string]string{"ErrNoSecret": "", "ErrWrongSecret": secret[:19] + "x"} {
 		t.Run(name, func(t *testing.T) {
 			resp, body := get(sec)
-			var e control.ErrorResponse
+			var e httpkit.ErrorResponse
 			if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &e) != nil || e.Error.Code != apierr.EUNAUTHORIZED {
 				t.Fatalf("status %d body %s, want 401 unauthorized", resp.StatusCode, body)
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // Game is the simulation with its area of interest and snapshot encoding, as the loop
@@ -21,7 +21,7 @@ type Game interface {
 	Decode(feature, action string, payload json.RawMessage) (any, error)
 	// Spawn adds a character with the state it carries (nil: a new character, placed
 	// at a spawn point).
-	Spawn(characterID string, st *control.CharacterState) error
+	Spawn(characterID string, st *mapcontract.CharacterState) error
 	// Apply hands a decoded command of a character to the next Step.
 	Apply(characterID string, cmd any) error
 	// Stop clears what a character was doing (its connection is gone).
@@ -38,7 +38,7 @@ type Game interface {
 	// Step advances the simulation one tick and reports what the loop must act on.
 	Step() []Event
 	// State is a character's persistent state now (position, attributes).
-	State(characterID string) (control.CharacterState, bool)
+	State(characterID string) (mapcontract.CharacterState, bool)
 	// Despawn removes a character from the world.
 	Despawn(characterID string)
 	// NewView starts replication to one connection of a character: its area of
@@ -81,15 +81,15 @@ type Holdings interface {
 }
 
 // ItemLoader reads what the orchestrator keeps for an arriving character
-// (control.Client's CharacterItems, POST /orch/character-items). It is called on the
+// (mapcontract.Client's CharacterItems, POST /orch/character-items). It is called on the
 // connection's goroutine, after the redeem that gave this map the character's lease.
 // Error codes: bad_request, forbidden, conflict (the lease moved on); any error that is
 // not an *apierr.Error means the orchestrator could not be reached.
 type ItemLoader interface {
-	CharacterItems(ctx context.Context, r control.CharacterItemsRequest) (control.CharacterItemsAnswer, error)
+	CharacterItems(ctx context.Context, r mapcontract.CharacterItemsRequest) (mapcontract.CharacterItemsAnswer, error)
 }
 
-var _ ItemLoader = (*control.Client)(nil)
+var _ ItemLoader = (*mapcontract.Client)(nil)
 
 // View is one connection's replication state.
 type View interface {
@@ -121,18 +121,18 @@ type Link interface {
 	PushDue() bool
 	// PushCharacter queues the "character:<id>" partition of a character held at lease
 	// epoch; newer pushes of a partition replace older ones still queued.
-	PushCharacter(characterID string, epoch, mapTick int64, st control.CharacterStatePayload) (int64, error)
+	PushCharacter(characterID string, epoch, mapTick int64, st mapcontract.CharacterStatePayload) (int64, error)
 	// Push queues another partition's payload (the instance partition).
 	Push(partition string, mapTick int64, payload json.RawMessage) (int64, error)
 	// RequestTransfer asks for a transfer and calls done once, from the link's
 	// goroutine, with the answer or the refusal (map_quarantined, map_unavailable).
-	RequestTransfer(r control.TransferRequest, done func(orchlink.TransferOutcome)) error
+	RequestTransfer(r mapcontract.TransferRequest, done func(orchlink.TransferOutcome)) error
 	// ReportTransfer reports, as the destination, whether a transferred player was
 	// welcomed, which completes (or aborts) the transfer at the orchestrator.
-	ReportTransfer(r control.TransferResult) error
+	ReportTransfer(r mapcontract.TransferResult) error
 	// Critical queues a critical event and calls done once, from the link's goroutine,
 	// with the durable ack or the error that refused it for good.
-	Critical(ev control.CriticalEvent, done func(control.CriticalAck, error)) error
+	Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error
 }
 
 var _ Link = (*orchlink.Link)(nil)
@@ -152,7 +152,7 @@ var _ Reachability = (*orchlink.Link)(nil)
 // map_unavailable; any error that is not an *apierr.Error means the orchestrator
 // could not be reached.
 type Redeemer interface {
-	Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error)
+	Redeem(ctx context.Context, r mapcontract.RedeemRequest) (*mapcontract.RedeemResult, error)
 }
 
 var _ Redeemer = (*control.Client)(nil)

@@ -10,7 +10,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // fakeGame is a tiny game: characters stand on a line at X and move by the dx of their
@@ -71,7 +71,7 @@ func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any,
 	return nil, apierr.Errorf(apierr.ENOTIMPLEMENTED, "unknown command %s/%s", feature, action)
 }
 
-func (g *fakeGame) Spawn(id string, st *control.CharacterState) error {
+func (g *fakeGame) Spawn(id string, st *mapcontract.CharacterState) error {
 	c := &fakeChar{x: 100}
 	if st != nil {
 		c.x, c.attrs = st.X, st.Attributes
@@ -133,12 +133,12 @@ func (g *fakeGame) Step() []loop.Event {
 	return evs
 }
 
-func (g *fakeGame) State(id string) (control.CharacterState, bool) {
+func (g *fakeGame) State(id string) (mapcontract.CharacterState, bool) {
 	c, ok := g.chars[id]
 	if !ok {
-		return control.CharacterState{}, false
+		return mapcontract.CharacterState{}, false
 	}
-	return control.CharacterState{CharacterID: id, X: c.x, Y: 5, Attributes: c.attrs}, true
+	return mapcontract.CharacterState{CharacterID: id, X: c.x, Y: 5, Attributes: c.attrs}, true
 }
 
 func (g *fakeGame) Despawn(id string) { delete(g.chars, id) }

@@ -9,7 +9,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // FeatureMovement is the command feature whose inputs snapshots acknowledge (the
@@ -51,7 +51,7 @@ func (l *Loop) handle(m message) {
 // drop), taken over by the new connection at the new lease epoch. A takeover is a new
 // session: the old connection is told "replaced" and closed with 4000, and the new one
 // walks from input seq 1 at once.
-func (l *Loop) join(sess *session, res *control.RedeemResult, held []items.Item) error {
+func (l *Loop) join(sess *session, res *mapcontract.RedeemResult, held []items.Item) error {
 	if l.game == nil {
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is not ready yet; join again")
 	}
@@ -157,7 +157,7 @@ func (l *Loop) portal(ev Event) {
 		return
 	}
 	st.CharacterID, st.MapID, st.InstanceID = p.id, l.world.Config.MapID, l.world.Config.InstanceID
-	req := control.TransferRequest{
+	req := mapcontract.TransferRequest{
 		TransferID: orchlink.NewTransferID(), CharacterID: p.id, FromInstanceID: l.world.Config.InstanceID,
 		ToMapID: ev.Portal.TargetMapID, Epoch: p.epoch, State: st,
 	}

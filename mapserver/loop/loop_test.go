@@ -22,7 +22,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // fakeOrch is the Redeemer and the Link: tickets "char-N" (or "char-N#k", another
@@ -31,12 +31,12 @@ import (
 type fakeOrch struct {
 	mu       sync.Mutex
 	used     map[string]bool
-	pushes   []control.CharacterStatePayload
+	pushes   []mapcontract.CharacterStatePayload
 	pushedID []string
 	// instancePushes are the partitions pushed with Push.
 	instancePushes []string
-	requests       []control.TransferRequest
-	reports        []control.TransferResult
+	requests       []mapcontract.TransferRequest
+	reports        []mapcontract.TransferResult
 	deny           string
 	hold           chan struct{}
 	pushDue        bool
@@ -44,7 +44,7 @@ type fakeOrch struct {
 
 var _ loop.Link = (*fakeOrch)(nil)
 
-func (f *fakeOrch) Redeem(_ context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
+func (f *fakeOrch) Redeem(_ context.Context, r mapcontract.RedeemRequest) (*mapcontract.RedeemResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !strings.HasPrefix(r.Token, "char-") && !strings.HasPrefix(r.Token, "tr-") {
@@ -55,11 +55,11 @@ func (f *fakeOrch) Redeem(_ context.Context, r control.RedeemRequest) (*control.
 	}
 	f.used[r.Token] = true
 	if id, ok := strings.CutPrefix(r.Token, "tr-"); ok {
-		return &control.RedeemResult{Kind: "transfer", CharacterID: id, Epoch: 9, TransferID: r.Token,
-			State: &control.CharacterState{X: 42, Attributes: json.RawMessage(`{"gold":3}`)}}, nil
+		return &mapcontract.RedeemResult{Kind: "transfer", CharacterID: id, Epoch: 9, TransferID: r.Token,
+			State: &mapcontract.CharacterState{X: 42, Attributes: json.RawMessage(`{"gold":3}`)}}, nil
 	}
 	id, _, _ := strings.Cut(r.Token, "#")
-	return &control.RedeemResult{Kind: "join", CharacterID: id, Epoch: 2}, nil
+	return &mapcontract.RedeemResult{Kind: "join", CharacterID: id, Epoch: 2}, nil
 }
 
 func (f *fakeOrch) PushDue() bool {
@@ -70,7 +70,7 @@ func (f *fakeOrch) PushDue() bool {
 	return due
 }
 
-func (f *fakeOrch) PushCharacter(id string, epoch, tick int64, st control.CharacterStatePayload) (int64, error) {
+func (f *fakeOrch) PushCharacter(id string, epoch, tick int64, st mapcontract.CharacterStatePayload) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pushes = append(f.pushes, st)
@@ -85,7 +85,7 @@ func (f *fakeOrch) Push(partition string, tick int64, payload json.RawMessage) (
 	return 1, nil
 }
 
-func (f *fakeOrch) RequestTransfer(r control.TransferRequest, done func(orchlink.TransferOutcome)) error {
+func (f *fakeOrch) RequestTransfer(r mapcontract.TransferRequest, done func(orchlink.TransferOutcome)) error {
 	f.mu.Lock()
 	f.requests = append(f.requests, r)
 	deny, hold := f.deny, f.hold
@@ -98,14 +98,14 @@ func (f *fakeOrch) RequestTransfer(r control.TransferRequest, done func(orchlink
 			done(orchlink.TransferOutcome{Err: apierr.Errorf(deny, "the destination is resting"), Code: deny})
 			return
 		}
-		done(orchlink.TransferOutcome{Answer: &control.TransferAnswer{
+		done(orchlink.TransferOutcome{Answer: &mapcontract.TransferAnswer{
 			TransferID: r.TransferID, Token: "tok", ToInstanceID: "frontier-1", WS: orchestrator.WSPath("frontier-1"), ExpiresAtMs: 99,
 		}})
 	}()
 	return nil
 }
 
-func (f *fakeOrch) ReportTransfer(r control.TransferResult) error {
+func (f *fakeOrch) ReportTransfer(r mapcontract.TransferResult) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reports = append(f.reports, r)
@@ -516,7 +516,7 @@ func TestTransferArrival_Reported(t *testing.T) {
 	if s := c.snapshotWhere("full", func(s fakeSnapshot) bool { return s.Full }); s.X != 42 {
 		t.Fatalf("arrived at x %v, want the carried 42", s.X)
 	}
-	var reports []control.TransferResult
+	var reports []mapcontract.TransferResult
 	waitFor(t, "the arrival's report", func() bool {
 		h.orch.mu.Lock()
 		defer h.orch.mu.Unlock()
@@ -641,7 +641,7 @@ func TestTakeover_ReplacedAndFreshSeq(t *testing.T) {
 	}
 }
 
-func (f *fakeOrch) Critical(ev control.CriticalEvent, done func(control.CriticalAck, error)) error {
-	go done(control.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
+func (f *fakeOrch) Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error {
+	go done(mapcontract.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // op says what a message asks of the tick.
@@ -49,10 +49,10 @@ type message struct {
 
 // admission is a join or a resume waiting for the tick's answer.
 type admission struct {
-	res    *control.RedeemResult // a join's redeemed ticket
-	held   []items.Item          // the items the orchestrator says the character holds
-	token  string                // a resume's token
-	result chan error            // buffered: the tick never waits for the reader
+	res    *mapcontract.RedeemResult // a join's redeemed ticket
+	held   []items.Item              // the items the orchestrator says the character holds
+	token  string                    // a resume's token
+	result chan error                // buffered: the tick never waits for the reader
 }
 
 // player is one character in the game state. Only the tick goroutine touches it.
@@ -141,7 +141,7 @@ func (l *Loop) push(p *player) {
 	if !ok {
 		return
 	}
-	payload := control.CharacterStatePayload{
+	payload := mapcontract.CharacterStatePayload{
 		MapID: l.world.Config.MapID, InstanceID: l.world.Config.InstanceID, X: st.X, Y: st.Y, Attributes: st.Attributes,
 	}
 	if _, err := l.Link.PushCharacter(p.id, p.epoch, int64(l.tick.Load()), payload); err != nil {

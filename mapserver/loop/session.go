@@ -10,7 +10,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 var _ mapserver.Handshaker = (*Loop)(nil)
@@ -58,7 +58,7 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, l.RedeemWait)
-	res, err := l.Redeemer.Redeem(rctx, control.RedeemRequest{InstanceID: l.world.Config.InstanceID, Token: in.Ticket})
+	res, err := l.Redeemer.Redeem(rctx, mapcontract.RedeemRequest{InstanceID: l.world.Config.InstanceID, Token: in.Ticket})
 	cancel()
 	if err != nil {
 		var e *apierr.Error
@@ -75,7 +75,7 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 		err = l.ask(message{op: opJoin, sess: sess, admit: &admission{res: res, held: held}})
 	}
 	if res.TransferID != "" {
-		r := control.TransferResult{TransferID: res.TransferID, InstanceID: l.world.Config.InstanceID, Success: err == nil}
+		r := mapcontract.TransferResult{TransferID: res.TransferID, InstanceID: l.world.Config.InstanceID, Success: err == nil}
 		if err != nil {
 			r.Reason = apierr.Message(err)
 		}
@@ -93,13 +93,13 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 // loadItems reads the items the orchestrator keeps for a character just redeemed, so
 // that it arrives carrying them: a map that cannot learn them does not admit the
 // character (map_unavailable), rather than let it act on items it may hold.
-func (l *Loop) loadItems(ctx context.Context, res *control.RedeemResult) ([]items.Item, error) {
+func (l *Loop) loadItems(ctx context.Context, res *mapcontract.RedeemResult) ([]items.Item, error) {
 	if _, ok := l.decoder.(Holdings); !ok || l.Items == nil {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.RedeemWait)
 	defer cancel()
-	a, err := l.Items.CharacterItems(ctx, control.CharacterItemsRequest{
+	a, err := l.Items.CharacterItems(ctx, mapcontract.CharacterItemsRequest{
 		InstanceID: l.world.Config.InstanceID, CharacterID: res.CharacterID, Epoch: res.Epoch,
 	})
 	if err != nil {

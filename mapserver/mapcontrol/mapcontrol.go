@@ -1,7 +1,8 @@
 // Package mapcontrol is the contract a map server serves on its control listener: the
 // /control/* routes and /health, their messages, and the typed client the orchestrator
 // calls them with. It lives with the map server, which serves it, and shares the
-// secret header, error answers and HTTP call helper of orchestrator/control.
+// secret header, error answers and HTTP call helper of orchestrator/httpkit; the other
+// half of the map contract, what a map calls, is orchestrator/mapcontract.
 package mapcontrol
 
 import (
@@ -10,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // Map-side routes (served on each map server's control listener).
@@ -103,12 +104,12 @@ func NewMapClient(timeout time.Duration) *MapClient {
 // is an error; a map that does not know cred answers EUNAUTHORIZED.
 func (c *MapClient) Health(ctx context.Context, baseURL, cred string) (MapHealth, error) {
 	var h MapHealth
-	err := control.Call(ctx, c.HTTP, http.MethodGet, baseURL+PathHealth, cred, nil, &h)
+	err := httpkit.Call(ctx, c.HTTP, http.MethodGet, baseURL+PathHealth, cred, nil, &h)
 	return h, err
 }
 
 // StartInstance posts r to the map at baseURL, presenting cred. Error codes from the
 // map: EUNAUTHORIZED, EBADREQUEST, ECONFLICT (the map already runs another instance).
 func (c *MapClient) StartInstance(ctx context.Context, baseURL, cred string, r StartInstance) error {
-	return control.Call(ctx, c.HTTP, http.MethodPost, baseURL+PathStartInstance, cred, r, nil)
+	return httpkit.Call(ctx, c.HTTP, http.MethodPost, baseURL+PathStartInstance, cred, r, nil)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // Critical queues a critical event (item ownership or value change) and returns at
@@ -13,21 +13,21 @@ import (
 // only then. Events are sent in the order they were queued and retried until they are
 // committed (they are idempotent by EventID). The event's InstanceID defaults to the
 // link's instance.
-func (l *Link) Critical(ev control.CriticalEvent, done func(control.CriticalAck, error)) error {
+func (l *Link) Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error {
 	if ev.InstanceID == "" {
 		ev.InstanceID = l.Ready().InstanceID
 	}
 	if done == nil {
-		done = func(control.CriticalAck, error) {}
+		done = func(mapcontract.CriticalAck, error) {}
 	}
 	return enqueue(l, l.out.calls, call{event: &ev, done: done})
 }
 
 // CriticalChan is Critical with the answer delivered on a channel (buffered, so the
 // link never waits for the reader) instead of a callback.
-func (l *Link) CriticalChan(ev control.CriticalEvent) (<-chan CriticalResult, error) {
+func (l *Link) CriticalChan(ev mapcontract.CriticalEvent) (<-chan CriticalResult, error) {
 	ch := make(chan CriticalResult, 1)
-	err := l.Critical(ev, func(a control.CriticalAck, err error) { ch <- CriticalResult{Ack: a, Err: err} })
+	err := l.Critical(ev, func(a mapcontract.CriticalAck, err error) { ch <- CriticalResult{Ack: a, Err: err} })
 	if err != nil {
 		return nil, err
 	}
@@ -36,13 +36,13 @@ func (l *Link) CriticalChan(ev control.CriticalEvent) (<-chan CriticalResult, er
 
 // CriticalResult is the outcome of one critical event.
 type CriticalResult struct {
-	Ack control.CriticalAck
+	Ack mapcontract.CriticalAck
 	Err error
 }
 
 // ReportTransfer queues the destination's report of an incoming transfer (spawned, or
 // not admitted). It is retried until the orchestrator records it.
-func (l *Link) ReportTransfer(r control.TransferResult) error {
+func (l *Link) ReportTransfer(r mapcontract.TransferResult) error {
 	if r.InstanceID == "" {
 		r.InstanceID = l.Ready().InstanceID
 	}
@@ -89,7 +89,7 @@ func (l *Link) sendNext(ctx context.Context, c call) *call {
 func (l *Link) sendCall(ctx context.Context, c call) {
 	b := l.backoff()
 	for {
-		var ack control.CriticalAck
+		var ack mapcontract.CriticalAck
 		var err error
 		if c.event != nil {
 			ack, err = l.Orch.PersistCritical(ctx, *c.event)
@@ -114,7 +114,7 @@ func (l *Link) sendCall(ctx context.Context, c call) {
 	}
 }
 
-func (l *Link) callDone(c call, ack control.CriticalAck, err error) {
+func (l *Link) callDone(c call, ack mapcontract.CriticalAck, err error) {
 	if err != nil {
 		l.Log.Warn("orchestrator call refused", "call", c.name(), "err", err)
 	}

@@ -21,15 +21,15 @@ import (
 
 // Orchestrator is the part of the control RPC client the link uses.
 type Orchestrator interface {
-	MapReady(ctx context.Context, r control.MapReady) error
-	Heartbeat(ctx context.Context, h control.Heartbeat) (control.HeartbeatAnswer, error)
-	PersistSnapshot(ctx context.Context, r control.PersistSnapshot) (control.PersistSnapshotAnswer, error)
-	PersistCritical(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
-	RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error)
-	TransferResult(ctx context.Context, r control.TransferResult) error
+	MapReady(ctx context.Context, r mapcontract.MapReady) error
+	Heartbeat(ctx context.Context, h mapcontract.Heartbeat) (mapcontract.HeartbeatAnswer, error)
+	PersistSnapshot(ctx context.Context, r mapcontract.PersistSnapshot) (mapcontract.PersistSnapshotAnswer, error)
+	PersistCritical(ctx context.Context, ev mapcontract.CriticalEvent) (mapcontract.CriticalAck, error)
+	RequestTransfer(ctx context.Context, r mapcontract.TransferRequest) (*mapcontract.TransferAnswer, error)
+	TransferResult(ctx context.Context, r mapcontract.TransferResult) error
 }
 
-var _ Orchestrator = (*control.Client)(nil)
+var _ Orchestrator = (*mapcontract.Client)(nil)
 
 // Defaults of the link's exported knobs.
 const (
@@ -83,7 +83,7 @@ type Link struct {
 	Now func() time.Time
 
 	mu     sync.Mutex
-	ready  control.MapReady
+	ready  mapcontract.MapReady
 	rebind chan struct{}
 
 	out      outbox
@@ -112,7 +112,7 @@ func (l *Link) answered(err error) {
 }
 
 // New returns a Link that registers r through orch and sends a heartbeat every interval.
-func New(orch Orchestrator, r control.MapReady, interval time.Duration, log *slog.Logger) *Link {
+func New(orch Orchestrator, r mapcontract.MapReady, interval time.Duration, log *slog.Logger) *Link {
 	return &Link{
 		Orch: orch, ready: r, Heartbeat: interval, Log: log,
 		RetryMin: DefaultRetryMin, RetryMax: DefaultRetryMax, QueueSize: DefaultQueueSize,
@@ -196,7 +196,7 @@ func (l *Link) Run(ctx context.Context) {
 }
 
 // Ready returns the registration the link currently sends.
-func (l *Link) Ready() control.MapReady {
+func (l *Link) Ready() mapcontract.MapReady {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ready
@@ -255,7 +255,7 @@ func (l *Link) beat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		h := control.Heartbeat{InstanceID: l.Ready().InstanceID}
+		h := mapcontract.Heartbeat{InstanceID: l.Ready().InstanceID}
 		if l.Players != nil {
 			h.Players = l.Players()
 		}

@@ -15,7 +15,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // fakeOrch is a hand-written fake of the orchestrator's side of the control RPC, served
@@ -34,24 +35,24 @@ type fakeOrch struct {
 	readyCalls, readies, beats int
 	forgetAt                   int // the forgetAt-th heartbeat answers "not registered"
 	players                    []int
-	snaps                      []control.PersistSnapshot
-	events                     []control.CriticalEvent
-	transfers                  []control.TransferRequest
-	results                    []control.TransferResult
+	snaps                      []mapcontract.PersistSnapshot
+	events                     []mapcontract.CriticalEvent
+	transfers                  []mapcontract.TransferRequest
+	results                    []mapcontract.TransferResult
 	changed                    chan struct{}
 }
 
-func newFakeOrch(t *testing.T) (*fakeOrch, *control.Client) {
+func newFakeOrch(t *testing.T) (*fakeOrch, *mapcontract.Client) {
 	f := &fakeOrch{fail: map[string]int{}, failCode: map[string]string{}, changed: make(chan struct{}, 1000)}
 	srv := httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(srv.Close)
-	return f, control.NewClient(srv.URL, "secret")
+	return f, mapcontract.NewClient(srv.URL, "secret")
 }
 
 func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	path := r.URL.Path
-	if path == control.PathPersistSnapshot {
+	if path == mapcontract.PathPersistSnapshot {
 		f.mu.Lock()
 		hold, held := f.hold, f.held
 		f.mu.Unlock()
@@ -77,7 +78,7 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		default:
 		}
 	}()
-	if path == control.PathMapReady {
+	if path == mapcontract.PathMapReady {
 		f.readyCalls++
 	}
 	if f.fail[path] > 0 {
@@ -87,26 +88,26 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 			code = apierr.EUNAVAILABLE
 		}
 		w.WriteHeader(apierr.Status(code))
-		_ = json.NewEncoder(w).Encode(control.ErrorResponse{Error: apierr.Error{Code: code, Message: "fake"}})
+		_ = json.NewEncoder(w).Encode(httpkit.ErrorResponse{Error: apierr.Error{Code: code, Message: "fake"}})
 		return
 	}
 	var out any = map[string]bool{"ok": true}
 	switch path {
-	case control.PathMapReady:
+	case mapcontract.PathMapReady:
 		f.readies++
-	case control.PathMapHeartbeat:
-		var h control.Heartbeat
+	case mapcontract.PathMapHeartbeat:
+		var h mapcontract.Heartbeat
 		_ = json.Unmarshal(body, &h)
 		f.beats++
 		f.players = append(f.players, h.Players)
-		out = control.HeartbeatAnswer{Registered: f.beats != f.forgetAt}
-	case control.PathPersistSnapshot:
-		var s control.PersistSnapshot
+		out = mapcontract.HeartbeatAnswer{Registered: f.beats != f.forgetAt}
+	case mapcontract.PathPersistSnapshot:
+		var s mapcontract.PersistSnapshot
 		_ = json.Unmarshal(body, &s)
 		f.snaps = append(f.snaps, s)
-		out = control.PersistSnapshotAnswer{Accepted: true}
-	case control.PathPersistCritical:
-		var ev control.CriticalEvent
+		out = mapcontract.PersistSnapshotAnswer{Accepted: true}
+	case mapcontract.PathPersistCritical:
+		var ev mapcontract.CriticalEvent
 		_ = json.Unmarshal(body, &ev)
 		f.events = append(f.events, ev)
 		out = control.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}
@@ -124,10 +125,10 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		var tr control.TransferRequest
 		_ = json.Unmarshal(body, &tr)
 		f.transfers = append(f.transfers, tr)
-		out = control.TransferAnswer{TransferID: tr.TransferID, Token: "tok-" + tr.TransferID,
+		out = mapcontract.TransferAnswer{TransferID: tr.TransferID, Token: "tok-" + tr.TransferID,
 			ToInstanceID: tr.ToMapID + "-1", WS: "/maps/" + tr.ToMapID + "-1/ws"}
-	case control.PathTransferResult:
-		var tr control.TransferResult
+	case mapcontract.PathTransferResult:
+		var tr mapcontract.TransferResult
 		_ = json.Unmarshal(body, &tr)
 		f.results = append(f.results, tr)
 	}
@@ -155,7 +156,7 @@ func (f *fakeOrch) until(t *testing.T, what string, cond func() bool) {
 
 func openLink(t *testing.T, c orchlink.Orchestrator) *orchlink.Link {
 	t.Helper()
-	l := orchlink.New(c, control.MapReady{InstanceID: "a-1", MapID: "a"}, 5*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l := orchlink.New(c, mapcontract.MapReady{InstanceID: "a-1", MapID: "a"}, 5*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l.RetryMin, l.RetryMax = time.Millisecond, 5*time.Millisecond
 	l.QueueSize = 4
 	if err := l.Open(); err != nil {
@@ -177,7 +178,7 @@ func flush(t *testing.T, l *orchlink.Link) {
 func TestLink_Registration(t *testing.T) {
 	t.Run("RetriesUntilRegistered", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathMapReady] = 6 // more than the control client's own retries
+		f.fail[mapcontract.PathMapReady] = 6 // more than the control client's own retries
 		l := openLink(t, c)
 		l.Players = func() int { return 7 }
 		f.until(t, "registration and a heartbeat", func() bool { return f.readies == 1 && f.beats > 0 })
@@ -217,7 +218,7 @@ func TestLink_Push(t *testing.T) {
 		l := openLink(t, c)
 		var revs []int64
 		push := func(x float64) {
-			rev, err := l.PushCharacter("c1", 3, int64(x), control.CharacterStatePayload{X: x})
+			rev, err := l.PushCharacter("c1", 3, int64(x), mapcontract.CharacterStatePayload{X: x})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,7 +238,7 @@ func TestLink_Push(t *testing.T) {
 				t.Fatalf("revisions not growing: %v", revs)
 			}
 		}
-		var chars []control.PersistSnapshot
+		var chars []mapcontract.PersistSnapshot
 		for _, s := range f.snaps {
 			if s.Partition == "character:c1" {
 				chars = append(chars, s)
@@ -246,7 +247,7 @@ func TestLink_Push(t *testing.T) {
 		if len(chars) != 2 || chars[0].Revision != revs[0] || chars[1].Revision != revs[2] {
 			t.Fatalf("sent %+v, want revision %d then only the newest %d", chars, revs[0], revs[2])
 		}
-		var st control.CharacterStatePayload
+		var st mapcontract.CharacterStatePayload
 		if err := json.Unmarshal(chars[1].Envelope.Payload, &st); err != nil || st.X != 3 || st.InstanceID != "a-1" || st.MapID != "a" {
 			t.Fatalf("newest payload %s (%v), want x=3 on a-1 of map a", chars[1].Envelope.Payload, err)
 		}
@@ -259,7 +260,7 @@ func TestLink_Push(t *testing.T) {
 	})
 	t.Run("RetriesTransientFailures", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathPersistSnapshot] = 6
+		f.fail[mapcontract.PathPersistSnapshot] = 6
 		l := openLink(t, c)
 		if _, err := l.Push("zone-1", 1, json.RawMessage(`{}`)); err != nil {
 			t.Fatal(err)
@@ -271,9 +272,9 @@ func TestLink_Push(t *testing.T) {
 	})
 	t.Run("DropsRefusedPush", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathPersistSnapshot], f.failCode[control.PathPersistSnapshot] = 1, apierr.ECONFLICT
+		f.fail[mapcontract.PathPersistSnapshot], f.failCode[mapcontract.PathPersistSnapshot] = 1, apierr.ECONFLICT
 		l := openLink(t, c)
-		if _, err := l.PushCharacter("gone", 1, 1, control.CharacterStatePayload{}); err != nil {
+		if _, err := l.PushCharacter("gone", 1, 1, mapcontract.CharacterStatePayload{}); err != nil {
 			t.Fatal(err)
 		}
 		flush(t, l)
@@ -305,7 +306,7 @@ func TestLink_Push(t *testing.T) {
 	t.Run("PushDueOncePerPeriod", func(t *testing.T) {
 		_, c := newFakeOrch(t)
 		now := time.Unix(1000, 0)
-		l := orchlink.New(c, control.MapReady{InstanceID: "a-1"}, time.Hour, slog.New(slog.DiscardHandler))
+		l := orchlink.New(c, mapcontract.MapReady{InstanceID: "a-1"}, time.Hour, slog.New(slog.DiscardHandler))
 		l.Now, l.PushEvery = func() time.Time { return now }, 10*time.Second
 		if err := l.Open(); err != nil {
 			t.Fatal(err)
@@ -324,12 +325,12 @@ func TestLink_Push(t *testing.T) {
 func TestLink_Critical(t *testing.T) {
 	t.Run("AckAfterDurableCommitInOrder", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathPersistCritical] = 5
+		f.fail[mapcontract.PathPersistCritical] = 5
 		l := openLink(t, c)
 		var mu sync.Mutex
 		var acked []string
 		for _, id := range []string{"e1", "e2", "e3"} {
-			err := l.Critical(control.CriticalEvent{EventID: id, Kind: "item_spend"}, func(a control.CriticalAck, err error) {
+			err := l.Critical(mapcontract.CriticalEvent{EventID: id, Kind: "item_spend"}, func(a mapcontract.CriticalAck, err error) {
 				if err != nil {
 					t.Errorf("event %s: %v", id, err)
 				}
@@ -423,9 +424,9 @@ func TestLink_Critical(t *testing.T) {
 	})
 	t.Run("RefusedEventReportsTheError", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathPersistCritical], f.failCode[control.PathPersistCritical] = 1, apierr.ECONFLICT
+		f.fail[mapcontract.PathPersistCritical], f.failCode[mapcontract.PathPersistCritical] = 1, apierr.ECONFLICT
 		l := openLink(t, c)
-		ch, err := l.CriticalChan(control.CriticalEvent{EventID: "e1"})
+		ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: "e1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -435,9 +436,9 @@ func TestLink_Critical(t *testing.T) {
 	})
 	t.Run("NotImplementedIsFinal", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathPersistCritical], f.failCode[control.PathPersistCritical] = 1<<30, apierr.ENOTIMPLEMENTED
+		f.fail[mapcontract.PathPersistCritical], f.failCode[mapcontract.PathPersistCritical] = 1<<30, apierr.ENOTIMPLEMENTED
 		l := openLink(t, c)
-		ch, err := l.CriticalChan(control.CriticalEvent{EventID: "e1"})
+		ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: "e1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,18 +448,18 @@ func TestLink_Critical(t *testing.T) {
 	})
 	t.Run("CloseFailsQueuedWork", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathPersistCritical] = 1 << 30
+		f.fail[mapcontract.PathPersistCritical] = 1 << 30
 		l := openLink(t, c)
-		ch, err := l.CriticalChan(control.CriticalEvent{EventID: "e1"})
+		ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: "e1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.until(t, "a first attempt", func() bool { return f.fail[control.PathPersistCritical] < 1<<30 })
+		f.until(t, "a first attempt", func() bool { return f.fail[mapcontract.PathPersistCritical] < 1<<30 })
 		l.Close()
 		if res := <-ch; !errors.Is(res.Err, orchlink.ErrClosed) {
 			t.Fatalf("err=%v, want ErrClosed", res.Err)
 		}
-		if err := l.Critical(control.CriticalEvent{EventID: "e2"}, nil); !errors.Is(err, orchlink.ErrClosed) {
+		if err := l.Critical(mapcontract.CriticalEvent{EventID: "e2"}, nil); !errors.Is(err, orchlink.ErrClosed) {
 			t.Fatalf("after close: err=%v, want ErrClosed", err)
 		}
 	})
@@ -467,11 +468,11 @@ func TestLink_Critical(t *testing.T) {
 func TestLink_Transfer(t *testing.T) {
 	t.Run("Granted", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathRequestTransfer] = 5
+		f.fail[mapcontract.PathRequestTransfer] = 5
 		l := openLink(t, c)
 		out := make(chan orchlink.TransferOutcome, 1)
-		err := l.RequestTransfer(control.TransferRequest{CharacterID: "c1", ToMapID: "b", Epoch: 2,
-			State: control.CharacterState{X: 4, Y: 5}}, func(o orchlink.TransferOutcome) { out <- o })
+		err := l.RequestTransfer(mapcontract.TransferRequest{CharacterID: "c1", ToMapID: "b", Epoch: 2,
+			State: mapcontract.CharacterState{X: 4, Y: 5}}, func(o orchlink.TransferOutcome) { out <- o })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -489,10 +490,10 @@ func TestLink_Transfer(t *testing.T) {
 	})
 	t.Run("DeniedQuarantined", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathRequestTransfer], f.failCode[control.PathRequestTransfer] = 100, apierr.EMAPQUARANTINED
+		f.fail[mapcontract.PathRequestTransfer], f.failCode[mapcontract.PathRequestTransfer] = 100, apierr.EMAPQUARANTINED
 		l := openLink(t, c)
 		out := make(chan orchlink.TransferOutcome, 1)
-		if err := l.RequestTransfer(control.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
+		if err := l.RequestTransfer(mapcontract.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
 			t.Fatal(err)
 		}
 		if o := <-out; !o.Denied() || o.Code != apierr.EMAPQUARANTINED {
@@ -501,11 +502,11 @@ func TestLink_Transfer(t *testing.T) {
 	})
 	t.Run("GivesUpAfterLimit", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathRequestTransfer] = 1 << 30
+		f.fail[mapcontract.PathRequestTransfer] = 1 << 30
 		l := openLink(t, c)
 		l.TransferLimit = 50 * time.Millisecond
 		out := make(chan orchlink.TransferOutcome, 1)
-		if err := l.RequestTransfer(control.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
+		if err := l.RequestTransfer(mapcontract.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
 			t.Fatal(err)
 		}
 		if o := <-out; !o.Denied() || o.Code != apierr.EMAPUNAVAILABLE {
@@ -514,9 +515,9 @@ func TestLink_Transfer(t *testing.T) {
 	})
 	t.Run("ReportRetried", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathTransferResult] = 5
+		f.fail[mapcontract.PathTransferResult] = 5
 		l := openLink(t, c)
-		if err := l.ReportTransfer(control.TransferResult{TransferID: "tr-1", Success: true}); err != nil {
+		if err := l.ReportTransfer(mapcontract.TransferResult{TransferID: "tr-1", Success: true}); err != nil {
 			t.Fatal(err)
 		}
 		flush(t, l)

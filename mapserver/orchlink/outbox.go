@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // outbox holds everything queued for the orchestrator and counts what is not finished
@@ -40,15 +40,15 @@ type push struct {
 // call is one ordered, retried call: a critical event (with its callback) or a
 // transfer report.
 type call struct {
-	event  *control.CriticalEvent
-	done   func(control.CriticalAck, error)
-	report *control.TransferResult
+	event  *mapcontract.CriticalEvent
+	done   func(mapcontract.CriticalAck, error)
+	report *mapcontract.TransferResult
 }
 
 // transfer is one transfer request and the callback of its answer.
 type transfer struct {
-	req  control.TransferRequest
-	done func(*control.TransferAnswer, error)
+	req  mapcontract.TransferRequest
+	done func(*mapcontract.TransferAnswer, error)
 }
 
 func (o *outbox) init(size int) {
@@ -123,7 +123,7 @@ func (o *outbox) abandon() {
 		select {
 		case c := <-o.calls:
 			if c.done != nil {
-				c.done(control.CriticalAck{}, ErrClosed)
+				c.done(mapcontract.CriticalAck{}, ErrClosed)
 			}
 			o.finished()
 		case t := <-o.transfers:

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // TransferOutcome is the answer to one transfer request. Exactly one of Answer and Err
@@ -15,7 +15,7 @@ import (
 // leaves the character where it stands; so does any other error, which the player sees
 // with Code "map_unavailable".
 type TransferOutcome struct {
-	Answer *control.TransferAnswer
+	Answer *mapcontract.TransferAnswer
 	Err    error
 	// Code is the public error code of Err: the orchestrator's own code, or
 	// map_unavailable for failures without one (the orchestrator did not answer).
@@ -48,7 +48,7 @@ func NewEventID() string {
 // transfer, and keeps it where it stands when it is denied. A missing TransferID is
 // filled in; FromInstanceID defaults to the link's instance. Transient failures are
 // retried with the same TransferID for at most TransferLimit.
-func (l *Link) RequestTransfer(r control.TransferRequest, done func(TransferOutcome)) error {
+func (l *Link) RequestTransfer(r mapcontract.TransferRequest, done func(TransferOutcome)) error {
 	if r.TransferID == "" {
 		r.TransferID = NewTransferID()
 	}
@@ -61,12 +61,12 @@ func (l *Link) RequestTransfer(r control.TransferRequest, done func(TransferOutc
 	if done == nil {
 		done = func(TransferOutcome) {}
 	}
-	return enqueue(l, l.out.transfers, transfer{req: r, done: func(a *control.TransferAnswer, err error) {
+	return enqueue(l, l.out.transfers, transfer{req: r, done: func(a *mapcontract.TransferAnswer, err error) {
 		done(outcome(a, err))
 	}})
 }
 
-func outcome(a *control.TransferAnswer, err error) TransferOutcome {
+func outcome(a *mapcontract.TransferAnswer, err error) TransferOutcome {
 	if err == nil {
 		return TransferOutcome{Answer: a}
 	}
@@ -91,7 +91,7 @@ func (l *Link) transferLoop(ctx context.Context) {
 	}
 }
 
-func (l *Link) sendTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error) {
+func (l *Link) sendTransfer(ctx context.Context, r mapcontract.TransferRequest) (*mapcontract.TransferAnswer, error) {
 	limit := l.TransferLimit
 	if limit <= 0 {
 		limit = DefaultTransferLimit

@@ -16,8 +16,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -111,8 +111,8 @@ type Service struct {
 	used sync.Map // nonce → expiry: replays this process saw are refused without a write
 
 	mu        sync.Mutex
-	guests    map[string]guestLease              // leases of disposable characters: never persisted
-	handovers map[string]*control.CharacterState // final states of disposable characters in transit
+	guests    map[string]guestLease             // leases of disposable characters: never persisted
+	handovers map[string]*record.CharacterState // final states of disposable characters in transit
 }
 
 // NewService returns a Service signing tickets and hashing authKeys with keys derived

@@ -13,7 +13,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -178,9 +178,9 @@ func (e *env) join(tb testing.TB, key string) *orchestrator.JoinResponse {
 	return res
 }
 
-func (e *env) redeem(tb testing.TB, instance, tok string) *control.RedeemResult {
+func (e *env) redeem(tb testing.TB, instance, tok string) *mapcontract.RedeemResult {
 	tb.Helper()
-	res, err := e.svc.Redeem(context.Background(), control.RedeemRequest{InstanceID: instance, Token: tok})
+	res, err := e.svc.Redeem(context.Background(), mapcontract.RedeemRequest{InstanceID: instance, Token: tok})
 	if err != nil {
 		tb.Fatalf("redeem at %s: %v", instance, err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // TestGuestCapacity checks that disposable characters held in memory are bounded: past
@@ -32,7 +32,7 @@ func TestGuestCapacity(t *testing.T) {
 		wantCode(t, err, apierr.ECAPACITY)
 	})
 	t.Run("ErrCapacityOnRedeem", func(t *testing.T) {
-		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: late.Ticket})
+		_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: late.Ticket})
 		wantCode(t, err, apierr.ECAPACITY)
 	})
 	t.Run("SavedCharactersStillJoin", func(t *testing.T) {

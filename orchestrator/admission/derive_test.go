@@ -7,7 +7,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // discoverPortal returns the target of the discovery portal of a map's generated world.
@@ -27,7 +27,7 @@ func discoverPortal(t *testing.T, c mapgen.MapConfig) mapgen.Portal {
 }
 
 // inFrontier joins a guest and moves it to frontier-1.
-func inFrontier(t *testing.T, e *env) *control.RedeemResult {
+func inFrontier(t *testing.T, e *env) *mapcontract.RedeemResult {
 	t.Helper()
 	ctx := context.Background()
 	a, err := e.svc.RequestTransfer(ctx, transferReq("tr-in", enter(t, e, ""), "default-1", "frontier", 1))
@@ -35,7 +35,7 @@ func inFrontier(t *testing.T, e *env) *control.RedeemResult {
 		t.Fatal(err)
 	}
 	in := e.redeem(t, "frontier-1", a.Token)
-	if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-in", InstanceID: "frontier-1", Success: true}); err != nil {
+	if err := e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: "tr-in", InstanceID: "frontier-1", Success: true}); err != nil {
 		t.Fatal(err)
 	}
 	return in

@@ -8,7 +8,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 func TestJoin(t *testing.T) {
@@ -63,11 +64,11 @@ func TestAuthKeyNeverLeaks(t *testing.T) {
 	var errs []error
 	j := e.join(t, authKey)
 	r := e.redeem(t, "default-1", j.Ticket)
-	_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+	_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
 	errs = append(errs, err)
-	_, err = e.svc.RequestTransfer(ctx, control.TransferRequest{
+	_, err = e.svc.RequestTransfer(ctx, mapcontract.TransferRequest{
 		TransferID: "tr-leak", CharacterID: r.CharacterID, FromInstanceID: "default-1", ToMapID: "frontier", Epoch: r.Epoch,
-		State: control.CharacterState{MapID: "default", X: 10, Y: 20, Revision: 1},
+		State: record.CharacterState{MapID: "default", X: 10, Y: 20, Revision: 1},
 	})
 	errs = append(errs, err)
 	_, err = e.svc.Join(ctx, orchestrator.JoinRequest{AuthKey: authKey + "!"})

@@ -12,7 +12,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -29,13 +29,13 @@ func TestMetrics(t *testing.T) {
 	guest := e.join(t, "")
 	_, err := e.svc.Join(ctx, orchestrator.JoinRequest{AuthKey: "short"})
 	wantCode(t, err, apierr.EBADREQUEST)
-	_, err = e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: guest.Ticket})
+	_, err = e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: guest.Ticket})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: guest.Ticket})
+	_, err = e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: guest.Ticket})
 	wantCode(t, err, apierr.ETICKETUSED)
-	_, err = e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: "forged"})
+	_, err = e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: "forged"})
 	wantCode(t, err, apierr.ETICKETINVALID)
 
 	a, err := e.svc.RequestTransfer(ctx, transferReq("tr-1", r, "default-1", "frontier", 3))
@@ -46,7 +46,7 @@ func TestMetrics(t *testing.T) {
 	wantCode(t, err, apierr.EFORBIDDEN)
 	e.redeem(t, "frontier-1", a.Token)
 	e.clock.Add(30 * time.Millisecond)
-	if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
+	if err := e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -82,7 +82,7 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.redeem(t, "cave-1", failed.Token)
-		if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-3", InstanceID: "cave-1", Reason: "full"}); err != nil {
+		if err := e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: "tr-3", InstanceID: "cave-1", Reason: "full"}); err != nil {
 			t.Fatal(err)
 		}
 		r3 := enter(t, e, "Mp2v9LrT0pXw2YbN5cHs8KdC")

@@ -11,7 +11,8 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // model is the test's picture of the world around the admission service: what each map
@@ -103,7 +104,7 @@ func (m *model) step() string {
 		if m.rng.IntN(8) == 0 {
 			at = m.maps[m.rng.IntN(len(m.maps))]
 		}
-		res, err := m.e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: at, Token: p.token})
+		res, err := m.e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: at, Token: p.token})
 		if err != nil {
 			m.expect(err, apierr.ETICKETUSED, apierr.ETICKETEXPIRED, apierr.EWRONGMAP, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
 			if apierr.Code(err) != apierr.EWRONGMAP {
@@ -133,9 +134,9 @@ func (m *model) step() string {
 			}
 			m.nextID++
 			x := float64(m.nextID)
-			a, err := m.e.svc.RequestTransfer(ctx, control.TransferRequest{
+			a, err := m.e.svc.RequestTransfer(ctx, mapcontract.TransferRequest{
 				TransferID: fmt.Sprintf("tr-%d", m.nextID), CharacterID: ch, FromInstanceID: from, ToInstanceID: to,
-				Epoch: epoch, State: control.CharacterState{MapID: from, X: x, Revision: int64(m.nextID)},
+				Epoch: epoch, State: record.CharacterState{MapID: from, X: x, Revision: int64(m.nextID)},
 			})
 			if err != nil {
 				m.expect(err, apierr.ECONFLICT, apierr.EFORBIDDEN, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
@@ -157,7 +158,7 @@ func (m *model) step() string {
 		a := m.accepts[i]
 		m.accepts = append(m.accepts[:i], m.accepts[i+1:]...)
 		ok := m.rng.IntN(4) > 0
-		err := m.e.svc.TransferResult(ctx, control.TransferResult{TransferID: a.transferID, InstanceID: a.to, Success: ok})
+		err := m.e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: a.transferID, InstanceID: a.to, Success: ok})
 		if err != nil {
 			m.expect(err, apierr.ECONFLICT)
 		}

@@ -7,7 +7,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -20,14 +21,14 @@ import (
 //
 // Error codes: EBADREQUEST, ETICKETINVALID, ETICKETEXPIRED, ETICKETUSED, EWRONGMAP,
 // ECAPACITY (a new guest past MaxGuests), EMAPQUARANTINED, EMAPUNAVAILABLE.
-func (s *Service) Redeem(ctx context.Context, r control.RedeemRequest) (res *control.RedeemResult, err error) {
+func (s *Service) Redeem(ctx context.Context, r mapcontract.RedeemRequest) (res *mapcontract.RedeemResult, err error) {
 	defer func(start time.Time) { s.Metrics.redeemed(s.redeemKind(r.Token, res), start, err) }(time.Now())
 	return s.redeem(ctx, r)
 }
 
 // redeemKind is the kind a redeem is counted under: the result's, else the kind of a
 // token whose signature verifies (an expired one too); "" for a token that does not.
-func (s *Service) redeemKind(token string, res *control.RedeemResult) string {
+func (s *Service) redeemKind(token string, res *mapcontract.RedeemResult) string {
 	if res != nil {
 		return res.Kind
 	}
@@ -41,8 +42,8 @@ func (s *Service) redeemKind(token string, res *control.RedeemResult) string {
 }
 
 // redeem is Redeem without its metrics.
-func (s *Service) redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error) {
-	if !control.ValidName(r.InstanceID) {
+func (s *Service) redeem(ctx context.Context, r mapcontract.RedeemRequest) (*mapcontract.RedeemResult, error) {
+	if !record.ValidName(r.InstanceID) {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "instanceId must be a valid id")
 	}
 	c, err := s.Signer.Verify(r.Token, s.Now())
@@ -88,7 +89,7 @@ func (s *Service) redeem(ctx context.Context, r control.RedeemRequest) (*control
 		return nil, err
 	}
 
-	res := &control.RedeemResult{
+	res := &mapcontract.RedeemResult{
 		Kind: "join", CharacterID: c.CharacterID, Disposable: IsDisposable(c.CharacterID), Epoch: epoch,
 	}
 	if tr != nil {

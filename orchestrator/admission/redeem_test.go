@@ -11,7 +11,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 func TestRedeem(t *testing.T) {
@@ -22,28 +23,28 @@ func TestRedeem(t *testing.T) {
 		if r := e.redeem(t, "default-1", j.Ticket); r.CharacterID != j.CharacterID || r.Epoch != 1 || r.Kind != "join" {
 			t.Fatalf("redeem %+v", r)
 		}
-		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+		_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
 		wantCode(t, err, apierr.ETICKETUSED)
 	})
 	t.Run("ErrTicketExpired", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
 		e.clock.Add(10 * time.Second)
-		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+		_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
 		wantCode(t, err, apierr.ETICKETEXPIRED)
 	})
 	t.Run("ErrTicketInvalid", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
 		for _, tok := range []string{j.Ticket[:len(j.Ticket)-2], j.Ticket + "A", "", "not-a-ticket"} {
-			_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: tok})
+			_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: tok})
 			wantCode(t, err, apierr.ETICKETINVALID)
 		}
 	})
 	t.Run("ErrWrongMap", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
-		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "frontier-1", Token: j.Ticket})
+		_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "frontier-1", Token: j.Ticket})
 		wantCode(t, err, apierr.EWRONGMAP)
 		// The refused attempt did not use the ticket up.
 		e.redeem(t, "default-1", j.Ticket)
@@ -52,7 +53,7 @@ func TestRedeem(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, "")
 		e.maps.set("default-1", orchestrator.StateQuarantined)
-		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+		_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
 		wantCode(t, err, apierr.EMAPQUARANTINED)
 	})
 	t.Run("RestartBetweenIssueAndRedeem", func(t *testing.T) {
@@ -61,12 +62,12 @@ func TestRedeem(t *testing.T) {
 		e.redeem(t, "default-1", a.Ticket)
 		e.restart(t)
 		// Used before the restart: still used.
-		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: a.Ticket})
+		_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: a.Ticket})
 		wantCode(t, err, apierr.ETICKETUSED)
 		// Issued before the restart, redeemed after: once.
 		e.redeem(t, "default-1", b.Ticket)
 		e.restart(t)
-		_, err = e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: b.Ticket})
+		_, err = e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: b.Ticket})
 		wantCode(t, err, apierr.ETICKETUSED)
 	})
 	t.Run("IdleGuestLeasesForgotten", func(t *testing.T) {
@@ -120,7 +121,7 @@ func TestRedeem_Concurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: tok})
+				_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: tok})
 				switch apierr.Code(err) {
 				case "":
 					wins.Add(1)
@@ -171,8 +172,8 @@ func BenchmarkMassRejoin(b *testing.B) {
 		keys[i] = fmt.Sprintf("MassRejoinKey%011d", i)
 		r := e.redeem(b, "default-1", e.join(b, keys[i]).Ticket)
 		payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
-		if _, err := e.db.PutSnapshot(ctx, "default-1", control.CharacterPartitionPrefix+r.CharacterID, 1,
-			control.NewSnapshotEnvelope("sim-1", 1, e.clock.Now().UnixMilli(), payload)); err != nil {
+		if _, err := e.db.PutSnapshot(ctx, "default-1", record.CharacterPartitionPrefix+r.CharacterID, 1,
+			record.NewSnapshotEnvelope("sim-1", 1, e.clock.Now().UnixMilli(), payload)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -193,7 +194,7 @@ func BenchmarkMassRejoin(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				<-start
-				if _, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: tok}); err != nil {
+				if _, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: tok}); err != nil {
 					b.Errorf("redeem: %v", err)
 				}
 			}()

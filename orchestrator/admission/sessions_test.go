@@ -8,7 +8,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // sessionOf returns the session of characterID, failing the test if there is none.
@@ -45,8 +46,8 @@ func TestSessions_InPlay(t *testing.T) {
 		t.Fatalf("after %s without a sign of life: %+v", e.svc.SessionIdle, s)
 	}
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
-	if _, err := e.db.PutSnapshot(ctx, "default-1", control.CharacterPartitionPrefix+r.CharacterID, 1,
-		control.NewSnapshotEnvelope("sim-1", 1, e.clock.Now().UnixMilli(), payload)); err != nil {
+	if _, err := e.db.PutSnapshot(ctx, "default-1", record.CharacterPartitionPrefix+r.CharacterID, 1,
+		record.NewSnapshotEnvelope("sim-1", 1, e.clock.Now().UnixMilli(), payload)); err != nil {
 		t.Fatal(err)
 	}
 	if s := sessionOf(t, e, r.CharacterID); s.State != orchestrator.SessionActive || s.LastSeenMs != e.clock.Now().UnixMilli() {
@@ -73,7 +74,7 @@ func TestSessions_InPlay(t *testing.T) {
 	if err := e.svc.DeleteCharacter(ctx, authKey, j.CharacterID); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
+	_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
 	wantCode(t, err, apierr.ETICKETINVALID)
 }
 
@@ -93,7 +94,7 @@ func TestCleanup_Counts(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.redeem(t, "frontier-1", a.Token)
-	if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
+	if err := e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := e.svc.Cleanup(ctx); err != nil || res != (orchestrator.CleanupResult{}) {

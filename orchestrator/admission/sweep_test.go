@@ -9,7 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // recordingStore records every state a transfer is advanced to, in order, by
@@ -74,7 +74,7 @@ func TestTransfer_StatesWhenTheyHappen(t *testing.T) {
 	if got := rec.recorded(); !slices.Equal(got, want) {
 		t.Fatalf("after the redeem: %v, want %v", got, want)
 	}
-	if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-s", InstanceID: "frontier-1", Success: true}); err != nil {
+	if err := e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: "tr-s", InstanceID: "frontier-1", Success: true}); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, orchestrator.TransferCompleted)

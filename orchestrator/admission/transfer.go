@@ -9,7 +9,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -26,25 +27,25 @@ var pendingStates = orchestrator.PendingTransferStates()
 // Error codes: EBADREQUEST, EFORBIDDEN (the source does not hold the character),
 // ECONFLICT (it holds it at another epoch, or the id was used for another transfer),
 // EMAPQUARANTINED, EMAPUNAVAILABLE.
-func (s *Service) RequestTransfer(ctx context.Context, r control.TransferRequest) (ans *control.TransferAnswer, err error) {
+func (s *Service) RequestTransfer(ctx context.Context, r mapcontract.TransferRequest) (ans *mapcontract.TransferAnswer, err error) {
 	defer func(start time.Time) { s.Metrics.requested(start, err) }(time.Now())
 	return s.requestTransfer(ctx, r)
 }
 
 // requestTransfer is RequestTransfer without its metrics.
-func (s *Service) requestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error) {
+func (s *Service) requestTransfer(ctx context.Context, r mapcontract.TransferRequest) (*mapcontract.TransferAnswer, error) {
 	toMapID := r.ToMapID
 	if r.ToInstanceID == "" && r.ToMapID != "" {
 		r.ToInstanceID = mapgen.InstanceOfMap(r.ToMapID)
 	}
 	for _, f := range []struct{ name, v string }{{"transferId", r.TransferID}, {"characterId", r.CharacterID}} {
-		if !control.ValidKey(f.v) {
-			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be 1 to %d printable characters without spaces", f.name, control.MaxKeyLen)
+		if !record.ValidKey(f.v) {
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be 1 to %d printable characters without spaces", f.name, record.MaxKeyLen)
 		}
 	}
 	for _, f := range []struct{ name, v string }{{"fromInstanceId", r.FromInstanceID}, {"toInstanceId", r.ToInstanceID}} {
-		if !control.ValidName(f.v) {
-			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be %s", f.name, control.IDRule)
+		if !record.ValidName(f.v) {
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be %s", f.name, record.IDRule)
 		}
 	}
 	if r.FromInstanceID == r.ToInstanceID {
@@ -138,7 +139,7 @@ func (s *Service) destination(ctx context.Context, fromInstanceID, instanceID, m
 }
 
 // retry answers a repeated request: the same token while it is valid.
-func (s *Service) retry(tr *orchestrator.Transfer, r control.TransferRequest) (*control.TransferAnswer, error) {
+func (s *Service) retry(tr *orchestrator.Transfer, r mapcontract.TransferRequest) (*mapcontract.TransferAnswer, error) {
 	if tr.CharacterID != r.CharacterID || tr.FromInstanceID != r.FromInstanceID || tr.ToInstanceID != r.ToInstanceID {
 		return nil, apierr.Errorf(apierr.ECONFLICT, "transfer id %q was used for another transfer", tr.ID)
 	}
@@ -152,7 +153,7 @@ func (s *Service) retry(tr *orchestrator.Transfer, r control.TransferRequest) (*
 	}
 }
 
-func (s *Service) answer(tr *orchestrator.Transfer) (*control.TransferAnswer, error) {
+func (s *Service) answer(tr *orchestrator.Transfer) (*mapcontract.TransferAnswer, error) {
 	tok, err := s.Signer.Mint(ticket.Claims{
 		Kind: ticket.KindTransfer, ID: tr.ID, Subject: tr.Subject, CharacterID: tr.CharacterID,
 		From: tr.FromInstanceID, To: tr.ToInstanceID, IssuedAtMs: tr.IssuedAt.UnixMilli(),
@@ -161,7 +162,7 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*control.TransferAnswer, er
 	if err != nil {
 		return nil, err
 	}
-	return &control.TransferAnswer{
+	return &mapcontract.TransferAnswer{
 		TransferID: tr.ID, Token: tok, ToInstanceID: tr.ToInstanceID,
 		WS: orchestrator.WSPath(tr.ToInstanceID), ExpiresAtMs: tr.ExpiresAt.UnixMilli(),
 	}, nil
@@ -169,7 +170,7 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*control.TransferAnswer, er
 
 // handOver makes the character's final state in the source durable: a transfer_boundary
 // critical event for saved characters, memory for disposable ones.
-func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st control.CharacterState, epoch int64) error {
+func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st record.CharacterState, epoch int64) error {
 	st.CharacterID, st.InstanceID = tr.CharacterID, tr.FromInstanceID
 	if IsDisposable(tr.CharacterID) {
 		s.mu.Lock()
@@ -184,9 +185,9 @@ func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st co
 	if err != nil {
 		return fmt.Errorf("hand over: %w", err)
 	}
-	_, err = s.Store.CommitCritical(ctx, orchestrator.CriticalCommit{Event: control.CriticalEvent{
+	_, err = s.Store.CommitCritical(ctx, orchestrator.CriticalCommit{Event: record.CriticalEvent{
 		EventID: transferEventPrefix + tr.ID, InstanceID: tr.FromInstanceID,
-		Kind: control.EventTransferBoundary, Payload: payload,
+		Kind: record.EventTransferBoundary, Payload: payload,
 	}, Boundary: &st})
 	return err
 }
@@ -197,7 +198,7 @@ func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st co
 //
 // Error codes: EBADREQUEST, ENOTFOUND, ECONFLICT (not the destination, or the transfer
 // is not at that step).
-func (s *Service) TransferResult(ctx context.Context, r control.TransferResult) error {
+func (s *Service) TransferResult(ctx context.Context, r mapcontract.TransferResult) error {
 	tr, err := s.Store.Transfer(ctx, r.TransferID)
 	if err != nil {
 		return err

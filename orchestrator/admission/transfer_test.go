@@ -8,19 +8,20 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // enter joins with key and redeems at the default map.
-func enter(t *testing.T, e *env, key string) *control.RedeemResult {
+func enter(t *testing.T, e *env, key string) *mapcontract.RedeemResult {
 	t.Helper()
 	return e.redeem(t, "default-1", e.join(t, key).Ticket)
 }
 
-func transferReq(id string, r *control.RedeemResult, from, toMap string, x float64) control.TransferRequest {
-	return control.TransferRequest{
+func transferReq(id string, r *mapcontract.RedeemResult, from, toMap string, x float64) mapcontract.TransferRequest {
+	return mapcontract.TransferRequest{
 		TransferID: id, CharacterID: r.CharacterID, FromInstanceID: from, ToMapID: toMap, Epoch: r.Epoch,
-		State: control.CharacterState{MapID: from[:len(from)-2], X: x, Y: 2, Attributes: json.RawMessage(`{"hp":7}`), Revision: r.Epoch*10 + 1},
+		State: record.CharacterState{MapID: from[:len(from)-2], X: x, Y: 2, Attributes: json.RawMessage(`{"hp":7}`), Revision: r.Epoch*10 + 1},
 	}
 }
 
@@ -47,10 +48,10 @@ func TestTransfer(t *testing.T) {
 		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch), apierr.EFORBIDDEN)
 	})
 	t.Run("ErrWrongMap", func(t *testing.T) {
-		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: a.Token})
+		_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: a.Token})
 		wantCode(t, err, apierr.EWRONGMAP)
 	})
-	var in *control.RedeemResult
+	var in *mapcontract.RedeemResult
 	t.Run("DestinationGetsState", func(t *testing.T) {
 		in = e.redeem(t, "frontier-1", a.Token)
 		if in.Kind != "transfer" || in.TransferID != "tr-1" || in.FromID != "default-1" || in.State == nil || in.State.X != 12.5 {
@@ -61,11 +62,11 @@ func TestTransfer(t *testing.T) {
 		}
 	})
 	t.Run("ErrTicketUsed", func(t *testing.T) {
-		_, err := e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "frontier-1", Token: a.Token})
+		_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "frontier-1", Token: a.Token})
 		wantCode(t, err, apierr.ETICKETUSED)
 	})
 	t.Run("Completed", func(t *testing.T) {
-		if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
+		if err := e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: "tr-1", InstanceID: "frontier-1", Success: true}); err != nil {
 			t.Fatal(err)
 		}
 		tr, err := e.db.Transfer(ctx, "tr-1")
@@ -102,7 +103,7 @@ func TestTransfer_Failures(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := e.redeem(t, "frontier-1", a.Token)
-		if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-x", InstanceID: "frontier-1", Success: true}); err != nil {
+		if err := e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: "tr-x", InstanceID: "frontier-1", Success: true}); err != nil {
 			t.Fatal(err)
 		}
 		// Now in frontier-1; a transfer to cave-1 is never redeemed.
@@ -135,7 +136,7 @@ func TestTransfer_Failures(t *testing.T) {
 		if in.State == nil || in.State.X != 5 {
 			t.Fatalf("a disposable character's state must travel too: %+v", in.State)
 		}
-		if err := e.svc.TransferResult(ctx, control.TransferResult{TransferID: "tr-f", InstanceID: "frontier-1", Reason: "spawn failed"}); err != nil {
+		if err := e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: "tr-f", InstanceID: "frontier-1", Reason: "spawn failed"}); err != nil {
 			t.Fatal(err)
 		}
 		wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "frontier-1", in.Epoch), apierr.EFORBIDDEN)

@@ -19,7 +19,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // Leases is what the service needs from the admission service's authority leases.
@@ -66,13 +67,13 @@ func NewService(store Store, leases Leases) *Service {
 // Error codes: EBADREQUEST, ETOOLARGE, EFORBIDDEN, ECONFLICT (lease epoch, or the event
 // id used for another event), ENOTFOUND (an item holder that is not a saved character),
 // the item rules' item_* codes (409), EUNAVAILABLE (store closing).
-func (s *Service) Commit(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error) {
-	if ev.Kind == control.EventTransferBoundary {
-		return control.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "transfer boundaries are recorded through %s", control.PathRequestTransfer)
+func (s *Service) Commit(ctx context.Context, ev record.CriticalEvent) (record.CriticalAck, error) {
+	if ev.Kind == record.EventTransferBoundary {
+		return record.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "transfer boundaries are recorded through %s", mapcontract.PathRequestTransfer)
 	}
 	c, iev, err := Prepare(s.Catalog, ev)
 	if err != nil {
-		return control.CriticalAck{}, err
+		return record.CriticalAck{}, err
 	}
 	if iev != nil {
 		if err := s.authorize(ctx, iev, ev.Epochs); err != nil {
@@ -81,7 +82,7 @@ func (s *Service) Commit(ctx context.Context, ev control.CriticalEvent) (control
 			if _, found := s.Store.CriticalEvent(ctx, c.Event.EventID); found == nil {
 				return s.Store.CommitCritical(ctx, c)
 			}
-			return control.CriticalAck{}, err
+			return record.CriticalAck{}, err
 		}
 	}
 	return s.Store.CommitCritical(ctx, c)
@@ -114,21 +115,21 @@ const MaxKindLen = 64
 // For an item event (a kind beginning with "item_") it also decodes and validates the
 // payload, returns it, and sets the commit's Items to the rules' decision. Other kinds
 // are recorded only. Error codes: EBADREQUEST, ETOOLARGE.
-func Prepare(cat *items.Catalog, ev control.CriticalEvent) (orchestrator.CriticalCommit, *items.Event, error) {
+func Prepare(cat *items.Catalog, ev record.CriticalEvent) (orchestrator.CriticalCommit, *items.Event, error) {
 	bad := func(format string, args ...any) error {
 		return apierr.Errorf(apierr.EBADREQUEST, "critical event: "+format, args...)
 	}
 	switch {
-	case !control.ValidKey(ev.EventID):
-		return orchestrator.CriticalCommit{}, nil, bad("eventId must be 1 to %d printable characters", control.MaxKeyLen)
-	case !control.ValidKey(ev.InstanceID):
-		return orchestrator.CriticalCommit{}, nil, bad("instanceId must be 1 to %d printable characters", control.MaxKeyLen)
+	case !record.ValidKey(ev.EventID):
+		return orchestrator.CriticalCommit{}, nil, bad("eventId must be 1 to %d printable characters", record.MaxKeyLen)
+	case !record.ValidKey(ev.InstanceID):
+		return orchestrator.CriticalCommit{}, nil, bad("instanceId must be 1 to %d printable characters", record.MaxKeyLen)
 	case ev.Kind == "" || len(ev.Kind) > MaxKindLen:
 		return orchestrator.CriticalCommit{}, nil, bad("kind must be 1 to %d characters", MaxKindLen)
 	case ev.MapTick < 0:
 		return orchestrator.CriticalCommit{}, nil, bad("mapTick must not be negative")
-	case len(ev.Payload) > control.MaxCriticalPayloadBytes:
-		return orchestrator.CriticalCommit{}, nil, apierr.Errorf(apierr.ETOOLARGE, "critical event payload is %d bytes, limit is %d", len(ev.Payload), control.MaxCriticalPayloadBytes)
+	case len(ev.Payload) > record.MaxCriticalPayloadBytes:
+		return orchestrator.CriticalCommit{}, nil, apierr.Errorf(apierr.ETOOLARGE, "critical event payload is %d bytes, limit is %d", len(ev.Payload), record.MaxCriticalPayloadBytes)
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, ev.Payload); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
@@ -137,11 +138,11 @@ func Prepare(cat *items.Catalog, ev control.CriticalEvent) (orchestrator.Critica
 	ev.Payload = buf.Bytes()
 	c := orchestrator.CriticalCommit{Event: ev}
 	switch {
-	case ev.Kind == control.EventTransferBoundary:
-		st := &control.CharacterState{}
+	case ev.Kind == record.EventTransferBoundary:
+		st := &record.CharacterState{}
 		if err := json.Unmarshal(ev.Payload, st); err != nil {
 			return c, nil, bad("%s payload: %v", ev.Kind, err)
-		} else if !control.ValidKey(st.CharacterID) || st.MapID == "" || st.InstanceID == "" || st.Revision <= 0 {
+		} else if !record.ValidKey(st.CharacterID) || st.MapID == "" || st.InstanceID == "" || st.Revision <= 0 {
 			return c, nil, bad("%s payload needs characterId, mapId, instanceId and a positive revision", ev.Kind)
 		} else if len(st.Attributes) > 0 && !json.Valid(st.Attributes) {
 			return c, nil, bad("%s attributes must be JSON", ev.Kind)
@@ -200,8 +201,8 @@ func copiesIn(pols []items.Policy, instanceID string) (ids []string, anchored []
 
 // requireInstance refuses an invalid instance id.
 func requireInstance(id string) error {
-	if !control.ValidKey(id) {
-		return apierr.Errorf(apierr.EBADREQUEST, "instanceId must be 1 to %d printable characters", control.MaxKeyLen)
+	if !record.ValidKey(id) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId must be 1 to %d printable characters", record.MaxKeyLen)
 	}
 	return nil
 }
@@ -215,10 +216,10 @@ func errf(err error, format string, args ...any) error {
 // they share group commits; it answers once every one is durable or refused, with the
 // results in the batch's order. An event of another instance than the batch's is
 // refused alone (EFORBIDDEN). Error codes of the batch itself: EBADREQUEST (no events,
-// more than control.MaxCriticalBatch, or an event id twice).
-func (s *Service) CommitBatch(ctx context.Context, b control.CriticalBatch) (*control.CriticalBatchAnswer, error) {
-	if len(b.Events) == 0 || len(b.Events) > control.MaxCriticalBatch {
-		return nil, apierr.Errorf(apierr.EBADREQUEST, "a batch carries 1 to %d events", control.MaxCriticalBatch)
+// more than mapcontract.MaxCriticalBatch, or an event id twice).
+func (s *Service) CommitBatch(ctx context.Context, b mapcontract.CriticalBatch) (*mapcontract.CriticalBatchAnswer, error) {
+	if len(b.Events) == 0 || len(b.Events) > mapcontract.MaxCriticalBatch {
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "a batch carries 1 to %d events", mapcontract.MaxCriticalBatch)
 	}
 	seen := make(map[string]bool, len(b.Events))
 	for i, ev := range b.Events {
@@ -227,13 +228,13 @@ func (s *Service) CommitBatch(ctx context.Context, b control.CriticalBatch) (*co
 		}
 		seen[ev.EventID] = true
 	}
-	res := make([]control.CriticalResult, len(b.Events))
+	res := make([]mapcontract.CriticalResult, len(b.Events))
 	var wg sync.WaitGroup
 	for i, ev := range b.Events {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var ack control.CriticalAck
+			var ack record.CriticalAck
 			err := error(apierr.Errorf(apierr.EFORBIDDEN, "event of instance %q in a batch of %q", ev.InstanceID, b.InstanceID))
 			if ev.InstanceID == b.InstanceID {
 				ack, err = s.Commit(ctx, ev)
@@ -246,5 +247,5 @@ func (s *Service) CommitBatch(ctx context.Context, b control.CriticalBatch) (*co
 		}()
 	}
 	wg.Wait()
-	return &control.CriticalBatchAnswer{Results: res}, nil
+	return &mapcontract.CriticalBatchAnswer{Results: res}, nil
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/critical"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -69,8 +70,8 @@ var (
 	carol  = items.Place{CharacterID: "carol"}
 )
 
-func event(id string, kind items.Kind, tick int64, p items.Payload, epochs map[string]int64) control.CriticalEvent {
-	return control.CriticalEvent{EventID: id, InstanceID: "i1", Kind: string(kind), MapTick: tick, Payload: p.Encode(), Epochs: epochs}
+func event(id string, kind items.Kind, tick int64, p items.Payload, epochs map[string]int64) record.CriticalEvent {
+	return record.CriticalEvent{EventID: id, InstanceID: "i1", Kind: string(kind), MapTick: tick, Payload: p.Encode(), Epochs: epochs}
 }
 
 func wantCode(t *testing.T, err error, code string) {
@@ -82,36 +83,36 @@ func wantCode(t *testing.T, err error, code string) {
 
 func TestPrepare(t *testing.T) {
 	cat := items.DefaultCatalog()
-	big := fmt.Sprintf(`{"x":"%0*d"}`, control.MaxCriticalPayloadBytes, 0)
-	ok := control.CriticalEvent{EventID: "e", InstanceID: "i1", Kind: "quest_flag", Payload: json.RawMessage(`{ "a" : 1 }`)}
+	big := fmt.Sprintf(`{"x":"%0*d"}`, record.MaxCriticalPayloadBytes, 0)
+	ok := record.CriticalEvent{EventID: "e", InstanceID: "i1", Kind: "quest_flag", Payload: json.RawMessage(`{ "a" : 1 }`)}
 	c, iev, err := critical.Prepare(cat, ok)
 	if err != nil || iev != nil || c.Items != nil || string(c.Event.Payload) != `{"a":1}` {
 		t.Fatalf("commit %+v item event %v err %v", c, iev, err)
 	}
 	for _, tc := range []struct {
 		name string
-		mut  func(ev *control.CriticalEvent)
+		mut  func(ev *record.CriticalEvent)
 		code string
 	}{
-		{"ErrNoEventID", func(ev *control.CriticalEvent) { ev.EventID = "" }, apierr.EBADREQUEST},
-		{"ErrEventIDWithSpace", func(ev *control.CriticalEvent) { ev.EventID = "a b" }, apierr.EBADREQUEST},
-		{"ErrNoInstance", func(ev *control.CriticalEvent) { ev.InstanceID = "" }, apierr.EBADREQUEST},
-		{"ErrNoKind", func(ev *control.CriticalEvent) { ev.Kind = "" }, apierr.EBADREQUEST},
-		{"ErrLongKind", func(ev *control.CriticalEvent) { ev.Kind = strings.Repeat("k", 65) }, apierr.EBADREQUEST},
-		{"ErrNegativeTick", func(ev *control.CriticalEvent) { ev.MapTick = -1 }, apierr.EBADREQUEST},
-		{"ErrMalformedPayload", func(ev *control.CriticalEvent) { ev.Payload = json.RawMessage(`{"a":`) }, apierr.EBADREQUEST},
-		{"ErrPayloadNotObject", func(ev *control.CriticalEvent) { ev.Payload = json.RawMessage(`"s"`) }, apierr.EBADREQUEST},
-		{"ErrTooLarge", func(ev *control.CriticalEvent) { ev.Payload = json.RawMessage(big) }, apierr.ETOOLARGE},
-		{"ErrRetiredItemKind", func(ev *control.CriticalEvent) { ev.Kind = "item_grant" }, apierr.EBADREQUEST},
-		{"ErrItemUnknownField", func(ev *control.CriticalEvent) {
+		{"ErrNoEventID", func(ev *record.CriticalEvent) { ev.EventID = "" }, apierr.EBADREQUEST},
+		{"ErrEventIDWithSpace", func(ev *record.CriticalEvent) { ev.EventID = "a b" }, apierr.EBADREQUEST},
+		{"ErrNoInstance", func(ev *record.CriticalEvent) { ev.InstanceID = "" }, apierr.EBADREQUEST},
+		{"ErrNoKind", func(ev *record.CriticalEvent) { ev.Kind = "" }, apierr.EBADREQUEST},
+		{"ErrLongKind", func(ev *record.CriticalEvent) { ev.Kind = strings.Repeat("k", 65) }, apierr.EBADREQUEST},
+		{"ErrNegativeTick", func(ev *record.CriticalEvent) { ev.MapTick = -1 }, apierr.EBADREQUEST},
+		{"ErrMalformedPayload", func(ev *record.CriticalEvent) { ev.Payload = json.RawMessage(`{"a":`) }, apierr.EBADREQUEST},
+		{"ErrPayloadNotObject", func(ev *record.CriticalEvent) { ev.Payload = json.RawMessage(`"s"`) }, apierr.EBADREQUEST},
+		{"ErrTooLarge", func(ev *record.CriticalEvent) { ev.Payload = json.RawMessage(big) }, apierr.ETOOLARGE},
+		{"ErrRetiredItemKind", func(ev *record.CriticalEvent) { ev.Kind = "item_grant" }, apierr.EBADREQUEST},
+		{"ErrItemUnknownField", func(ev *record.CriticalEvent) {
 			ev.Kind, ev.Payload = "item_pickup", json.RawMessage(`{"itemId":"x","templateId":"coin","quantity":1,"qty":2}`)
 		}, apierr.EBADREQUEST},
-		{"ErrItemIllegalMove", func(ev *control.CriticalEvent) {
+		{"ErrItemIllegalMove", func(ev *record.CriticalEvent) {
 			ev.Kind = "item_drop"
 			ev.Payload = items.Payload{Move: items.Move{ItemID: "x", TemplateID: "coin", Quantity: 1, From: ground, To: alice}}.Encode()
 		}, items.CodeIllegalMove},
-		{"ErrBoundaryNoRevision", func(ev *control.CriticalEvent) {
-			ev.Kind, ev.Payload = control.EventTransferBoundary, json.RawMessage(`{"characterId":"alice","mapId":"m","instanceId":"i"}`)
+		{"ErrBoundaryNoRevision", func(ev *record.CriticalEvent) {
+			ev.Kind, ev.Payload = record.EventTransferBoundary, json.RawMessage(`{"characterId":"alice","mapId":"m","instanceId":"i"}`)
 		}, apierr.EBADREQUEST},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,7 +126,7 @@ func TestPrepare(t *testing.T) {
 
 func TestService_Commit(t *testing.T) {
 	ctx := context.Background()
-	pickup := func(id, item string, to items.Place, epochs map[string]int64) control.CriticalEvent {
+	pickup := func(id, item string, to items.Place, epochs map[string]int64) record.CriticalEvent {
 		return event(id, items.KindPickup, 2, items.Payload{Move: items.Move{ItemID: item, TemplateID: "coin", Quantity: 1, From: ground, To: to}}, epochs)
 	}
 	seed := func(t *testing.T, s *critical.Service, ids ...string) {
@@ -133,7 +134,7 @@ func TestService_Commit(t *testing.T) {
 		for _, id := range ids {
 			list = append(list, items.Item{ID: id, TemplateID: "coin", Quantity: 1, Place: ground, State: items.StateActive})
 		}
-		if _, err := s.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: "i1", Seed: list}); err != nil {
+		if _, err := s.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "i1", Seed: list}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,7 +162,7 @@ func TestService_Commit(t *testing.T) {
 	})
 	t.Run("ErrBadRequestTransferBoundary", func(t *testing.T) {
 		s, _ := mustService(t)
-		_, err := s.Commit(ctx, control.CriticalEvent{EventID: "b", InstanceID: "i1", Kind: control.EventTransferBoundary, Payload: json.RawMessage(`{}`)})
+		_, err := s.Commit(ctx, record.CriticalEvent{EventID: "b", InstanceID: "i1", Kind: record.EventTransferBoundary, Payload: json.RawMessage(`{}`)})
 		wantCode(t, err, apierr.EBADREQUEST)
 	})
 	t.Run("RecoveryFromInactiveHolder", func(t *testing.T) {
@@ -172,7 +173,7 @@ func TestService_Commit(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		rec := func(id string, tick int64, from items.Place) control.CriticalEvent {
+		rec := func(id string, tick int64, from items.Place) record.CriticalEvent {
 			return event(id, items.KindRecover, tick, items.Payload{Trigger: items.TriggerOwnershipTimeout,
 				Move: items.Move{ItemID: "crown", TemplateID: "crown", Quantity: 1, From: from, To: anchor}}, nil)
 		}
@@ -203,18 +204,18 @@ func TestService_Commit(t *testing.T) {
 func TestService_InstanceItems(t *testing.T) {
 	ctx := context.Background()
 	s, _ := mustService(t)
-	_, err := s.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: "i1", Seed: make([]items.Item, control.MaxSeedItems+1)})
+	_, err := s.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "i1", Seed: make([]items.Item, mapcontract.MaxSeedItems+1)})
 	wantCode(t, err, apierr.ETOOLARGE)
-	_, err = s.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: ""})
+	_, err = s.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: ""})
 	wantCode(t, err, apierr.EBADREQUEST)
-	a, err := s.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: "i1"})
+	a, err := s.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "i1"})
 	if err != nil || len(a.Items) != 0 || len(a.Policies) != 1 || a.Policies[0].ItemID != "crown" {
 		t.Fatalf("answer %+v %v: want the crown policy, no items", a, err)
 	}
-	other, err := s.InstancePolicies(ctx, control.ItemPoliciesRequest{InstanceID: "i9"})
+	other, err := s.InstancePolicies(ctx, mapcontract.ItemPoliciesRequest{InstanceID: "i9"})
 	if err != nil || len(other.Policies) != 0 {
 		t.Fatalf("i9 policies %+v %v", other, err)
 	}
-	_, err = s.CharacterItems(ctx, control.CharacterItemsRequest{InstanceID: "i1", CharacterID: "bob", Epoch: 1})
+	_, err = s.CharacterItems(ctx, mapcontract.CharacterItemsRequest{InstanceID: "i1", CharacterID: "bob", Epoch: 1})
 	wantCode(t, err, apierr.EFORBIDDEN)
 }

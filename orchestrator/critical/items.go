@@ -6,7 +6,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // InstanceItems seeds the ordinary world items a map generated and answers with the
@@ -15,13 +16,13 @@ import (
 // store knows keeps its stored state (a restarted map duplicates nothing), a critical
 // or unknown template or a position outside the instance is refused.
 //
-// Error codes: EBADREQUEST, ETOOLARGE (more than control.MaxSeedItems), the item rules'
+// Error codes: EBADREQUEST, ETOOLARGE (more than mapcontract.MaxSeedItems), the item rules'
 // item_* codes naming the first refused seed item.
-func (s *Service) InstanceItems(ctx context.Context, r control.InstanceItemsRequest) (*control.InstanceItemsAnswer, error) {
+func (s *Service) InstanceItems(ctx context.Context, r mapcontract.InstanceItemsRequest) (*mapcontract.InstanceItemsAnswer, error) {
 	if err := requireInstance(r.InstanceID); err != nil {
 		return nil, err
-	} else if len(r.Seed) > control.MaxSeedItems {
-		return nil, apierr.Errorf(apierr.ETOOLARGE, "seed has %d items, limit is %d", len(r.Seed), control.MaxSeedItems)
+	} else if len(r.Seed) > mapcontract.MaxSeedItems {
+		return nil, apierr.Errorf(apierr.ETOOLARGE, "seed has %d items, limit is %d", len(r.Seed), mapcontract.MaxSeedItems)
 	}
 	if len(r.Seed) > 0 {
 		if err := s.seed(ctx, r.InstanceID, r.Seed); err != nil {
@@ -37,7 +38,7 @@ func (s *Service) InstanceItems(ctx context.Context, r control.InstanceItemsRequ
 	if err != nil {
 		return nil, errf(err, "instance items of %q", r.InstanceID)
 	}
-	return &control.InstanceItemsAnswer{Items: list, Policies: anchored}, nil
+	return &mapcontract.InstanceItemsAnswer{Items: list, Policies: anchored}, nil
 }
 
 // seed stores the seed items the store does not know yet.
@@ -81,10 +82,10 @@ func prefixed(err error, i int) error {
 
 // CharacterItems answers the live items a character holds to the map that holds its
 // lease (POST /orch/character-items). Error codes: EBADREQUEST, EFORBIDDEN, ECONFLICT.
-func (s *Service) CharacterItems(ctx context.Context, r control.CharacterItemsRequest) (*control.CharacterItemsAnswer, error) {
+func (s *Service) CharacterItems(ctx context.Context, r mapcontract.CharacterItemsRequest) (*mapcontract.CharacterItemsAnswer, error) {
 	if err := requireInstance(r.InstanceID); err != nil {
 		return nil, err
-	} else if !control.ValidKey(r.CharacterID) {
+	} else if !record.ValidKey(r.CharacterID) {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "characterId required")
 	}
 	if err := s.Leases.Authorize(ctx, r.CharacterID, r.InstanceID, r.Epoch); err != nil {
@@ -94,12 +95,12 @@ func (s *Service) CharacterItems(ctx context.Context, r control.CharacterItemsRe
 	if err != nil {
 		return nil, errf(err, "items of %q", r.CharacterID)
 	}
-	return &control.CharacterItemsAnswer{Items: list}, nil
+	return &mapcontract.CharacterItemsAnswer{Items: list}, nil
 }
 
 // InstancePolicies answers the critical-item policies anchored in an instance
 // (POST /orch/item-policies). Error codes: EBADREQUEST.
-func (s *Service) InstancePolicies(ctx context.Context, r control.ItemPoliciesRequest) (*control.ItemPoliciesAnswer, error) {
+func (s *Service) InstancePolicies(ctx context.Context, r mapcontract.ItemPoliciesRequest) (*mapcontract.ItemPoliciesAnswer, error) {
 	if err := requireInstance(r.InstanceID); err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func (s *Service) InstancePolicies(ctx context.Context, r control.ItemPoliciesRe
 		return nil, errf(err, "policies of %q", r.InstanceID)
 	}
 	_, anchored := copiesIn(pols, r.InstanceID)
-	return &control.ItemPoliciesAnswer{Policies: anchored}, nil
+	return &mapcontract.ItemPoliciesAnswer{Policies: anchored}, nil
 }
 
 // Policies lists every critical-item policy, by item id (GET /admin/item-policies).

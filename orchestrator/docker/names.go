@@ -3,7 +3,7 @@ package docker
 import (
 	"strings"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // ContainerNamePrefix starts the Docker name of every map container.
@@ -22,14 +22,14 @@ func PoolContainerName(poolID string) string { return "mapyard-" + poolID }
 // poolFromContainerName returns the pool id of a blank pool container's name.
 func poolFromContainerName(name string) (id string, ok bool) {
 	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), "mapyard-")
-	return id, ok && strings.HasPrefix(id, "pool-") && control.ValidName(id)
+	return id, ok && strings.HasPrefix(id, "pool-") && record.ValidName(id)
 }
 
 // InstanceFromContainerName returns the instance id of a map container name as Docker
 // reports it (with or without the leading "/"), or ok=false for other names.
 func InstanceFromContainerName(name string) (id string, ok bool) {
 	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), ContainerNamePrefix)
-	return id, ok && control.ValidName(id)
+	return id, ok && record.ValidName(id)
 }
 
 // Container labels. The orchestrator owns containers by label, never by name alone, so

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // Config is every tunable of the edge, read from the environment (see envconf.Load).
@@ -98,7 +98,7 @@ func (c *Config) ParseStaticRoutes() (map[string]int, error) {
 	for _, kv := range strings.Split(c.StaticRoutes, ",") {
 		id, p, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		port, err := strconv.Atoi(p)
-		if !ok || err != nil || port < 1 || port > 65535 || !control.ValidName(id) {
+		if !ok || err != nil || port < 1 || port > 65535 || !record.ValidName(id) {
 			return nil, fmt.Errorf("EDGE_STATIC_ROUTES: %q is not instance=port", kv)
 		}
 		routes[id] = port

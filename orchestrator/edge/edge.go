@@ -31,8 +31,10 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 //go:embed static
@@ -45,7 +47,7 @@ func StaticFiles() fs.FS {
 	return sub
 }
 
-// Edge timing. Watch answers come at least every control.DefaultRouteWait; retries
+// Edge timing. Watch answers come at least every edgeapi.DefaultRouteWait; retries
 // after a failed watch are fast because the orchestrator is on loopback and players
 // wait for it.
 const (
@@ -82,8 +84,8 @@ type Edge struct {
 	source  RouteSource // nil with static routes
 	page    *Page
 	public  *echo.Echo
-	servers control.Servers
-	metrics control.Servers
+	servers httpkit.Servers
+	metrics httpkit.Servers
 	join    *http.Client
 
 	publicLn, metricsLn net.Listener
@@ -139,17 +141,17 @@ func (e *Edge) Open() (err error) {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     time.Minute,
 	}}
-	e.public = control.NewEcho(e.Log)
+	e.public = httpkit.NewEcho(e.Log)
 	e.public.GET("/healthz", e.handleHealthz)
 	e.public.GET("/readyz", e.handleReadyz)
-	e.public.POST(control.PathJoin, e.handleJoin, e.JoinLimit.Echo(e.Clients))
+	e.public.POST(edgeapi.PathJoin, e.handleJoin, e.JoinLimit.Echo(e.Clients))
 	api := e.APILimit.Echo(e.Clients)
-	e.public.GET(control.PathCharacters, e.handleCharacters, api)
-	e.public.POST(control.PathCharacters, e.handleCharacters, api)
-	e.public.POST(control.PathCharacters+"/:id/select", e.handleCharacters, api)
-	e.public.DELETE(control.PathCharacters+"/:id", e.handleCharacters, api)
+	e.public.GET(edgeapi.PathCharacters, e.handleCharacters, api)
+	e.public.POST(edgeapi.PathCharacters, e.handleCharacters, api)
+	e.public.POST(edgeapi.PathCharacters+"/:id/select", e.handleCharacters, api)
+	e.public.DELETE(edgeapi.PathCharacters+"/:id", e.handleCharacters, api)
 	// The page's catch-all would answer other methods of the join with not_found.
-	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, control.PathJoin,
+	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, edgeapi.PathJoin,
 		func(echo.Context) error { return echo.ErrMethodNotAllowed })
 	e.public.GET(orchestrator.WSPath(":id"), e.handleMapWS, e.WSLimit.Echo(e.Clients))
 	e.public.GET("/", e.handleIndex)
@@ -158,9 +160,9 @@ func (e *Edge) Open() (err error) {
 	e.public.GET("/*", func(c echo.Context) error {
 		return apierr.Errorf(apierr.ENOTFOUND, "no page at %s", c.Request().URL.Path)
 	})
-	mux := control.NewEcho(e.Log)
+	mux := httpkit.NewEcho(e.Log)
 	mux.GET("/healthz", e.handleHealthz)
-	mux.GET(control.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{})))
+	mux.GET(httpkit.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{})))
 
 	if e.publicLn, err = net.Listen("tcp", e.PublicAddr); err != nil {
 		return fmt.Errorf("listen public %s: %w", e.PublicAddr, err)
@@ -204,10 +206,10 @@ func (e *Edge) Close(ctx context.Context) error {
 
 // PublicURL is the base URL of the public listener, on loopback when it binds all
 // interfaces.
-func (e *Edge) PublicURL() string { return "http://" + control.LoopbackHostPort(e.publicLn.Addr()) }
+func (e *Edge) PublicURL() string { return "http://" + httpkit.LoopbackHostPort(e.publicLn.Addr()) }
 
 // MetricsURL is the base URL of the metrics listener.
-func (e *Edge) MetricsURL() string { return "http://" + control.LoopbackHostPort(e.metricsLn.Addr()) }
+func (e *Edge) MetricsURL() string { return "http://" + httpkit.LoopbackHostPort(e.metricsLn.Addr()) }
 
 // credential returns the edge's control credential: Credential, or the contents of
 // CredentialFile, read at each call so that the edge follows the orchestrator, which
@@ -228,7 +230,7 @@ func (e *Edge) credential() (string, error) {
 }
 
 // client returns a control client with the secret, or nil while there is none.
-func (e *Edge) client() *control.Client {
+func (e *Edge) client() *edgeapi.Client {
 	if e.source != nil {
 		return nil
 	}
@@ -237,7 +239,7 @@ func (e *Edge) client() *control.Client {
 		return nil
 	}
 	// No client timeout: the watch is a long poll bounded by its context.
-	return &control.Client{BaseURL: e.OrchURL, Secret: s, HTTP: &http.Client{Transport: e.join.Transport}}
+	return &edgeapi.Client{BaseURL: e.OrchURL, Secret: s, HTTP: &http.Client{Transport: e.join.Transport}}
 }
 
 // SetSource makes the edge watch src instead of the orchestrator at OrchURL; tests use
@@ -265,9 +267,9 @@ func (e *Edge) watch(ctx context.Context) {
 			err = errors.New("no secret yet")
 		} else {
 			after, _ := e.Routes.versionAndTime()
-			var t control.RouteTable
-			wctx, cancel := context.WithTimeout(ctx, control.DefaultRouteWait+10*time.Second)
-			t, err = src.WatchRoutes(wctx, after, control.DefaultRouteWait)
+			var t edgeapi.RouteTable
+			wctx, cancel := context.WithTimeout(ctx, edgeapi.DefaultRouteWait+10*time.Second)
+			t, err = src.WatchRoutes(wctx, after, edgeapi.DefaultRouteWait)
 			cancel()
 			if err == nil {
 				e.Routes.set(t, time.Now())
@@ -344,7 +346,7 @@ func (e *Edge) handleReadyz(c echo.Context) error {
 // Everything else is the proxy's.
 func (e *Edge) handleMapWS(c echo.Context) error {
 	id := c.Param("id")
-	if !control.ValidName(id) {
+	if !record.ValidName(id) {
 		return apierr.Errorf(apierr.ENOTFOUND, "no map instance has that id")
 	}
 	rt, ok := e.Routes.Lookup(id)
@@ -383,7 +385,7 @@ func (e *Edge) forward(c echo.Context, what string) error {
 			return apierr.Errorf(apierr.EUNSUPPORTEDMEDIA, "a %s call is JSON: send Content-Type: application/json (or no body)", what)
 		}
 	}
-	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(control.BodyReadTimeout))
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(httpkit.BodyReadTimeout))
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxJoinBody+1))
 	if err != nil {
 		return apierr.Errorf(apierr.EBADREQUEST, "read body: %v", err)
@@ -405,7 +407,7 @@ func (e *Edge) forward(c echo.Context, what string) error {
 		return fmt.Errorf("%s request: %w", what, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(control.SecretHeader, secret)
+	req.Header.Set(httpkit.SecretHeader, secret)
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
@@ -418,7 +420,7 @@ func (e *Edge) forward(c echo.Context, what string) error {
 		return unavailable
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, control.DefaultMaxBodySize))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, httpkit.DefaultMaxBodySize))
 	if err != nil {
 		e.Log.Warn(what+": read orchestrator answer", "err", err)
 		return unavailable

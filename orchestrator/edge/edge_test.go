@@ -19,8 +19,9 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/edge"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 const secret = "edge-test-secret-0123456789"
@@ -31,14 +32,14 @@ const secret = "edge-test-secret-0123456789"
 type fakeOrch struct {
 	*httptest.Server
 	mu      sync.Mutex
-	table   control.RouteTable
+	table   edgeapi.RouteTable
 	down    bool
 	changed chan struct{}
 	joins   []*http.Request
 }
 
-func newFakeOrch(tb testing.TB, routes ...control.Route) *fakeOrch {
-	f := &fakeOrch{table: control.RouteTable{Version: "v1", Ready: true, Routes: routes}, changed: make(chan struct{})}
+func newFakeOrch(tb testing.TB, routes ...edgeapi.Route) *fakeOrch {
+	f := &fakeOrch{table: edgeapi.RouteTable{Version: "v1", Ready: true, Routes: routes}, changed: make(chan struct{})}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	tb.Cleanup(f.Close)
 	return f
@@ -54,12 +55,12 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if r.Header.Get(control.SecretHeader) != secret {
+	if r.Header.Get(httpkit.SecretHeader) != secret {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
 	switch r.URL.Path {
-	case control.PathRoutes:
+	case edgeapi.PathRoutes:
 		if r.URL.Query().Get("after") == table.Version {
 			select {
 			case <-changed:
@@ -71,14 +72,14 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 			f.mu.Unlock()
 		}
 		_ = json.NewEncoder(w).Encode(table)
-	case control.PathJoin:
+	case edgeapi.PathJoin:
 		f.mu.Lock()
 		f.joins = append(f.joins, r)
 		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ticket":"t","instanceId":"forest-1","ws":"/maps/forest-1/ws"}`)
 	default:
-		if !strings.HasPrefix(r.URL.Path, control.PathCharacters) {
+		if !strings.HasPrefix(r.URL.Path, edgeapi.PathCharacters) {
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}
@@ -107,10 +108,10 @@ func (f *fakeOrch) setDown(down bool) {
 	f.changed = make(chan struct{})
 }
 
-func (f *fakeOrch) setRoutes(version string, routes ...control.Route) {
+func (f *fakeOrch) setRoutes(version string, routes ...edgeapi.Route) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.table = control.RouteTable{Version: version, Ready: true, Routes: routes}
+	f.table = edgeapi.RouteTable{Version: version, Ready: true, Routes: routes}
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
@@ -189,8 +190,8 @@ func echoBackend(tb testing.TB) *httptest.Server {
 	return ts
 }
 
-func ready(id string, port int) control.Route {
-	return control.Route{InstanceID: id, State: "ready", GamePort: port}
+func ready(id string, port int) edgeapi.Route {
+	return edgeapi.Route{InstanceID: id, State: "ready", GamePort: port}
 }
 
 func wsURL(e *edge.Edge, id string) string {
@@ -232,7 +233,7 @@ func errorOf(tb testing.TB, resp *http.Response, status int, code string) string
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var e control.ErrorResponse
+	var e httpkit.ErrorResponse
 	if resp.StatusCode != status || json.Unmarshal(body, &e) != nil || e.Error.Code != code || e.Error.Message == "" {
 		tb.Fatalf("status %d body %s, want %d with code %s", resp.StatusCode, body, status, code)
 	}
@@ -267,8 +268,8 @@ func TestEdge_Refusals(t *testing.T) {
 	}))
 	t.Cleanup(strict.Close)
 	e := MustOpenEdge(t, newFakeOrch(t,
-		control.Route{InstanceID: "quarantined-1", State: "quarantined", GamePort: 1, Code: apierr.EMAPQUARANTINED, Message: "map instance \"quarantined-1\" is quarantined"},
-		control.Route{InstanceID: "starting-1", State: "starting", Code: apierr.EMAPUNAVAILABLE, Message: "map instance \"starting-1\" is starting"},
+		edgeapi.Route{InstanceID: "quarantined-1", State: "quarantined", GamePort: 1, Code: apierr.EMAPQUARANTINED, Message: "map instance \"quarantined-1\" is quarantined"},
+		edgeapi.Route{InstanceID: "starting-1", State: "starting", Code: apierr.EMAPUNAVAILABLE, Message: "map instance \"starting-1\" is starting"},
 		ready("gone-1", deadPort),
 		ready("strict-1", portOf(t, strict)),
 	).URL, nil)
@@ -315,7 +316,7 @@ func TestEdge_Errors(t *testing.T) {
 	}
 	t.Run("ErrMethodNotAllowed", func(t *testing.T) {
 		errorOf(t, do(http.MethodPost, orchestrator.WSPath("forest-1"), "", ""), 405, apierr.EMETHODNOTALLOWED)
-		errorOf(t, do(http.MethodGet, control.PathJoin, "", ""), 405, apierr.EMETHODNOTALLOWED)
+		errorOf(t, do(http.MethodGet, edgeapi.PathJoin, "", ""), 405, apierr.EMETHODNOTALLOWED)
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		errorOf(t, do(http.MethodGet, "/nope.js", "", ""), 404, apierr.ENOTFOUND)
@@ -326,15 +327,15 @@ func TestEdge_Errors(t *testing.T) {
 		errorOf(t, do(http.MethodGet, orchestrator.WSPath("forest-1"), "", ""), 400, apierr.EBADREQUEST)
 	})
 	t.Run("ErrUnsupportedMediaType", func(t *testing.T) {
-		errorOf(t, do(http.MethodPost, control.PathJoin, "application/x-www-form-urlencoded", "name=ada"), 415, apierr.EUNSUPPORTEDMEDIA)
-		errorOf(t, do(http.MethodPost, control.PathJoin, "text/plain", "{}"), 415, apierr.EUNSUPPORTEDMEDIA)
+		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "application/x-www-form-urlencoded", "name=ada"), 415, apierr.EUNSUPPORTEDMEDIA)
+		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "text/plain", "{}"), 415, apierr.EUNSUPPORTEDMEDIA)
 	})
 	t.Run("ErrTooLarge", func(t *testing.T) {
-		errorOf(t, do(http.MethodPost, control.PathJoin, "application/json", `{"name":"`+strings.Repeat("a", 8<<10)+`"}`), 413, apierr.ETOOLARGE)
+		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "application/json", `{"name":"`+strings.Repeat("a", 8<<10)+`"}`), 413, apierr.ETOOLARGE)
 	})
 	t.Run("JoinForwardedWithSecret", func(t *testing.T) {
 		for _, ct := range []string{"", "application/json; charset=utf-8"} {
-			resp := do(http.MethodPost, control.PathJoin, ct, "")
+			resp := do(http.MethodPost, edgeapi.PathJoin, ct, "")
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 || !strings.Contains(string(body), `"ws":"/maps/forest-1/ws"`) {
@@ -372,7 +373,7 @@ func TestEdge_OrchestratorAway(t *testing.T) {
 	c2, _ := dialEcho(t, wsURL(e, "forest-1"), nil)
 	echoOnce(t, c2, "new player on a known map")
 	start := time.Now()
-	resp, err := http.Post(e.PublicURL()+control.PathJoin, "application/json", strings.NewReader(`{}`))
+	resp, err := http.Post(e.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestEdge_OrchestratorAway(t *testing.T) {
 
 	orch.setDown(false)
 	waitFor(t, "the edge to see the orchestrator back", func() bool { online, _ := e.Routes.Status(); return online })
-	resp, err = http.Post(e.PublicURL()+control.PathJoin, "application/json", strings.NewReader(`{}`))
+	resp, err = http.Post(e.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +409,7 @@ func TestEdge_RefreshOnMiss(t *testing.T) {
 	// The table changes without waking the edge's watch (same version), as a change
 	// between two polls would look.
 	orch.mu.Lock()
-	orch.table.Routes = []control.Route{ready("late-1", portOf(t, backend))}
+	orch.table.Routes = []edgeapi.Route{ready("late-1", portOf(t, backend))}
 	orch.table.Version = "v-late"
 	orch.mu.Unlock()
 	dialEcho(t, wsURL(e, "late-1"), nil)
@@ -557,19 +558,19 @@ func TestEdge_CharacterAPIForwarded(t *testing.T) {
 	}
 	const auth = "Bearer Zq3v9LrT0pXw2YbN5cHs8KdA"
 	for _, c := range []struct{ method, path, body string }{
-		{http.MethodGet, control.PathCharacters, ""},
-		{http.MethodPost, control.PathCharacters, `{"name":"Ada"}`},
-		{http.MethodPost, control.PathCharacters + "/c1/select", ""},
+		{http.MethodGet, edgeapi.PathCharacters, ""},
+		{http.MethodPost, edgeapi.PathCharacters, `{"name":"Ada"}`},
+		{http.MethodPost, edgeapi.PathCharacters + "/c1/select", ""},
 	} {
 		resp, body := call(c.method, c.path, auth, c.body)
 		if want := fmt.Sprintf(`{"method":%q,"path":%q}`, c.method, c.path); resp.StatusCode != 200 || body != want {
 			t.Fatalf("%s %s through the edge: %d %s, want %s", c.method, c.path, resp.StatusCode, body, want)
 		}
 	}
-	if resp, body := call(http.MethodDelete, control.PathCharacters+"/c1", auth, ""); resp.StatusCode != http.StatusNoContent || body != "" {
+	if resp, body := call(http.MethodDelete, edgeapi.PathCharacters+"/c1", auth, ""); resp.StatusCode != http.StatusNoContent || body != "" {
 		t.Fatalf("DELETE through the edge: %d %q", resp.StatusCode, body)
 	}
-	resp, err := http.Get(e.PublicURL() + control.PathCharacters)
+	resp, err := http.Get(e.PublicURL() + edgeapi.PathCharacters)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/edge"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 )
 
 // from returns a dialer whose connections come from the loopback address ip: every
@@ -33,7 +33,7 @@ func TestEdge_RateLimits(t *testing.T) {
 	})
 	join := func(ip string) *http.Response {
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: from(ip).DialContext}}
-		resp, err := hc.Post(e.PublicURL()+control.PathJoin, "application/json", strings.NewReader(`{}`))
+		resp, err := hc.Post(e.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // Registry tracks the map servers that registered. It implements orchestrator.Maps; what
@@ -77,9 +77,9 @@ func NewRegistry(root *keys.Root, defaultInstanceID string, log *slog.Logger) *R
 // MapReady registers a map server and, as the orchestrator does, answers with
 // /control/start-instance so the map loads its MapConfig (the one in Configs, else its
 // map's template).
-func (r *Registry) MapReady(ctx context.Context, m control.MapReady) error {
-	if !control.ValidName(m.InstanceID) || !control.ValidName(m.MapID) {
-		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must be %s", control.IDRule)
+func (r *Registry) MapReady(ctx context.Context, m orchestrator.MapRegistration) error {
+	if !record.ValidName(m.InstanceID) || !record.ValidName(m.MapID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must be %s", record.IDRule)
 	}
 	if m.GamePort <= 0 || m.ControlPort <= 0 || m.GamePort > 65535 || m.ControlPort > 65535 {
 		return apierr.Errorf(apierr.EBADREQUEST, "gamePort and controlPort must be ports")

@@ -7,7 +7,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -30,7 +30,7 @@ func TestAdminCreateCompletesPartialConfig(t *testing.T) {
 	maps := &creatingMaps{readyMaps: readyMaps{ids: map[string]bool{"default-1": true}}}
 	s, _ := MustOpenServer(t, func(s *httpapi.Server) { s.Maps = maps })
 	var inst orchestrator.Instance
-	testutil.PostJSON(t, s.ControlURL()+control.PathAdminMaps, secret,
+	testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, secret,
 		`{"instanceId":"forest-1","mapId":"forest","config":{"seed":7}}`, http.StatusCreated, &inst)
 	if inst.ID != "forest-1" || len(maps.created) != 1 {
 		t.Fatalf("answer %+v, created %d", inst, len(maps.created))
@@ -43,9 +43,9 @@ func TestAdminCreateCompletesPartialConfig(t *testing.T) {
 		t.Fatalf("seed %d, want 7", c.Seed)
 	}
 	t.Run("ErrBadRequest", func(t *testing.T) {
-		testutil.PostJSON(t, s.ControlURL()+control.PathAdminMaps, secret,
+		testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, secret,
 			`{"instanceId":"forest-2","mapId":"forest","config":{"seed":-3}}`, http.StatusBadRequest, nil)
-		testutil.PostJSON(t, s.ControlURL()+control.PathAdminMaps, secret,
+		testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, secret,
 			`{"instanceId":"forest-2","mapId":"forest"}`, http.StatusBadRequest, nil)
 	})
 }
@@ -56,11 +56,11 @@ func TestAdminCreateCompletesPartialConfig(t *testing.T) {
 func TestEdgeCredentialOpensEdgeRoutesOnly(t *testing.T) {
 	s, _ := MustOpenServer(t)
 	edgeCred := testutil.Root(t, secret).EdgeCredential()
-	testutil.GetJSON(t, s.ControlURL()+control.PathRoutes, edgeCred, http.StatusOK, nil)
-	testutil.PostJSON(t, s.ControlURL()+control.PathJoin, edgeCred, `{}`, http.StatusOK, nil)
-	testutil.GetJSON(t, s.ControlURL()+control.PathAdminMaps, edgeCred, http.StatusUnauthorized, nil)
-	testutil.PostJSON(t, s.ControlURL()+control.PathAdminMaps, edgeCred, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusUnauthorized, nil)
-	testutil.GetJSON(t, s.ControlURL()+control.PathRoutes, as(t, "default-1"), http.StatusUnauthorized, nil)
-	testutil.PostJSON(t, s.ControlURL()+control.PathJoin, as(t, "default-1"), `{}`, http.StatusUnauthorized, nil)
-	testutil.GetJSON(t, s.ControlURL()+control.PathRoutes, secret, http.StatusOK, nil)
+	testutil.GetJSON(t, s.ControlURL()+edgeapi.PathRoutes, edgeCred, http.StatusOK, nil)
+	testutil.PostJSON(t, s.ControlURL()+edgeapi.PathJoin, edgeCred, `{}`, http.StatusOK, nil)
+	testutil.GetJSON(t, s.ControlURL()+httpapi.PathAdminMaps, edgeCred, http.StatusUnauthorized, nil)
+	testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, edgeCred, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusUnauthorized, nil)
+	testutil.GetJSON(t, s.ControlURL()+edgeapi.PathRoutes, as(t, "default-1"), http.StatusUnauthorized, nil)
+	testutil.PostJSON(t, s.ControlURL()+edgeapi.PathJoin, as(t, "default-1"), `{}`, http.StatusUnauthorized, nil)
+	testutil.GetJSON(t, s.ControlURL()+edgeapi.PathRoutes, secret, http.StatusOK, nil)
 }

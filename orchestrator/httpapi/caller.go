@@ -7,7 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
@@ -30,7 +30,7 @@ const callerKey = "mapyard.caller"
 // the request against.
 func (s *Server) requireMap(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id, err := s.Root.VerifyMapCredential(c.Request().Header.Get(control.SecretHeader))
+		id, err := s.Root.VerifyMapCredential(c.Request().Header.Get(httpkit.SecretHeader))
 		if err != nil {
 			return err
 		}
@@ -50,8 +50,8 @@ func (s *Server) requireMap(next echo.HandlerFunc) echo.HandlerFunc {
 // request must carry the root secret, compared in constant time.
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if !s.Root.IsRoot(c.Request().Header.Get(control.SecretHeader)) {
-			return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong %s header", control.SecretHeader)
+		if !s.Root.IsRoot(c.Request().Header.Get(httpkit.SecretHeader)) {
+			return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong %s header", httpkit.SecretHeader)
 		}
 		return next(c)
 	}
@@ -62,9 +62,9 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 // (an operator, or an edge run by hand with it).
 func (s *Server) requireEdge(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		got := c.Request().Header.Get(control.SecretHeader)
+		got := c.Request().Header.Get(httpkit.SecretHeader)
 		if !s.Root.IsEdge(got) && !s.Root.IsRoot(got) {
-			return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong %s header", control.SecretHeader)
+			return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong %s header", httpkit.SecretHeader)
 		}
 		return next(c)
 	}
@@ -85,7 +85,7 @@ func actFor(c echo.Context, instanceID string) error {
 func mapRPC[Req, Res any](limit int64, instance func(*Req) string, fn func(context.Context, Req) (Res, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var r Req
-		if err := control.DecodeJSON(c, &r, limit); err != nil {
+		if err := httpkit.DecodeJSON(c, &r, limit); err != nil {
 			return err
 		}
 		if err := actFor(c, instance(&r)); err != nil {

@@ -6,9 +6,10 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -41,19 +42,19 @@ func TestMapCredentials(t *testing.T) {
 		status           int
 		code             string
 	}{
-		{"ErrUnauthorizedNoCredential", control.PathMapHeartbeat, "", control.Heartbeat{InstanceID: "default-1"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
-		{"ErrUnauthorizedRootIsNoMapCredential", control.PathMapHeartbeat, secret, control.Heartbeat{InstanceID: "default-1"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
-		{"ErrUnauthorizedForged", control.PathMapHeartbeat, forged, control.Heartbeat{InstanceID: "default-1"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
-		{"ErrForbiddenReplacedContainer", control.PathMapHeartbeat, oldGen, control.Heartbeat{InstanceID: "default-1"}, http.StatusForbidden, apierr.EFORBIDDEN},
-		{"ErrForbiddenRegisterAsAnother", control.PathMapReady, b, control.MapReady{InstanceID: "default-1", MapID: "default", GamePort: 1, ControlPort: 2}, http.StatusForbidden, apierr.EFORBIDDEN},
-		{"ErrForbiddenHeartbeatAsAnother", control.PathMapHeartbeat, b, control.Heartbeat{InstanceID: "default-1"}, http.StatusForbidden, apierr.EFORBIDDEN},
-		{"ErrForbiddenRedeemForAnother", control.PathRedeem, b, control.RedeemRequest{InstanceID: "default-1", Token: "mt1.x"}, http.StatusForbidden, apierr.EFORBIDDEN},
-		{"ErrForbiddenTransferFromAnother", control.PathRequestTransfer, b, control.TransferRequest{TransferID: "tr-1", CharacterID: "c", FromInstanceID: "default-1", ToInstanceID: "frontier-1"}, http.StatusForbidden, apierr.EFORBIDDEN},
-		{"ErrForbiddenResultForAnother", control.PathTransferResult, b, control.TransferResult{TransferID: "tr-1", InstanceID: "default-1", Success: true}, http.StatusForbidden, apierr.EFORBIDDEN},
-		{"ErrUnauthorizedAdminWithMapCredential", control.PathAdminMaps, as(t, "default-1"), orchestrator.CreateInstance{InstanceID: "x-1", MapID: "x"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		{"ErrUnauthorizedNoCredential", mapcontract.PathMapHeartbeat, "", mapcontract.Heartbeat{InstanceID: "default-1"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		{"ErrUnauthorizedRootIsNoMapCredential", mapcontract.PathMapHeartbeat, secret, mapcontract.Heartbeat{InstanceID: "default-1"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		{"ErrUnauthorizedForged", mapcontract.PathMapHeartbeat, forged, mapcontract.Heartbeat{InstanceID: "default-1"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		{"ErrForbiddenReplacedContainer", mapcontract.PathMapHeartbeat, oldGen, mapcontract.Heartbeat{InstanceID: "default-1"}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenRegisterAsAnother", mapcontract.PathMapReady, b, mapcontract.MapReady{InstanceID: "default-1", MapID: "default", GamePort: 1, ControlPort: 2}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenHeartbeatAsAnother", mapcontract.PathMapHeartbeat, b, mapcontract.Heartbeat{InstanceID: "default-1"}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenRedeemForAnother", mapcontract.PathRedeem, b, mapcontract.RedeemRequest{InstanceID: "default-1", Token: "mt1.x"}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenTransferFromAnother", mapcontract.PathRequestTransfer, b, mapcontract.TransferRequest{TransferID: "tr-1", CharacterID: "c", FromInstanceID: "default-1", ToInstanceID: "frontier-1"}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrForbiddenResultForAnother", mapcontract.PathTransferResult, b, mapcontract.TransferResult{TransferID: "tr-1", InstanceID: "default-1", Success: true}, http.StatusForbidden, apierr.EFORBIDDEN},
+		{"ErrUnauthorizedAdminWithMapCredential", httpapi.PathAdminMaps, as(t, "default-1"), orchestrator.CreateInstance{InstanceID: "x-1", MapID: "x"}, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var e control.ErrorResponse
+			var e httpkit.ErrorResponse
 			testutil.PostJSON(t, url+tt.path, tt.cred, tt.body, tt.status, &e)
 			if e.Error.Code != tt.code {
 				t.Fatalf("code %q, want %q", e.Error.Code, tt.code)

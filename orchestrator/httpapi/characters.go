@@ -9,7 +9,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // Characters is what the character API needs from the admission service. Every method
@@ -48,10 +49,10 @@ func (s *Server) characterRoutes(g interface {
 	POST(string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
 	DELETE(string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
 }) {
-	g.GET(control.PathCharacters, s.bearer(s.handleListCharacters))
-	g.POST(control.PathCharacters, s.bearer(s.handleCreateCharacter))
-	g.POST(control.PathCharacters+"/:id/select", s.bearer(s.handleSelectCharacter))
-	g.DELETE(control.PathCharacters+"/:id", s.bearer(s.handleDeleteCharacter))
+	g.GET(edgeapi.PathCharacters, s.bearer(s.handleListCharacters))
+	g.POST(edgeapi.PathCharacters, s.bearer(s.handleCreateCharacter))
+	g.POST(edgeapi.PathCharacters+"/:id/select", s.bearer(s.handleSelectCharacter))
+	g.DELETE(edgeapi.PathCharacters+"/:id", s.bearer(s.handleDeleteCharacter))
 }
 
 // authKeyOf returns the key of an "Authorization: Bearer <authKey>" header, or "".
@@ -91,7 +92,7 @@ func (s *Server) handleCreateCharacter(c echo.Context) error {
 		return err
 	}
 	var r CreateCharacterRequest
-	if err := control.DecodeJSON(c, &r, maxJoinBody); err != nil {
+	if err := httpkit.DecodeJSON(c, &r, maxJoinBody); err != nil {
 		return err
 	}
 	ch, err := s.Characters.CreateCharacter(c.Request().Context(), key, r.Name)

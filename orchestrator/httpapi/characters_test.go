@@ -14,8 +14,10 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -46,9 +48,9 @@ func withMaxCharacters(n int) func(*httpapi.Server) {
 // with the map's credential) and returns the character the orchestrator admitted.
 func redeemAs(s *httpapi.Server) func(*testing.T, orchestrator.JoinResponse) string {
 	return func(t *testing.T, j orchestrator.JoinResponse) string {
-		var r control.RedeemResult
-		testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, j.InstanceID),
-			control.RedeemRequest{InstanceID: j.InstanceID, Token: j.Ticket}, http.StatusOK, &r)
+		var r mapcontract.RedeemResult
+		testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, j.InstanceID),
+			mapcontract.RedeemRequest{InstanceID: j.InstanceID, Token: j.Ticket}, http.StatusOK, &r)
 		return r.CharacterID
 	}
 }
@@ -67,10 +69,10 @@ func TestCharacters(t *testing.T) {
 	t.Run("Control", func(t *testing.T) {
 		used = append(used, testutil.CharacterFlows(t, testutil.CharacterAPI{Base: s.ControlURL(), Secret: secret}, 4, redeemAs(s))...)
 		var e struct{ Error apierr.Error }
-		testutil.GetJSON(t, s.ControlURL()+control.PathCharacters, "", http.StatusUnauthorized, &e)
+		testutil.GetJSON(t, s.ControlURL()+edgeapi.PathCharacters, "", http.StatusUnauthorized, &e)
 	})
 	t.Run("WWWAuthenticate", func(t *testing.T) {
-		resp, err := http.Get(s.PublicURL() + control.PathCharacters)
+		resp, err := http.Get(s.PublicURL() + edgeapi.PathCharacters)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,14 +113,14 @@ func TestAdminSessions(t *testing.T) {
 	api := testutil.CharacterAPI{Base: s.PublicURL()}
 	key := testutil.NewAuthKey(t)
 	saved := api.Join(t, orchestrator.JoinRequest{AuthKey: key})
-	var r control.RedeemResult
-	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, "default-1"),
-		control.RedeemRequest{InstanceID: "default-1", Token: saved.Ticket}, http.StatusOK, &r)
+	var r mapcontract.RedeemResult
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, "default-1"),
+		mapcontract.RedeemRequest{InstanceID: "default-1", Token: saved.Ticket}, http.StatusOK, &r)
 	guest := api.Join(t, orchestrator.JoinRequest{})
 	redeemAs(s)(t, guest)
 
 	var got struct{ Sessions []orchestrator.Session }
-	testutil.GetJSON(t, s.ControlURL()+control.PathAdminSessions, secret, http.StatusOK, &got)
+	testutil.GetJSON(t, s.ControlURL()+httpapi.PathAdminSessions, secret, http.StatusOK, &got)
 	if len(got.Sessions) != 2 {
 		t.Fatalf("sessions %+v, want 2", got.Sessions)
 	}
@@ -134,27 +136,27 @@ func TestAdminSessions(t *testing.T) {
 		t.Fatalf("guest session %+v", ss)
 	}
 	var res orchestrator.CleanupResult
-	testutil.PostJSON(t, s.ControlURL()+control.PathAdminCleanup, secret, nil, http.StatusOK, &res)
+	testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminCleanup, secret, nil, http.StatusOK, &res)
 	if res.Nonces != 0 || res.Transfers != 0 || res.GuestLeases != 0 {
 		t.Fatalf("cleanup removed %+v right after the joins", res)
 	}
 	t.Run("Saves", func(t *testing.T) {
 		payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
-		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "default-1"), control.PersistSnapshot{
-			InstanceID: "default-1", Partition: control.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
-			Envelope: control.NewSnapshotEnvelope("sim-7", 10, 0, payload)}, http.StatusOK, nil)
+		testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistSnapshot, as(t, "default-1"), mapcontract.PersistSnapshot{
+			InstanceID: "default-1", Partition: record.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
+			Envelope: record.NewSnapshotEnvelope("sim-7", 10, 0, payload)}, http.StatusOK, nil)
 		if _, err := db.Checkpoint(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		var got struct{ Saves []orchestrator.CharacterSave }
-		testutil.GetJSON(t, s.ControlURL()+control.PathAdminCharacters+"/"+r.CharacterID+"/saves", secret, http.StatusOK, &got)
+		testutil.GetJSON(t, s.ControlURL()+httpapi.PathAdminCharacters+"/"+r.CharacterID+"/saves", secret, http.StatusOK, &got)
 		if len(got.Saves) != 1 || got.Saves[0].Source != "checkpoint" || got.Saves[0].SimCoreVersion != "sim-7" ||
-			got.Saves[0].SchemaVersion != control.SnapshotSchemaVersion || len(got.Saves[0].StateHash) != 64 {
+			got.Saves[0].SchemaVersion != record.SnapshotSchemaVersion || len(got.Saves[0].StateHash) != 64 {
 			t.Fatalf("saves %+v", got.Saves)
 		}
-		testutil.GetJSON(t, s.ControlURL()+control.PathAdminCharacters+"/"+r.CharacterID+"/saves", "", http.StatusUnauthorized, nil)
+		testutil.GetJSON(t, s.ControlURL()+httpapi.PathAdminCharacters+"/"+r.CharacterID+"/saves", "", http.StatusUnauthorized, nil)
 	})
-	testutil.GetJSON(t, s.ControlURL()+control.PathAdminSessions, "", http.StatusUnauthorized, nil)
-	testutil.PostJSON(t, s.ControlURL()+control.PathAdminCleanup, as(t, "default-1"), nil, http.StatusUnauthorized, nil)
-	testutil.GetJSON(t, s.PublicURL()+control.PathAdminSessions, secret, http.StatusNotFound, nil)
+	testutil.GetJSON(t, s.ControlURL()+httpapi.PathAdminSessions, "", http.StatusUnauthorized, nil)
+	testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminCleanup, as(t, "default-1"), nil, http.StatusUnauthorized, nil)
+	testutil.GetJSON(t, s.PublicURL()+httpapi.PathAdminSessions, secret, http.StatusNotFound, nil)
 }

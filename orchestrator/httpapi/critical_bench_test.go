@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // BenchmarkCriticalItemRoute measures the critical item event round trip a map waits
@@ -39,22 +40,22 @@ func benchItemRoute(b *testing.B, rate, batchHz int) {
 	const players = 8
 	keys := []string{"Zq3v9LrT0pXw2YbN5cHs8KdA", "Wm4k8PqR2sTv6XyZ0aBc3DeF", "Gh5j7KlM9nOp1QrS3tUv5WxY", "Ab2c4De6Fg8Hi0Jk2Lm4No6P",
 		"Qr8s0Tu2Vw4Xy6Za8Bc0De2F", "Gh4i6Jk8Lm0No2Pq4Rs6Tu8V", "Wx0y2Za4Bc6De8Fg0Hi2Jk4L", "Mn6o8Pq0Rs2Tu4Vw6Xy8Za0B"}
-	chars := make([]control.RedeemResult, players)
+	chars := make([]mapcontract.RedeemResult, players)
 	for i := range chars {
 		chars[i] = joined(b, s, keys[i])
 	}
-	cl := control.NewClient(s.ControlURL(), as(b, "default-1"))
+	cl := mapcontract.NewClient(s.ControlURL(), as(b, "default-1"))
 	cl.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}}
-	for lo := 0; lo < b.N; lo += control.MaxSeedItems {
+	for lo := 0; lo < b.N; lo += mapcontract.MaxSeedItems {
 		var seed []items.Item
-		for i := lo; i < min(b.N, lo+control.MaxSeedItems); i++ {
+		for i := lo; i < min(b.N, lo+mapcontract.MaxSeedItems); i++ {
 			seed = append(seed, seedItem(fmt.Sprintf("it-%d", i), "coin", 1))
 		}
-		if _, err := cl.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: "default-1", Seed: seed}); err != nil {
+		if _, err := cl.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "default-1", Seed: seed}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	events := make([]control.CriticalEvent, b.N)
+	events := make([]record.CriticalEvent, b.N)
 	for i := range events {
 		c := chars[i%players]
 		events[i] = itemEvent(fmt.Sprintf("ev-%d", i), items.KindPickup, items.Payload{Move: items.Move{
@@ -97,7 +98,7 @@ func benchItemRoute(b *testing.B, rate, batchHz int) {
 
 // sendBatches sends, every tick, the events due by then in one batch, each batch in its
 // own goroutine, and records every event's latency as its batch's round trip.
-func sendBatches(b *testing.B, cl *control.Client, events []control.CriticalEvent, lat []time.Duration,
+func sendBatches(b *testing.B, cl *mapcontract.Client, events []record.CriticalEvent, lat []time.Duration,
 	start time.Time, interval, tick time.Duration, wg *sync.WaitGroup) {
 	next := 0
 	for t := start.Add(tick); next < len(events); t = t.Add(tick) {
@@ -106,13 +107,13 @@ func sendBatches(b *testing.B, cl *control.Client, events []control.CriticalEven
 		}
 		due := min(len(events), int(time.Since(start)/interval)+1)
 		for next < due {
-			lo, hi := next, min(due, next+control.MaxCriticalBatch)
+			lo, hi := next, min(due, next+mapcontract.MaxCriticalBatch)
 			next = hi
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				t0 := time.Now()
-				a, err := cl.PersistCriticalBatch(context.Background(), control.CriticalBatch{InstanceID: "default-1", Events: events[lo:hi]})
+				a, err := cl.PersistCriticalBatch(context.Background(), mapcontract.CriticalBatch{InstanceID: "default-1", Events: events[lo:hi]})
 				if err != nil {
 					b.Error(err)
 					return

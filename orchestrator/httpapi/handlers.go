@@ -10,7 +10,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // handleHealthz answers 200 while the process serves requests: liveness only.
@@ -27,14 +28,15 @@ func (s *Server) handleReadyz(c echo.Context) error {
 }
 
 func (s *Server) handleMapReady(c echo.Context) error {
-	var r control.MapReady
-	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
+	var r mapcontract.MapReady
+	if err := httpkit.DecodeJSON(c, &r, httpkit.DefaultMaxBodySize); err != nil {
 		return err
 	}
 	if err := actFor(c, r.InstanceID); err != nil {
 		return err
 	}
-	if err := s.Maps.MapReady(c.Request().Context(), r); err != nil {
+	reg := orchestrator.MapRegistration{InstanceID: r.InstanceID, MapID: r.MapID, GamePort: r.GamePort, ControlPort: r.ControlPort, Version: r.Version}
+	if err := s.Maps.MapReady(c.Request().Context(), reg); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]bool{"registered": true})
@@ -44,21 +46,21 @@ func (s *Server) handleMapReady(c echo.Context) error {
 // as ready (for example after an orchestrator restart), which makes the map register
 // again.
 func (s *Server) handleHeartbeat(c echo.Context) error {
-	var h control.Heartbeat
-	if err := control.DecodeJSON(c, &h, control.DefaultMaxBodySize); err != nil {
+	var h mapcontract.Heartbeat
+	if err := httpkit.DecodeJSON(c, &h, httpkit.DefaultMaxBodySize); err != nil {
 		return err
 	}
 	if err := actFor(c, h.InstanceID); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, control.HeartbeatAnswer{Registered: s.Maps.Heartbeat(h.InstanceID, h.Players)})
+	return c.JSON(http.StatusOK, mapcontract.HeartbeatAnswer{Registered: s.Maps.Heartbeat(h.InstanceID, h.Players)})
 }
 
 // handleAdminCreate creates a map instance at runtime from a MapConfig and starts it;
 // 201 with the instance (state "starting").
 func (s *Server) handleAdminCreate(c echo.Context) error {
 	var r orchestrator.CreateInstance
-	if err := control.DecodeJSON(c, &r, control.DefaultMaxBodySize); err != nil {
+	if err := httpkit.DecodeJSON(c, &r, httpkit.DefaultMaxBodySize); err != nil {
 		return err
 	}
 	// A partial config ({"seed":7}) is completed from the map's template, and the

@@ -10,18 +10,20 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/critical"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // CriticalEvents is what the critical-event and item routes need from the
 // critical-event service (critical.Service).
 type CriticalEvents interface {
-	Commit(ctx context.Context, ev control.CriticalEvent) (control.CriticalAck, error)
-	CommitBatch(ctx context.Context, b control.CriticalBatch) (*control.CriticalBatchAnswer, error)
-	InstanceItems(ctx context.Context, r control.InstanceItemsRequest) (*control.InstanceItemsAnswer, error)
-	CharacterItems(ctx context.Context, r control.CharacterItemsRequest) (*control.CharacterItemsAnswer, error)
-	InstancePolicies(ctx context.Context, r control.ItemPoliciesRequest) (*control.ItemPoliciesAnswer, error)
+	Commit(ctx context.Context, ev record.CriticalEvent) (record.CriticalAck, error)
+	CommitBatch(ctx context.Context, b mapcontract.CriticalBatch) (*mapcontract.CriticalBatchAnswer, error)
+	InstanceItems(ctx context.Context, r mapcontract.InstanceItemsRequest) (*mapcontract.InstanceItemsAnswer, error)
+	CharacterItems(ctx context.Context, r mapcontract.CharacterItemsRequest) (*mapcontract.CharacterItemsAnswer, error)
+	InstancePolicies(ctx context.Context, r mapcontract.ItemPoliciesRequest) (*mapcontract.ItemPoliciesAnswer, error)
 	Policies(ctx context.Context) ([]items.Policy, error)
 	Policy(ctx context.Context, itemID string) (items.Policy, error)
 	PutPolicy(ctx context.Context, itemID string, p items.Policy) (items.Policy, bool, error)
@@ -41,25 +43,25 @@ const (
 
 // mapItemRoutes registers the map-facing critical-event and item routes.
 func (s *Server) mapItemRoutes(g *echo.Group) {
-	g.POST(control.PathPersistCritical, mapRPC(maxCriticalBody,
-		func(r *control.CriticalEvent) string { return r.InstanceID }, s.Critical.Commit))
-	g.POST(control.PathPersistCriticalBatch, mapRPC(maxCriticalBatchBody,
-		func(r *control.CriticalBatch) string { return r.InstanceID }, s.Critical.CommitBatch))
-	g.POST(control.PathInstanceItems, mapRPC(control.MaxInstanceItemsBody,
-		func(r *control.InstanceItemsRequest) string { return r.InstanceID }, s.Critical.InstanceItems))
-	g.POST(control.PathCharacterItems, mapRPC(control.DefaultMaxBodySize,
-		func(r *control.CharacterItemsRequest) string { return r.InstanceID }, s.Critical.CharacterItems))
-	g.POST(control.PathItemPolicies, mapRPC(control.DefaultMaxBodySize,
-		func(r *control.ItemPoliciesRequest) string { return r.InstanceID }, s.Critical.InstancePolicies))
+	g.POST(mapcontract.PathPersistCritical, mapRPC(maxCriticalBody,
+		func(r *record.CriticalEvent) string { return r.InstanceID }, s.Critical.Commit))
+	g.POST(mapcontract.PathPersistCriticalBatch, mapRPC(maxCriticalBatchBody,
+		func(r *mapcontract.CriticalBatch) string { return r.InstanceID }, s.Critical.CommitBatch))
+	g.POST(mapcontract.PathInstanceItems, mapRPC(mapcontract.MaxInstanceItemsBody,
+		func(r *mapcontract.InstanceItemsRequest) string { return r.InstanceID }, s.Critical.InstanceItems))
+	g.POST(mapcontract.PathCharacterItems, mapRPC(httpkit.DefaultMaxBodySize,
+		func(r *mapcontract.CharacterItemsRequest) string { return r.InstanceID }, s.Critical.CharacterItems))
+	g.POST(mapcontract.PathItemPolicies, mapRPC(httpkit.DefaultMaxBodySize,
+		func(r *mapcontract.ItemPoliciesRequest) string { return r.InstanceID }, s.Critical.InstancePolicies))
 }
 
 // adminItemRoutes registers the operators' policy and audit routes (root secret).
 func (s *Server) adminItemRoutes(g *echo.Group) {
-	g.GET(control.PathAdminItemPolicies, s.handleListPolicies)
-	g.GET(control.PathAdminItemPolicies+"/:id", s.handleGetPolicy)
-	g.PUT(control.PathAdminItemPolicies+"/:id", s.handlePutPolicy)
-	g.DELETE(control.PathAdminItemPolicies+"/:id", s.handleDeletePolicy)
-	g.GET(control.PathAdminItemRecoveries, s.handleRecoveries)
+	g.GET(PathAdminItemPolicies, s.handleListPolicies)
+	g.GET(PathAdminItemPolicies+"/:id", s.handleGetPolicy)
+	g.PUT(PathAdminItemPolicies+"/:id", s.handlePutPolicy)
+	g.DELETE(PathAdminItemPolicies+"/:id", s.handleDeletePolicy)
+	g.GET(PathAdminItemRecoveries, s.handleRecoveries)
 }
 
 func (s *Server) handleListPolicies(c echo.Context) error {
@@ -81,7 +83,7 @@ func (s *Server) handleGetPolicy(c echo.Context) error {
 // handlePutPolicy creates (201) or replaces (200) a policy from a strictly decoded body.
 func (s *Server) handlePutPolicy(c echo.Context) error {
 	var p items.Policy
-	if err := control.DecodeJSON(c, &p, maxPolicyBody); err != nil {
+	if err := httpkit.DecodeJSON(c, &p, maxPolicyBody); err != nil {
 		return err
 	}
 	p, created, err := s.Critical.PutPolicy(c.Request().Context(), c.Param("id"), p)

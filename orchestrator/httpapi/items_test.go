@@ -10,18 +10,21 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // joined joins a keyed player into default-1 and returns its redeemed character.
-func joined(t testing.TB, s *httpapi.Server, key string) control.RedeemResult {
+func joined(t testing.TB, s *httpapi.Server, key string) mapcontract.RedeemResult {
 	t.Helper()
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, "", orchestrator.JoinRequest{AuthKey: key}, http.StatusOK, &j)
-	var r control.RedeemResult
-	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, "default-1"), control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", orchestrator.JoinRequest{AuthKey: key}, http.StatusOK, &j)
+	var r mapcontract.RedeemResult
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, "default-1"), mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 	return r
 }
 
@@ -32,11 +35,11 @@ func seedItem(id, tmpl string, q int64) items.Item {
 }
 
 // itemEvent is a critical item event from default-1 naming epochs for its characters.
-func itemEvent(id string, kind items.Kind, p items.Payload, epochs map[string]int64) control.CriticalEvent {
-	return control.CriticalEvent{EventID: id, InstanceID: "default-1", Kind: string(kind), MapTick: 5, Payload: p.Encode(), Epochs: epochs}
+func itemEvent(id string, kind items.Kind, p items.Payload, epochs map[string]int64) record.CriticalEvent {
+	return record.CriticalEvent{EventID: id, InstanceID: "default-1", Kind: string(kind), MapTick: 5, Payload: p.Encode(), Epochs: epochs}
 }
 
-func wantCode(t *testing.T, e control.ErrorResponse, code string) {
+func wantCode(t *testing.T, e httpkit.ErrorResponse, code string) {
 	t.Helper()
 	if e.Error.Code != code {
 		t.Fatalf("code %q (%s), want %q", e.Error.Code, e.Error.Message, code)
@@ -51,63 +54,63 @@ func TestPersistCritical_Items(t *testing.T) {
 	r := joined(t, s, "Zq3v9LrT0pXw2YbN5cHs8KdA")
 	me := items.Place{CharacterID: r.CharacterID}
 	url, cred := s.ControlURL(), as(t, "default-1")
-	var loaded control.InstanceItemsAnswer
-	testutil.PostJSON(t, url+control.PathInstanceItems, cred, control.InstanceItemsRequest{InstanceID: "default-1",
+	var loaded mapcontract.InstanceItemsAnswer
+	testutil.PostJSON(t, url+mapcontract.PathInstanceItems, cred, mapcontract.InstanceItemsRequest{InstanceID: "default-1",
 		Seed: []items.Item{seedItem("it-1", "coin", 5), seedItem("it-2", "apple", 2)}}, http.StatusOK, &loaded)
 	if len(loaded.Items) != 2 {
 		t.Fatalf("loaded %+v", loaded)
 	}
-	pickup := func(id, item string, q int64, epoch int64) control.CriticalEvent {
+	pickup := func(id, item string, q int64, epoch int64) record.CriticalEvent {
 		return itemEvent(id, items.KindPickup, items.Payload{Move: items.Move{ItemID: item, TemplateID: map[string]string{"it-1": "coin", "it-2": "apple"}[item],
 			Quantity: q, From: groundAt, To: me}}, map[string]int64{r.CharacterID: epoch})
 	}
-	var ack control.CriticalAck
-	testutil.PostJSON(t, url+control.PathPersistCritical, cred, pickup("p-1", "it-1", 5, r.Epoch), http.StatusOK, &ack)
-	var e control.ErrorResponse
+	var ack record.CriticalAck
+	testutil.PostJSON(t, url+mapcontract.PathPersistCritical, cred, pickup("p-1", "it-1", 5, r.Epoch), http.StatusOK, &ack)
+	var e httpkit.ErrorResponse
 	t.Run("ErrForbiddenOtherMap", func(t *testing.T) {
 		// frontier-1 drops the character's coin onto its own ground: a well-formed
 		// event, refused because frontier-1 does not hold the character.
 		ev := itemEvent("d-1", items.KindDrop, items.Payload{Move: items.Move{ItemID: "it-1", TemplateID: "coin", Quantity: 5,
 			From: me, To: items.Place{InstanceID: "frontier-1", X: 1, Y: 1}}}, map[string]int64{r.CharacterID: r.Epoch})
 		ev.InstanceID = "frontier-1"
-		testutil.PostJSON(t, url+control.PathPersistCritical, as(t, "frontier-1"), ev, http.StatusForbidden, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCritical, as(t, "frontier-1"), ev, http.StatusForbidden, &e)
 	})
 	t.Run("ErrConflictStaleEpoch", func(t *testing.T) {
-		testutil.PostJSON(t, url+control.PathPersistCritical, cred, pickup("p-3", "it-2", 2, r.Epoch+1), http.StatusConflict, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCritical, cred, pickup("p-3", "it-2", 2, r.Epoch+1), http.StatusConflict, &e)
 		wantCode(t, e, apierr.ECONFLICT)
 	})
 	t.Run("RetryAnsweredAfterLeaseLost", func(t *testing.T) {
-		var again control.CriticalAck
-		testutil.PostJSON(t, url+control.PathPersistCritical, cred, pickup("p-1", "it-1", 5, r.Epoch-1), http.StatusOK, &again)
+		var again record.CriticalAck
+		testutil.PostJSON(t, url+mapcontract.PathPersistCritical, cred, pickup("p-1", "it-1", 5, r.Epoch-1), http.StatusOK, &again)
 		if !again.Duplicate || again.Seq != ack.Seq {
 			t.Fatalf("retry ack %+v, want the first %+v", again, ack)
 		}
 	})
 	t.Run("ErrItemRuleCode", func(t *testing.T) {
 		// The coin is held now: a second pickup finds it elsewhere.
-		testutil.PostJSON(t, url+control.PathPersistCritical, cred, pickup("p-4", "it-1", 5, r.Epoch), http.StatusConflict, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCritical, cred, pickup("p-4", "it-1", 5, r.Epoch), http.StatusConflict, &e)
 		wantCode(t, e, items.CodeWrongPlace)
-		testutil.PostJSON(t, url+control.PathPersistCritical, cred, pickup("p-5", "it-2", 1, r.Epoch), http.StatusConflict, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCritical, cred, pickup("p-5", "it-2", 1, r.Epoch), http.StatusConflict, &e)
 		wantCode(t, e, items.CodeQuantity)
 	})
 	t.Run("ErrBadRequestMalformedPayload", func(t *testing.T) {
 		ev := pickup("p-6", "it-2", 2, r.Epoch)
 		ev.Payload = json.RawMessage(`{"itemId":"it-2","qty":2}`)
-		testutil.PostJSON(t, url+control.PathPersistCritical, cred, ev, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCritical, cred, ev, http.StatusBadRequest, &e)
 		wantCode(t, e, apierr.EBADREQUEST)
 		ev.Kind = "item_grant"
-		testutil.PostJSON(t, url+control.PathPersistCritical, cred, ev, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCritical, cred, ev, http.StatusBadRequest, &e)
 	})
 	t.Run("ErrBadRequestTransferBoundary", func(t *testing.T) {
-		boundary := control.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: control.EventTransferBoundary,
+		boundary := record.CriticalEvent{EventID: "b-1", InstanceID: "default-1", Kind: record.EventTransferBoundary,
 			Payload: json.RawMessage(`{"characterId":"` + r.CharacterID + `","mapId":"default","instanceId":"default-1","x":1,"y":1,"revision":99}`)}
-		testutil.PostJSON(t, url+control.PathPersistCritical, cred, boundary, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCritical, cred, boundary, http.StatusBadRequest, &e)
 	})
 	t.Run("Batch", func(t *testing.T) {
-		var a control.CriticalBatchAnswer
+		var a mapcontract.CriticalBatchAnswer
 		other := pickup("p-b2", "it-2", 2, r.Epoch)
 		other.InstanceID = "frontier-1"
-		testutil.PostJSON(t, url+control.PathPersistCriticalBatch, cred, control.CriticalBatch{InstanceID: "default-1", Events: []control.CriticalEvent{
+		testutil.PostJSON(t, url+mapcontract.PathPersistCriticalBatch, cred, mapcontract.CriticalBatch{InstanceID: "default-1", Events: []record.CriticalEvent{
 			pickup("p-b1", "it-1", 5, r.Epoch), // held already: refused alone
 			other,                              // another instance's: refused alone
 			pickup("p-1", "it-1", 5, r.Epoch),  // a retry: its first ack
@@ -117,18 +120,18 @@ func TestPersistCritical_Items(t *testing.T) {
 			a.Results[2].Ack == nil || a.Results[2].Ack.Seq != ack.Seq || !a.Results[2].Ack.Duplicate {
 			t.Fatalf("results %+v", a.Results)
 		}
-		testutil.PostJSON(t, url+control.PathPersistCriticalBatch, cred, control.CriticalBatch{InstanceID: "default-1"}, http.StatusBadRequest, &e)
-		testutil.PostJSON(t, url+control.PathPersistCriticalBatch, cred, control.CriticalBatch{InstanceID: "default-1",
-			Events: []control.CriticalEvent{pickup("p-1", "it-1", 5, r.Epoch), pickup("p-1", "it-1", 5, r.Epoch)}}, http.StatusBadRequest, &e)
-		testutil.PostJSON(t, url+control.PathPersistCriticalBatch, as(t, "frontier-1"), control.CriticalBatch{InstanceID: "default-1",
-			Events: []control.CriticalEvent{pickup("p-b3", "it-2", 2, r.Epoch)}}, http.StatusForbidden, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCriticalBatch, cred, mapcontract.CriticalBatch{InstanceID: "default-1"}, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCriticalBatch, cred, mapcontract.CriticalBatch{InstanceID: "default-1",
+			Events: []record.CriticalEvent{pickup("p-1", "it-1", 5, r.Epoch), pickup("p-1", "it-1", 5, r.Epoch)}}, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, url+mapcontract.PathPersistCriticalBatch, as(t, "frontier-1"), mapcontract.CriticalBatch{InstanceID: "default-1",
+			Events: []record.CriticalEvent{pickup("p-b3", "it-2", 2, r.Epoch)}}, http.StatusForbidden, &e)
 	})
-	var held control.CharacterItemsAnswer
-	testutil.PostJSON(t, url+control.PathCharacterItems, cred, control.CharacterItemsRequest{InstanceID: "default-1", CharacterID: r.CharacterID, Epoch: r.Epoch}, http.StatusOK, &held)
+	var held mapcontract.CharacterItemsAnswer
+	testutil.PostJSON(t, url+mapcontract.PathCharacterItems, cred, mapcontract.CharacterItemsRequest{InstanceID: "default-1", CharacterID: r.CharacterID, Epoch: r.Epoch}, http.StatusOK, &held)
 	if len(held.Items) != 1 || held.Items[0].ID != "it-1" || held.Items[0].Quantity != 5 || held.Items[0].SinceTick != 5 {
 		t.Fatalf("held %+v, want it-1 only", held.Items)
 	}
-	testutil.PostJSON(t, url+control.PathCharacterItems, as(t, "frontier-1"), control.CharacterItemsRequest{InstanceID: "frontier-1", CharacterID: r.CharacterID, Epoch: r.Epoch}, http.StatusForbidden, &e)
+	testutil.PostJSON(t, url+mapcontract.PathCharacterItems, as(t, "frontier-1"), mapcontract.CharacterItemsRequest{InstanceID: "frontier-1", CharacterID: r.CharacterID, Epoch: r.Epoch}, http.StatusForbidden, &e)
 }
 
 // TestInstanceItems checks the map's start-up load: seeding is idempotent, a restarted
@@ -139,14 +142,14 @@ func TestInstanceItems(t *testing.T) {
 	r := joined(t, s, "Zq3v9LrT0pXw2YbN5cHs8KdA")
 	url, cred := s.ControlURL(), as(t, "default-1")
 	seed := []items.Item{seedItem("apple-1", "apple", 1), seedItem("apple-2", "apple", 1)}
-	testutil.PostJSON(t, url+control.PathInstanceItems, cred, control.InstanceItemsRequest{InstanceID: "default-1", Seed: seed}, http.StatusOK, nil)
+	testutil.PostJSON(t, url+mapcontract.PathInstanceItems, cred, mapcontract.InstanceItemsRequest{InstanceID: "default-1", Seed: seed}, http.StatusOK, nil)
 	ev := itemEvent("p-1", items.KindPickup, items.Payload{Move: items.Move{ItemID: "apple-1", TemplateID: "apple", Quantity: 1,
 		From: groundAt, To: items.Place{CharacterID: r.CharacterID}}}, map[string]int64{r.CharacterID: r.Epoch})
-	testutil.PostJSON(t, url+control.PathPersistCritical, cred, ev, http.StatusOK, nil)
+	testutil.PostJSON(t, url+mapcontract.PathPersistCritical, cred, ev, http.StatusOK, nil)
 
 	// The "restarted" map seeds the same generated items again.
-	var a control.InstanceItemsAnswer
-	testutil.PostJSON(t, url+control.PathInstanceItems, cred, control.InstanceItemsRequest{InstanceID: "default-1", Seed: seed}, http.StatusOK, &a)
+	var a mapcontract.InstanceItemsAnswer
+	testutil.PostJSON(t, url+mapcontract.PathInstanceItems, cred, mapcontract.InstanceItemsRequest{InstanceID: "default-1", Seed: seed}, http.StatusOK, &a)
 	var got []string
 	for _, it := range a.Items {
 		got = append(got, it.ID+"@"+it.Place.String())
@@ -154,7 +157,7 @@ func TestInstanceItems(t *testing.T) {
 	if want := "apple-1@character:" + r.CharacterID + " apple-2@world:default-1@10,10"; strings.Join(got, " ") != want {
 		t.Fatalf("items %v, want %s", got, want)
 	}
-	var e control.ErrorResponse
+	var e httpkit.ErrorResponse
 	for _, tc := range []struct {
 		name   string
 		seed   []items.Item
@@ -167,28 +170,28 @@ func TestInstanceItems(t *testing.T) {
 		{"ErrTwice", []items.Item{seedItem("x", "apple", 1), seedItem("x", "apple", 1)}, http.StatusBadRequest, apierr.EBADREQUEST},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testutil.PostJSON(t, url+control.PathInstanceItems, cred, control.InstanceItemsRequest{InstanceID: "default-1", Seed: tc.seed}, tc.status, &e)
+			testutil.PostJSON(t, url+mapcontract.PathInstanceItems, cred, mapcontract.InstanceItemsRequest{InstanceID: "default-1", Seed: tc.seed}, tc.status, &e)
 			wantCode(t, e, tc.code)
 		})
 	}
 	t.Run("ErrForbiddenActingForAnother", func(t *testing.T) {
-		testutil.PostJSON(t, url+control.PathInstanceItems, as(t, "frontier-1"), control.InstanceItemsRequest{InstanceID: "default-1"}, http.StatusForbidden, nil)
+		testutil.PostJSON(t, url+mapcontract.PathInstanceItems, as(t, "frontier-1"), mapcontract.InstanceItemsRequest{InstanceID: "default-1"}, http.StatusForbidden, nil)
 	})
 	t.Run("Client", func(t *testing.T) {
 		ctx := context.Background()
-		cl := control.NewClient(url, cred)
-		a, err := cl.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: "default-1", Seed: seed})
+		cl := mapcontract.NewClient(url, cred)
+		a, err := cl.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "default-1", Seed: seed})
 		if err != nil || len(a.Items) != 2 {
 			t.Fatalf("instance items %+v %v", a, err)
 		}
-		held, err := cl.CharacterItems(ctx, control.CharacterItemsRequest{InstanceID: "default-1", CharacterID: r.CharacterID, Epoch: r.Epoch})
+		held, err := cl.CharacterItems(ctx, mapcontract.CharacterItemsRequest{InstanceID: "default-1", CharacterID: r.CharacterID, Epoch: r.Epoch})
 		if err != nil || len(held.Items) != 1 || held.Items[0].ID != "apple-1" {
 			t.Fatalf("character items %+v %v", held, err)
 		}
-		if pols, err := cl.ItemPolicies(ctx, control.ItemPoliciesRequest{InstanceID: "default-1"}); err != nil || len(pols.Policies) != 0 {
+		if pols, err := cl.ItemPolicies(ctx, mapcontract.ItemPoliciesRequest{InstanceID: "default-1"}); err != nil || len(pols.Policies) != 0 {
 			t.Fatalf("policies %+v %v", pols, err)
 		}
-		_, err = cl.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: "default-1", Seed: []items.Item{seedItem("c", "crown", 1)}})
+		_, err = cl.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "default-1", Seed: []items.Item{seedItem("c", "crown", 1)}})
 		if apierr.Code(err) != items.CodeCriticalSeed {
 			t.Fatalf("err %v, want %s through the client", err, items.CodeCriticalSeed)
 		}
@@ -200,7 +203,7 @@ func TestInstanceItems(t *testing.T) {
 // loading the policies anchored in their instance.
 func TestAdminItemPolicies(t *testing.T) {
 	s, _ := MustOpenServer(t)
-	url := s.ControlURL() + control.PathAdminItemPolicies
+	url := s.ControlURL() + httpapi.PathAdminItemPolicies
 	crown := items.Policy{TemplateID: "crown", Type: items.RegenerativeUnique, CooldownTicks: 300,
 		Anchors: []items.Place{{InstanceID: "default-1", X: 100, Y: 100}}}
 	var got items.Policy
@@ -219,14 +222,14 @@ func TestAdminItemPolicies(t *testing.T) {
 	if len(list.Policies) != 1 {
 		t.Fatalf("list %+v", list)
 	}
-	var mine control.ItemPoliciesAnswer
-	testutil.PostJSON(t, s.ControlURL()+control.PathItemPolicies, as(t, "default-1"), control.ItemPoliciesRequest{InstanceID: "default-1"}, http.StatusOK, &mine)
-	testutil.PostJSON(t, s.ControlURL()+control.PathItemPolicies, as(t, "frontier-1"), control.ItemPoliciesRequest{InstanceID: "frontier-1"}, http.StatusOK, &list)
+	var mine mapcontract.ItemPoliciesAnswer
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathItemPolicies, as(t, "default-1"), mapcontract.ItemPoliciesRequest{InstanceID: "default-1"}, http.StatusOK, &mine)
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathItemPolicies, as(t, "frontier-1"), mapcontract.ItemPoliciesRequest{InstanceID: "frontier-1"}, http.StatusOK, &list)
 	if len(mine.Policies) != 1 || len(list.Policies) != 0 {
 		t.Fatalf("default-1 got %+v, frontier-1 got %+v", mine.Policies, list.Policies)
 	}
 
-	var e control.ErrorResponse
+	var e httpkit.ErrorResponse
 	for _, tc := range []struct {
 		name, path string
 		body       any
@@ -255,6 +258,6 @@ func TestAdminItemPolicies(t *testing.T) {
 	testutil.Do(t, http.MethodDelete, url+"/crown", secret, nil, http.StatusNotFound, &e)
 	testutil.Do(t, http.MethodGet, url+"/crown", secret, nil, http.StatusNotFound, &e)
 	var recs struct{ Recoveries []orchestrator.ItemRecovery }
-	testutil.Do(t, http.MethodGet, s.ControlURL()+control.PathAdminItemRecoveries+"?itemId=crown", secret, nil, http.StatusOK, &recs)
-	testutil.Do(t, http.MethodGet, s.ControlURL()+control.PathAdminItemRecoveries+"?limit=x", secret, nil, http.StatusBadRequest, nil)
+	testutil.Do(t, http.MethodGet, s.ControlURL()+httpapi.PathAdminItemRecoveries+"?itemId=crown", secret, nil, http.StatusOK, &recs)
+	testutil.Do(t, http.MethodGet, s.ControlURL()+httpapi.PathAdminItemRecoveries+"?limit=x", secret, nil, http.StatusBadRequest, nil)
 }

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
 
@@ -22,7 +22,7 @@ type PublicLimits struct {
 // after NewServer.
 func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if c.Path() == control.PathJoin && s.Limits.Join != nil && s.Limits.Join.Refuse(c.Response(), c.Request(), s.Limits.Clients) {
+		if c.Path() == edgeapi.PathJoin && s.Limits.Join != nil && s.Limits.Join.Refuse(c.Response(), c.Request(), s.Limits.Clients) {
 			return nil
 		}
 		return next(c)

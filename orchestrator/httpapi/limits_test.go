@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
 
@@ -33,7 +34,7 @@ func call(tb testing.TB, c *http.Client, method, url string) (status int, retryA
 	}
 	defer resp.Body.Close()
 	buf, _ := io.ReadAll(resp.Body)
-	var e control.ErrorResponse
+	var e httpkit.ErrorResponse
 	_ = json.Unmarshal(buf, &e)
 	return resp.StatusCode, resp.Header.Get("Retry-After"), e.Error.Code
 }
@@ -52,7 +53,7 @@ func TestJoinFlood(t *testing.T) {
 	const perMin, burst, flood = 60, 10, 10_000
 	join := ratelimit.New(perMin, burst)
 	s, _ := MustOpenServer(t, func(s *httpapi.Server) { s.Limits.Join = join })
-	url := s.PublicURL() + control.PathJoin
+	url := s.PublicURL() + edgeapi.PathJoin
 	attacker := clientFrom("127.0.0.3")
 
 	before := heapInUse()

@@ -11,7 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // PathMapMetrics is where Prometheus finds the maps, on the control listener:
@@ -47,7 +48,7 @@ type sdTargetGroup struct {
 
 // requireMetrics is the middleware of the metrics routes: the request carries the
 // metrics credential as a bearer token (what Prometheus sends with `authorization`) or
-// the root secret in control.SecretHeader (what an operator's curl sends).
+// the root secret in httpkit.SecretHeader (what an operator's curl sends).
 func (s *Server) requireMetrics(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Request().Header
@@ -57,17 +58,17 @@ func (s *Server) requireMetrics(next echo.HandlerFunc) echo.HandlerFunc {
 		if tok, _ = strings.CutPrefix(tok, "Bearer "); tok != "" && s.Root.IsMetricsCredential(tok) {
 			return next(c)
 		}
-		if s.Root.IsRoot(h.Get(control.SecretHeader)) {
+		if s.Root.IsRoot(h.Get(httpkit.SecretHeader)) {
 			return next(c)
 		}
-		return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong metrics credential (Authorization: Bearer) or %s header", control.SecretHeader)
+		return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong metrics credential (Authorization: Bearer) or %s header", httpkit.SecretHeader)
 	}
 }
 
 // metricsRoutes registers the orchestrator's metrics and the discovery and proxy of the
 // maps' metrics.
 func (s *Server) metricsRoutes(g *echo.Group) {
-	g.GET(control.PathMetrics, s.handleMetrics)
+	g.GET(httpkit.PathMetrics, s.handleMetrics)
 	g.GET(PathMapMetrics, s.handleMapTargets)
 	g.GET(PathMapMetrics+"/:id", s.handleMapMetrics)
 }
@@ -102,8 +103,8 @@ func (s *Server) handleMapMetrics(c echo.Context) error {
 		return apierr.Errorf(apierr.ENOTFOUND, "map metrics are not served here")
 	}
 	id := c.Param("id")
-	if !control.ValidName(id) {
-		return apierr.Errorf(apierr.EBADREQUEST, "instance id must be %s", control.IDRule)
+	if !record.ValidName(id) {
+		return apierr.Errorf(apierr.EBADREQUEST, "instance id must be %s", record.IDRule)
 	}
 	url, cred, err := s.MapTargets.ControlTarget(id)
 	if err != nil {
@@ -112,11 +113,11 @@ func (s *Server) handleMapMetrics(c echo.Context) error {
 	r := c.Request()
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+control.PathMetrics, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+httpkit.PathMetrics, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set(control.SecretHeader, cred)
+	req.Header.Set(httpkit.SecretHeader, cred)
 	for _, h := range []string{echo.HeaderAccept, echo.HeaderAcceptEncoding} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -43,7 +43,7 @@ func fakeMapControl(t *testing.T, cred string) *httptest.Server {
 	reg.MustRegister(ticks)
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(control.SecretHeader) != cred || r.URL.Path != control.PathMetrics {
+		if r.Header.Get(httpkit.SecretHeader) != cred || r.URL.Path != httpkit.PathMetrics {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
@@ -120,8 +120,8 @@ func TestMapMetrics(t *testing.T) {
 		}
 	})
 	t.Run("RootSecretOpensMetrics", func(t *testing.T) {
-		for _, path := range []string{control.PathMetrics, httpapi.PathMapMetrics, httpapi.PathMapMetrics + "/forest-1"} {
-			if status, body := get(t, s.ControlURL()+path, control.SecretHeader, secret); status != http.StatusOK {
+		for _, path := range []string{httpkit.PathMetrics, httpapi.PathMapMetrics, httpapi.PathMapMetrics + "/forest-1"} {
+			if status, body := get(t, s.ControlURL()+path, httpkit.SecretHeader, secret); status != http.StatusOK {
 				t.Errorf("GET %s: %d %s", path, status, body)
 			}
 		}
@@ -133,16 +133,16 @@ func TestMapMetrics(t *testing.T) {
 	}{
 		"ErrNoCredential":         {httpapi.PathMapMetrics, "", "", http.StatusUnauthorized, apierr.EUNAUTHORIZED},
 		"ErrWrongBearer":          {httpapi.PathMapMetrics + "/forest-1", "Authorization", "Bearer " + secret, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
-		"ErrMapCredential":        {control.PathMetrics, control.SecretHeader, as(t, "forest-1"), http.StatusUnauthorized, apierr.EUNAUTHORIZED},
-		"ErrMetricsCredNotAdmin":  {control.PathAdminMaps, "Authorization", bearer, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		"ErrMapCredential":        {httpkit.PathMetrics, httpkit.SecretHeader, as(t, "forest-1"), http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		"ErrMetricsCredNotAdmin":  {httpapi.PathAdminMaps, "Authorization", bearer, http.StatusUnauthorized, apierr.EUNAUTHORIZED},
 		"ErrUnknownInstance":      {httpapi.PathMapMetrics + "/nowhere-1", "Authorization", bearer, http.StatusNotFound, apierr.ENOTFOUND},
 		"ErrBadInstanceID":        {httpapi.PathMapMetrics + "/..%2Fadmin", "Authorization", bearer, http.StatusBadRequest, apierr.EBADREQUEST},
 		"ErrMapDoesNotAnswer":     {httpapi.PathMapMetrics + "/default-1", "Authorization", bearer, http.StatusServiceUnavailable, apierr.EMAPUNAVAILABLE},
-		"ErrMetricsCredIsNotRoot": {control.PathMetrics, control.SecretHeader, root.MetricsCredential(), http.StatusUnauthorized, apierr.EUNAUTHORIZED},
+		"ErrMetricsCredIsNotRoot": {httpkit.PathMetrics, httpkit.SecretHeader, root.MetricsCredential(), http.StatusUnauthorized, apierr.EUNAUTHORIZED},
 	} {
 		t.Run(name, func(t *testing.T) {
 			status, body := get(t, s.ControlURL()+c.path, c.header, c.value)
-			var e control.ErrorResponse
+			var e httpkit.ErrorResponse
 			if status != c.status || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != c.code {
 				t.Fatalf("GET %s: %d %s, want %d %s", c.path, status, body, c.status, c.code)
 			}
@@ -170,7 +170,7 @@ func BenchmarkMapMetricsProxy(b *testing.B) {
 	}
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	mapCtl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(control.SecretHeader) != "oc-forest-1" {
+		if r.Header.Get(httpkit.SecretHeader) != "oc-forest-1" {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
@@ -200,7 +200,7 @@ func BenchmarkMapMetricsProxy(b *testing.B) {
 			}
 		}
 	}
-	b.Run("direct", func(b *testing.B) { scrape(b, mapCtl.URL+control.PathMetrics, control.SecretHeader, "oc-forest-1") })
+	b.Run("direct", func(b *testing.B) { scrape(b, mapCtl.URL+httpkit.PathMetrics, httpkit.SecretHeader, "oc-forest-1") })
 	b.Run("proxy", func(b *testing.B) {
 		scrape(b, s.ControlURL()+httpapi.PathMapMetrics+"/forest-1", "Authorization", "Bearer "+root.MetricsCredential())
 	})

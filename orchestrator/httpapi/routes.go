@@ -14,7 +14,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 )
 
 // routePoll is how often a waiting route watch looks at the supervisor's instances. The
@@ -32,7 +32,7 @@ type routeWatch struct {
 
 	mu     sync.Mutex
 	n      uint64
-	routes []control.Route
+	routes []edgeapi.Route
 	ready  bool
 }
 
@@ -43,7 +43,7 @@ func newRouteWatch(maps orchestrator.Maps) *routeWatch {
 }
 
 // current returns the table now, with a new version if it changed since the last look.
-func (w *routeWatch) current() control.RouteTable {
+func (w *routeWatch) current() edgeapi.RouteTable {
 	routes, ready := w.routesOf(w.maps.Instances()), w.maps.Ready()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -51,15 +51,15 @@ func (w *routeWatch) current() control.RouteTable {
 		w.n++
 		w.routes, w.ready = routes, ready
 	}
-	return control.RouteTable{Version: fmt.Sprintf("%s-%d", w.boot, w.n), Ready: w.ready, Routes: w.routes}
+	return edgeapi.RouteTable{Version: fmt.Sprintf("%s-%d", w.boot, w.n), Ready: w.ready, Routes: w.routes}
 }
 
 // routesOf returns the routes of instances, in their order, each with the verdict of
 // the one readiness gate.
-func (w *routeWatch) routesOf(instances []orchestrator.Instance) []control.Route {
-	routes := make([]control.Route, 0, len(instances))
+func (w *routeWatch) routesOf(instances []orchestrator.Instance) []edgeapi.Route {
+	routes := make([]edgeapi.Route, 0, len(instances))
 	for _, inst := range instances {
-		r := control.Route{InstanceID: inst.ID, State: string(inst.State), GamePort: inst.GamePort}
+		r := edgeapi.Route{InstanceID: inst.ID, State: string(inst.State), GamePort: inst.GamePort}
 		if _, err := w.maps.Gate(inst.ID); err != nil {
 			r.Code, r.Message = apierr.Code(err), apierr.Message(err)
 		}
@@ -69,15 +69,15 @@ func (w *routeWatch) routesOf(instances []orchestrator.Instance) []control.Route
 }
 
 // handleRoutes serves the edge's long-poll: the table as soon as its version differs
-// from ?after=, else the same table after ?waitMs= (default control.DefaultRouteWait).
+// from ?after=, else the same table after ?waitMs= (default edgeapi.DefaultRouteWait).
 func (s *Server) handleRoutes(c echo.Context) error {
-	wait := control.DefaultRouteWait
+	wait := edgeapi.DefaultRouteWait
 	if v := c.QueryParam("waitMs"); v != "" {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms < 0 {
 			return apierr.Errorf(apierr.EBADREQUEST, "waitMs=%q: not a number of milliseconds", v)
 		}
-		wait = min(time.Duration(ms)*time.Millisecond, control.MaxRouteWait)
+		wait = min(time.Duration(ms)*time.Millisecond, edgeapi.MaxRouteWait)
 	}
 	after := c.QueryParam("after")
 	deadline := time.NewTimer(wait)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -60,7 +60,7 @@ func TestRoutes_Watch(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
 	ctx := context.Background()
-	c := control.NewClient(s.ControlURL(), secret)
+	c := edgeapi.NewClient(s.ControlURL(), secret)
 
 	first, err := c.WatchRoutes(ctx, "", time.Second)
 	if err != nil {
@@ -86,13 +86,13 @@ func TestRoutes_Watch(t *testing.T) {
 		}
 	})
 	t.Run("ErrUnauthorized", func(t *testing.T) {
-		_, err := control.NewClient(s.ControlURL(), "wrong").WatchRoutes(ctx, "", 0)
+		_, err := edgeapi.NewClient(s.ControlURL(), "wrong").WatchRoutes(ctx, "", 0)
 		if apierr.Code(err) != apierr.EUNAUTHORIZED {
 			t.Fatalf("err %v, want unauthorized", err)
 		}
 	})
 	t.Run("NotOnPublicListener", func(t *testing.T) {
-		resp, err := http.Get(s.PublicURL() + control.PathRoutes)
+		resp, err := http.Get(s.PublicURL() + edgeapi.PathRoutes)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,17 +7,19 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/critical"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // Admission is what the join API and the transfer routes need from the admission
 // service.
 type Admission interface {
 	Join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error)
-	Redeem(ctx context.Context, r control.RedeemRequest) (*control.RedeemResult, error)
-	RequestTransfer(ctx context.Context, r control.TransferRequest) (*control.TransferAnswer, error)
-	TransferResult(ctx context.Context, r control.TransferResult) error
+	Redeem(ctx context.Context, r mapcontract.RedeemRequest) (*mapcontract.RedeemResult, error)
+	RequestTransfer(ctx context.Context, r mapcontract.TransferRequest) (*mapcontract.TransferAnswer, error)
+	TransferResult(ctx context.Context, r mapcontract.TransferResult) error
 	Authorize(ctx context.Context, characterID, instanceID string, epoch int64) error
 	Lease(ctx context.Context, characterID string) (orchestrator.Lease, error)
 	// KeepGuestState keeps a disposable character's pushed state in memory (guest
@@ -28,7 +30,7 @@ type Admission interface {
 // Persistence is what the persist and item routes need from the store: snapshot
 // ingest here, and what the critical-event service works on.
 type Persistence interface {
-	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (bool, error)
+	PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env record.SnapshotEnvelope) (bool, error)
 	critical.Store
 }
 
@@ -36,8 +38,8 @@ type Persistence interface {
 // MaxSnapshotPayloadBytes of payload plus its envelope.
 const (
 	maxJoinBody     = 4 << 10
-	maxSnapshotBody = control.MaxSnapshotPayloadBytes + 16<<10
-	maxCriticalBody = control.MaxCriticalPayloadBytes + 16<<10
+	maxSnapshotBody = record.MaxSnapshotPayloadBytes + 16<<10
+	maxCriticalBody = record.MaxCriticalPayloadBytes + 16<<10
 )
 
 // rpc adapts a method that takes one JSON request and returns one JSON answer into an
@@ -46,7 +48,7 @@ const (
 func rpc[Req, Res any](limit int64, fn func(context.Context, Req) (Res, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var r Req
-		if err := control.DecodeJSON(c, &r, limit); err != nil {
+		if err := httpkit.DecodeJSON(c, &r, limit); err != nil {
 			return err
 		}
 		res, err := fn(c.Request().Context(), r)
@@ -70,10 +72,10 @@ func ok[Req any](fn func(context.Context, Req) error) func(context.Context, Req)
 // persistSnapshot ingests one snapshot partition. A character partition is only
 // accepted from the map that holds the character's lease at the quoted epoch, so a map
 // that lost the character cannot overwrite where it is now.
-func (s *Server) persistSnapshot(ctx context.Context, r control.PersistSnapshot) (control.PersistSnapshotAnswer, error) {
-	if id, ok := control.CharacterOfPartition(r.Partition); ok {
+func (s *Server) persistSnapshot(ctx context.Context, r mapcontract.PersistSnapshot) (mapcontract.PersistSnapshotAnswer, error) {
+	if id, ok := record.CharacterOfPartition(r.Partition); ok {
 		if err := s.Admission.Authorize(ctx, id, r.InstanceID, r.Epoch); err != nil {
-			return control.PersistSnapshotAnswer{}, err
+			return mapcontract.PersistSnapshotAnswer{}, err
 		}
 		// A guest's state never reaches the store; the orchestrator keeps the newest in
 		// memory for a rejoin after a map crash.
@@ -82,5 +84,5 @@ func (s *Server) persistSnapshot(ctx context.Context, r control.PersistSnapshot)
 		}
 	}
 	accepted, err := s.Store.PutSnapshot(ctx, r.InstanceID, r.Partition, r.Revision, r.Envelope)
-	return control.PersistSnapshotAnswer{Accepted: accepted}, err
+	return mapcontract.PersistSnapshotAnswer{Accepted: accepted}, err
 }

@@ -18,9 +18,11 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/critical"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // Server owns both listeners. Set the fields, call Open, and Close at shutdown.
@@ -62,7 +64,7 @@ type Server struct {
 
 	public, control *echo.Echo
 	gateway         *echo.Echo // the control port on ControlExtraIPs: map routes only
-	servers         control.Servers
+	servers         httpkit.Servers
 	publicLn        net.Listener
 	controlLn       net.Listener
 	closeOnce       sync.Once
@@ -72,7 +74,7 @@ type Server struct {
 // credentials derived from root.
 func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *keys.Root, log *slog.Logger) *Server {
 	s := &Server{Maps: maps, Admission: adm, Store: store, Root: root, Log: log,
-		public: control.NewEcho(log), control: control.NewEcho(log), gateway: control.NewEcho(log),
+		public: httpkit.NewEcho(log), control: httpkit.NewEcho(log), gateway: httpkit.NewEcho(log),
 		routes: newRouteWatch(maps), scrapeClient: newScrapeClient()}
 	s.Characters, _ = adm.(Characters)
 	s.Sessions, _ = adm.(Sessions)
@@ -83,7 +85,7 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
 	if adm != nil {
-		s.public.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
+		s.public.POST(edgeapi.PathJoin, rpc(maxJoinBody, adm.Join))
 	}
 	if s.Characters != nil {
 		s.characterRoutes(s.public)
@@ -95,11 +97,11 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	s.mapRoutes(s.gateway.Group("", s.requireMap))
 	s.mapRoutes(s.control.Group("", s.requireMap))
 	g := s.control.Group("", s.requireAdmin)
-	g.GET(control.PathAdminMaps, s.handleAdminMaps)
-	g.GET(control.PathAdminMaps+"/:id", s.handleAdminMap)
-	g.POST(control.PathAdminMaps, s.handleAdminCreate)
-	g.POST(control.PathAdminMaps+"/:id/restart", s.handleAdminRestart)
-	g.POST(control.PathAdminMaps+"/:id/stop", s.handleAdminStop)
+	g.GET(PathAdminMaps, s.handleAdminMaps)
+	g.GET(PathAdminMaps+"/:id", s.handleAdminMap)
+	g.POST(PathAdminMaps, s.handleAdminCreate)
+	g.POST(PathAdminMaps+"/:id/restart", s.handleAdminRestart)
+	g.POST(PathAdminMaps+"/:id/stop", s.handleAdminStop)
 	if s.Critical != nil {
 		s.adminItemRoutes(g)
 	}
@@ -107,19 +109,19 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	// table of their WebSockets, with a credential of its own that opens these routes
 	// only.
 	e := s.control.Group("", s.requireEdge)
-	e.GET(control.PathRoutes, s.handleRoutes)
+	e.GET(edgeapi.PathRoutes, s.handleRoutes)
 	if adm != nil {
-		e.POST(control.PathJoin, rpc(maxJoinBody, adm.Join))
+		e.POST(edgeapi.PathJoin, rpc(maxJoinBody, adm.Join))
 	}
 	if s.Characters != nil {
 		s.characterRoutes(e)
 	}
 	if s.Sessions != nil {
-		g.GET(control.PathAdminSessions, s.handleAdminSessions)
-		g.POST(control.PathAdminCleanup, s.handleAdminCleanup)
+		g.GET(PathAdminSessions, s.handleAdminSessions)
+		g.POST(PathAdminCleanup, s.handleAdminCleanup)
 	}
 	if audit, ok := store.(SaveAudit); ok {
-		g.GET(control.PathAdminCharacters+"/:id/saves", handleAdminSaves(audit))
+		g.GET(PathAdminCharacters+"/:id/saves", handleAdminSaves(audit))
 	}
 	s.metricsRoutes(s.control.Group("", s.requireMetrics))
 	return s
@@ -127,20 +129,20 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 
 // mapRoutes registers the routes map servers call.
 func (s *Server) mapRoutes(g *echo.Group) {
-	g.POST(control.PathMapReady, s.handleMapReady)
-	g.POST(control.PathMapHeartbeat, s.handleHeartbeat)
+	g.POST(mapcontract.PathMapReady, s.handleMapReady)
+	g.POST(mapcontract.PathMapHeartbeat, s.handleHeartbeat)
 	// Tests of the supervisor alone run without admission and store.
 	if s.Admission != nil {
-		g.POST(control.PathRedeem, mapRPC(control.DefaultMaxBodySize,
-			func(r *control.RedeemRequest) string { return r.InstanceID }, s.Admission.Redeem))
-		g.POST(control.PathRequestTransfer, mapRPC(control.DefaultMaxBodySize,
-			func(r *control.TransferRequest) string { return r.FromInstanceID }, s.Admission.RequestTransfer))
-		g.POST(control.PathTransferResult, mapRPC(control.DefaultMaxBodySize,
-			func(r *control.TransferResult) string { return r.InstanceID }, ok(s.Admission.TransferResult)))
+		g.POST(mapcontract.PathRedeem, mapRPC(httpkit.DefaultMaxBodySize,
+			func(r *mapcontract.RedeemRequest) string { return r.InstanceID }, s.Admission.Redeem))
+		g.POST(mapcontract.PathRequestTransfer, mapRPC(httpkit.DefaultMaxBodySize,
+			func(r *mapcontract.TransferRequest) string { return r.FromInstanceID }, s.Admission.RequestTransfer))
+		g.POST(mapcontract.PathTransferResult, mapRPC(httpkit.DefaultMaxBodySize,
+			func(r *mapcontract.TransferResult) string { return r.InstanceID }, ok(s.Admission.TransferResult)))
 	}
 	if s.Admission != nil && s.Store != nil {
-		g.POST(control.PathPersistSnapshot, mapRPC(maxSnapshotBody,
-			func(r *control.PersistSnapshot) string { return r.InstanceID }, s.persistSnapshot))
+		g.POST(mapcontract.PathPersistSnapshot, mapRPC(maxSnapshotBody,
+			func(r *mapcontract.PersistSnapshot) string { return r.InstanceID }, s.persistSnapshot))
 	}
 	if s.Critical != nil {
 		s.mapItemRoutes(g)
@@ -180,10 +182,10 @@ func (s *Server) Close(ctx context.Context) error {
 
 // PublicURL is the base URL of the public listener, with a loopback host when it binds
 // all interfaces.
-func (s *Server) PublicURL() string { return "http://" + control.LoopbackHostPort(s.publicLn.Addr()) }
+func (s *Server) PublicURL() string { return "http://" + httpkit.LoopbackHostPort(s.publicLn.Addr()) }
 
 // ControlURL is the base URL of the control listener on loopback.
-func (s *Server) ControlURL() string { return "http://" + control.LoopbackHostPort(s.controlLn.Addr()) }
+func (s *Server) ControlURL() string { return "http://" + httpkit.LoopbackHostPort(s.controlLn.Addr()) }
 
 // ControlPort is the port of the control listener.
 func (s *Server) ControlPort() int { return s.controlLn.Addr().(*net.TCPAddr).Port }

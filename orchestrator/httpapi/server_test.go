@@ -14,9 +14,12 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -103,25 +106,25 @@ func as(tb testing.TB, instance string) string {
 func TestPersistSnapshot_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, "", orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
-	var r control.RedeemResult
-	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, "default-1"), control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	var r mapcontract.RedeemResult
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, "default-1"), mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
-	snap := control.PersistSnapshot{
-		InstanceID: "default-1", Partition: control.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
-		Envelope: control.NewSnapshotEnvelope("sim-1", 10, 0, payload),
+	snap := mapcontract.PersistSnapshot{
+		InstanceID: "default-1", Partition: record.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
+		Envelope: record.NewSnapshotEnvelope("sim-1", 10, 0, payload),
 	}
-	var a control.PersistSnapshotAnswer
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "default-1"), snap, http.StatusOK, &a)
+	var a mapcontract.PersistSnapshotAnswer
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistSnapshot, as(t, "default-1"), snap, http.StatusOK, &a)
 	if !a.Accepted {
 		t.Fatal("snapshot from the lease holder not accepted")
 	}
 	t.Run("ErrConflictStaleEpoch", func(t *testing.T) {
 		stale := snap
 		stale.Revision, stale.Epoch = 2, r.Epoch-1
-		var e control.ErrorResponse
-		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "default-1"), stale, http.StatusConflict, &e)
+		var e httpkit.ErrorResponse
+		testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistSnapshot, as(t, "default-1"), stale, http.StatusConflict, &e)
 		if e.Error.Code != apierr.ECONFLICT {
 			t.Fatalf("code %q", e.Error.Code)
 		}
@@ -129,17 +132,17 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 	t.Run("ErrForbiddenOtherMap", func(t *testing.T) {
 		other := snap
 		other.InstanceID, other.Revision = "frontier-1", 3
-		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "frontier-1"), other, http.StatusForbidden, nil)
+		testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistSnapshot, as(t, "frontier-1"), other, http.StatusForbidden, nil)
 	})
 	t.Run("ErrForbiddenActingForAnother", func(t *testing.T) {
-		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "frontier-1"), snap, http.StatusForbidden, nil)
+		testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistSnapshot, as(t, "frontier-1"), snap, http.StatusForbidden, nil)
 	})
 	t.Run("ErrHashMismatch", func(t *testing.T) {
 		bad := snap
 		bad.Revision = 4
 		bad.Envelope.PayloadHash = strings.Repeat("0", 64)
-		var e control.ErrorResponse
-		testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "default-1"), bad, http.StatusBadRequest, &e)
+		var e httpkit.ErrorResponse
+		testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistSnapshot, as(t, "default-1"), bad, http.StatusBadRequest, &e)
 		if e.Error.Code != apierr.EHASHMISMATCH {
 			t.Fatalf("code %q", e.Error.Code)
 		}
@@ -155,10 +158,10 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 func TestGatewayServesMapRoutesOnly(t *testing.T) {
 	s, _ := MustOpenServer(t)
 	gw := "http://127.0.0.2:" + strconv.Itoa(s.ControlPort())
-	for _, path := range []string{control.PathAdminMaps, control.PathMetrics} {
+	for _, path := range []string{httpapi.PathAdminMaps, httpkit.PathMetrics} {
 		for _, cred := range []string{secret, as(t, "default-1")} {
 			req, _ := http.NewRequest(http.MethodGet, gw+path, nil)
-			req.Header.Set(control.SecretHeader, cred)
+			req.Header.Set(httpkit.SecretHeader, cred)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -169,16 +172,16 @@ func TestGatewayServesMapRoutesOnly(t *testing.T) {
 			}
 		}
 	}
-	var ev control.CriticalAck
-	testutil.PostJSON(t, gw+control.PathPersistCritical, as(t, "default-1"), control.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
+	var ev record.CriticalAck
+	testutil.PostJSON(t, gw+mapcontract.PathPersistCritical, as(t, "default-1"), record.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
 }
 
 func TestPersistCritical(t *testing.T) {
 	s, _ := MustOpenServer(t)
-	ev := control.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}
-	var a, b control.CriticalAck
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), ev, http.StatusOK, &a)
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistCritical, as(t, "default-1"), ev, http.StatusOK, &b)
+	ev := record.CriticalEvent{EventID: "ev-1", InstanceID: "default-1", Kind: "quest_done", Payload: json.RawMessage(`{}`)}
+	var a, b record.CriticalAck
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistCritical, as(t, "default-1"), ev, http.StatusOK, &a)
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistCritical, as(t, "default-1"), ev, http.StatusOK, &b)
 	if a.Seq == 0 || b.Seq != a.Seq || !b.Duplicate {
 		t.Fatalf("acks %+v then %+v: a retry must get the first ack", a, b)
 	}

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // BenchmarkTransferHandoff measures the server side of a transfer to a warm destination:
@@ -31,9 +32,9 @@ func BenchmarkTransferHandoff(b *testing.B) {
 	s, _ := MustOpenServer(b)
 	ctx := context.Background()
 	httpc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	clients := map[string]*control.Client{}
+	clients := map[string]*mapcontract.Client{}
 	for _, id := range []string{"default-1", "frontier-1"} {
-		clients[id] = control.NewClient(s.ControlURL(), as(b, id))
+		clients[id] = mapcontract.NewClient(s.ControlURL(), as(b, id))
 		clients[id].HTTP = httpc
 	}
 	type player struct {
@@ -67,23 +68,23 @@ func BenchmarkTransferHandoff(b *testing.B) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			p.revision++
-			a, err := clients[p.at].RequestTransfer(ctx, control.TransferRequest{
+			a, err := clients[p.at].RequestTransfer(ctx, mapcontract.TransferRequest{
 				TransferID: fmt.Sprintf("tr-%d", i), CharacterID: p.id, FromInstanceID: p.at, ToMapID: other[p.at], Epoch: p.epoch,
-				State: control.CharacterState{MapID: strings.TrimSuffix(p.at, "-1"), X: float64(i % 500), Y: 7,
+				State: record.CharacterState{MapID: strings.TrimSuffix(p.at, "-1"), X: float64(i % 500), Y: 7,
 					Attributes: json.RawMessage(`{"gold":12}`), Revision: p.revision},
 			})
 			if err != nil {
 				b.Errorf("request transfer %d: %v", i, err)
 				return
 			}
-			r, err := clients[a.ToInstanceID].Redeem(ctx, control.RedeemRequest{InstanceID: a.ToInstanceID, Token: a.Token})
+			r, err := clients[a.ToInstanceID].Redeem(ctx, mapcontract.RedeemRequest{InstanceID: a.ToInstanceID, Token: a.Token})
 			if err != nil {
 				b.Errorf("redeem transfer %d: %v", i, err)
 				return
 			}
 			lat[i] = time.Since(at)
 			p.at, p.epoch = a.ToInstanceID, r.Epoch
-			if err := clients[p.at].TransferResult(ctx, control.TransferResult{TransferID: a.TransferID, InstanceID: p.at, Success: true}); err != nil {
+			if err := clients[p.at].TransferResult(ctx, mapcontract.TransferResult{TransferID: a.TransferID, InstanceID: p.at, Success: true}); err != nil {
 				b.Errorf("transfer result %d: %v", i, err)
 			}
 		}()

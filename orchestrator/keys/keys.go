@@ -27,7 +27,7 @@ import (
 	"strings"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // Purposes of the derived keys. The first two are the derivations mapyard used before the
@@ -138,8 +138,8 @@ func NewGeneration() string {
 func ValidGeneration(g string) bool { return generationPattern.MatchString(g) }
 
 func (id Identity) validate() error {
-	if !control.ValidName(id.InstanceID) {
-		return fmt.Errorf("identity: instance id %q must be %s", id.InstanceID, control.IDRule)
+	if !record.ValidName(id.InstanceID) {
+		return fmt.Errorf("identity: instance id %q must be %s", id.InstanceID, record.IDRule)
 	}
 	if !ValidGeneration(id.Generation) {
 		return fmt.Errorf("identity: generation %q must be %s", id.Generation, generationPattern)

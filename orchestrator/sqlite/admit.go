@@ -8,7 +8,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 var _ orchestrator.AdmissionStore = (*DB)(nil)
@@ -20,13 +20,13 @@ const sqlOwnsCharacter = `SELECT 1 FROM characters WHERE character_id = ? AND ke
 // supersedes aborted, the new lease and the accepted transfer. It rides the writer's
 // group commit, so a crowd of redeems shares fsyncs. See orchestrator.AdmissionStore.
 func (db *DB) Admit(ctx context.Context, a orchestrator.Admission) (superseded bool, err error) {
-	if !control.ValidKey(a.Nonce) {
-		return false, apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", control.MaxKeyLen)
+	if !record.ValidKey(a.Nonce) {
+		return false, apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", record.MaxKeyLen)
 	}
 	if a.Owner != "" && a.Lease.CharacterID == "" {
 		return false, apierr.Errorf(apierr.EBADREQUEST, "admit: an owner without a lease")
 	}
-	if a.Lease.CharacterID != "" && (!control.ValidKey(a.Lease.CharacterID) || a.Lease.Epoch <= a.PrevEpoch) {
+	if a.Lease.CharacterID != "" && (!record.ValidKey(a.Lease.CharacterID) || a.Lease.Epoch <= a.PrevEpoch) {
 		return false, apierr.Errorf(apierr.EBADREQUEST, "lease: character id required and epoch must grow")
 	}
 	nowMs := db.Now().UnixMilli()

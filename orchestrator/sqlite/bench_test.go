@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/critical"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -92,7 +92,7 @@ func BenchmarkPutSnapshot(b *testing.B) {
 	db := MustOpenDB(b, func(db *sqlite.DB) { db.CheckpointInterval = -1 })
 	ctx := context.Background()
 	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 500) + `"}`)
-	env := control.NewSnapshotEnvelope("sim-1", 1, 0, payload)
+	env := record.NewSnapshotEnvelope("sim-1", 1, 0, payload)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := db.PutSnapshot(ctx, "i1", fmt.Sprintf("p%d", i%1000), int64(i/1000+1), env); err != nil {
@@ -109,7 +109,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	db := MustOpenDB(b, func(db *sqlite.DB) { db.CheckpointInterval = -1 })
 	ctx := context.Background()
 	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 500) + `"}`)
-	env := control.NewSnapshotEnvelope("sim-1", 1, 0, payload)
+	env := record.NewSnapshotEnvelope("sim-1", 1, 0, payload)
 	var flushed time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

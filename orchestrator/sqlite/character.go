@@ -10,7 +10,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // errNoSuchCharacter answers every request for a character the identity does not own,
@@ -22,12 +22,12 @@ var errNoSuchCharacter = &apierr.Error{Code: apierr.ENOTFOUND, Message: "no such
 // name's uniqueness are checked in the same transaction as the insert, so racing
 // creations cannot pass either. See orchestrator.CharacterStore for the error codes.
 func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character, max int) error {
-	if c.KeyHash == "" || len(c.KeyHash) > control.MaxKeyLen {
+	if c.KeyHash == "" || len(c.KeyHash) > record.MaxKeyLen {
 		return apierr.Errorf(apierr.EBADREQUEST, "character: key hash required")
 	} else if c.Name == "" || len(c.Name) > 128 {
 		return apierr.Errorf(apierr.EBADREQUEST, "character: name must be 1 to 128 bytes")
-	} else if c.ID != "" && !control.ValidKey(c.ID) {
-		return apierr.Errorf(apierr.EBADREQUEST, "character: id longer than %d bytes", control.MaxKeyLen)
+	} else if c.ID != "" && !record.ValidKey(c.ID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "character: id longer than %d bytes", record.MaxKeyLen)
 	}
 	id := c.ID
 	if id == "" {
@@ -165,7 +165,7 @@ func (db *DB) SelectCharacter(ctx context.Context, keyHash, characterID string) 
 // authority lease and snapshot partitions; its critical events and save audit stay, as
 // history. ENOTFOUND unless keyHash owns it. The caller makes sure it is not in play.
 func (db *DB) DeleteCharacter(ctx context.Context, keyHash, characterID string) error {
-	partition := control.CharacterPartitionPrefix + characterID
+	partition := record.CharacterPartitionPrefix + characterID
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM characters WHERE key_hash = ? AND character_id = ?`, keyHash, characterID).Scan(&n); err != nil {
@@ -195,7 +195,7 @@ func (db *DB) DeleteCharacter(ctx context.Context, keyHash, characterID string) 
 // RekeyIdentity moves every character of oldHash, and its selection, to newHash. See
 // orchestrator.CharacterStore.
 func (db *DB) RekeyIdentity(ctx context.Context, oldHash, newHash string) (int64, error) {
-	if !control.ValidKey(newHash) || !control.ValidKey(oldHash) {
+	if !record.ValidKey(newHash) || !record.ValidKey(oldHash) {
 		return 0, apierr.Errorf(apierr.EBADREQUEST, "character: key hash required")
 	}
 	var moved int64
@@ -231,7 +231,7 @@ func (c *snapshotCache) forgetPartition(partition string) {
 			delete(c.entries, key)
 		}
 	}
-	if charID, ok := control.CharacterOfPartition(partition); ok {
+	if charID, ok := record.CharacterOfPartition(partition); ok {
 		delete(c.byChar, charID)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // CommitCritical records c and applies its effects durably, then acknowledges it.
@@ -17,22 +17,22 @@ import (
 // nothing about items: c.Items (the domain's rules) runs inside the transaction over
 // the stored state, and the store writes what it returns. See
 // orchestrator.CriticalEventStore for the error codes.
-func (db *DB) CommitCritical(ctx context.Context, c orchestrator.CriticalCommit) (control.CriticalAck, error) {
+func (db *DB) CommitCritical(ctx context.Context, c orchestrator.CriticalCommit) (record.CriticalAck, error) {
 	if c.Event.EventID == "" {
-		return control.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "critical event: eventId required")
+		return record.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "critical event: eventId required")
 	}
 	res := db.submit(ctx, &writeReq{ev: &c})
 	if res.err != nil {
-		return control.CriticalAck{}, fmt.Errorf("commit critical event %q: %w", c.Event.EventID, res.err)
+		return record.CriticalAck{}, fmt.Errorf("commit critical event %q: %w", c.Event.EventID, res.err)
 	}
 	return res.ack, nil
 }
 
 // applyCritical records one event and applies its effects inside the writer's current
 // transaction. A retried event id returns the first commit's ack and decides nothing.
-func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, c *orchestrator.CriticalCommit, nowMs int64) (control.CriticalAck, error) {
+func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, c *orchestrator.CriticalCommit, nowMs int64) (record.CriticalAck, error) {
 	ev := c.Event
-	ack := control.CriticalAck{EventID: ev.EventID, CommittedAtMs: nowMs}
+	ack := record.CriticalAck{EventID: ev.EventID, CommittedAtMs: nowMs}
 	// Exec rather than RETURNING: cheaper per event, and the rowid SQLite reports is the
 	// event's own even though the audit trigger inserts a row too.
 	res, err := db.stmt(ctx, tx, sqlInsertEvent).ExecContext(ctx,
@@ -72,16 +72,16 @@ func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, c *orchestrator.Cri
 
 // duplicateCritical answers a retried event id with its first commit, or ECONFLICT if the
 // id was used for a different event.
-func (db *DB) duplicateCritical(ctx context.Context, tx *sql.Tx, ev control.CriticalEvent) (control.CriticalAck, error) {
-	var first control.CriticalEvent
-	ack := control.CriticalAck{EventID: ev.EventID, Duplicate: true}
+func (db *DB) duplicateCritical(ctx context.Context, tx *sql.Tx, ev record.CriticalEvent) (record.CriticalAck, error) {
+	var first record.CriticalEvent
+	ack := record.CriticalAck{EventID: ev.EventID, Duplicate: true}
 	var payload []byte
 	if err := db.stmt(ctx, tx, sqlSelectEvent).QueryRowContext(ctx, ev.EventID).Scan(
 		&ack.Seq, &first.InstanceID, &first.Kind, &first.MapTick, &payload, &ack.CommittedAtMs); err != nil {
-		return control.CriticalAck{}, fmt.Errorf("read event: %w", err)
+		return record.CriticalAck{}, fmt.Errorf("read event: %w", err)
 	}
 	if first.InstanceID != ev.InstanceID || first.Kind != ev.Kind || first.MapTick != ev.MapTick || !bytes.Equal(payload, ev.Payload) {
-		return control.CriticalAck{}, apierr.Errorf(apierr.ECONFLICT, "event id %q was already used for a different event", ev.EventID)
+		return record.CriticalAck{}, apierr.Errorf(apierr.ECONFLICT, "event id %q was already used for a different event", ev.EventID)
 	}
 	return ack, nil
 }
@@ -97,8 +97,8 @@ func (db *DB) requireCharacter(ctx context.Context, tx *sql.Tx, characterID stri
 }
 
 // CriticalEvent returns a committed critical event by id, or ENOTFOUND.
-func (db *DB) CriticalEvent(ctx context.Context, eventID string) (*control.CriticalEvent, error) {
-	ev := &control.CriticalEvent{EventID: eventID}
+func (db *DB) CriticalEvent(ctx context.Context, eventID string) (*record.CriticalEvent, error) {
+	ev := &record.CriticalEvent{EventID: eventID}
 	var payload []byte
 	err := db.read.QueryRowContext(ctx, `SELECT instance_id, kind, map_tick, payload FROM critical_events WHERE event_id = ?`, eventID).
 		Scan(&ev.InstanceID, &ev.Kind, &ev.MapTick, &payload)

@@ -10,8 +10,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/critical"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -24,23 +24,23 @@ func MustCharacter(tb testing.TB, db *sqlite.DB, id string) {
 }
 
 // Event returns a critical event of kind with payload.
-func Event(id, kind, payload string) control.CriticalEvent {
-	return control.CriticalEvent{EventID: id, InstanceID: "i1", Kind: kind, MapTick: 42, Payload: []byte(payload)}
+func Event(id, kind, payload string) record.CriticalEvent {
+	return record.CriticalEvent{EventID: id, InstanceID: "i1", Kind: kind, MapTick: 42, Payload: []byte(payload)}
 }
 
 // Commit prepares ev as the orchestrator's domain does (envelope checks, item rules)
 // and commits it.
-func Commit(tb testing.TB, db *sqlite.DB, ev control.CriticalEvent) (control.CriticalAck, error) {
+func Commit(tb testing.TB, db *sqlite.DB, ev record.CriticalEvent) (record.CriticalAck, error) {
 	tb.Helper()
 	c, _, err := critical.Prepare(items.DefaultCatalog(), ev)
 	if err != nil {
-		return control.CriticalAck{}, err
+		return record.CriticalAck{}, err
 	}
 	return db.CommitCritical(context.Background(), c)
 }
 
 // MustCommit commits ev and fails the test on error.
-func MustCommit(tb testing.TB, db *sqlite.DB, ev control.CriticalEvent) control.CriticalAck {
+func MustCommit(tb testing.TB, db *sqlite.DB, ev record.CriticalEvent) record.CriticalAck {
 	tb.Helper()
 	ack, err := Commit(tb, db, ev)
 	if err != nil {
@@ -50,8 +50,8 @@ func MustCommit(tb testing.TB, db *sqlite.DB, ev control.CriticalEvent) control.
 }
 
 // ItemEvent returns a critical item event of instance i1.
-func ItemEvent(id string, kind items.Kind, tick int64, m items.Move, exchange ...items.Move) control.CriticalEvent {
-	return control.CriticalEvent{EventID: id, InstanceID: "i1", Kind: string(kind), MapTick: tick,
+func ItemEvent(id string, kind items.Kind, tick int64, m items.Move, exchange ...items.Move) record.CriticalEvent {
+	return record.CriticalEvent{EventID: id, InstanceID: "i1", Kind: string(kind), MapTick: tick,
 		Payload: items.Payload{Move: m, Exchange: exchange}.Encode()}
 }
 
@@ -190,7 +190,7 @@ func TestDB_CommitCritical_TransferBoundary(t *testing.T) {
 	if _, err := db.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	MustCommit(t, db, Event("b1", control.EventTransferBoundary,
+	MustCommit(t, db, Event("b1", record.EventTransferBoundary,
 		`{"characterId":"alice","mapId":"cave","instanceId":"i2","x":5,"y":6,"attributes":{"hp":9},"revision":4}`))
 	s, err := db.CharacterState(ctx, "alice")
 	if err != nil {
@@ -200,7 +200,7 @@ func TestDB_CommitCritical_TransferBoundary(t *testing.T) {
 		t.Fatalf("state=%+v attrs=%s", s, s.Attributes)
 	}
 	// An older boundary is recorded but does not move the character back.
-	MustCommit(t, db, Event("b0", control.EventTransferBoundary,
+	MustCommit(t, db, Event("b0", record.EventTransferBoundary,
 		`{"characterId":"alice","mapId":"meadow","instanceId":"i1","x":0,"y":0,"revision":2}`))
 	if s, err := db.CharacterState(ctx, "alice"); err != nil || s.MapID != "cave" {
 		t.Fatalf("state=%+v, %v; want cave", s, err)
@@ -218,7 +218,7 @@ func TestDB_CommitCritical_TransferBoundary(t *testing.T) {
 		t.Fatal("character state table not updated by checkpoint")
 	}
 	t.Run("ErrNotFoundCharacter", func(t *testing.T) {
-		_, err := Commit(t, db, Event("b9", control.EventTransferBoundary,
+		_, err := Commit(t, db, Event("b9", record.EventTransferBoundary,
 			`{"characterId":"ghost","mapId":"m","instanceId":"i","revision":1}`))
 		WantCode(t, err, apierr.ENOTFOUND)
 	})

@@ -19,7 +19,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // DefaultCheckpointInterval is how often snapshots cached in memory are flushed when
@@ -54,17 +54,17 @@ type DB struct {
 	// transaction, which benchmarks use as the baseline.
 	MaxCriticalBatch int
 
-	// MaxPayloadBytes caps one snapshot payload (control.MaxSnapshotPayloadBytes).
+	// MaxPayloadBytes caps one snapshot payload (record.MaxSnapshotPayloadBytes).
 	MaxPayloadBytes int
 
 	// SchemaVersion is the snapshot schema version the store keeps payloads in
-	// (control.SnapshotSchemaVersion). Pushed and stored snapshots of older versions
+	// (record.SnapshotSchemaVersion). Pushed and stored snapshots of older versions
 	// are upgraded through SnapshotMigrations; any other version is refused with
 	// ESCHEMAVERSION, and Open fails rather than load a stored one it cannot upgrade.
 	SchemaVersion int
 
 	// SnapshotMigrations upgrades payloads from version k to k+1, keyed by k.
-	SnapshotMigrations map[int]control.SnapshotMigration
+	SnapshotMigrations map[int]record.SnapshotMigration
 
 	// SaveAuditKeep is how many save audit rows are kept per character
 	// (ORCH_SAVE_AUDIT_KEEP): every checkpoint or transfer boundary that changes a
@@ -109,8 +109,8 @@ func NewDB(path string) *DB {
 		Now:                time.Now,
 		CheckpointInterval: DefaultCheckpointInterval,
 		MaxCriticalBatch:   DefaultMaxCriticalBatch,
-		MaxPayloadBytes:    control.MaxSnapshotPayloadBytes,
-		SchemaVersion:      control.SnapshotSchemaVersion,
+		MaxPayloadBytes:    record.MaxSnapshotPayloadBytes,
+		SchemaVersion:      record.SnapshotSchemaVersion,
 		SaveAuditKeep:      DefaultSaveAuditKeep,
 		Logger:             slog.Default(),
 	}
@@ -152,7 +152,7 @@ func (db *DB) Open() (err error) {
 		db.MaxCriticalBatch = DefaultMaxCriticalBatch
 	}
 	if db.MaxPayloadBytes <= 0 {
-		db.MaxPayloadBytes = control.MaxSnapshotPayloadBytes
+		db.MaxPayloadBytes = record.MaxSnapshotPayloadBytes
 	}
 	if db.Logger == nil {
 		db.Logger = slog.Default()
@@ -161,7 +161,7 @@ func (db *DB) Open() (err error) {
 		db.SaveAuditKeep = DefaultSaveAuditKeep
 	}
 	if db.SchemaVersion <= 0 {
-		db.SchemaVersion = control.SnapshotSchemaVersion
+		db.SchemaVersion = record.SnapshotSchemaVersion
 	}
 	ctx := context.Background()
 

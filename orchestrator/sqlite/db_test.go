@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -135,7 +135,7 @@ func TestDB_Open(t *testing.T) {
 
 func TestDB_AuditLogAppendOnly(t *testing.T) {
 	db := MustOpenDB(t)
-	MustCommit(t, db, control.CriticalEvent{EventID: "e1", InstanceID: "i1", Kind: "quest_flag", Payload: []byte(`{}`)})
+	MustCommit(t, db, record.CriticalEvent{EventID: "e1", InstanceID: "i1", Kind: "quest_flag", Payload: []byte(`{}`)})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

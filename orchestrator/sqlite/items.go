@@ -10,7 +10,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // itemCols are the columns of an item row, in the order scanItem reads them.
@@ -122,7 +122,7 @@ func (db *DB) writeItems(ctx context.Context, tx *sql.Tx, list []items.Item, now
 }
 
 // insertRecovery appends the audit row of a recovery event.
-func (db *DB) insertRecovery(ctx context.Context, tx *sql.Tx, ev control.CriticalEvent, out items.Outcome, nowMs int64) error {
+func (db *DB) insertRecovery(ctx context.Context, tx *sql.Tx, ev record.CriticalEvent, out items.Outcome, nowMs int64) error {
 	r := out.Recovery
 	null := func(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 	_, err := db.stmt(ctx, tx, sqlInsertRecovery).ExecContext(ctx, ev.EventID, ev.InstanceID, r.Tick, r.ItemID, r.Trigger,

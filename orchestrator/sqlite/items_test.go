@@ -8,7 +8,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -53,7 +53,7 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 	t.Run("AppliedOnceUnderConcurrentRetries", func(t *testing.T) {
 		db := itemsFixture(t)
 		ev := ItemEvent("p1", items.KindPickup, 7, mv("torch-1", "torch", 1, ground, alice))
-		acks := make([]control.CriticalAck, 8)
+		acks := make([]record.CriticalAck, 8)
 		var wg sync.WaitGroup
 		for i := range acks { // concurrent retries land in one group or several
 			wg.Add(1)
@@ -87,7 +87,7 @@ func TestDB_CommitCritical_Items(t *testing.T) {
 	t.Run("RefusedEventChangesNothing", func(t *testing.T) {
 		for _, tc := range []struct {
 			name string
-			ev   control.CriticalEvent
+			ev   record.CriticalEvent
 			code string
 		}{
 			{"WrongPlace", ItemEvent("r1", items.KindTrade, 2, mv("gold", "coin", 30, alice, bob)), items.CodeWrongPlace},
@@ -181,11 +181,11 @@ func TestDB_ItemRecovery(t *testing.T) {
 		t.Fatalf("first pass %+v", act)
 	}
 	first := act[0].Event("i1", 10)
-	MustCommit(t, db, control.CriticalEvent{EventID: first.ID, InstanceID: "i1", Kind: string(first.Kind), MapTick: 10, Payload: first.Payload.Encode()})
+	MustCommit(t, db, record.CriticalEvent{EventID: first.ID, InstanceID: "i1", Kind: string(first.Kind), MapTick: 10, Payload: first.Payload.Encode()})
 	MustCommit(t, db, ItemEvent("pick", items.KindPickup, 20, mv("ember", "ember", 1, anchor, alice)))
 	MustCommit(t, db, ItemEvent("use", items.KindConsume, 100, mv("ember", "ember", 1, alice, items.Place{})))
 
-	recover := func(tick int64) (control.CriticalEvent, []items.Action) {
+	recover := func(tick int64) (record.CriticalEvent, []items.Action) {
 		state, err := db.InstanceItems(ctx, "i1", []string{"ember"})
 		if err != nil {
 			t.Fatal(err)
@@ -193,7 +193,7 @@ func TestDB_ItemRecovery(t *testing.T) {
 		in.Tick, in.Items = tick, state
 		act := items.Recover(in)
 		ev := items.Action{Trigger: items.TriggerMissing, Move: mv("ember", "ember", 1, items.Place{}, anchor)}.Event("i1", tick)
-		return control.CriticalEvent{EventID: ev.ID, InstanceID: "i1", Kind: string(ev.Kind), MapTick: tick, Payload: ev.Payload.Encode()}, act
+		return record.CriticalEvent{EventID: ev.ID, InstanceID: "i1", Kind: string(ev.Kind), MapTick: tick, Payload: ev.Payload.Encode()}, act
 	}
 	early, act := recover(399)
 	if len(act) != 0 {

@@ -20,8 +20,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/critical"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -231,7 +231,7 @@ func TestDB_KillChild(t *testing.T) {
 			for _, p := range killPartitions {
 				revs[p]++
 				payload := json.RawMessage(fmt.Sprintf(`{"rev":%d}`, revs[p]))
-				if _, err := db.PutSnapshot(ctx, "i1", p, revs[p], control.NewSnapshotEnvelope("sim-1", revs[p], 0, payload)); err != nil {
+				if _, err := db.PutSnapshot(ctx, "i1", p, revs[p], record.NewSnapshotEnvelope("sim-1", revs[p], 0, payload)); err != nil {
 					fmt.Fprintln(os.Stderr, "child put:", err)
 					os.Exit(2)
 				}
@@ -250,7 +250,7 @@ func TestDB_KillChild(t *testing.T) {
 		go func() {
 			for n := 0; ; n++ {
 				id := fmt.Sprintf("r%s-g%d-%d", run, g, n)
-				ev := control.CriticalEvent{EventID: id, InstanceID: "i1", Kind: "quest_flag", MapTick: int64(n), Payload: []byte(`{}`)}
+				ev := record.CriticalEvent{EventID: id, InstanceID: "i1", Kind: "quest_flag", MapTick: int64(n), Payload: []byte(`{}`)}
 				if n%2 == 0 { // a pickup of an item seeded just before
 					item := id
 					err := db.SeedItems(ctx, func(items.Ledger) ([]items.Item, error) {

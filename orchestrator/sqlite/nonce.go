@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // sqlUseNonce marks a nonce used (prepared by writeStmts).
@@ -18,8 +18,8 @@ const sqlUseNonce = `INSERT INTO used_nonces (nonce, used_at_ms, expires_at_ms) 
 // most once even across restarts. It returns ETICKETUSED if the nonce was already used.
 // Callers check the token's expiry themselves: a nonce is forgotten once it has expired.
 func (db *DB) UseNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
-	if !control.ValidKey(nonce) {
-		return apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", control.MaxKeyLen)
+	if !record.ValidKey(nonce) {
+		return apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", record.MaxKeyLen)
 	}
 	nowMs := db.Now().UnixMilli()
 	return db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {

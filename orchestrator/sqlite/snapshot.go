@@ -12,7 +12,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // snapKey names one snapshot partition of one map instance.
@@ -22,7 +22,7 @@ type snapKey struct{ instanceID, partition string }
 // what the database holds and the next checkpoint must write it.
 type snapEntry struct {
 	snap  orchestrator.Snapshot
-	char  *control.CharacterStatePayload // decoded payload of character partitions
+	char  *record.CharacterStatePayload // decoded payload of character partitions
 	dirty bool
 }
 
@@ -59,30 +59,30 @@ func (db *DB) Recovery() Recovery { return db.recovery }
 // PutSnapshot accepts a snapshot partition into the in-memory cache if its revision is
 // newer than the one held; the next checkpoint makes it durable. See
 // orchestrator.SnapshotStore for the error codes.
-func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env control.SnapshotEnvelope) (accepted bool, err error) {
+func (db *DB) PutSnapshot(ctx context.Context, instanceID, partition string, revision int64, env record.SnapshotEnvelope) (accepted bool, err error) {
 	defer func(size int) { db.Metrics.pushed(accepted, size, err) }(len(env.Payload))
 	return db.putSnapshot(instanceID, partition, revision, env)
 }
 
 // putSnapshot is PutSnapshot without its metrics.
-func (db *DB) putSnapshot(instanceID, partition string, revision int64, env control.SnapshotEnvelope) (bool, error) {
+func (db *DB) putSnapshot(instanceID, partition string, revision int64, env record.SnapshotEnvelope) (bool, error) {
 	switch {
-	case !control.ValidKey(instanceID):
-		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", control.MaxKeyLen)
-	case !control.ValidKey(partition):
-		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: partition must be 1 to %d characters", control.MaxKeyLen)
+	case !record.ValidKey(instanceID):
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", record.MaxKeyLen)
+	case !record.ValidKey(partition):
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: partition must be 1 to %d characters", record.MaxKeyLen)
 	case revision <= 0:
 		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: revision must be positive")
 	}
 	if err := env.ValidatePayload(db.MaxPayloadBytes); err != nil {
 		return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 	}
-	env, err := control.MigrateSnapshot(env, db.SchemaVersion, db.SnapshotMigrations)
+	env, err := record.MigrateSnapshot(env, db.SchemaVersion, db.SnapshotMigrations)
 	if err != nil {
 		return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 	}
-	var char *control.CharacterStatePayload
-	if charID, ok := strings.CutPrefix(partition, control.CharacterPartitionPrefix); ok {
+	var char *record.CharacterStatePayload
+	if charID, ok := strings.CutPrefix(partition, record.CharacterPartitionPrefix); ok {
 		if char, err = decodeCharacterPartition(charID, env.Payload); err != nil {
 			return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 		}
@@ -108,9 +108,9 @@ func (db *DB) putSnapshot(instanceID, partition string, revision int64, env cont
 }
 
 // decodeCharacterPartition checks the payload of a "character:<id>" partition.
-func decodeCharacterPartition(charID string, payload []byte) (*control.CharacterStatePayload, error) {
-	var p control.CharacterStatePayload
-	if !control.ValidKey(charID) {
+func decodeCharacterPartition(charID string, payload []byte) (*record.CharacterStatePayload, error) {
+	var p record.CharacterStatePayload
+	if !record.ValidKey(charID) {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "character partition needs a character id")
 	} else if err := json.Unmarshal(payload, &p); err != nil {
 		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload: %v", err)
@@ -133,7 +133,7 @@ func (c *snapshotCache) put(key snapKey, e *snapEntry) {
 	if e.char == nil {
 		return
 	}
-	charID := strings.TrimPrefix(key.partition, control.CharacterPartitionPrefix)
+	charID := strings.TrimPrefix(key.partition, record.CharacterPartitionPrefix)
 	if old, ok := c.byChar[charID]; !ok || c.entries[old].snap.Revision <= e.snap.Revision {
 		c.byChar[charID] = key
 	}
@@ -234,9 +234,9 @@ func (db *DB) writePartitions(ctx context.Context, tx *sql.Tx, entries []*snapEn
 			return fmt.Errorf("write partition %s/%s: %w", s.InstanceID, s.Partition, err)
 		}
 		if e.char != nil {
-			charID := strings.TrimPrefix(s.Partition, control.CharacterPartitionPrefix)
+			charID := strings.TrimPrefix(s.Partition, record.CharacterPartitionPrefix)
 			st := &savedState{
-				CharacterState: control.CharacterState{CharacterID: charID, MapID: e.char.MapID, InstanceID: e.char.InstanceID,
+				CharacterState: record.CharacterState{CharacterID: charID, MapID: e.char.MapID, InstanceID: e.char.InstanceID,
 					X: e.char.X, Y: e.char.Y, Attributes: e.char.Attributes, Revision: s.Revision},
 				SchemaVersion: env.SchemaVersion, SimCoreVersion: env.SimCoreVersion,
 			}
@@ -288,14 +288,14 @@ func (db *DB) rehydrate(ctx context.Context) error {
 			// Upgrade explicitly and mark dirty so the next checkpoint stores the new
 			// version; a version that cannot be upgraded stops Open instead of being
 			// served under a schema it was not written for.
-			up, err := control.MigrateSnapshot(*env, db.SchemaVersion, db.SnapshotMigrations)
+			up, err := record.MigrateSnapshot(*env, db.SchemaVersion, db.SnapshotMigrations)
 			if err != nil {
 				return fmt.Errorf("stored snapshot %s/%s: %w", s.InstanceID, s.Partition, err)
 			}
 			e.snap.Envelope, e.dirty = up, true
 			payload = up.Payload
 		}
-		if charID, ok := strings.CutPrefix(s.Partition, control.CharacterPartitionPrefix); ok {
+		if charID, ok := strings.CutPrefix(s.Partition, record.CharacterPartitionPrefix); ok {
 			// Checked on ingest; a row that no longer decodes is kept but not projected.
 			e.char, _ = decodeCharacterPartition(charID, payload)
 		}

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
 // Envelope returns a valid envelope for payload.
-func Envelope(payload string) control.SnapshotEnvelope {
-	return control.NewSnapshotEnvelope("sim-1", 100, 1700000000000, json.RawMessage(payload))
+func Envelope(payload string) record.SnapshotEnvelope {
+	return record.NewSnapshotEnvelope("sim-1", 100, 1700000000000, json.RawMessage(payload))
 }
 
 // MustPut puts a snapshot and fails the test unless its acceptance is want.
@@ -88,38 +88,38 @@ func TestDB_PutSnapshot_BadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name, instance, partition string
 		revision                  int64
-		env                       control.SnapshotEnvelope
+		env                       record.SnapshotEnvelope
 		code                      string
 	}{
 		{"ErrMalformedPayload", "i1", "world", 1, Envelope(`{"a":`), apierr.EINVALIDENVELOPE},
 		{"ErrPayloadNotObject", "i1", "world", 1, Envelope(`[1,2]`), apierr.EINVALIDENVELOPE},
 		{"ErrEmptyPayload", "i1", "world", 1, Envelope(``), apierr.EINVALIDENVELOPE},
-		{"ErrHashMismatch", "i1", "world", 1, func() control.SnapshotEnvelope {
+		{"ErrHashMismatch", "i1", "world", 1, func() record.SnapshotEnvelope {
 			e := good
 			e.Payload = json.RawMessage(`{"a":2}`)
 			return e
 		}(), apierr.EHASHMISMATCH},
-		{"ErrMalformedHash", "i1", "world", 1, func() control.SnapshotEnvelope {
+		{"ErrMalformedHash", "i1", "world", 1, func() record.SnapshotEnvelope {
 			e := good
 			e.PayloadHash = "xyz"
 			return e
 		}(), apierr.EINVALIDENVELOPE},
-		{"ErrUppercaseHash", "i1", "world", 1, func() control.SnapshotEnvelope {
+		{"ErrUppercaseHash", "i1", "world", 1, func() record.SnapshotEnvelope {
 			e := good
 			e.PayloadHash = strings.ToUpper(e.PayloadHash)
 			return e
 		}(), apierr.EINVALIDENVELOPE},
-		{"ErrSimCoreVersionMissing", "i1", "world", 1, func() control.SnapshotEnvelope {
+		{"ErrSimCoreVersionMissing", "i1", "world", 1, func() record.SnapshotEnvelope {
 			e := good
 			e.SimCoreVersion = ""
 			return e
 		}(), apierr.EINVALIDENVELOPE},
-		{"ErrUnknownSchemaVersion", "i1", "world", 1, func() control.SnapshotEnvelope {
+		{"ErrUnknownSchemaVersion", "i1", "world", 1, func() record.SnapshotEnvelope {
 			e := good
-			e.SchemaVersion = control.SnapshotSchemaVersion + 1
+			e.SchemaVersion = record.SnapshotSchemaVersion + 1
 			return e
 		}(), apierr.ESCHEMAVERSION},
-		{"ErrSchemaVersionZero", "i1", "world", 1, func() control.SnapshotEnvelope {
+		{"ErrSchemaVersionZero", "i1", "world", 1, func() record.SnapshotEnvelope {
 			e := good
 			e.SchemaVersion = 0
 			return e
@@ -272,7 +272,7 @@ func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
 	ctx := context.Background()
 	v2 := func(db *sqlite.DB) {
 		db.SchemaVersion = 2
-		db.SnapshotMigrations = map[int]control.SnapshotMigration{1: renameHP}
+		db.SnapshotMigrations = map[int]record.SnapshotMigration{1: renameHP}
 	}
 	t.Run("OlderVersionMigrated", func(t *testing.T) {
 		db := MustOpenDB(t, v2)
@@ -282,7 +282,7 @@ func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := s.Envelope
-		if env.SchemaVersion != 2 || string(env.Payload) != `{"health":3}` || env.PayloadHash != control.PayloadHash(env.Payload) {
+		if env.SchemaVersion != 2 || string(env.Payload) != `{"health":3}` || env.PayloadHash != record.PayloadHash(env.Payload) {
 			t.Fatalf("envelope=%+v payload=%s, want version 2 {\"health\":3} with its hash", env, env.Payload)
 		}
 	})
@@ -301,7 +301,7 @@ func TestDB_PutSnapshot_SchemaMigration(t *testing.T) {
 	t.Run("ErrMigrationFails", func(t *testing.T) {
 		db := MustOpenDB(t, func(db *sqlite.DB) {
 			db.SchemaVersion = 2
-			db.SnapshotMigrations = map[int]control.SnapshotMigration{1: func(json.RawMessage) (json.RawMessage, error) {
+			db.SnapshotMigrations = map[int]record.SnapshotMigration{1: func(json.RawMessage) (json.RawMessage, error) {
 				return json.RawMessage(`[1]`), nil
 			}}
 		})

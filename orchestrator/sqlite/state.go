@@ -9,7 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // DefaultSaveAuditKeep is how many save audit rows are kept per character when
@@ -25,7 +25,7 @@ const (
 // savedState is one character_state row as written: the state with the schema and
 // simulation build that produced it.
 type savedState struct {
-	control.CharacterState
+	record.CharacterState
 	SchemaVersion  int
 	SimCoreVersion string
 }
@@ -44,7 +44,7 @@ func (s *savedState) hash() string {
 		Attributes     json.RawMessage `json:"attributes"`
 		Revision       int64           `json:"revision"`
 	}{s.SchemaVersion, s.SimCoreVersion, s.MapID, s.InstanceID, s.X, s.Y, attributesOrEmpty(s.Attributes), s.Revision})
-	return control.PayloadHash(b)
+	return record.PayloadHash(b)
 }
 
 // attributesOrEmpty is the stored form of a character's attributes.
@@ -60,7 +60,7 @@ func attributesOrEmpty(a json.RawMessage) json.RawMessage {
 // is checked before it is used: a row whose content no longer matches its hash, or whose
 // schema version is newer than the store's or has no migration to it, is refused with
 // ESTATEINCOMPATIBLE; an older schema is migrated (SnapshotMigrations) on the way out.
-func (db *DB) CharacterState(ctx context.Context, characterID string) (*control.CharacterState, error) {
+func (db *DB) CharacterState(ctx context.Context, characterID string) (*record.CharacterState, error) {
 	var row savedState
 	s := &row.CharacterState
 	s.CharacterID = characterID
@@ -84,7 +84,7 @@ func (db *DB) CharacterState(ctx context.Context, characterID string) (*control.
 	c.mu.Lock()
 	if key, ok := c.byChar[characterID]; ok {
 		if e := c.entries[key]; e != nil && e.char != nil && (s == nil || e.snap.Revision > s.Revision) {
-			s = &control.CharacterState{
+			s = &record.CharacterState{
 				CharacterID: characterID, MapID: e.char.MapID, InstanceID: e.char.InstanceID,
 				X: e.char.X, Y: e.char.Y, Attributes: e.char.Attributes, Revision: e.snap.Revision,
 				UpdatedAt: fromMs(e.snap.Envelope.ServerTimeMs),
@@ -100,7 +100,7 @@ func (db *DB) CharacterState(ctx context.Context, characterID string) (*control.
 
 // checkSaved verifies a durable row against its hash ("" for rows saved before rows had
 // one) and brings it to the store's schema version.
-func (db *DB) checkSaved(row *savedState, hash string) (*control.CharacterState, error) {
+func (db *DB) checkSaved(row *savedState, hash string) (*record.CharacterState, error) {
 	id := row.CharacterID
 	if hash != "" && hash != row.hash() {
 		return nil, apierr.Errorf(apierr.ESTATEINCOMPATIBLE, "saved state of character %q does not match its hash", id)
@@ -108,12 +108,12 @@ func (db *DB) checkSaved(row *savedState, hash string) (*control.CharacterState,
 	if row.SchemaVersion == db.SchemaVersion {
 		return &row.CharacterState, nil
 	}
-	payload, err := json.Marshal(control.CharacterStatePayload{MapID: row.MapID, InstanceID: row.InstanceID, X: row.X, Y: row.Y,
+	payload, err := json.Marshal(record.CharacterStatePayload{MapID: row.MapID, InstanceID: row.InstanceID, X: row.X, Y: row.Y,
 		Attributes: attributesOrEmpty(row.Attributes)})
 	if err != nil {
 		return nil, fmt.Errorf("encode saved state %q: %w", id, err)
 	}
-	env, err := control.MigrateSnapshot(control.SnapshotEnvelope{SchemaVersion: row.SchemaVersion, Payload: payload}, db.SchemaVersion, db.SnapshotMigrations)
+	env, err := record.MigrateSnapshot(record.SnapshotEnvelope{SchemaVersion: row.SchemaVersion, Payload: payload}, db.SchemaVersion, db.SnapshotMigrations)
 	if err != nil {
 		return nil, apierr.Errorf(apierr.ESTATEINCOMPATIBLE, "saved state of character %q (schema version %d, written by %q): %s",
 			id, row.SchemaVersion, row.SimCoreVersion, apierr.Message(err))
@@ -172,7 +172,7 @@ func (db *DB) saveState(ctx context.Context, tx *sql.Tx, s *savedState, source, 
 
 // putCharacterState applies a transfer_boundary event: the character must exist, and an
 // older revision than the stored one leaves the state alone (the event is still recorded).
-func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *control.CharacterState, eventID string, nowMs int64) error {
+func (db *DB) putCharacterState(ctx context.Context, tx *sql.Tx, s *record.CharacterState, eventID string, nowMs int64) error {
 	if err := db.requireCharacter(ctx, tx, s.CharacterID); err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
@@ -50,7 +50,7 @@ func TestDB_SavedStateVersions(t *testing.T) {
 		Scan(&schema, &sim, &hash); err != nil {
 		t.Fatal(err)
 	}
-	if schema != control.SnapshotSchemaVersion || sim != "sim-1" || len(hash) != 64 {
+	if schema != record.SnapshotSchemaVersion || sim != "sim-1" || len(hash) != 64 {
 		t.Fatalf("saved row: schema %d, sim %q, hash %q", schema, sim, hash)
 	}
 	t.Run("AuditWindow", func(t *testing.T) {
@@ -72,8 +72,8 @@ func TestDB_SavedStateVersions(t *testing.T) {
 		}
 	})
 	t.Run("TransferBoundaryAudited", func(t *testing.T) {
-		payload, _ := json.Marshal(control.CharacterState{CharacterID: "ada", MapID: "forest", InstanceID: "forest-1", X: 5, Revision: 10})
-		MustCommit(t, db, control.CriticalEvent{EventID: "tb-1", InstanceID: "i1", Kind: control.EventTransferBoundary, Payload: payload})
+		payload, _ := json.Marshal(record.CharacterState{CharacterID: "ada", MapID: "forest", InstanceID: "forest-1", X: 5, Revision: 10})
+		MustCommit(t, db, record.CriticalEvent{EventID: "tb-1", InstanceID: "i1", Kind: record.EventTransferBoundary, Payload: payload})
 		audit, _ := db.CharacterSaves(ctx, "ada")
 		if len(audit) != 2 || audit[0].Source != "transfer_boundary" || audit[0].Ref != "tb-1" || audit[0].MapID != "forest" {
 			t.Fatalf("audit=%+v, want the transfer boundary first", audit)
@@ -100,7 +100,7 @@ func TestDB_SavedStateVersions(t *testing.T) {
 	t.Run("OlderSchemaMigrated", func(t *testing.T) {
 		db := MustOpenDBAt(t, path, func(db *sqlite.DB) {
 			db.SchemaVersion = 2
-			db.SnapshotMigrations = map[int]control.SnapshotMigration{1: func(p json.RawMessage) (json.RawMessage, error) {
+			db.SnapshotMigrations = map[int]record.SnapshotMigration{1: func(p json.RawMessage) (json.RawMessage, error) {
 				var m map[string]any
 				if err := json.Unmarshal(p, &m); err != nil {
 					return nil, err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 var _ orchestrator.TransferStore = (*DB)(nil)
@@ -19,8 +19,8 @@ const transferColumns = `transfer_id, character_id, subject, from_instance_id, t
 
 // CreateTransfer saves a new transfer. See orchestrator.TransferStore.
 func (db *DB) CreateTransfer(ctx context.Context, t *orchestrator.Transfer) error {
-	if !control.ValidKey(t.ID) || !control.ValidKey(t.CharacterID) || !control.ValidKey(t.FromInstanceID) || !control.ValidKey(t.ToInstanceID) {
-		return apierr.Errorf(apierr.EBADREQUEST, "transfer: ids must be 1 to %d characters", control.MaxKeyLen)
+	if !record.ValidKey(t.ID) || !record.ValidKey(t.CharacterID) || !record.ValidKey(t.FromInstanceID) || !record.ValidKey(t.ToInstanceID) {
+		return apierr.Errorf(apierr.EBADREQUEST, "transfer: ids must be 1 to %d characters", record.MaxKeyLen)
 	}
 	now := db.Now()
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -156,7 +156,7 @@ func (db *DB) Lease(ctx context.Context, characterID string) (orchestrator.Lease
 // returns ECONFLICT otherwise: the compare-and-set that keeps a character authoritative
 // in at most one map even if two writers race.
 func (db *DB) SetLease(ctx context.Context, l orchestrator.Lease, prevEpoch int64) error {
-	if !control.ValidKey(l.CharacterID) || l.Epoch <= prevEpoch {
+	if !record.ValidKey(l.CharacterID) || l.Epoch <= prevEpoch {
 		return apierr.Errorf(apierr.EBADREQUEST, "lease: character id required and epoch must grow")
 	}
 	nowMs := db.Now().UnixMilli()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // writeReq is one request to the writer goroutine: either a critical event, which the
@@ -31,7 +31,7 @@ func (r *writeReq) kind() string {
 
 // writeRes answers a writeReq.
 type writeRes struct {
-	ack control.CriticalAck
+	ack record.CriticalAck
 	err error
 }
 

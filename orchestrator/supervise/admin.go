@@ -10,16 +10,16 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // Create adds a wanted instance and starts it.
 func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
-	if !control.ValidName(r.InstanceID) || strings.HasPrefix(r.InstanceID, PoolIDPrefix) {
-		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must be %s and not start with %q", r.InstanceID, control.IDRule, PoolIDPrefix)
+	if !record.ValidName(r.InstanceID) || strings.HasPrefix(r.InstanceID, PoolIDPrefix) {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must be %s and not start with %q", r.InstanceID, record.IDRule, PoolIDPrefix)
 	}
-	if !control.ValidName(r.MapID) {
-		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must be %s", r.MapID, control.IDRule)
+	if !record.ValidName(r.MapID) {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must be %s", r.MapID, record.IDRule)
 	}
 	if len(r.Config) > 0 && !json.Valid(r.Config) {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "config is not valid JSON")

@@ -13,7 +13,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
@@ -375,7 +375,7 @@ func (r *rig) registeredPoolMember(t *testing.T) string {
 		}
 		return false
 	})
-	if err := r.MapReady(context.Background(), control.MapReady{InstanceID: poolID}); err != nil {
+	if err := r.MapReady(context.Background(), orchestrator.MapRegistration{InstanceID: poolID}); err != nil {
 		t.Fatal(err)
 	}
 	return poolID
@@ -385,7 +385,7 @@ func (r *rig) registeredPoolMember(t *testing.T) string {
 func (r *rig) ready(t *testing.T, id string) orchestrator.Instance {
 	t.Helper()
 	r.settle(t)
-	if err := r.MapReady(context.Background(), control.MapReady{InstanceID: id}); err != nil {
+	if err := r.MapReady(context.Background(), orchestrator.MapRegistration{InstanceID: id}); err != nil {
 		t.Fatal(err)
 	}
 	inst, err := r.Gate(id)

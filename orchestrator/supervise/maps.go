@@ -10,14 +10,14 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // MapReady records a map server's registration. A warm-pool map becomes available for
 // handout; an instance's map is (again) told its MapConfig and becomes ready. A map
 // may register before the runtime's start call returns: its registration waits for it.
-func (s *Supervisor) MapReady(ctx context.Context, r control.MapReady) error {
-	if !control.ValidName(r.InstanceID) {
+func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistration) error {
+	if !record.ValidName(r.InstanceID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "instanceId %q is not a valid id", r.InstanceID)
 	}
 	if strings.HasPrefix(r.InstanceID, PoolIDPrefix) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // Defaults of Options, matching the ORCH_* defaults of DESIGN.md.
@@ -89,11 +89,11 @@ func DefaultOptions() Options {
 
 // Validate checks values that would make the supervisor misbehave.
 func (o Options) Validate() error {
-	if !control.ValidName(o.DefaultInstanceID) {
-		return fmt.Errorf("default instance id %q must be %s", o.DefaultInstanceID, control.IDRule)
+	if !record.ValidName(o.DefaultInstanceID) {
+		return fmt.Errorf("default instance id %q must be %s", o.DefaultInstanceID, record.IDRule)
 	}
-	if !control.ValidName(o.DefaultMapID) {
-		return fmt.Errorf("default map id %q must be %s", o.DefaultMapID, control.IDRule)
+	if !record.ValidName(o.DefaultMapID) {
+		return fmt.Errorf("default map id %q must be %s", o.DefaultMapID, record.IDRule)
 	}
 	if o.Policy.Window <= 0 || o.HeartbeatTimeout <= 0 || o.ProbeInterval <= 0 || o.StartTimeout <= 0 || o.IdleStop <= 0 {
 		return errors.New("restart window, heartbeat timeout, probe interval, start timeout and idle stop must be positive")

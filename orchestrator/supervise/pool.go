@@ -11,7 +11,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
@@ -148,7 +148,7 @@ func (s *Supervisor) readyPoolLocked() int {
 }
 
 // poolReady records a blank map's registration.
-func (s *Supervisor) poolReady(r control.MapReady) error {
+func (s *Supervisor) poolReady(r orchestrator.MapRegistration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.pool[r.InstanceID]

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 )
 
 // These tests drive the supervisor's rules over the fake runtime and a settable clock;
@@ -160,7 +159,7 @@ func TestRules_AdoptsRunningContainers(t *testing.T) {
 		if st := r.Pool(); st.Size != 1 || st.Ready != 0 {
 			t.Fatalf("pool %+v, want the blank container kept, ready once it registers", st)
 		}
-		if err := r.MapReady(context.Background(), control.MapReady{InstanceID: PoolIDPrefix + "bb"}); err != nil {
+		if err := r.MapReady(context.Background(), orchestrator.MapRegistration{InstanceID: PoolIDPrefix + "bb"}); err != nil {
 			t.Fatal(err)
 		}
 		if st := r.Pool(); st.Ready != 1 || !r.rt.exists(pool) {
@@ -351,7 +350,7 @@ func TestRules_ReplacedContainerCannotRegister(t *testing.T) {
 	in := r.instances["d-1"]
 	in.busy, in.expectExit = true, in.ContainerID // being replaced: its stop is in flight
 	r.Supervisor.mu.Unlock()
-	err := r.MapReady(context.Background(), control.MapReady{InstanceID: "d-1"})
+	err := r.MapReady(context.Background(), orchestrator.MapRegistration{InstanceID: "d-1"})
 	if apierr.Code(err) != apierr.ECONFLICT {
 		t.Fatalf("map-ready from the container being replaced: %v, want conflict", err)
 	}

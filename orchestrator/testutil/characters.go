@@ -10,7 +10,8 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // NewAuthKey returns a fresh random authKey as a browser would make one: 32 URL-safe
@@ -37,7 +38,7 @@ func (a CharacterAPI) Do(tb testing.TB, method, path, authKey string, body any, 
 	tb.Helper()
 	h := http.Header{}
 	if a.Secret != "" {
-		h.Set(control.SecretHeader, a.Secret)
+		h.Set(httpkit.SecretHeader, a.Secret)
 	}
 	if authKey != "" {
 		h.Set("Authorization", "Bearer "+authKey)
@@ -51,7 +52,7 @@ func (a CharacterAPI) List(tb testing.TB, authKey string) []orchestrator.Charact
 	var l struct {
 		Characters []orchestrator.CharacterSummary
 	}
-	a.Do(tb, http.MethodGet, control.PathCharacters, authKey, nil, http.StatusOK, &l)
+	a.Do(tb, http.MethodGet, edgeapi.PathCharacters, authKey, nil, http.StatusOK, &l)
 	return l.Characters
 }
 
@@ -59,7 +60,7 @@ func (a CharacterAPI) List(tb testing.TB, authKey string) []orchestrator.Charact
 func (a CharacterAPI) Create(tb testing.TB, authKey, name string) orchestrator.CharacterSummary {
 	tb.Helper()
 	var c orchestrator.CharacterSummary
-	a.Do(tb, http.MethodPost, control.PathCharacters, authKey, map[string]string{"name": name}, http.StatusCreated, &c)
+	a.Do(tb, http.MethodPost, edgeapi.PathCharacters, authKey, map[string]string{"name": name}, http.StatusCreated, &c)
 	if c.CharacterID == "" || c.Name != strings.TrimSpace(name) {
 		tb.Fatalf("created %+v for name %q", c, name)
 	}
@@ -70,7 +71,7 @@ func (a CharacterAPI) Create(tb testing.TB, authKey, name string) orchestrator.C
 func (a CharacterAPI) Join(tb testing.TB, r orchestrator.JoinRequest) orchestrator.JoinResponse {
 	tb.Helper()
 	var j orchestrator.JoinResponse
-	a.Do(tb, http.MethodPost, control.PathJoin, "", r, http.StatusOK, &j)
+	a.Do(tb, http.MethodPost, edgeapi.PathJoin, "", r, http.StatusOK, &j)
 	return j
 }
 
@@ -78,7 +79,7 @@ func (a CharacterAPI) Join(tb testing.TB, r orchestrator.JoinRequest) orchestrat
 // the code itself, and a message that does not repeat authKey; it returns the message.
 func (a CharacterAPI) WantError(tb testing.TB, method, path, authKey string, body any, code string) string {
 	tb.Helper()
-	var e control.ErrorResponse
+	var e httpkit.ErrorResponse
 	raw := a.Do(tb, method, path, authKey, body, apierr.Status(code), &e)
 	if e.Error.Code != code || e.Error.Message == "" {
 		tb.Fatalf("%s %s: %s, want code %s with a message", method, path, raw, code)
@@ -113,7 +114,7 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 			l[0].CreatedAtMs == 0 {
 			t.Fatalf("list %+v", l)
 		}
-		api.Do(t, http.MethodPost, control.PathCharacters+"/"+bob.CharacterID+"/select", key, nil, http.StatusOK, nil)
+		api.Do(t, http.MethodPost, edgeapi.PathCharacters+"/"+bob.CharacterID+"/select", key, nil, http.StatusOK, nil)
 		if l = api.List(t, key); l[0].Selected || !l[1].Selected {
 			t.Fatalf("after selecting Bob: %+v", l)
 		}
@@ -130,7 +131,7 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 		}
 	})
 	t.Run("ErrBadRequestDuplicateName", func(t *testing.T) {
-		msg := api.WantError(t, http.MethodPost, control.PathCharacters, key, map[string]string{"name": "BOB"}, apierr.EBADREQUEST)
+		msg := api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, map[string]string{"name": "BOB"}, apierr.EBADREQUEST)
 		if !strings.Contains(msg, "already") {
 			t.Fatalf("duplicate name: %q does not say why", msg)
 		}
@@ -138,32 +139,32 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 	t.Run("ErrBadRequestNames", func(t *testing.T) {
 		seen := map[string]bool{}
 		for _, name := range []string{"", "   ", strings.Repeat("n", orchestrator.MaxCharacterNameLen+1), "bad\x00name", "<script>", "-dash", "two  spaces"} {
-			msg := api.WantError(t, http.MethodPost, control.PathCharacters, key, map[string]string{"name": name}, apierr.EBADREQUEST)
+			msg := api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, map[string]string{"name": name}, apierr.EBADREQUEST)
 			seen[msg] = true
 		}
 		if len(seen) < 5 {
 			t.Fatalf("bad names got %d different reasons, want one per rule: %v", len(seen), seen)
 		}
-		api.WantError(t, http.MethodPost, control.PathCharacters, key, `{"name":"x","extra":1}`, apierr.EBADREQUEST)
+		api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, `{"name":"x","extra":1}`, apierr.EBADREQUEST)
 	})
 	t.Run("ErrCharacterLimit", func(t *testing.T) {
 		for i := len(api.List(t, key)); i < max; i++ {
 			api.Create(t, key, fmt.Sprintf("Extra %d", i))
 		}
-		api.WantError(t, http.MethodPost, control.PathCharacters, key, map[string]string{"name": "One Too Many"}, apierr.ECHARACTERLIMIT)
+		api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, map[string]string{"name": "One Too Many"}, apierr.ECHARACTERLIMIT)
 	})
 	t.Run("ErrCharacterInPlay", func(t *testing.T) {
-		api.WantError(t, http.MethodDelete, control.PathCharacters+"/"+bob.CharacterID, key, nil, apierr.ECHARACTERINPLAY)
+		api.WantError(t, http.MethodDelete, edgeapi.PathCharacters+"/"+bob.CharacterID, key, nil, apierr.ECHARACTERINPLAY)
 		if l := api.List(t, key); len(l) != max {
 			t.Fatalf("after a refused delete: %d characters, want %d", len(l), max)
 		}
-		api.Do(t, http.MethodDelete, control.PathCharacters+"/"+ada.CharacterID, key, nil, http.StatusNoContent, nil)
+		api.Do(t, http.MethodDelete, edgeapi.PathCharacters+"/"+ada.CharacterID, key, nil, http.StatusNoContent, nil)
 		for _, c := range api.List(t, key) {
 			if c.CharacterID == ada.CharacterID {
 				t.Fatal("Ada is still listed after her delete")
 			}
 		}
-		api.WantError(t, http.MethodDelete, control.PathCharacters+"/"+ada.CharacterID, key, nil, apierr.ENOTFOUND)
+		api.WantError(t, http.MethodDelete, edgeapi.PathCharacters+"/"+ada.CharacterID, key, nil, apierr.ENOTFOUND)
 	})
 	t.Run("ErrOthersCharacter", func(t *testing.T) {
 		if l := api.List(t, other); len(l) != 0 {
@@ -173,9 +174,9 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 		var msgs []string
 		for _, id := range []string{bob.CharacterID, "0123456789abcdef0123456789abcdef"} {
 			msgs = append(msgs,
-				api.WantError(t, http.MethodPost, control.PathCharacters+"/"+id+"/select", other, nil, apierr.ENOTFOUND),
-				api.WantError(t, http.MethodDelete, control.PathCharacters+"/"+id, other, nil, apierr.ENOTFOUND),
-				api.WantError(t, http.MethodPost, control.PathJoin, "", orchestrator.JoinRequest{AuthKey: other, CharacterID: id}, apierr.EFORBIDDEN))
+				api.WantError(t, http.MethodPost, edgeapi.PathCharacters+"/"+id+"/select", other, nil, apierr.ENOTFOUND),
+				api.WantError(t, http.MethodDelete, edgeapi.PathCharacters+"/"+id, other, nil, apierr.ENOTFOUND),
+				api.WantError(t, http.MethodPost, edgeapi.PathJoin, "", orchestrator.JoinRequest{AuthKey: other, CharacterID: id}, apierr.EFORBIDDEN))
 		}
 		for i := 0; i < 3; i++ {
 			if msgs[i] != msgs[i+3] {
@@ -188,9 +189,9 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 	})
 	t.Run("ErrUnauthorized", func(t *testing.T) {
 		for _, k := range []string{"", "short", strings.Repeat("x", 20) + "!!"} {
-			api.WantError(t, http.MethodGet, control.PathCharacters, k, nil, apierr.EUNAUTHORIZED)
-			api.WantError(t, http.MethodPost, control.PathCharacters, k, map[string]string{"name": "Eve"}, apierr.EUNAUTHORIZED)
-			api.WantError(t, http.MethodDelete, control.PathCharacters+"/"+bob.CharacterID, k, nil, apierr.EUNAUTHORIZED)
+			api.WantError(t, http.MethodGet, edgeapi.PathCharacters, k, nil, apierr.EUNAUTHORIZED)
+			api.WantError(t, http.MethodPost, edgeapi.PathCharacters, k, map[string]string{"name": "Eve"}, apierr.EUNAUTHORIZED)
+			api.WantError(t, http.MethodDelete, edgeapi.PathCharacters+"/"+bob.CharacterID, k, nil, apierr.EUNAUTHORIZED)
 		}
 	})
 	return []string{key, other}

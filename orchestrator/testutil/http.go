@@ -8,18 +8,18 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // Do sends one request and fails the test unless the answer has wantStatus. body nil
 // sends no body; a string or []byte is sent as is (to test malformed JSON); anything
-// else is sent as JSON. The secret, when not empty, goes in control.SecretHeader. A
+// else is sent as JSON. The secret, when not empty, goes in httpkit.SecretHeader. A
 // non-nil out receives the decoded answer. Do returns the answer's bytes.
 func Do(tb testing.TB, method, url, secret string, body any, wantStatus int, out any) []byte {
 	tb.Helper()
 	h := http.Header{}
 	if secret != "" {
-		h.Set(control.SecretHeader, secret)
+		h.Set(httpkit.SecretHeader, secret)
 	}
 	return DoWith(tb, method, url, h, body, wantStatus, out)
 }

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // clockTicks is USER_HZ, the unit of /proc CPU times (100 on every Linux build that
@@ -106,7 +106,7 @@ func (w *watcher) scrape() (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set(control.SecretHeader, w.secret)
+	req.Header.Set(httpkit.SecretHeader, w.secret)
 	resp, err := w.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)

@@ -28,10 +28,10 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
@@ -64,15 +64,15 @@ func (c *Config) devInstances() []string {
 // Validate checks the values, naming the variable.
 func (c *Config) Validate() error {
 	for _, id := range c.devInstances() {
-		if !control.ValidName(id) {
-			return fmt.Errorf("ORCH_DEV_INSTANCES: %q must be %s", id, control.IDRule)
+		if !record.ValidName(id) {
+			return fmt.Errorf("ORCH_DEV_INSTANCES: %q must be %s", id, record.IDRule)
 		}
 	}
 	if c.Secret != "" && len(c.Secret) < 16 {
 		return errors.New("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
-	if !control.ValidName(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must be %s", c.DefaultInstanceID, control.IDRule)
+	if !record.ValidName(c.DefaultInstanceID) {
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must be %s", c.DefaultInstanceID, record.IDRule)
 	}
 	if c.JoinTicketTTLMS < 100 || c.TransferTokenTTLMS < 100 {
 		return errors.New("ORCH_JOIN_TICKET_TTL_MS and ORCH_TRANSFER_TOKEN_TTL_MS: must be at least 100")

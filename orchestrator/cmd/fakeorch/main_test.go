@@ -19,8 +19,11 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/fake"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -95,25 +98,25 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 	})
 	t.Run("DevTicketRedeemedOnce", func(t *testing.T) {
 		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, m.HTTP.PublicURL()+control.PathJoin, "", ``, http.StatusOK, &j) // no body: a disposable character
+		testutil.PostJSON(t, m.HTTP.PublicURL()+edgeapi.PathJoin, "", ``, http.StatusOK, &j) // no body: a disposable character
 		if j.InstanceID != "dev-1" || !j.Disposable {
 			t.Fatalf("join %+v", j)
 		}
 		body := `{"instanceId":"dev-1","token":"` + j.Ticket + `"}`
-		var r control.RedeemResult
-		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, mapCred, body, http.StatusOK, &r)
+		var r mapcontract.RedeemResult
+		testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathRedeem, mapCred, body, http.StatusOK, &r)
 		if r.CharacterID != j.CharacterID {
 			t.Fatalf("redeem %+v", r)
 		}
-		var e control.ErrorResponse
-		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, mapCred, body, http.StatusConflict, &e)
+		var e httpkit.ErrorResponse
+		testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathRedeem, mapCred, body, http.StatusConflict, &e)
 		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: %+v", e.Error)
 		}
 	})
 	t.Run("ErrNotImplementedWithoutDocker", func(t *testing.T) {
-		var e control.ErrorResponse
-		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathAdminMaps, m.Secret, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusNotImplemented, &e)
+		var e httpkit.ErrorResponse
+		testutil.PostJSON(t, m.HTTP.ControlURL()+httpapi.PathAdminMaps, m.Secret, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusNotImplemented, &e)
 		if e.Error.Code != apierr.ENOTIMPLEMENTED {
 			t.Fatalf("create: %+v", e.Error)
 		}

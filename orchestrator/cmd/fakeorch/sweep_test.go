@@ -13,9 +13,10 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -44,16 +45,16 @@ func TestFakeOrchestrator_AbortsExpiredTransfers(t *testing.T) {
 	port, _ := strconv.Atoi(u.Port())
 	for _, id := range []string{"dev-1", "other-1"} {
 		body := fmt.Sprintf(`{"instanceId":%q,"mapId":"default","gamePort":%d,"controlPort":%d}`, id, port, port)
-		testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathMapReady, mapCredential(t, m, id), body, http.StatusOK, nil)
+		testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathMapReady, mapCredential(t, m, id), body, http.StatusOK, nil)
 	}
 
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, m.HTTP.PublicURL()+control.PathJoin, "", ``, http.StatusOK, &j)
-	var r control.RedeemResult
-	testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRedeem, mapCredential(t, m, "dev-1"), `{"instanceId":"dev-1","token":"`+j.Ticket+`"}`, http.StatusOK, &r)
+	testutil.PostJSON(t, m.HTTP.PublicURL()+edgeapi.PathJoin, "", ``, http.StatusOK, &j)
+	var r mapcontract.RedeemResult
+	testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathRedeem, mapCredential(t, m, "dev-1"), `{"instanceId":"dev-1","token":"`+j.Ticket+`"}`, http.StatusOK, &r)
 	req := fmt.Sprintf(`{"transferId":"tr-1","characterId":%q,"fromInstanceId":"dev-1","toInstanceId":"other-1","epoch":%d,"state":{}}`, r.CharacterID, r.Epoch)
-	var a control.TransferAnswer
-	testutil.PostJSON(t, m.HTTP.ControlURL()+control.PathRequestTransfer, mapCredential(t, m, "dev-1"), req, http.StatusOK, &a)
+	var a mapcontract.TransferAnswer
+	testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathRequestTransfer, mapCredential(t, m, "dev-1"), req, http.StatusOK, &a)
 
 	var state orchestrator.TransferState
 	waitFor(t, "the expired transfer to be aborted", func() bool {

@@ -17,9 +17,10 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -53,7 +54,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	// Although the pool is ready, an operator's create gets a container of its own,
 	// so Docker users find it by its label as well as by its name.
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
-	testutil.PostJSON(t, first.control+control.PathAdminMaps, secret,
+	testutil.PostJSON(t, first.control+httpapi.PathAdminMaps, secret,
 		`{"instanceId":"`+created+`","mapId":"frontier","config":{"seed":7}}`, http.StatusCreated, nil)
 	waitInstance(t, first.control, secret, created, orchestrator.StateReady, 30*time.Second)
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
@@ -144,22 +145,22 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 		}
 	})
 	t.Run("AdminStopAndRestart", func(t *testing.T) {
-		testutil.PostJSON(t, second.control+control.PathAdminMaps+"/"+created+"/stop", secret, ``, http.StatusOK, nil)
+		testutil.PostJSON(t, second.control+httpapi.PathAdminMaps+"/"+created+"/stop", secret, ``, http.StatusOK, nil)
 		if inst := getInstance(t, second.control, secret, created); inst.State != orchestrator.StateStopped || inst.Restarts != 0 {
 			t.Fatalf("after admin stop: %+v", inst)
 		}
-		testutil.PostJSON(t, second.control+control.PathAdminMaps+"/"+created+"/restart", secret, ``, http.StatusAccepted, nil)
+		testutil.PostJSON(t, second.control+httpapi.PathAdminMaps+"/"+created+"/restart", secret, ``, http.StatusAccepted, nil)
 		inst := waitInstance(t, second.control, secret, created, orchestrator.StateReady, 30*time.Second)
 		if inst.Restarts != 0 {
 			t.Fatalf("admin restart counted as a crash: %+v", inst)
 		}
-		testutil.PostJSON(t, second.control+control.PathAdminMaps+"/nope/stop", secret, ``, http.StatusNotFound, nil)
-		testutil.PostJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusConflict, nil)
-		testutil.PostJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest"}`, http.StatusBadRequest, nil)
-		testutil.PostJSON(t, second.control+control.PathAdminMaps, secret, `{"instanceId":"x","mapId":"frontier","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest, nil)
+		testutil.PostJSON(t, second.control+httpapi.PathAdminMaps+"/nope/stop", secret, ``, http.StatusNotFound, nil)
+		testutil.PostJSON(t, second.control+httpapi.PathAdminMaps, secret, `{"instanceId":"`+created+`","mapId":"frontier"}`, http.StatusConflict, nil)
+		testutil.PostJSON(t, second.control+httpapi.PathAdminMaps, secret, `{"instanceId":"x","mapId":"forest"}`, http.StatusBadRequest, nil)
+		testutil.PostJSON(t, second.control+httpapi.PathAdminMaps, secret, `{"instanceId":"x","mapId":"frontier","env":["MAP_FAULT_FAIL_HEALTH=true"]}`, http.StatusBadRequest, nil)
 	})
 	t.Run("ErrMetricsUnauthorized", func(t *testing.T) {
-		resp, err := http.Get(second.control + control.PathMetrics)
+		resp, err := http.Get(second.control + httpkit.PathMetrics)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +230,7 @@ func inspect(t *testing.T, cli *client.Client, id string) container.InspectRespo
 func getInstance(t *testing.T, controlURL, secret, id string) orchestrator.Instance {
 	t.Helper()
 	var inst orchestrator.Instance
-	testutil.GetJSON(t, controlURL+control.PathAdminMaps+"/"+id, secret, http.StatusOK, &inst)
+	testutil.GetJSON(t, controlURL+httpapi.PathAdminMaps+"/"+id, secret, http.StatusOK, &inst)
 	return inst
 }
 
@@ -253,8 +254,8 @@ func waitMetric(t *testing.T, controlURL, secret, line string, timeout time.Dura
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		req, _ := http.NewRequest(http.MethodGet, controlURL+control.PathMetrics, nil)
-		req.Header.Set(control.SecretHeader, secret)
+		req, _ := http.NewRequest(http.MethodGet, controlURL+httpkit.PathMetrics, nil)
+		req.Header.Set(httpkit.SecretHeader, secret)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -59,7 +60,7 @@ func TestEdge_Characters(t *testing.T) {
 
 	t.Run("AdminSessionsShowsTheCharacterInPlay", func(t *testing.T) {
 		var got struct{ Sessions []orchestrator.Session }
-		testutil.GetJSON(t, orch.control+control.PathAdminSessions, secret, http.StatusOK, &got)
+		testutil.GetJSON(t, orch.control+httpapi.PathAdminSessions, secret, http.StatusOK, &got)
 		found := false
 		for _, s := range got.Sessions {
 			if s.CharacterID == bobID {
@@ -70,7 +71,7 @@ func TestEdge_Characters(t *testing.T) {
 			t.Fatalf("sessions %+v lack %s active in the default map", got.Sessions, bobID)
 		}
 		var res orchestrator.CleanupResult
-		testutil.PostJSON(t, orch.control+control.PathAdminCleanup, secret, nil, http.StatusOK, &res)
+		testutil.PostJSON(t, orch.control+httpapi.PathAdminCleanup, secret, nil, http.StatusOK, &res)
 	})
 
 	t.Run("RawKeyNeverStored", func(t *testing.T) {
@@ -78,8 +79,8 @@ func TestEdge_Characters(t *testing.T) {
 		if !strings.Contains(places["orchestrator log"], "character created") {
 			t.Fatal("the orchestrator's log captured nothing: the check would prove nothing")
 		}
-		places["orchestrator metrics"] = string(testutil.GetJSON(t, orch.control+control.PathMetrics, secret, http.StatusOK, nil))
-		resp, err := http.Get(e.MetricsURL() + control.PathMetrics)
+		places["orchestrator metrics"] = string(testutil.GetJSON(t, orch.control+httpkit.PathMetrics, secret, http.StatusOK, nil))
+		resp, err := http.Get(e.MetricsURL() + httpkit.PathMetrics)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -128,7 +129,7 @@ func TestDocs_ShellExamples(t *testing.T) {
 }
 
 // TestDocs_ContractExamples decodes every JSON example of docs/map-contract.md into the
-// Go type its block names (```json control.MapReady), strictly, and checks the example
+// Go type its block names (```json mapcontract.MapReady), strictly, and checks the example
 // shows every field of the type, so the contract page cannot drift from the wire.
 func TestDocs_ContractExamples(t *testing.T) {
 	types := map[string]any{
@@ -189,8 +190,8 @@ func TestDocs_ContractExamples(t *testing.T) {
 // optionalInExample are fields an example leaves out on purpose (the text says when
 // they appear).
 var optionalInExample = map[string]bool{
-	"control.TransferRequest.toInstanceId": true, // the example names the map
-	"control.TransferResult.reason":        true, // set on failure only
+	"mapcontract.TransferRequest.toInstanceId": true, // the example names the map
+	"mapcontract.TransferResult.reason":        true, // set on failure only
 }
 
 // jsonFields returns the top-level JSON names of struct type t.

@@ -20,9 +20,10 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/edge"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -132,7 +133,7 @@ func (p *pinger) check(t *testing.T, what string, n int64) {
 func joinAndPlay(t *testing.T, e *edge.Edge) *websocket.Conn {
 	t.Helper()
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, e.PublicURL()+control.PathJoin, "", `{"name":"stays"}`, http.StatusOK, &j)
+	testutil.PostJSON(t, e.PublicURL()+edgeapi.PathJoin, "", `{"name":"stays"}`, http.StatusOK, &j)
 	c := dialWS(t, "ws"+strings.TrimPrefix(e.PublicURL(), "http")+j.WS)
 	sendWS(t, c, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
 	var w struct{ Kind string }
@@ -147,13 +148,13 @@ func joinAndPlay(t *testing.T, e *edge.Edge) *websocket.Conn {
 func joinUnavailable(t *testing.T, e *edge.Edge) {
 	t.Helper()
 	start := time.Now()
-	resp, err := http.Post(e.PublicURL()+control.PathJoin, "application/json", strings.NewReader(`{}`))
+	resp, err := http.Post(e.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var er control.ErrorResponse
+	var er httpkit.ErrorResponse
 	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &er) != nil || er.Error.Code != apierr.EUNAVAILABLE {
 		t.Fatalf("join while the orchestrator is away: %d %s, want 503 unavailable", resp.StatusCode, body)
 	}

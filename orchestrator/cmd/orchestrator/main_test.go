@@ -27,10 +27,13 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/keys"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -153,7 +156,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	})
 	t.Run("ReadyThroughControlRPC", func(t *testing.T) {
 		var got struct{ Instances []orchestrator.Instance }
-		testutil.GetJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
+		testutil.GetJSON(t, child.control+httpapi.PathAdminMaps, secret, http.StatusOK, &got)
 		if len(got.Instances) != 1 || got.Instances[0].ID != instance || got.Instances[0].State != orchestrator.StateReady {
 			t.Fatalf("instances %+v, want %s ready", got.Instances, instance)
 		}
@@ -187,7 +190,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		// The map generated its world from the default template; the hash must be the
 		// one this process computes with the same package (and the browser with wasm).
 		var got struct{ Instances []orchestrator.Instance }
-		testutil.GetJSON(t, child.control+control.PathAdminMaps, secret, http.StatusOK, &got)
+		testutil.GetJSON(t, child.control+httpapi.PathAdminMaps, secret, http.StatusOK, &got)
 		url := fmt.Sprintf("http://127.0.0.1:%d", got.Instances[0].ControlPort)
 		mc := mapcontrol.NewMapClient(2 * time.Second)
 		deadline := time.Now().Add(10 * time.Second)
@@ -206,13 +209,13 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 	})
 	t.Run("ErrUnauthorized", func(t *testing.T) {
-		var e control.ErrorResponse
-		testutil.GetJSON(t, child.control+control.PathAdminMaps, "", http.StatusUnauthorized, &e)
+		var e httpkit.ErrorResponse
+		testutil.GetJSON(t, child.control+httpapi.PathAdminMaps, "", http.StatusUnauthorized, &e)
 		if e.Error.Code != apierr.EUNAUTHORIZED {
 			t.Fatalf("code %q, want %q", e.Error.Code, apierr.EUNAUTHORIZED)
 		}
-		testutil.GetJSON(t, child.control+control.PathAdminMaps, secret+"x", http.StatusUnauthorized, &e)
-		resp, err := http.Post(child.control+control.PathMapReady, "application/json",
+		testutil.GetJSON(t, child.control+httpapi.PathAdminMaps, secret+"x", http.StatusUnauthorized, &e)
+		resp, err := http.Post(child.control+mapcontract.PathMapReady, "application/json",
 			strings.NewReader(`{"instanceId":"`+instance+`"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -225,27 +228,27 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 
 	t.Run("JoinAndRedeemOverHTTP", func(t *testing.T) {
 		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","name":"ada"}`, http.StatusOK, &j)
+		testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","name":"ada"}`, http.StatusOK, &j)
 		if j.InstanceID != instance || j.WS != orchestrator.WSPath(instance) || j.Ticket == "" || j.Disposable {
 			t.Fatalf("join answer %+v", j)
 		}
 		body := `{"instanceId":"` + instance + `","token":"` + j.Ticket + `"}`
-		var r control.RedeemResult
-		testutil.PostJSON(t, child.control+control.PathRedeem, mapCred, body, http.StatusOK, &r)
+		var r mapcontract.RedeemResult
+		testutil.PostJSON(t, child.control+mapcontract.PathRedeem, mapCred, body, http.StatusOK, &r)
 		if r.CharacterID != j.CharacterID || r.Epoch != 1 {
 			t.Fatalf("redeem answer %+v", r)
 		}
-		var e control.ErrorResponse
-		testutil.PostJSON(t, child.control+control.PathRedeem, mapCred, body, http.StatusConflict, &e)
+		var e httpkit.ErrorResponse
+		testutil.PostJSON(t, child.control+mapcontract.PathRedeem, mapCred, body, http.StatusConflict, &e)
 		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: code %q, want ticket_used", e.Error.Code)
 		}
-		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"authKey":"short"}`, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", `{"authKey":"short"}`, http.StatusBadRequest, &e)
 		if e.Error.Code != apierr.EBADREQUEST || strings.Contains(e.Error.Message, "short") {
 			t.Fatalf("bad key: %+v", e.Error)
 		}
-		testutil.PostJSON(t, child.public+control.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","extra":1}`, http.StatusBadRequest, &e)
-		testutil.PostJSON(t, child.control+control.PathRedeem, "", body, http.StatusUnauthorized, &e)
+		testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","extra":1}`, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, child.control+mapcontract.PathRedeem, "", body, http.StatusUnauthorized, &e)
 	})
 
 	// Players come through the edge, which learns routes from the control listener
@@ -255,9 +258,9 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	t.Run("TransferBetweenMapsOverWebSocket", func(t *testing.T) {
 		// A second map, then a saved character that enters the default map.
 		dest := instance + "-f"
-		testutil.PostJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+dest+`","mapId":"frontier"}`, http.StatusCreated, nil)
+		testutil.PostJSON(t, child.control+httpapi.PathAdminMaps, secret, `{"instanceId":"`+dest+`","mapId":"frontier"}`, http.StatusCreated, nil)
 		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
+		testutil.PostJSON(t, edge.PublicURL()+edgeapi.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
 		base := "ws" + strings.TrimPrefix(edge.PublicURL(), "http")
 		src := dialWS(t, base+j.WS)
 		sendWS(t, src, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
@@ -275,8 +278,8 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		transferID = "tr-" + randomHex(t, 6)
 		req := fmt.Sprintf(`{"transferId":%q,"characterId":%q,"fromInstanceId":%q,"toInstanceId":%q,"epoch":%d,`+
 			`"state":{"mapId":"default","x":321.5,"y":42,"revision":7}}`, transferID, w.CharacterID, instance, dest, w.Epoch)
-		var a control.TransferAnswer
-		testutil.PostJSON(t, child.control+control.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
+		var a mapcontract.TransferAnswer
+		testutil.PostJSON(t, child.control+mapcontract.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
 		if a.ToInstanceID != dest || a.WS != orchestrator.WSPath(dest) {
 			t.Fatalf("transfer answer %+v", a)
 		}
@@ -294,16 +297,16 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		}
 		// The source lost the character: a transfer request for it is refused, as one
 		// for a character the map never held would be.
-		var e control.ErrorResponse
-		testutil.PostJSON(t, child.control+control.PathRequestTransfer, mapCred,
+		var e httpkit.ErrorResponse
+		testutil.PostJSON(t, child.control+mapcontract.PathRequestTransfer, mapCred,
 			strings.Replace(req, transferID, transferID+"x", 1), http.StatusForbidden, &e)
 
 		// The destination reports the arrival on its own; a retry of the request tells
 		// the transfer's state without reaching into the orchestrator.
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			req2, _ := http.NewRequest(http.MethodPost, child.control+control.PathRequestTransfer, strings.NewReader(req))
-			req2.Header.Set(control.SecretHeader, mapCred)
+			req2, _ := http.NewRequest(http.MethodPost, child.control+mapcontract.PathRequestTransfer, strings.NewReader(req))
+			req2.Header.Set(httpkit.SecretHeader, mapCred)
 			resp, err := http.DefaultClient.Do(req2)
 			if err != nil {
 				t.Fatal(err)

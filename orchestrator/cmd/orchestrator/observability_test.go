@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -50,10 +50,10 @@ func TestObservability_Prometheus(t *testing.T) {
 		t.Fatalf("metrics credential file holds %q, want the derived credential", cred)
 	}
 
-	testutil.PostJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+second+`","mapId":"frontier"}`, http.StatusCreated, nil)
+	testutil.PostJSON(t, child.control+httpapi.PathAdminMaps, secret, `{"instanceId":"`+second+`","mapId":"frontier"}`, http.StatusCreated, nil)
 	waitInstance(t, child.control, secret, second, orchestrator.StateReady, 60*time.Second)
 	e := openEdge(t, child.control, child.edgeCredential)
-	testutil.PostJSON(t, e.PublicURL()+control.PathJoin, "", `{}`, http.StatusOK, nil)
+	testutil.PostJSON(t, e.PublicURL()+edgeapi.PathJoin, "", `{}`, http.StatusOK, nil)
 
 	running := []string{deployment, second}
 	t.Run("DiscoveryListsRunningMaps", func(t *testing.T) {
@@ -111,7 +111,7 @@ func TestObservability_Prometheus(t *testing.T) {
 		}
 	})
 	t.Run("StoppedMapLeavesTheList", func(t *testing.T) {
-		testutil.PostJSON(t, child.control+control.PathAdminMaps+"/"+second+"/stop", secret, nil, http.StatusOK, nil)
+		testutil.PostJSON(t, child.control+httpapi.PathAdminMaps+"/"+second+"/stop", secret, nil, http.StatusOK, nil)
 		if got := discovered(t, child.control, cred); !slices.Equal(got, running[:1]) {
 			t.Fatalf("discovered %v after stopping %s, want %v", got, second, running[:1])
 		}

@@ -25,9 +25,9 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/edge"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -178,7 +178,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			testutil.PostJSON(t, child.control+control.PathAdminMaps, secret,
+			testutil.PostJSON(t, child.control+httpapi.PathAdminMaps, secret,
 				fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s}`, c.InstanceID, c.MapID, raw), http.StatusCreated, nil)
 		}
 		waitInstance(t, child.control, secret, dst.InstanceID, orchestrator.StateReady, 60*time.Second)

@@ -21,9 +21,10 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -67,14 +68,14 @@ func TestRogueMap(t *testing.T) {
 		"ORCH_DEFAULT_INSTANCE_ID="+victim, "ORCH_MAP_NETWORK="+netName, "ORCH_WARM_POOL_SIZE=0", "MAP_HEARTBEAT_MS=500",
 	))
 	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
-	testutil.PostJSON(t, child.control+control.PathAdminMaps, secret, `{"instanceId":"`+rogue+`","mapId":"frontier"}`, http.StatusCreated, nil)
+	testutil.PostJSON(t, child.control+httpapi.PathAdminMaps, secret, `{"instanceId":"`+rogue+`","mapId":"frontier"}`, http.StatusCreated, nil)
 	r := waitInstance(t, child.control, secret, rogue, orchestrator.StateReady, 60*time.Second)
 	v := getInstance(t, child.control, secret, victim)
 
 	// A player enters the victim map, through the edge.
 	edge := openEdge(t, child.control, child.edgeCredential)
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, edge.PublicURL()+control.PathJoin, "", `{"authKey":"R0gueVictimKeyAbCdEfGhIjKl"}`, http.StatusOK, &j)
+	testutil.PostJSON(t, edge.PublicURL()+edgeapi.PathJoin, "", `{"authKey":"R0gueVictimKeyAbCdEfGhIjKl"}`, http.StatusOK, &j)
 	ws := dialWS(t, "ws"+strings.TrimPrefix(edge.PublicURL(), "http")+j.WS)
 	sendWS(t, ws, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
 	var w struct {

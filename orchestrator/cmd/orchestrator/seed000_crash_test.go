@@ -27,8 +27,9 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/client"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -120,7 +121,7 @@ func startProbe(k *kit) *probe {
 	get := func(url, secret string) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		if secret != "" {
-			req.Header.Set(control.SecretHeader, secret)
+			req.Header.Set(httpkit.SecretHeader, secret)
 		}
 		resp, err := hc.Do(req)
 		if err == nil {
@@ -146,7 +147,7 @@ func startProbe(k *kit) *probe {
 			case <-time.After(50 * time.Millisecond):
 			}
 			get(k.orch.public+"/healthz", "")
-			get(k.orch.control+control.PathAdminMaps, k.secret)
+			get(k.orch.control+httpapi.PathAdminMaps, k.secret)
 		}
 	}()
 	return p

@@ -20,9 +20,12 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/edge"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -96,7 +99,7 @@ func (k *kit) createMap(t *testing.T, cfg mapgen.MapConfig) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.PostJSON(t, k.orch.control+control.PathAdminMaps, k.secret,
+	testutil.PostJSON(t, k.orch.control+httpapi.PathAdminMaps, k.secret,
 		fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s}`, cfg.InstanceID, cfg.MapID, raw), http.StatusCreated, nil)
 	waitInstance(t, k.orch.control, k.secret, cfg.InstanceID, orchestrator.StateReady, 60*time.Second)
 }
@@ -105,7 +108,7 @@ func (k *kit) createMap(t *testing.T, cfg mapgen.MapConfig) {
 func (k *kit) join(t *testing.T, body string) orchestrator.JoinResponse {
 	t.Helper()
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, k.edge.PublicURL()+control.PathJoin, "", body, http.StatusOK, &j)
+	testutil.PostJSON(t, k.edge.PublicURL()+edgeapi.PathJoin, "", body, http.StatusOK, &j)
 	return j
 }
 
@@ -147,15 +150,15 @@ func (k *kit) enterAtAs(t *testing.T, authKey string, cfg mapgen.MapConfig, x, y
 // transferAt redeems join ticket j as the map it names (with that map's credential
 // mapCred) and asks the orchestrator, as that map, to transfer the character to map
 // mapID at (x, y) carrying attrs. It returns the orchestrator's answer with the token.
-func transferAt(t *testing.T, controlURL, mapCred string, j orchestrator.JoinResponse, mapID string, x, y float64, attrs string) control.TransferAnswer {
+func transferAt(t *testing.T, controlURL, mapCred string, j orchestrator.JoinResponse, mapID string, x, y float64, attrs string) mapcontract.TransferAnswer {
 	t.Helper()
-	var r control.RedeemResult
-	testutil.PostJSON(t, controlURL+control.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
+	var r mapcontract.RedeemResult
+	testutil.PostJSON(t, controlURL+mapcontract.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
 	req := fmt.Sprintf(`{"transferId":"tr-%s","characterId":%q,"fromInstanceId":%q,"toMapId":%q,"epoch":%d,`+
 		`"state":{"mapId":%q,"x":%g,"y":%g,"attributes":%s,"revision":%d}}`, randomHex(t, 6), r.CharacterID, j.InstanceID, mapID, r.Epoch,
 		mapID, x, y, attrs, time.Now().UnixMicro())
-	var a control.TransferAnswer
-	testutil.PostJSON(t, controlURL+control.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
+	var a mapcontract.TransferAnswer
+	testutil.PostJSON(t, controlURL+mapcontract.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
 	return a
 }
 
@@ -295,7 +298,7 @@ func steer(c *client.Client, x, y, near float64, stop func(client.Event) bool, o
 func enterBesideAs(t *testing.T, child *childOrchestrator, mapCred, base string, src mapgen.MapConfig, p mapgen.Portal, attrs, authKey string) *client.Client {
 	t.Helper()
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, child.public+control.PathJoin, "", fmt.Sprintf(`{"authKey":%q}`, authKey), http.StatusOK, &j)
+	testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", fmt.Sprintf(`{"authKey":%q}`, authKey), http.StatusOK, &j)
 	x, y := float64(p.X-p.Radius)/100-1, float64(p.Y)/100
 	a := transferAt(t, child.control, mapCred, j, src.MapID, x, y, attrs)
 	c, err := client.Dial(context.Background(), base+a.WS, client.Hello{Ticket: a.Token}, client.Options{})
@@ -340,14 +343,14 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 
 // savedState reads a character's checkpointed state from the orchestrator's database
 // (read-only, beside the running orchestrator), or nil.
-func savedState(t *testing.T, dbPath, characterID string) *control.CharacterState {
+func savedState(t *testing.T, dbPath, characterID string) *record.CharacterState {
 	t.Helper()
 	db, err := sql.Open("sqlite", sqlite.DSN(dbPath, true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	st := control.CharacterState{CharacterID: characterID}
+	st := record.CharacterState{CharacterID: characterID}
 	var attrs string
 	err = db.QueryRow(`SELECT map_id, instance_id, x, y, attributes_json FROM character_state WHERE character_id = ?`, characterID).
 		Scan(&st.MapID, &st.InstanceID, &st.X, &st.Y, &attrs)

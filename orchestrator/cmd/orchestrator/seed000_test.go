@@ -22,7 +22,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
@@ -185,7 +186,7 @@ func TestSeed000_2_PortalCarriesCharacterInventoryAndPosition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := game.ArrivalPointOf(dw, derived.MapID, character, &control.CharacterState{MapID: src.MapID})
+		want := game.ArrivalPointOf(dw, derived.MapID, character, &record.CharacterState{MapID: src.MapID})
 		if want.Via != "portal" {
 			t.Fatalf("the derived map has no portal back: %+v", want)
 		}
@@ -196,8 +197,8 @@ func TestSeed000_2_PortalCarriesCharacterInventoryAndPosition(t *testing.T) {
 
 		// The inventory the destination map loads for the character (as that map, at
 		// the epoch it holds the character with) holds the item, once.
-		var inv control.CharacterItemsAnswer
-		testutil.PostJSON(t, k.orch.control+control.PathCharacterItems, k.mapCred(t, w.InstanceID),
+		var inv mapcontract.CharacterItemsAnswer
+		testutil.PostJSON(t, k.orch.control+mapcontract.PathCharacterItems, k.mapCred(t, w.InstanceID),
 			fmt.Sprintf(`{"instanceId":%q,"characterId":%q,"epoch":%d}`, w.InstanceID, character, w.Epoch), http.StatusOK, &inv)
 		if len(inv.Items) != 1 || inv.Items[0].ID != it.ID || inv.Items[0].Place.CharacterID != character || inv.Items[0].Quantity != it.Quantity {
 			t.Fatalf("the destination loads %+v for the character, want %s held", inv.Items, it.ID)

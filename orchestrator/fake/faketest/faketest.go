@@ -15,7 +15,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -82,7 +82,7 @@ func MustOpenOrch(tb testing.TB) *Orch {
 // Join asks for a join ticket with body, as a player's browser does.
 func (o *Orch) Join(tb testing.TB, body string) orchestrator.JoinResponse {
 	tb.Helper()
-	resp, err := http.Post(o.HTTP.PublicURL()+control.PathJoin, "application/json", strings.NewReader(body))
+	resp, err := http.Post(o.HTTP.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
 	}

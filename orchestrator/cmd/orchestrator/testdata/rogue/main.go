@@ -19,7 +19,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -57,7 +58,7 @@ func main() {
 			rd = bytes.NewReader(b)
 		}
 		req, _ := http.NewRequest(method, url, rd)
-		req.Header.Set(control.SecretHeader, credential)
+		req.Header.Set(httpkit.SecretHeader, credential)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -65,29 +66,29 @@ func main() {
 			return
 		}
 		defer resp.Body.Close()
-		var e control.ErrorResponse
+		var e httpkit.ErrorResponse
 		buf, _ := io.ReadAll(resp.Body)
 		_ = json.Unmarshal(buf, &e)
 		report(Attempt{Name: name, Reached: true, Status: resp.StatusCode, Code: e.Error.Code})
 	}
 
-	call("redeem-forged-ticket", http.MethodPost, orch+control.PathRedeem, cred, control.RedeemRequest{InstanceID: self, Token: forge(self)})
-	call("register-as-victim", http.MethodPost, orch+control.PathMapReady, cred, control.MapReady{InstanceID: victim, MapID: "default", GamePort: 7000, ControlPort: 9100})
-	call("heartbeat-as-victim", http.MethodPost, orch+control.PathMapHeartbeat, cred, control.Heartbeat{InstanceID: victim})
-	call("redeem-for-victim", http.MethodPost, orch+control.PathRedeem, cred, control.RedeemRequest{InstanceID: victim, Token: forge(victim)})
-	snap := control.PersistSnapshot{InstanceID: self, Partition: control.CharacterPartitionPrefix + char, Revision: 1 << 40, Epoch: epoch,
-		Envelope: control.NewSnapshotEnvelope("rogue", 1, time.Now().UnixMilli(), json.RawMessage(`{"mapId":"default","x":0,"y":0}`))}
-	call("snapshot-of-victims-character", http.MethodPost, orch+control.PathPersistSnapshot, cred, snap)
+	call("redeem-forged-ticket", http.MethodPost, orch+mapcontract.PathRedeem, cred, mapcontract.RedeemRequest{InstanceID: self, Token: forge(self)})
+	call("register-as-victim", http.MethodPost, orch+mapcontract.PathMapReady, cred, mapcontract.MapReady{InstanceID: victim, MapID: "default", GamePort: 7000, ControlPort: 9100})
+	call("heartbeat-as-victim", http.MethodPost, orch+mapcontract.PathMapHeartbeat, cred, mapcontract.Heartbeat{InstanceID: victim})
+	call("redeem-for-victim", http.MethodPost, orch+mapcontract.PathRedeem, cred, mapcontract.RedeemRequest{InstanceID: victim, Token: forge(victim)})
+	snap := mapcontract.PersistSnapshot{InstanceID: self, Partition: mapcontract.CharacterPartitionPrefix + char, Revision: 1 << 40, Epoch: epoch,
+		Envelope: mapcontract.NewSnapshotEnvelope("rogue", 1, time.Now().UnixMilli(), json.RawMessage(`{"mapId":"default","x":0,"y":0}`))}
+	call("snapshot-of-victims-character", http.MethodPost, orch+mapcontract.PathPersistSnapshot, cred, snap)
 	snap.InstanceID = victim
-	call("snapshot-as-victim", http.MethodPost, orch+control.PathPersistSnapshot, cred, snap)
-	grant := control.CriticalEvent{EventID: "rogue-pickup", InstanceID: self, Kind: "item_pickup",
+	call("snapshot-as-victim", http.MethodPost, orch+mapcontract.PathPersistSnapshot, cred, snap)
+	grant := mapcontract.CriticalEvent{EventID: "rogue-pickup", InstanceID: self, Kind: "item_pickup",
 		Payload: json.RawMessage(`{"itemId":"rogue-gold","templateId":"coin","quantity":1000,"from":{"instanceId":"` + self +
 			`","x":1,"y":1},"to":{"characterId":"` + char + `"}}`),
 		Epochs: map[string]int64{char: epoch}}
-	call("critical-event-for-victims-character", http.MethodPost, orch+control.PathPersistCritical, cred, grant)
-	call("transfer-victims-player", http.MethodPost, orch+control.PathRequestTransfer, cred, control.TransferRequest{
+	call("critical-event-for-victims-character", http.MethodPost, orch+mapcontract.PathPersistCritical, cred, grant)
+	call("transfer-victims-player", http.MethodPost, orch+mapcontract.PathRequestTransfer, cred, mapcontract.TransferRequest{
 		TransferID: "rogue-tr-1", CharacterID: char, FromInstanceID: self, ToInstanceID: self + "-x", Epoch: epoch})
-	call("transfer-victims-player-as-victim", http.MethodPost, orch+control.PathRequestTransfer, cred, control.TransferRequest{
+	call("transfer-victims-player-as-victim", http.MethodPost, orch+mapcontract.PathRequestTransfer, cred, mapcontract.TransferRequest{
 		TransferID: "rogue-tr-2", CharacterID: char, FromInstanceID: victim, ToInstanceID: self, Epoch: epoch})
 
 	// The victim's container on the map network, directly.

@@ -1,4 +1,4 @@
-package control_test
+package mapcontract_test
 
 import (
 	"context"
@@ -11,40 +11,16 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
-
-func TestUnmarshal(t *testing.T) {
-	var empty orchestrator.JoinRequest
-	if err := control.Unmarshal([]byte(" \n"), &empty); err != nil || empty != (orchestrator.JoinRequest{}) {
-		t.Fatalf("empty body: %v %+v, want no fields", err, empty)
-	}
-	var v control.MapReady
-	if err := control.Unmarshal([]byte(`{"instanceId":"a-1","gamePort":7000}`), &v); err != nil || v.InstanceID != "a-1" {
-		t.Fatalf("valid body: %v %+v", err, v)
-	}
-	for name, body := range map[string]string{
-		"ErrUnknownField": `{"instanceId":"a-1","extra":1}`,
-		"ErrTrailingData": `{"instanceId":"a-1"} {}`,
-		"ErrMalformed":    `{"instanceId":`,
-		"ErrWrongType":    `{"gamePort":"x"}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			err := control.Unmarshal([]byte(body), &v)
-			if got := apierr.Code(err); got != apierr.EBADREQUEST {
-				t.Fatalf("code %q (%v), want bad_request", got, err)
-			}
-		})
-	}
-}
 
 // newServer serves one echo route, guarded by the secret, through the shared error handler.
 func newServer(t *testing.T, h echo.HandlerFunc) *httptest.Server {
 	e := echo.New()
-	e.HTTPErrorHandler = control.ErrorHandler(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	e.POST(control.PathMapReady, h, control.RequireSecret("0123456789abcdef"))
+	e.HTTPErrorHandler = httpkit.ErrorHandler(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.POST(mapcontract.PathMapReady, h, httpkit.RequireSecret("0123456789abcdef"))
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return srv
@@ -52,8 +28,8 @@ func newServer(t *testing.T, h echo.HandlerFunc) *httptest.Server {
 
 func TestClient_Errors(t *testing.T) {
 	srv := newServer(t, func(c echo.Context) error {
-		var r control.MapReady
-		if err := control.DecodeJSON(c, &r, 128); err != nil {
+		var r mapcontract.MapReady
+		if err := httpkit.DecodeJSON(c, &r, 128); err != nil {
 			return err
 		}
 		if r.InstanceID == "gone" {
@@ -66,7 +42,7 @@ func TestClient_Errors(t *testing.T) {
 	})
 	ctx := context.Background()
 	t.Run("OK", func(t *testing.T) {
-		if err := control.NewClient(srv.URL, "0123456789abcdef").MapReady(ctx, control.MapReady{InstanceID: "a-1"}); err != nil {
+		if err := mapcontract.NewClient(srv.URL, "0123456789abcdef").MapReady(ctx, mapcontract.MapReady{InstanceID: "a-1"}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -79,7 +55,7 @@ func TestClient_Errors(t *testing.T) {
 		{"ErrInternalHidden", "0123456789abcdef", "boom", apierr.EINTERNAL},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := control.NewClient(srv.URL, tt.secret).MapReady(ctx, control.MapReady{InstanceID: tt.id})
+			err := mapcontract.NewClient(srv.URL, tt.secret).MapReady(ctx, mapcontract.MapReady{InstanceID: tt.id})
 			if got := apierr.Code(err); got != tt.code {
 				t.Fatalf("code %q (%v), want %q", got, err, tt.code)
 			}

@@ -1,4 +1,4 @@
-package control_test
+package record_test
 
 import (
 	"encoding/json"
@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 func TestSnapshotEnvelope_JSON(t *testing.T) {
-	env := control.NewSnapshotEnvelope("sim-1", 7, 1700000000000, json.RawMessage(`{"hp":3}`))
+	env := record.NewSnapshotEnvelope("sim-1", 7, 1700000000000, json.RawMessage(`{"hp":3}`))
 	buf, err := json.Marshal(env)
 	if err != nil {
 		t.Fatal(err)
@@ -20,7 +20,7 @@ func TestSnapshotEnvelope_JSON(t *testing.T) {
 			t.Errorf("%s lacks %s", buf, field)
 		}
 	}
-	var back control.SnapshotEnvelope
+	var back record.SnapshotEnvelope
 	if err := json.Unmarshal(buf, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -31,20 +31,20 @@ func TestSnapshotEnvelope_JSON(t *testing.T) {
 
 func TestSnapshotEnvelope_Validate(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
-		env := control.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{}`))
+		env := record.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{}`))
 		if err := env.Validate(0); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("ErrHashMismatch", func(t *testing.T) {
-		env := control.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":1}`))
+		env := record.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":1}`))
 		env.Payload = json.RawMessage(`{"a":2}`)
 		if got, want := apierr.Code(env.Validate(0)), apierr.EHASHMISMATCH; got != want {
 			t.Fatalf("code=%q, want %q", got, want)
 		}
 	})
 	t.Run("ErrTooLarge", func(t *testing.T) {
-		env := control.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":"0123456789"}`))
+		env := record.NewSnapshotEnvelope("sim-1", 0, 0, json.RawMessage(`{"a":"0123456789"}`))
 		if got, want := apierr.Code(env.Validate(8)), apierr.ETOOLARGE; got != want {
 			t.Fatalf("code=%q, want %q", got, want)
 		}

@@ -1,44 +1,12 @@
-// Package control is the contract of mapyard's control RPC: HTTP+JSON between the
-// orchestrator and its map servers, on host-local listeners only, every request
-// carrying the shared secret. It holds the route names, the secret check, strict JSON
-// decoding, the error mapping both sides use, the one HTTP call helper, the /orch/*
-// messages and the typed client that map servers use to call the orchestrator. The
-// contract lives with the orchestrator, which serves it; what a map serves lives in
-// mapserver/mapcontrol. It imports no other mapyard package but apierr and
-// mapserver/items (the item rules both sides share: pure, standard library only), so a
-// map server can depend on it without depending on the orchestrator.
-//
-// # Critical events and items
-//
-// Every item route demands a map credential and acts only for the caller's instance.
-//
-//   - POST /orch/persist-critical-event (CriticalEvent → CriticalAck): durable before
-//     the answer, idempotent by eventId. Item kinds (item_pickup, item_drop, item_trade,
-//     item_consume, item_recover) carry a mapserver/items Payload and, in epochs, the
-//     lease epoch of every character they give an item to or take one from; the item
-//     rules decide them, and a refusal is 409 with the rule's item_* code.
-//   - POST /orch/persist-critical-events (CriticalBatch → CriticalBatchAnswer): up to
-//     MaxCriticalBatch events of the instance in one request, each decided as if sent
-//     alone (its own ack or error in Results, in order) and all sharing group commits;
-//     what a map sends once per tick. Events of one batch are decided in no particular
-//     order, so a map never batches two events about the same item.
-//   - POST /orch/instance-items (InstanceItemsRequest → InstanceItemsAnswer): called by a
-//     map at start, after map-ready. It seeds the ordinary items the map's generator put
-//     on its ground (ids derived from the seed), keeping the stored state of any id
-//     already known, and answers the instance's ownership state and the critical-item
-//     policies anchored there, so a restarted map rebuilds ownership without
-//     duplicating an item. Retried safely.
-//   - POST /orch/character-items (CharacterItemsRequest → CharacterItemsAnswer): the
-//     items of a character arriving in the map, for the lease holder only.
-//   - POST /orch/item-policies (ItemPoliciesRequest → ItemPoliciesAnswer): the policies
-//     anchored in the instance, reloaded to pick up an operator's edit.
-//
-// On the control listener with the root secret, operators edit the policies:
-// GET /admin/item-policies, GET, PUT and DELETE /admin/item-policies/{itemId} (a body is
-// an items.Policy, strictly decoded and validated; 201 when created, 200 when replaced,
-// 204 when deleted), and read the append-only recovery audit with
-// GET /admin/item-recoveries?itemId=&limit=.
-package control
+// Package httpkit is the HTTP plumbing every mapyard listener and caller shares, on
+// both sides of both control RPCs and on the public API: the shared-secret header and
+// its check, strict JSON decoding, the one error handler and its body
+// ({"error":{"code","message"}}), the one client call helper, echo's set-up and the
+// servers' lifecycle. It knows no route and no message: the contracts built on it are
+// orchestrator/mapcontract (what maps call), mapserver/mapcontrol (what maps serve)
+// and orchestrator/edgeapi (what the edge calls). It imports no other mapyard package
+// but apierr, so a map server can depend on it without depending on the orchestrator.
+package httpkit
 
 import (
 	"bytes"
@@ -58,30 +26,12 @@ import (
 // SecretHeader carries the internal shared secret on every control request.
 const SecretHeader = "X-Mapyard-Secret"
 
-// Orchestrator-side routes (served on the control listener).
-const (
-	PathMapReady        = "/orch/map-ready"
-	PathMapHeartbeat    = "/orch/map-heartbeat"
-	PathRedeem          = "/orch/redeem"
-	PathRequestTransfer = "/orch/request-transfer"
-	PathTransferResult  = "/orch/transfer-result"
-	PathPersistSnapshot = "/orch/persist-snapshot"
-	PathPersistCritical = "/orch/persist-critical-event"
-	PathAdminMaps       = "/admin/maps"
-	PathAdminSessions   = "/admin/sessions"
-	PathAdminCleanup    = "/admin/cleanup"
-	PathAdminCharacters = "/admin/characters"
-	PathMetrics         = "/metrics"
-	DefaultMaxBodySize  = 1 << 20
-)
+// PathMetrics is where every mapyard binary serves its Prometheus metrics: the
+// orchestrator and maps on their control listeners, the edge on its metrics listener.
+const PathMetrics = "/metrics"
 
-// PathJoin is the orchestrator's public join route.
-const PathJoin = "/api/v1/join"
-
-// PathCharacters is the public character API of an identity (Authorization: Bearer
-// <authKey>): GET lists, POST creates; PathCharacters/{id}/select selects and DELETE
-// PathCharacters/{id} deletes. The edge forwards it like joins.
-const PathCharacters = "/api/v1/characters"
+// DefaultMaxBodySize bounds a request or answer body unless a route says otherwise.
+const DefaultMaxBodySize = 1 << 20
 
 // ErrorResponse is the body of every error answer: {"error": {"code", "message"}}.
 type ErrorResponse struct {

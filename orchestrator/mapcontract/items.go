@@ -1,4 +1,4 @@
-package control
+package mapcontract
 
 import (
 	"context"
@@ -7,13 +7,11 @@ import (
 )
 
 // Item routes of the control listener: maps load and seed their item ownership and
-// load their critical-item policies; ops edit the policies and read the recovery audit.
+// load their critical-item policies.
 const (
-	PathInstanceItems       = "/orch/instance-items"
-	PathCharacterItems      = "/orch/character-items"
-	PathItemPolicies        = "/orch/item-policies"
-	PathAdminItemPolicies   = "/admin/item-policies"
-	PathAdminItemRecoveries = "/admin/item-recoveries"
+	PathInstanceItems  = "/orch/instance-items"
+	PathCharacterItems = "/orch/character-items"
+	PathItemPolicies   = "/orch/item-policies"
 )
 
 // MaxSeedItems bounds the world items one instance-items call may seed.

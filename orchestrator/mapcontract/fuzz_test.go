@@ -1,11 +1,12 @@
-package control_test
+package mapcontract_test
 
 import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // FuzzUnmarshal feeds arbitrary bodies to the strict decoder for every control RPC
@@ -23,11 +24,11 @@ func FuzzUnmarshal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, v := range []any{
-			&control.MapReady{}, &control.Heartbeat{}, &control.RedeemRequest{},
-			&control.TransferRequest{}, &control.TransferResult{}, &control.PersistSnapshot{},
-			&control.CriticalEvent{}, &orchestrator.JoinRequest{},
+			&mapcontract.MapReady{}, &mapcontract.Heartbeat{}, &mapcontract.RedeemRequest{},
+			&mapcontract.TransferRequest{}, &mapcontract.TransferResult{}, &mapcontract.PersistSnapshot{},
+			&mapcontract.CriticalEvent{}, &orchestrator.JoinRequest{},
 		} {
-			err := control.Unmarshal(body, v)
+			err := httpkit.Unmarshal(body, v)
 			if err != nil && apierr.Code(err) != apierr.EBADREQUEST {
 				t.Fatalf("%T: unstructured error %v", v, err)
 			}

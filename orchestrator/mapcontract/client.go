@@ -1,4 +1,4 @@
-package control
+package mapcontract
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // Client calls the orchestrator's side of the control RPC. Map servers use it.
 type Client struct {
 	// BaseURL of the orchestrator's control listener, e.g. http://host.docker.internal:9000.
 	BaseURL string
-	// Secret is sent in SecretHeader on every request.
+	// Secret is the map's credential, sent in httpkit.SecretHeader on every request.
 	Secret string
 	// HTTP is the client used; NewClient sets one with a timeout.
 	HTTP *http.Client
@@ -114,7 +115,7 @@ func transient(err error) bool {
 	return true
 }
 
-// do POSTs in to the orchestrator's path with Call.
+// do POSTs in to the orchestrator's path with httpkit.Call.
 func (c *Client) do(ctx context.Context, path string, in, out any) error {
-	return Call(ctx, c.HTTP, http.MethodPost, c.BaseURL+path, c.Secret, in, out)
+	return httpkit.Call(ctx, c.HTTP, http.MethodPost, c.BaseURL+path, c.Secret, in, out)
 }

@@ -1,11 +1,11 @@
-package control_test
+package record_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 func TestIDRules(t *testing.T) {
@@ -22,24 +22,24 @@ func TestIDRules(t *testing.T) {
 		{"", false, false},
 		{"a b", false, false},
 		{"naïve", false, false},
-		{strings.Repeat("a", control.MaxKeyLen), false, true},
-		{strings.Repeat("a", control.MaxKeyLen+1), false, false},
+		{strings.Repeat("a", record.MaxKeyLen), false, true},
+		{strings.Repeat("a", record.MaxKeyLen+1), false, false},
 	} {
-		if got := control.ValidName(tt.id); got != tt.name {
+		if got := record.ValidName(tt.id); got != tt.name {
 			t.Errorf("ValidName(%q) = %v, want %v", tt.id, got, tt.name)
 		}
-		if got := control.ValidKey(tt.id); got != tt.key {
+		if got := record.ValidKey(tt.id); got != tt.key {
 			t.Errorf("ValidKey(%q) = %v, want %v", tt.id, got, tt.key)
 		}
 	}
 }
 
-// TestIDRuleIsTheGenerators: the control contract and the map generator accept exactly
+// TestIDRuleIsTheGenerators: the record rules and the map generator accept exactly
 // the same instance ids.
 func TestIDRuleIsTheGenerators(t *testing.T) {
 	for _, id := range []string{"forest-1", "forest-", "-a", "a", "wild-3-7", "Ab", strings.Repeat("a", 48), strings.Repeat("a", 49), "a_b"} {
-		if got, want := control.ValidName(id), mapgen.ValidateID("instanceId", id) == nil; got != want {
-			t.Errorf("%q: control says %v, mapgen says %v", id, got, want)
+		if got, want := record.ValidName(id), mapgen.ValidateID("instanceId", id) == nil; got != want {
+			t.Errorf("%q: record says %v, mapgen says %v", id, got, want)
 		}
 	}
 }

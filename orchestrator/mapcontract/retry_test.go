@@ -1,4 +1,4 @@
-package control_test
+package mapcontract_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // flaky answers status with an error of code to the first `fail` calls, then 200 with body.
@@ -30,7 +30,7 @@ func TestClient_Retry(t *testing.T) {
 	ctx := context.Background()
 	t.Run("IdempotentRetried", func(t *testing.T) {
 		srv, calls := flaky(t, 2, http.StatusServiceUnavailable, apierr.EUNAVAILABLE, `{"eventId":"e1","seq":7}`)
-		ack, err := control.NewClient(srv.URL, "s").PersistCritical(ctx, control.CriticalEvent{EventID: "e1"})
+		ack, err := mapcontract.NewClient(srv.URL, "s").PersistCritical(ctx, mapcontract.CriticalEvent{EventID: "e1"})
 		if err != nil || ack.Seq != 7 {
 			t.Fatalf("ack %+v err %v", ack, err)
 		}
@@ -40,7 +40,7 @@ func TestClient_Retry(t *testing.T) {
 	})
 	t.Run("RedeemNeverRetried", func(t *testing.T) {
 		srv, calls := flaky(t, 2, http.StatusServiceUnavailable, apierr.EUNAVAILABLE, `{}`)
-		_, err := control.NewClient(srv.URL, "s").Redeem(ctx, control.RedeemRequest{})
+		_, err := mapcontract.NewClient(srv.URL, "s").Redeem(ctx, mapcontract.RedeemRequest{})
 		if apierr.Code(err) != apierr.EUNAVAILABLE {
 			t.Fatalf("err %v", err)
 		}
@@ -50,7 +50,7 @@ func TestClient_Retry(t *testing.T) {
 	})
 	t.Run("ClientErrorNotRetried", func(t *testing.T) {
 		srv, calls := flaky(t, 5, http.StatusBadRequest, apierr.EBADREQUEST, `{}`)
-		_, err := control.NewClient(srv.URL, "s").RequestTransfer(ctx, control.TransferRequest{})
+		_, err := mapcontract.NewClient(srv.URL, "s").RequestTransfer(ctx, mapcontract.TransferRequest{})
 		if err == nil {
 			t.Fatal("want error")
 		}

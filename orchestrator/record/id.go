@@ -1,8 +1,8 @@
-package control
+package record
 
 import "github.com/mapyard/mapyard/mapserver/mapgen"
 
-// The id rules of the control contract, in one place. Two kinds of ids cross it:
+// The id rules of mapyard, in one place. Two kinds of ids cross the map contract:
 // names an operator or a map template chooses for maps and instances, which become
 // container names, URL path segments and log fields; and opaque keys that maps and the
 // orchestrator mint (characters, transfers, events, items, partitions, nonces), which

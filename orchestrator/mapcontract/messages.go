@@ -1,4 +1,4 @@
-package control
+package mapcontract
 
 // The messages of the /orch/* routes the orchestrator serves to maps.
 

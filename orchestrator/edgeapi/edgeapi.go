@@ -1,4 +1,9 @@
-package control
+// Package edgeapi is what the orchestrator and its public edge agree on: the public
+// routes the edge forwards to the orchestrator as they come (joins and the character
+// API), and the route table the edge watches, behind the edge's credential, to learn
+// where each map's players go. It is apart from the map contract (orchestrator/
+// mapcontract): maps never call these routes, and the edge never calls a map's.
+package edgeapi
 
 import (
 	"context"
@@ -9,7 +14,17 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
+
+// PathJoin is the orchestrator's public join route.
+const PathJoin = "/api/v1/join"
+
+// PathCharacters is the public character API of an identity (Authorization: Bearer
+// <authKey>): GET lists, POST creates; PathCharacters/{id}/select selects and DELETE
+// PathCharacters/{id} deletes. The edge forwards it like joins.
+const PathCharacters = "/api/v1/characters"
 
 // PathRoutes is the orchestrator's route-table watch, served on the control listener
 // behind the secret: the edge long-polls it to learn where each map's players go.
@@ -48,6 +63,22 @@ type RouteTable struct {
 	Routes  []Route `json:"routes"`
 }
 
+// Client watches the orchestrator's route table. The edge uses it.
+type Client struct {
+	// BaseURL of the orchestrator's control listener, e.g. http://127.0.0.1:9000.
+	BaseURL string
+	// Secret is the edge's credential, sent in httpkit.SecretHeader.
+	Secret string
+	// HTTP is the client used; its timeout, if any, must be longer than a watch's wait.
+	HTTP *http.Client
+}
+
+// NewClient returns a Client for the control listener at baseURL, with no timeout of
+// its own: a watch is bounded by its wait and its caller's context.
+func NewClient(baseURL, secret string) *Client {
+	return &Client{BaseURL: baseURL, Secret: secret, HTTP: &http.Client{}}
+}
+
 // WatchRoutes returns the orchestrator's route table once its version differs from
 // after (at once for an empty after), or the same table after wait. The client's own
 // timeout must be longer than wait; the edge uses one without a timeout and bounds the
@@ -58,18 +89,18 @@ func (c *Client) WatchRoutes(ctx context.Context, after string, wait time.Durati
 	if err != nil {
 		return RouteTable{}, fmt.Errorf("request %s: %w", PathRoutes, err)
 	}
-	req.Header.Set(SecretHeader, c.Secret)
+	req.Header.Set(httpkit.SecretHeader, c.Secret)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return RouteTable{}, fmt.Errorf("call %s: %w", PathRoutes, err)
 	}
 	defer resp.Body.Close()
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxBodySize))
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, httpkit.DefaultMaxBodySize))
 	if err != nil {
 		return RouteTable{}, fmt.Errorf("read %s answer: %w", PathRoutes, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e ErrorResponse
+		var e httpkit.ErrorResponse
 		if json.Unmarshal(buf, &e) == nil && e.Error.Code != "" {
 			return RouteTable{}, &e.Error
 		}
