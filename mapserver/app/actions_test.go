@@ -14,7 +14,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // Modes of an orchProxy.
@@ -59,7 +59,7 @@ func openProxy(t *testing.T, f *fakeOrch) (*orchProxy, string) {
 			}
 			return
 		case proxyHold:
-			if r.URL.Path == control.PathPersistCritical {
+			if r.URL.Path == mapcontract.PathPersistCritical {
 				// Read the body first: only then does the server notice a sender that
 				// gave up (its context ends).
 				body, _ := io.ReadAll(r.Body)

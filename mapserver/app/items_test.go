@@ -42,7 +42,7 @@ func openGate(t *testing.T, f *fakeOrch) (*criticalGate, string) {
 	g := &criticalGate{arrived: make(chan string, 16), release: make(chan struct{})}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == control.PathPersistCritical || r.URL.Path == control.PathPersistCriticalBatch {
+		if r.URL.Path == mapcontract.PathPersistCritical || r.URL.Path == mapcontract.PathPersistCriticalBatch {
 			g.arrived <- r.Header.Get("Content-Length")
 			select {
 			case <-g.release:

@@ -9,7 +9,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // command decodes an item command.
@@ -28,7 +28,7 @@ func held(id, template string, q int64, c string) items.Item {
 }
 
 // begin starts a critical item command and fails the test on a refusal.
-func begin(t *testing.T, g *game.Game, c, eventID string, cmd any) *control.CriticalEvent {
+func begin(t *testing.T, g *game.Game, c, eventID string, cmd any) *mapcontract.CriticalEvent {
 	t.Helper()
 	ev, ok, err := g.Begin(c, 7, eventID, cmd)
 	if !ok || err != nil {
@@ -38,7 +38,7 @@ func begin(t *testing.T, g *game.Game, c, eventID string, cmd any) *control.Crit
 }
 
 // decoded returns a critical event as the item rules see it.
-func decoded(t *testing.T, ev *control.CriticalEvent) items.Event {
+func decoded(t *testing.T, ev *mapcontract.CriticalEvent) items.Event {
 	t.Helper()
 	p, err := items.DecodePayload(ev.Payload)
 	if err != nil {

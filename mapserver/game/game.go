@@ -259,7 +259,7 @@ func (g *Game) place() {
 
 // State is a character's position in units (metres) and its attributes, with its
 // current equipment under "equipment" once the game knows it (equip.go).
-func (g *Game) State(characterID string) (control.CharacterState, bool) {
+func (g *Game) State(characterID string) (mapcontract.CharacterState, bool) {
 	slot, ok := g.slots[characterID]
 	if !ok {
 		return mapcontract.CharacterState{}, false

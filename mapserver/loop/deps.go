@@ -62,7 +62,7 @@ type Criticals interface {
 	// event's Epochs name every character it involves; the loop fills in the epochs of
 	// the others (a trade's other party) and, when one is not here, settles the event
 	// with that refusal instead of sending it.
-	Begin(characterID string, epoch int64, eventID string, cmd any) (ev *control.CriticalEvent, ok bool, err error)
+	Begin(characterID string, epoch int64, eventID string, cmd any) (ev *mapcontract.CriticalEvent, ok bool, err error)
 	// Settle ends the command of event eventID with the orchestrator's answer (nil: the
 	// durable ack). It returns the gameplay event for the players who see the result,
 	// or the refusal to answer the command with.
@@ -155,7 +155,7 @@ type Redeemer interface {
 	Redeem(ctx context.Context, r mapcontract.RedeemRequest) (*mapcontract.RedeemResult, error)
 }
 
-var _ Redeemer = (*control.Client)(nil)
+var _ Redeemer = (*mapcontract.Client)(nil)
 
 // Equipment is a Game whose equipment commands are answered with a result event of
 // their own, carrying the command's seq ("equip_result", success or a refusal code),
@@ -173,7 +173,7 @@ type Equipment interface {
 // Recovered; both run on the tick goroutine.
 type Recoveries interface {
 	// Recoveries returns the critical events decided since the last call.
-	Recoveries() []control.CriticalEvent
+	Recoveries() []mapcontract.CriticalEvent
 	// Recovered ends the recovery of event eventID with the orchestrator's answer (nil:
 	// the durable ack) and returns the gameplay event for the players who see the
 	// result (none when Frame is nil).

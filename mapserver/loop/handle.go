@@ -234,7 +234,7 @@ func (l *Loop) critical(cg Criticals, p *player, m message) bool {
 			err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the orchestrator cannot be reached now; nothing changed hands, try again")
 		}
 		if err == nil {
-			err = l.Link.Critical(*ev, func(_ control.CriticalAck, err error) {
+			err = l.Link.Critical(*ev, func(_ mapcontract.CriticalAck, err error) {
 				l.post(message{op: opCritical, eventID: eventID, answer: err})
 			})
 			if err != nil {
@@ -255,7 +255,7 @@ func (l *Loop) critical(cg Criticals, p *player, m message) bool {
 // epochs fills in the lease epoch of every character an event involves besides the
 // actor (the other party of a trade): each must be here, and not leaving through a
 // portal, or the event is not sent (conflict).
-func (l *Loop) epochs(ev *control.CriticalEvent) error {
+func (l *Loop) epochs(ev *mapcontract.CriticalEvent) error {
 	for id := range ev.Epochs {
 		q := l.chars[id]
 		if q == nil || q.transfer != "" {

@@ -5,21 +5,21 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
-// criticalBatcher is the batch route of the control RPC (control.Client's
+// criticalBatcher is the batch route of the control RPC (mapcontract.Client's
 // PersistCriticalBatch, POST /orch/persist-critical-events). An Orchestrator without it
 // gets every event on its own.
 type criticalBatcher interface {
-	PersistCriticalBatch(ctx context.Context, b control.CriticalBatch) (control.CriticalBatchAnswer, error)
+	PersistCriticalBatch(ctx context.Context, b mapcontract.CriticalBatch) (mapcontract.CriticalBatchAnswer, error)
 }
 
-var _ criticalBatcher = (*control.Client)(nil)
+var _ criticalBatcher = (*mapcontract.Client)(nil)
 
 // DefaultMaxBatch is the most critical events the link sends in one request: the
 // orchestrator's batch limit.
-const DefaultMaxBatch = control.MaxCriticalBatch
+const DefaultMaxBatch = mapcontract.MaxCriticalBatch
 
 // maxBatch returns the batch size in effect: 1 (one event per request) when the
 // orchestrator has no batch route or MaxBatch says so.
@@ -27,7 +27,7 @@ func (l *Link) maxBatch() int {
 	if _, ok := l.Orch.(criticalBatcher); !ok || l.MaxBatch == 1 {
 		return 1
 	}
-	if l.MaxBatch <= 0 || l.MaxBatch > control.MaxCriticalBatch {
+	if l.MaxBatch <= 0 || l.MaxBatch > mapcontract.MaxCriticalBatch {
 		return DefaultMaxBatch
 	}
 	return l.MaxBatch
@@ -61,7 +61,7 @@ func (l *Link) gather(first call, n int) (batch []call, next *call) {
 func (l *Link) sendBatch(ctx context.Context, batch []call) {
 	b := l.backoff()
 	for len(batch) > 0 {
-		req := control.CriticalBatch{InstanceID: l.Ready().InstanceID, Events: make([]control.CriticalEvent, len(batch))}
+		req := mapcontract.CriticalBatch{InstanceID: l.Ready().InstanceID, Events: make([]mapcontract.CriticalEvent, len(batch))}
 		for i, c := range batch {
 			req.Events[i] = *c.event
 			if req.Events[i].InstanceID == "" {
@@ -78,7 +78,7 @@ func (l *Link) sendBatch(ctx context.Context, batch []call) {
 		switch {
 		case ctx.Err() != nil:
 			for _, c := range batch {
-				l.callDone(c, control.CriticalAck{}, ErrClosed)
+				l.callDone(c, mapcontract.CriticalAck{}, ErrClosed)
 			}
 			return
 		case err != nil && !transient(err):
@@ -98,9 +98,9 @@ func (l *Link) sendBatch(ctx context.Context, batch []call) {
 				case r.Error != nil && transient(r.Error):
 					again = append(again, batch[i])
 				case r.Error != nil:
-					l.callDone(batch[i], control.CriticalAck{}, r.Error)
+					l.callDone(batch[i], mapcontract.CriticalAck{}, r.Error)
 				default:
-					l.callDone(batch[i], control.CriticalAck{}, fmt.Errorf("batch result %d has neither ack nor error", i))
+					l.callDone(batch[i], mapcontract.CriticalAck{}, fmt.Errorf("batch result %d has neither ack nor error", i))
 				}
 			}
 			if batch = again; len(batch) == 0 {
@@ -110,7 +110,7 @@ func (l *Link) sendBatch(ctx context.Context, batch []call) {
 		}
 		if !b.wait(ctx) {
 			for _, c := range batch {
-				l.callDone(c, control.CriticalAck{}, ErrClosed)
+				l.callDone(c, mapcontract.CriticalAck{}, ErrClosed)
 			}
 			return
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
-	"github.com/mapyard/mapyard/orchestrator/control"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // BenchmarkCriticalRoundTrip measures what a map waits for between a player's pickup
@@ -45,14 +45,14 @@ func benchRoundTrip(b *testing.B, rate, maxBatch int) {
 	o := faketest.MustOpenOrch(b)
 	inst := faketest.DefaultInstance
 	cred, _ := faketest.Credentials(b, inst)
-	cl := control.NewClient(o.HTTP.ControlURL(), cred)
+	cl := mapcontract.NewClient(o.HTTP.ControlURL(), cred)
 	cl.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	// The map's control listener, as far as registration needs it: start-instance is
 	// answered, and nothing else is asked.
 	ctl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) }))
 	defer ctl.Close()
 	port, _ := strconv.Atoi(ctl.URL[strings.LastIndexByte(ctl.URL, ':')+1:])
-	l := orchlink.New(cl, control.MapReady{InstanceID: inst, MapID: "default", GamePort: port, ControlPort: port, Version: "bench"},
+	l := orchlink.New(cl, mapcontract.MapReady{InstanceID: inst, MapID: "default", GamePort: port, ControlPort: port, Version: "bench"},
 		time.Second, slog.New(slog.DiscardHandler))
 	l.MaxBatch, l.QueueSize = maxBatch, max(b.N, orchlink.DefaultQueueSize)
 	if err := l.Open(); err != nil {
@@ -64,30 +64,30 @@ func benchRoundTrip(b *testing.B, rate, maxBatch int) {
 	const players = 8
 	keys := []string{"Zq3v9LrT0pXw2YbN5cHs8KdA", "Wm4k8PqR2sTv6XyZ0aBc3DeF", "Gh5j7KlM9nOp1QrS3tUv5WxY", "Ab2c4De6Fg8Hi0Jk2Lm4No6P",
 		"Qr8s0Tu2Vw4Xy6Za8Bc0De2F", "Gh4i6Jk8Lm0No2Pq4Rs6Tu8V", "Wx0y2Za4Bc6De8Fg0Hi2Jk4L", "Mn6o8Pq0Rs2Tu4Vw6Xy8Za0B"}
-	chars := make([]*control.RedeemResult, players)
+	chars := make([]*mapcontract.RedeemResult, players)
 	for i := range chars {
 		j := o.Join(b, `{"authKey":"`+keys[i]+`"}`)
-		r, err := cl.Redeem(ctx, control.RedeemRequest{InstanceID: inst, Token: j.Ticket})
+		r, err := cl.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: inst, Token: j.Ticket})
 		if err != nil {
 			b.Fatal(err)
 		}
 		chars[i] = r
 	}
 	ground := items.Place{InstanceID: inst, X: 1000, Y: 1000}
-	for lo := 0; lo < b.N; lo += control.MaxSeedItems {
+	for lo := 0; lo < b.N; lo += mapcontract.MaxSeedItems {
 		var seed []items.Item
-		for i := lo; i < min(b.N, lo+control.MaxSeedItems); i++ {
+		for i := lo; i < min(b.N, lo+mapcontract.MaxSeedItems); i++ {
 			seed = append(seed, items.Item{ID: fmt.Sprintf("it-%d", i), TemplateID: "coin", Quantity: 1, Place: ground, State: items.StateActive})
 		}
-		if _, err := cl.InstanceItems(ctx, control.InstanceItemsRequest{InstanceID: inst, Seed: seed}); err != nil {
+		if _, err := cl.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: inst, Seed: seed}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	events := make([]control.CriticalEvent, b.N)
+	events := make([]mapcontract.CriticalEvent, b.N)
 	for i := range events {
 		c := chars[i%players]
 		p := items.Payload{Move: items.Move{ItemID: fmt.Sprintf("it-%d", i), TemplateID: "coin", Quantity: 1, From: ground, To: items.Place{CharacterID: c.CharacterID}}}
-		events[i] = control.CriticalEvent{EventID: fmt.Sprintf("ev-%d", i), InstanceID: inst, Kind: string(items.KindPickup),
+		events[i] = mapcontract.CriticalEvent{EventID: fmt.Sprintf("ev-%d", i), InstanceID: inst, Kind: string(items.KindPickup),
 			MapTick: int64(i), Payload: p.Encode(), Epochs: map[string]int64{c.CharacterID: c.Epoch}}
 	}
 	before := o.DB.Stats()
@@ -103,7 +103,7 @@ func benchRoundTrip(b *testing.B, rate, maxBatch int) {
 		if d := time.Until(at); d > 0 {
 			time.Sleep(d) // pacing the offered load, not waiting for a result
 		}
-		err := l.Critical(events[i], func(_ control.CriticalAck, err error) {
+		err := l.Critical(events[i], func(_ mapcontract.CriticalAck, err error) {
 			if err != nil {
 				b.Error(err)
 			}

@@ -61,7 +61,7 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 			<-hold
 		}
 	}
-	if path == control.PathPersistCritical || path == control.PathPersistCriticalBatch {
+	if path == mapcontract.PathPersistCritical || path == mapcontract.PathPersistCriticalBatch {
 		f.mu.Lock()
 		hold, held := f.holdCritical, f.heldCritical
 		f.mu.Unlock()
@@ -110,19 +110,19 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		var ev mapcontract.CriticalEvent
 		_ = json.Unmarshal(body, &ev)
 		f.events = append(f.events, ev)
-		out = control.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}
-	case control.PathPersistCriticalBatch:
-		var b control.CriticalBatch
+		out = mapcontract.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}
+	case mapcontract.PathPersistCriticalBatch:
+		var b mapcontract.CriticalBatch
 		_ = json.Unmarshal(body, &b)
 		f.batches = append(f.batches, len(b.Events))
-		a := control.CriticalBatchAnswer{}
+		a := mapcontract.CriticalBatchAnswer{}
 		for _, ev := range b.Events {
 			f.events = append(f.events, ev)
-			a.Results = append(a.Results, control.CriticalResult{Ack: &control.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}})
+			a.Results = append(a.Results, mapcontract.CriticalResult{Ack: &mapcontract.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}})
 		}
 		out = a
-	case control.PathRequestTransfer:
-		var tr control.TransferRequest
+	case mapcontract.PathRequestTransfer:
+		var tr mapcontract.TransferRequest
 		_ = json.Unmarshal(body, &tr)
 		f.transfers = append(f.transfers, tr)
 		out = mapcontract.TransferAnswer{TransferID: tr.TransferID, Token: "tok-" + tr.TransferID,
@@ -195,11 +195,11 @@ func TestLink_Registration(t *testing.T) {
 			t.Fatal("away while the orchestrator answers")
 		}
 		f.mu.Lock()
-		f.fail[control.PathMapHeartbeat] = 1000
+		f.fail[mapcontract.PathMapHeartbeat] = 1000
 		f.mu.Unlock()
 		waitUntil(t, "the link to say the orchestrator is away", l.Away)
 		f.mu.Lock()
-		f.fail[control.PathMapHeartbeat] = 0
+		f.fail[mapcontract.PathMapHeartbeat] = 0
 		f.mu.Unlock()
 		waitUntil(t, "the link to say it is back", func() bool { return !l.Away() })
 	})
@@ -355,11 +355,11 @@ func TestLink_Critical(t *testing.T) {
 	t.Run("QueuedEventsGoInOneBatch", func(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.holdCritical, f.heldCritical = make(chan struct{}), make(chan struct{}, 8)
-		f.fail[control.PathPersistCriticalBatch] = 1 // retried whole
+		f.fail[mapcontract.PathPersistCriticalBatch] = 1 // retried whole
 		l := openLink(t, c)
 		var acks []<-chan orchlink.CriticalResult
 		send := func(id string) {
-			ch, err := l.CriticalChan(control.CriticalEvent{EventID: id, Kind: "item_spend"})
+			ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: id, Kind: "item_spend"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -393,12 +393,12 @@ func TestLink_Critical(t *testing.T) {
 	})
 	t.Run("WithoutBatchRouteOneByOne", func(t *testing.T) {
 		f, c := newFakeOrch(t)
-		f.fail[control.PathPersistCriticalBatch], f.failCode[control.PathPersistCriticalBatch] = 1, apierr.ENOTFOUND
+		f.fail[mapcontract.PathPersistCriticalBatch], f.failCode[mapcontract.PathPersistCriticalBatch] = 1, apierr.ENOTFOUND
 		f.holdCritical, f.heldCritical = make(chan struct{}), make(chan struct{}, 8)
 		l := openLink(t, c)
 		var acks []<-chan orchlink.CriticalResult
 		for _, id := range []string{"e1", "e2", "e3"} {
-			ch, err := l.CriticalChan(control.CriticalEvent{EventID: id, Kind: "item_spend"})
+			ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: id, Kind: "item_spend"})
 			if err != nil {
 				t.Fatal(err)
 			}

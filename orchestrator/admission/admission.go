@@ -123,7 +123,7 @@ func NewService(root *keys.Root, store Store, maps Maps, defaultInstanceID strin
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
 		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
-		handovers: make(map[string]*control.CharacterState), SweepInterval: DefaultSweepInterval,
+		handovers: make(map[string]*record.CharacterState), SweepInterval: DefaultSweepInterval,
 		MaxCharactersPerKey: orchestrator.DefaultMaxCharactersPerKey, SessionIdle: DefaultSessionIdle, RejoinTTL: DefaultRejoinTTL,
 		Wanted: wanted(store),
 	}
@@ -142,7 +142,7 @@ func wanted(store Store) WantedInstances {
 type guestLease struct {
 	orchestrator.Lease
 	at    time.Time
-	state *control.CharacterState
+	state *record.CharacterState
 }
 
 // forgetIdleGuests drops guest leases older than GuestLeaseTTL and reports how many.

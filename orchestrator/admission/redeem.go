@@ -176,7 +176,7 @@ func (s *Service) forgetExpiredNonces(now time.Time) {
 // state is the character's last saved state (nil if never saved). Disposable characters
 // carry theirs in memory from the source map to the destination, and a join of one
 // (a rejoin) enters with the state its map last pushed.
-func (s *Service) state(ctx context.Context, characterID, transferID string) (*control.CharacterState, error) {
+func (s *Service) state(ctx context.Context, characterID, transferID string) (*record.CharacterState, error) {
 	if IsDisposable(characterID) {
 		s.mu.Lock()
 		st, handed := s.handovers[transferID]

@@ -7,7 +7,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -99,7 +99,7 @@ func (s *Service) rejoinTarget(ctx context.Context, held string) (orchestrator.I
 // a rejoin after that map crashed starts from it. guest is false for a saved
 // character, which the store keeps instead; kept is false for an older revision.
 // Error codes: EINVALIDENVELOPE.
-func (s *Service) KeepGuestState(characterID, instanceID string, revision int64, env control.SnapshotEnvelope) (guest, kept bool, err error) {
+func (s *Service) KeepGuestState(characterID, instanceID string, revision int64, env record.SnapshotEnvelope) (guest, kept bool, err error) {
 	if !IsDisposable(characterID) {
 		return false, false, nil
 	}
@@ -108,11 +108,11 @@ func (s *Service) KeepGuestState(characterID, instanceID string, revision int64,
 }
 
 // keepGuestState is KeepGuestState for a disposable character.
-func (s *Service) keepGuestState(characterID, instanceID string, revision int64, env control.SnapshotEnvelope) (bool, error) {
-	if err := env.ValidatePayload(control.MaxSnapshotPayloadBytes); err != nil {
+func (s *Service) keepGuestState(characterID, instanceID string, revision int64, env record.SnapshotEnvelope) (bool, error) {
+	if err := env.ValidatePayload(record.MaxSnapshotPayloadBytes); err != nil {
 		return false, err
 	}
-	var p control.CharacterStatePayload
+	var p record.CharacterStatePayload
 	if err := json.Unmarshal(env.Payload, &p); err != nil || p.MapID == "" || p.InstanceID == "" {
 		return false, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload needs mapId and instanceId")
 	}
@@ -125,14 +125,14 @@ func (s *Service) keepGuestState(characterID, instanceID string, revision int64,
 	if !held || g.InstanceID != instanceID || (g.state != nil && g.state.Revision >= revision) {
 		return false, nil
 	}
-	g.state = &control.CharacterState{CharacterID: characterID, MapID: p.MapID, InstanceID: p.InstanceID,
+	g.state = &record.CharacterState{CharacterID: characterID, MapID: p.MapID, InstanceID: p.InstanceID,
 		X: p.X, Y: p.Y, Attributes: p.Attributes, Revision: revision, UpdatedAt: s.Now()}
 	s.guests[characterID] = g
 	return true, nil
 }
 
 // guestState is the state last pushed for a disposable character, if any.
-func (s *Service) guestState(characterID string) *control.CharacterState {
+func (s *Service) guestState(characterID string) *record.CharacterState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.guests[characterID].state; st != nil {

@@ -9,18 +9,19 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // push is what a map's state push does for a character it holds: the lease check, then
 // the guest's state kept in memory.
-func (e *env) push(tb testing.TB, r *control.RedeemResult, instance string, x, y float64, revision int64) {
+func (e *env) push(tb testing.TB, r *mapcontract.RedeemResult, instance string, x, y float64, revision int64) {
 	tb.Helper()
 	if err := e.svc.Authorize(context.Background(), r.CharacterID, instance, r.Epoch); err != nil {
 		tb.Fatalf("authorize the push: %v", err)
 	}
-	payload, _ := json.Marshal(control.CharacterStatePayload{MapID: "default", InstanceID: instance, X: x, Y: y})
-	env := control.NewSnapshotEnvelope("test", 1, 1, payload)
+	payload, _ := json.Marshal(record.CharacterStatePayload{MapID: "default", InstanceID: instance, X: x, Y: y})
+	env := record.NewSnapshotEnvelope("test", 1, 1, payload)
 	guest, kept, err := e.svc.KeepGuestState(r.CharacterID, instance, revision, env)
 	if err != nil || guest != r.Disposable || kept != r.Disposable {
 		tb.Fatalf("keep guest state: guest %v kept %v err %v (disposable %v)", guest, kept, err, r.Disposable)
@@ -93,7 +94,7 @@ func TestRejoin(t *testing.T) {
 		// A join ticket is not a rejoin credential, nor the other way round.
 		_, err = rejoin(e, e.join(t, "").Ticket)
 		wantCode(t, err, apierr.ETICKETINVALID)
-		_, err = e.svc.Redeem(ctx, control.RedeemRequest{InstanceID: "default-1", Token: j.Rejoin})
+		_, err = e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Rejoin})
 		wantCode(t, err, apierr.ETICKETINVALID)
 		// A guest that was never admitted has no session to come back to.
 		_, err = rejoin(e, e.join(t, "").Rejoin)
@@ -131,18 +132,18 @@ func TestRejoin(t *testing.T) {
 }
 
 // r0 redeems join j on the default map.
-func r0(t *testing.T, e *env, j *orchestrator.JoinResponse) *control.RedeemResult {
+func r0(t *testing.T, e *env, j *orchestrator.JoinResponse) *mapcontract.RedeemResult {
 	t.Helper()
 	return e.redeem(t, "default-1", j.Ticket)
 }
 
 // mustTransferTo asks for a transfer of r's character from the default map to mapID
 // and returns its token.
-func mustTransferTo(t *testing.T, e *env, r *control.RedeemResult, mapID string) string {
+func mustTransferTo(t *testing.T, e *env, r *mapcontract.RedeemResult, mapID string) string {
 	t.Helper()
-	a, err := e.svc.RequestTransfer(context.Background(), control.TransferRequest{
+	a, err := e.svc.RequestTransfer(context.Background(), mapcontract.TransferRequest{
 		TransferID: "tr-rejoin", CharacterID: r.CharacterID, FromInstanceID: "default-1", ToMapID: mapID, Epoch: r.Epoch,
-		State: control.CharacterState{MapID: "default", X: 10, Y: 20, Revision: 1},
+		State: record.CharacterState{MapID: "default", X: 10, Y: 20, Revision: 1},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,10 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -20,20 +23,20 @@ import (
 func TestRejoin_GuestAfterMapCrash(t *testing.T) {
 	s, db := MustOpenServer(t)
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, "", `{}`, http.StatusOK, &j)
-	var r control.RedeemResult
-	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, "default-1"), control.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
+	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", `{}`, http.StatusOK, &j)
+	var r mapcontract.RedeemResult
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, "default-1"), mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 	if !r.Disposable || j.Rejoin == "" {
 		t.Fatalf("join %+v redeem %+v: want a guest with a rejoin credential", j, r)
 	}
 
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":12.5,"y":7}`)
-	snap := control.PersistSnapshot{
-		InstanceID: "default-1", Partition: control.CharacterPartitionPrefix + r.CharacterID, Revision: 5, Epoch: r.Epoch,
-		Envelope: control.NewSnapshotEnvelope("sim-1", 10, 0, payload),
+	snap := mapcontract.PersistSnapshot{
+		InstanceID: "default-1", Partition: record.CharacterPartitionPrefix + r.CharacterID, Revision: 5, Epoch: r.Epoch,
+		Envelope: record.NewSnapshotEnvelope("sim-1", 10, 0, payload),
 	}
-	var a control.PersistSnapshotAnswer
-	testutil.PostJSON(t, s.ControlURL()+control.PathPersistSnapshot, as(t, "default-1"), snap, http.StatusOK, &a)
+	var a mapcontract.PersistSnapshotAnswer
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistSnapshot, as(t, "default-1"), snap, http.StatusOK, &a)
 	if !a.Accepted {
 		t.Fatal("the guest's push was not accepted")
 	}
@@ -42,18 +45,18 @@ func TestRejoin_GuestAfterMapCrash(t *testing.T) {
 	}
 
 	var again orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, "", orchestrator.JoinRequest{Rejoin: j.Rejoin}, http.StatusOK, &again)
+	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", orchestrator.JoinRequest{Rejoin: j.Rejoin}, http.StatusOK, &again)
 	if again.CharacterID != j.CharacterID || !again.Disposable || again.Rejoin == "" {
 		t.Fatalf("rejoin %+v, want the same guest", again)
 	}
-	var back control.RedeemResult
-	testutil.PostJSON(t, s.ControlURL()+control.PathRedeem, as(t, "default-1"), control.RedeemRequest{InstanceID: "default-1", Token: again.Ticket}, http.StatusOK, &back)
+	var back mapcontract.RedeemResult
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, "default-1"), mapcontract.RedeemRequest{InstanceID: "default-1", Token: again.Ticket}, http.StatusOK, &back)
 	if back.State == nil || back.State.X != 12.5 || back.State.Y != 7 {
 		t.Fatalf("the rejoined guest enters with %+v, want its last push", back.State)
 	}
 
-	var e control.ErrorResponse
-	testutil.PostJSON(t, s.PublicURL()+control.PathJoin, "", orchestrator.JoinRequest{Rejoin: j.Rejoin}, http.StatusConflict, &e)
+	var e httpkit.ErrorResponse
+	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", orchestrator.JoinRequest{Rejoin: j.Rejoin}, http.StatusConflict, &e)
 	if e.Error.Code != apierr.ETICKETUSED || strings.Contains(e.Error.Message, j.Rejoin) {
 		t.Fatalf("a second rejoin with the same credential: %+v", e.Error)
 	}

@@ -24,7 +24,7 @@ type Admission interface {
 	Lease(ctx context.Context, characterID string) (orchestrator.Lease, error)
 	// KeepGuestState keeps a disposable character's pushed state in memory (guest
 	// false: a saved character, for the store).
-	KeepGuestState(characterID, instanceID string, revision int64, env control.SnapshotEnvelope) (guest, kept bool, err error)
+	KeepGuestState(characterID, instanceID string, revision int64, env record.SnapshotEnvelope) (guest, kept bool, err error)
 }
 
 // Persistence is what the persist and item routes need from the store: snapshot
@@ -80,7 +80,7 @@ func (s *Server) persistSnapshot(ctx context.Context, r mapcontract.PersistSnaps
 		// A guest's state never reaches the store; the orchestrator keeps the newest in
 		// memory for a rejoin after a map crash.
 		if guest, kept, err := s.Admission.KeepGuestState(id, r.InstanceID, r.Revision, r.Envelope); guest {
-			return control.PersistSnapshotAnswer{Accepted: kept}, err
+			return mapcontract.PersistSnapshotAnswer{Accepted: kept}, err
 		}
 	}
 	accepted, err := s.Store.PutSnapshot(ctx, r.InstanceID, r.Partition, r.Revision, r.Envelope)

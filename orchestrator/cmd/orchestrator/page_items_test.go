@@ -14,7 +14,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/control"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -48,14 +49,14 @@ func itemNearPortal(t *testing.T, src mapgen.MapConfig, p mapgen.Portal) items.I
 func enterAtAs(t *testing.T, child *childOrchestrator, mapCred, base string, src mapgen.MapConfig, x, y float64, authKey string) *client.Client {
 	t.Helper()
 	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, child.public+control.PathJoin, "", fmt.Sprintf(`{"authKey":%q}`, authKey), http.StatusOK, &j)
-	var r control.RedeemResult
-	testutil.PostJSON(t, child.control+control.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
+	testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", fmt.Sprintf(`{"authKey":%q}`, authKey), http.StatusOK, &j)
+	var r mapcontract.RedeemResult
+	testutil.PostJSON(t, child.control+mapcontract.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
 	req := fmt.Sprintf(`{"transferId":"tr-%s","characterId":%q,"fromInstanceId":%q,"toMapId":%q,"epoch":%d,`+
 		`"state":{"mapId":%q,"x":%g,"y":%g,"attributes":{},"revision":%d}}`, randomHex(t, 6), r.CharacterID, j.InstanceID, src.MapID, r.Epoch,
 		src.MapID, x, y, time.Now().UnixMicro())
-	var a control.TransferAnswer
-	testutil.PostJSON(t, child.control+control.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
+	var a mapcontract.TransferAnswer
+	testutil.PostJSON(t, child.control+mapcontract.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
 	c, err := client.Dial(context.Background(), base+a.WS, client.Hello{Ticket: a.Token}, client.Options{})
 	if err != nil {
 		t.Fatal(err)
