@@ -37,7 +37,7 @@ RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filt
 # that carry it): built before them, never committed.
 PAGE_GEN  := orchestrator/edge/static/gen
 
-.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w3 lint clean docs
+.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w1-edge bench-w3 lint clean docs
 
 all: build
 
@@ -135,9 +135,17 @@ test-fuzz:
 
 # Workload W1 against one map container, with the Colyseus peer on the same machine
 # (docs/benchmarks.md). NS, WARMUP and WINDOW (seconds) shorten it for a smoke run:
-# make bench-w1 NS=100 WARMUP=3 WINDOW=10
+# make bench-w1 NS=100 WARMUP=3 WINDOW=10. PATHS=edge (or "direct edge") runs the bots
+# through the edge and the kit instead of (or besides) straight at the map.
 bench-w1: images
-	NS="$(or $(NS),100 250 500 1000)" WARMUP=$(or $(WARMUP),15) WINDOW=$(or $(WINDOW),60) \
+	NS="$(or $(NS),100 250 500 1000)" PATHS="$(or $(PATHS),direct)" WARMUP=$(or $(WARMUP),15) \
+		WINDOW=$(or $(WINDOW),60) IMAGE=mapyard/map:$(VERSION) scripts/bench-w1.sh
+
+# W1 through the whole path: the kit's orchestrator and edge, W1's map in a container
+# with the default limits, the bots joining and playing through the edge; map + edge
+# CPU per player against Colyseus in the same run (docs/benchmarks.md).
+bench-w1-edge: images
+	NS="$(or $(NS),250 500 1000)" PATHS=edge WARMUP=$(or $(WARMUP),15) WINDOW=$(or $(WINDOW),60) \
 		IMAGE=mapyard/map:$(VERSION) scripts/bench-w1.sh
 
 # Workload W3, a crowd in one spot, through the edge: the kit's orchestrator and edge
