@@ -37,7 +37,7 @@ RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filt
 # that carry it): built before them, never committed.
 PAGE_GEN  := orchestrator/edge/static/gen
 
-.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w1-edge bench-w3 lint clean docs
+.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w1-edge bench-w2 bench-w3 lint clean docs
 
 all: build
 
@@ -147,6 +147,14 @@ bench-w1: images
 bench-w1-edge: images
 	NS="$(or $(NS),250 500 1000)" PATHS=edge WARMUP=$(or $(WARMUP),15) WINDOW=$(or $(WINDOW),60) \
 		IMAGE=mapyard/map:$(VERSION) scripts/bench-w1.sh
+
+# Workload W2, the WebSocket proxy hop: bin/edge beside direct, Go's httputil proxy and
+# Debian's nginx (worker_processes 1) in one interleaved run of the wsproxy peer harness,
+# from a writable copy of it (PEER, default /tmp/peers/wsproxy; docs/benchmarks.md).
+# REPS, DUR, BCAST_DUR, IDLE_WAIT and RETRIES shorten it: make bench-w2 REPS=1 DUR=3
+bench-w2: build
+	REPS=$(or $(REPS),3) DUR=$(or $(DUR),10) BCAST_DUR=$(or $(BCAST_DUR),15) IDLE_WAIT=$(or $(IDLE_WAIT),15) \
+		RETRIES=$(or $(RETRIES),1) scripts/bench-w2.sh
 
 # Workload W3, a crowd in one spot, through the edge: the kit's orchestrator and edge
 # binaries with the default map in a container of this checkout's image
