@@ -37,7 +37,7 @@ RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filt
 # that carry it): built before them, never committed.
 PAGE_GEN  := orchestrator/edge/static/gen
 
-.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w2 bench-w3 lint clean docs
+.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w1-edge bench-w2 bench-w3 lint clean docs
 
 all: build
 
@@ -135,10 +135,26 @@ test-fuzz:
 
 # Workload W1 against one map container, with the Colyseus peer on the same machine
 # (docs/benchmarks.md). NS, WARMUP and WINDOW (seconds) shorten it for a smoke run:
-# make bench-w1 NS=100 WARMUP=3 WINDOW=10
+# make bench-w1 NS=100 WARMUP=3 WINDOW=10. PATHS=edge (or "direct edge") runs the bots
+# through the edge and the kit instead of (or besides) straight at the map.
 bench-w1: images
-	NS="$(or $(NS),100 250 500 1000)" WARMUP=$(or $(WARMUP),15) WINDOW=$(or $(WINDOW),60) \
+	NS="$(or $(NS),100 250 500 1000)" PATHS="$(or $(PATHS),direct)" WARMUP=$(or $(WARMUP),15) \
+		WINDOW=$(or $(WINDOW),60) IMAGE=mapyard/map:$(VERSION) scripts/bench-w1.sh
+
+# W1 through the whole path: the kit's orchestrator and edge, W1's map in a container
+# with the default limits, the bots joining and playing through the edge; map + edge
+# CPU per player against Colyseus in the same run (docs/benchmarks.md).
+bench-w1-edge: images
+	NS="$(or $(NS),250 500 1000)" PATHS=edge WARMUP=$(or $(WARMUP),15) WINDOW=$(or $(WINDOW),60) \
 		IMAGE=mapyard/map:$(VERSION) scripts/bench-w1.sh
+
+# Workload W2, the WebSocket proxy hop: bin/edge beside direct, Go's httputil proxy and
+# Debian's nginx (worker_processes 1) in one interleaved run of the wsproxy peer harness,
+# from a writable copy of it (PEER, default /tmp/peers/wsproxy; docs/benchmarks.md).
+# REPS, DUR, BCAST_DUR, IDLE_WAIT and RETRIES shorten it: make bench-w2 REPS=1 DUR=3
+bench-w2: build
+	REPS=$(or $(REPS),3) DUR=$(or $(DUR),10) BCAST_DUR=$(or $(BCAST_DUR),15) IDLE_WAIT=$(or $(IDLE_WAIT),15) \
+		RETRIES=$(or $(RETRIES),1) scripts/bench-w2.sh
 
 # Workload W3, a crowd in one spot, through the edge: the kit's orchestrator and edge
 # binaries with the default map in a container of this checkout's image
@@ -147,13 +163,6 @@ bench-w1: images
 bench-w3: images
 	NS="$(or $(NS),0 250 500 1000 2000)" MODES="$(or $(MODES),idle move)" WARMUP=$(or $(WARMUP),15) \
 		WINDOW=$(or $(WINDOW),60) IMAGE=mapyard/map:$(VERSION) scripts/bench-w3.sh
-
-# Workload W2, the WebSocket proxy hop: the edge beside nginx and a direct connection in
-# the wsproxy peer harness (docs/benchmarks.md), about 15 minutes. PEER names the harness
-# (default ../shared/peers/wsproxy); its knobs shorten it for a smoke run:
-# make bench-w2 REPS=1 DUR=2 TESTS=lat_c1
-bench-w2: build
-	scripts/bench-w2.sh
 
 # The benchmark table (docs/benchmarks.md): figure, target, measured, ratio for every
 # figure of scripts/bench/figures.tsv, the micro-benchmarks measured now (a few

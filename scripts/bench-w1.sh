@@ -8,13 +8,26 @@
 # alone on the map, and the idle container's RSS. Writes one JSON per run and table.md
 # into OUT and prints the table.
 #
+# PATHS says which paths each N runs, in order, before the peer:
+#   direct  the map alone: the fake orchestrator, a map container run by this script,
+#           the bots dialling the map's game port (the idle-player figures run after
+#           the loop with this path only);
+#   edge    the whole path: the kit as compose runs it (scripts/bench/kit.sh:
+#           bin/orchestrator, bin/edge), W1's map created through the admin API as a
+#           container with the default limits, and the bots saved on it (mapbots -into)
+#           so that they join and play through the edge; the edge's CPU is measured
+#           with the map's. With PIN=1 the edge and the map container share CPU 0, as
+#           the peer's one process has it, and the bots run on CPU 1.
+#
 # Usage: scripts/bench-w1.sh          (make bench-w1 builds the binaries and image first)
-# Env:   NS="100 250 500 1000" WARMUP=15 WINDOW=60 (seconds) PIN=1
+# Env:   NS="100 250 500 1000" PATHS=direct ("direct", "edge" or "direct edge")
+#        WARMUP=15 WINDOW=60 (seconds) PIN=1
 #        IMAGE=mapyard/map:<version>  PEER=/tmp/peers/colyseus (empty: skip the peer)
 #        OUT=bench-results/w1-<UTC time>
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NS="${NS:-100 250 500 1000}"
+PATHS="${PATHS:-direct}"
 WARMUP="${WARMUP:-15}"
 WINDOW="${WINDOW:-60}"
 PIN="${PIN:-1}"
@@ -22,12 +35,13 @@ IMAGE="${IMAGE:-mapyard/map:$(git describe --tags --always --dirty 2>/dev/null |
 PEER="${PEER-/tmp/peers/colyseus}"
 OUT="${OUT:-bench-results/w1-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
-for bin in bin/fakeorch bin/mapbots; do
+echo "$IMAGE" >"$OUT/image"
+for bin in bin/fakeorch bin/mapbots bin/orchestrator bin/edge; do
 	[ -x "$bin" ] || { echo "$bin missing: run make build" >&2; exit 1; }
 done
 command -v jq >/dev/null || { echo "jq is required" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. scripts/bench/kit.sh # free_port and the kit of the edge path
 SECRET="bench-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 PUB=$(free_port) CTL=$(free_port) GP=$(free_port) CP=$(free_port)
 CONTAINER="mapyard-bench-w1-$$"
@@ -42,6 +56,7 @@ stop_fake() {
 cleanup() {
 	docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
 	stop_fake
+	kit_stop
 }
 trap cleanup EXIT
 
@@ -96,8 +111,11 @@ bots() {
 		-metrics "http://127.0.0.1:$CP/metrics" "$@"
 }
 
-start_fake scripts/bench/w1-map.json w1-1
-for N in $NS; do
+# run_direct measures N bots against a map container of this script's, straight at
+# its game port.
+run_direct() {
+	local N=$1 pid idle
+	[ -n "$FAKE_PID" ] || start_fake scripts/bench/w1-map.json w1-1
 	pid=$(start_map)
 	sleep 1
 	idle=$(rss_mb "$pid")
@@ -106,6 +124,45 @@ for N in $NS; do
 		jq --argjson idle "$idle" '.server.rssIdleMb = $idle' >"$OUT/mapyard-n$N.json"
 	jq -c '{n, cpu: .server.cpuPercent, kbit: .bots.kbitDownPerClient, view: .bots.entitiesInView, snaps: .bots.snapshotsPerSec, tickP99: .server.tickP99Ms, drops: (.bots.dropped + .server.droppedClients), foreign: .server.foreignCpuPercent}' "$OUT/mapyard-n$N.json" >&2
 	docker stop -t 5 "$CONTAINER" >/dev/null
+}
+
+# run_edge measures N bots through the whole path: a fresh kit, W1's map created in it
+# through the admin API, the bots saved on that map and joining through the edge.
+run_edge() {
+	# The kit's map variables are this function's: the direct path keeps its own.
+	local N=$1 spreadCred inst MAP_PID MAP_CTL MAP_CRED ORCH_CRED
+	kit_start "bench-w1-$$-$N"
+	kit_map "$DEP-d"
+	spreadCred=$MAP_CRED # the default map's: the bots' first join lands there
+	inst="$DEP-w1"
+	kit_create "$inst" w1 scripts/bench/w1-map.json
+	kit_map "$inst"
+	if [ "$PIN" = 1 ]; then
+		taskset -a -p -c 0 "$EDGE_PID" >/dev/null
+		docker update --cpuset-cpus 0 "mapyard-map-$inst" >/dev/null
+	fi
+	echo "mapyard through the edge N=$N: map container pid $MAP_PID, edge pid $EDGE_PID" >&2
+	if MAP_CREDENTIAL="$spreadCred" MAP_ORCH_CREDENTIAL="$ORCH_CRED" "${BOT_CPUS[@]}" bin/mapbots -json \
+		-join "http://127.0.0.1:$EP" -n "$N" -warmup "${WARMUP}s" -window "${WINDOW}s" \
+		-spread "$CTL_URL" -into "$inst" -into-map w1 \
+		-server-pid "$MAP_PID" -metrics "http://$MAP_CTL/metrics" -edge-pid "$EDGE_PID" \
+		>"$OUT/run.json" 2>>"$OUT/mapbots.log"; then
+		mv "$OUT/run.json" "$OUT/mapyard-edge-n$N.json"
+		jq -c '{n, path: "edge", map: .server.cpuPercent, edge: .edge.cpuPercent, kbit: .bots.kbitDownPerClient, view: .bots.entitiesInView, snaps: .bots.snapshotsPerSec, tickP99: .server.tickP99Ms, drops: (.bots.dropped + .server.droppedClients), foreign: .server.foreignCpuPercent}' "$OUT/mapyard-edge-n$N.json" >&2
+	else
+		echo "mapyard through the edge N=$N failed (see $OUT/mapbots.log); its row stays empty" >&2
+	fi
+	kit_stop
+}
+
+for N in $NS; do
+	for path in $PATHS; do
+		case $path in
+		direct) run_direct "$N" ;;
+		edge) run_edge "$N" ;;
+		*) echo "unknown path $path in PATHS (direct, edge)" >&2; exit 2 ;;
+		esac
+	done
 	if [ -n "$PEER" ]; then
 		if (cd "$PEER" && WARMUP="$WARMUP" WINDOW="$WINDOW" PIN="$PIN" ./run.sh "$N") >&2; then
 			cp "$(ls -t "$PEER"/results/n"$N"-*.json | head -1)" "$OUT/colyseus-n$N.json"
@@ -116,7 +173,12 @@ for N in $NS; do
 done
 
 # An idle player alone on W1's map (its NPCs still wander around it), the idle RSS, and
-# an idle player on the same map without NPCs (nothing in view moves).
+# an idle player on the same map without NPCs (nothing in view moves): direct path only.
+if [[ " $PATHS " != *" direct "* ]]; then
+	scripts/bench/w1-table.sh "$OUT" | tee "$OUT/table.md"
+	exit 0
+fi
+[ -n "$FAKE_PID" ] || start_fake scripts/bench/w1-map.json w1-1
 IDLE_WINDOW=$(( WINDOW < 20 ? WINDOW : 20 ))
 pid=$(start_map)
 sleep 1

@@ -33,64 +33,15 @@ done
 command -v jq >/dev/null || { echo "jq is required" >&2; exit 1; }
 docker image inspect "$IMAGE" >/dev/null || { echo "image $IMAGE missing: run make images" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-ORCH_PID="" EDGE_PID="" DEP="" DATA=""
-
-stop_kit() {
-	for pid in "$EDGE_PID" "$ORCH_PID"; do
-		if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-	done
-	EDGE_PID="" ORCH_PID=""
-	if [ -n "$DEP" ]; then
-		ids=$(docker ps -aq --filter "label=io.mapyard.deployment=$DEP")
-		if [ -n "$ids" ]; then docker rm -f $ids >/dev/null || true; fi
-		docker network rm "$DEP" >/dev/null 2>&1 || true
-	fi
-	if [ -n "$DATA" ]; then rm -rf "$DATA"; fi
-	DEP="" DATA=""
-}
-trap stop_kit EXIT
-
-# start_kit starts an orchestrator (deployment $1) and an edge, and waits until the
-# default map is ready through the edge.
-start_kit() {
-	DEP=$1
-	DATA=$(mktemp -d)
-	local secret pub ctl
-	secret="bench-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-	pub=$(free_port) ctl=$(free_port) EP=$(free_port) EM=$(free_port)
-	CTL_URL="http://127.0.0.1:$ctl"
-	ORCH_PUBLIC_ADDR="127.0.0.1:$pub" ORCH_CONTROL_ADDR="127.0.0.1:$ctl" ORCH_DB_PATH="$DATA/mapyard.db" \
-		ORCH_INTERNAL_RPC_SECRET="$secret" ORCH_MAP_IMAGE="$IMAGE" ORCH_DEPLOYMENT="$DEP" ORCH_MAP_NETWORK="$DEP" \
-		ORCH_DEFAULT_INSTANCE_ID="$DEP-d" ORCH_WARM_POOL_SIZE=0 ORCH_LOG_LEVEL=warn MAP_LOG_LEVEL=warn \
-		ORCH_EDGE_CREDENTIAL_FILE="$DATA/edge-credential" \
-		bin/orchestrator >>"$OUT/orchestrator.log" 2>&1 &
-	ORCH_PID=$!
-	EDGE_PUBLIC_ADDR="127.0.0.1:$EP" EDGE_METRICS_ADDR="127.0.0.1:$EM" EDGE_ORCH_URL="$CTL_URL" \
-		EDGE_CREDENTIAL_FILE="$DATA/edge-credential" EDGE_WS_RATE_PER_MIN=0 EDGE_JOIN_RATE_PER_MIN=0 EDGE_LOG_LEVEL=warn \
-		bin/edge >>"$OUT/edge.log" 2>&1 &
-	EDGE_PID=$!
-	scripts/wait-ready.sh "http://127.0.0.1:$EP/readyz" 120 >/dev/null
-	# The default map's container: its host PID, control port and the credentials the
-	# orchestrator gave it (the bots place characters and read metrics in its name).
-	MAP="mapyard-map-$DEP-d"
-	MAP_PID=$(docker inspect -f '{{.State.Pid}}' "$MAP")
-	MAP_CTL=$(docker port "$MAP" 9100/tcp | head -n 1)
-	local env
-	env=$(docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$MAP")
-	MAP_CRED=$(sed -n 's/^MAP_CREDENTIAL=//p' <<<"$env")
-	ORCH_CRED=$(sed -n 's/^MAP_ORCH_CREDENTIAL=//p' <<<"$env")
-	if [ -z "$MAP_PID" ] || [ -z "$MAP_CTL" ] || [ -z "$MAP_CRED" ] || [ -z "$ORCH_CRED" ]; then
-		echo "the default map container $MAP is not what the script expects" >&2
-		return 1
-	fi
-}
+. scripts/bench/kit.sh
+trap kit_stop EXIT
 
 for N in $NS; do
 	modes=$MODES
 	if [ "$N" = 0 ]; then modes=empty; fi
 	for MODE in $modes; do
-		start_kit "bench-w3-$$-$N-$MODE"
+		kit_start "bench-w3-$$-$N-$MODE"
+		kit_map "$DEP-d"
 		idle=()
 		if [ "$MODE" = idle ]; then idle=(-idle); fi
 		echo "W3 N=$N $MODE: map container pid $MAP_PID, edge pid $EDGE_PID" >&2
@@ -101,13 +52,13 @@ for N in $NS; do
 			-server-pid "$MAP_PID" -metrics "http://$MAP_CTL/metrics" -edge-pid "$EDGE_PID" \
 			>"$OUT/run.json" 2>>"$OUT/mapbots.log"; then
 			echo "W3 N=$N $MODE failed (see $OUT/mapbots.log); its row stays empty" >&2
-			stop_kit
+			kit_stop
 			continue
 		fi
 		jq --arg mode "$MODE" '.mode = $mode' "$OUT/run.json" >"$OUT/w3-n$N-$MODE.json"
 		rm -f "$OUT/run.json"
 		jq -c '{n, mode, cpu: .server.cpuPercent, kbPerConn: .server.kbPerConnection, tickP99: .server.tickP99Ms, rttP99: .probe.rttP99Ms, probeSnaps: .probe.snapshotsPerSec, view: .bots.entitiesInView, drops: (.bots.dropped + .server.droppedClients), foreign: .server.foreignCpuPercent}' "$OUT/w3-n$N-$MODE.json" >&2
-		stop_kit
+		kit_stop
 	done
 done
 

@@ -21,8 +21,11 @@ import (
 // first join ticket of a keyed character for the map, pushes that character's state at
 // a random position, and joins again; the map then spawns the character at its saved
 // position. With a Radius it gathers them instead: uniformly in the disc of that radius
-// around (CX, CY), as players crowd at a spawn point or a portal (workload W3). For
-// benchmarks only.
+// around (CX, CY), as players crowd at a spawn point or a portal (workload W3). With
+// IntoMap and IntoInstance it saves them on that instance instead of the one the first
+// join named (the default map), so the second join sends them there as returning
+// players: a benchmark map created through the admin API is reached this way through
+// the edge (workload W1 through the whole path). For benchmarks only.
 type Spread struct {
 	ControlURL string
 	Secret     string
@@ -30,6 +33,9 @@ type Spread struct {
 	Width, Height float64
 	// Radius, when above zero, places every bot within Radius units of (CX, CY).
 	CX, CY, Radius float64
+	// IntoMap and IntoInstance, when set, are the map and instance every bot is saved
+	// on; that instance must be ready when the bots join.
+	IntoMap, IntoInstance string
 }
 
 // position draws a bot's position.
@@ -54,7 +60,11 @@ func (sp *Spread) join(ctx context.Context, hc *http.Client, joinURL string, r *
 		return Ticket{}, fmt.Errorf("redeem: %w", err)
 	}
 	x, y := sp.position(r)
-	payload, err := json.Marshal(mapcontract.CharacterStatePayload{MapID: first.MapID, InstanceID: first.InstanceID, X: x, Y: y})
+	mapID, instanceID := first.MapID, first.InstanceID
+	if sp.IntoInstance != "" {
+		mapID, instanceID = sp.IntoMap, sp.IntoInstance
+	}
+	payload, err := json.Marshal(mapcontract.CharacterStatePayload{MapID: mapID, InstanceID: instanceID, X: x, Y: y})
 	if err != nil {
 		return Ticket{}, err
 	}
@@ -70,6 +80,9 @@ func (sp *Spread) join(ctx context.Context, hc *http.Client, joinURL string, r *
 	var t Ticket
 	if err := httpkit.Call(ctx, hc, http.MethodPost, joinURL+edgeapi.PathJoin, "", body, &t); err != nil {
 		return Ticket{}, err
+	}
+	if sp.IntoInstance != "" && t.InstanceID != sp.IntoInstance {
+		return Ticket{}, fmt.Errorf("join sent the bot to %q, not to %q (is it ready?)", t.InstanceID, sp.IntoInstance)
 	}
 	return t, nil
 }

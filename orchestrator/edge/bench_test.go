@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,4 +86,107 @@ func BenchmarkPingPong(b *testing.B) {
 			b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/op")
 		})
 	}
+}
+
+// echoAll is a minimal WebSocket echo backend: every message is written back as it
+// was read, with no report first.
+func echoAll(tb testing.TB) *httptest.Server {
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			mt, data, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			if err := c.WriteMessage(mt, data); err != nil {
+				return
+			}
+		}
+	}))
+	tb.Cleanup(ts.Close)
+	return ts
+}
+
+// BenchmarkThroughput is workload W2's pipelined test in one process: 10 connections,
+// each keeping 32 messages of 100 bytes in flight, echoed by a minimal backend,
+// directly and through the edge. One op is one echoed message; cpu-µs/msg is this
+// process's CPU (clients, backend and edge together) per message, so the edge's cost
+// per message is the difference between the two.
+func BenchmarkThroughput(b *testing.B) {
+	const conns, window = 10, 32
+	backend := echoAll(b)
+	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = "bench-1=" + strconv.Itoa(portOf(b, backend)) })
+	for _, tc := range []struct{ name, url string }{
+		{"direct", "ws" + strings.TrimPrefix(backend.URL, "http") + "/ws"},
+		{"edge", wsURL(e, "bench-1")},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cs := make([]*websocket.Conn, conns)
+			for i := range cs {
+				c, _, err := websocket.DefaultDialer.Dial(tc.url, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				cs[i] = c
+			}
+			msg := make([]byte, 100)
+			cpu0, start := processCPU(), time.Now()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			errs := make(chan error, 2*conns)
+			for i, c := range cs {
+				n := b.N / conns
+				if i < b.N%conns {
+					n++
+				}
+				slots := make(chan struct{}, window)
+				wg.Add(2)
+				go func() { // writer: at most window messages in flight
+					defer wg.Done()
+					for range n {
+						slots <- struct{}{}
+						if err := c.WriteMessage(websocket.BinaryMessage, msg); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+				go func() { // reader: every echo frees a slot
+					defer wg.Done()
+					for range n {
+						if _, _, err := c.ReadMessage(); err != nil {
+							errs <- err
+							return
+						}
+						<-slots
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			select {
+			case err := <-errs:
+				b.Fatal(err)
+			default:
+			}
+			sec := time.Since(start).Seconds()
+			b.ReportMetric(float64(b.N)/sec, "msg/s")
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
+		})
+	}
+}
+
+// processCPU is the CPU (user + system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

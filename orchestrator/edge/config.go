@@ -23,7 +23,7 @@ type Config struct {
 	IdleTimeoutMS  int    `env:"EDGE_IDLE_TIMEOUT_MS" envDefault:"120000" help:"a WebSocket with no byte either way for this long is closed (the map's own idle rule normally acts first)"`
 	WriteTimeoutMS int    `env:"EDGE_WRITE_TIMEOUT_MS" envDefault:"10000" help:"a peer that does not take a write for this long is cut"`
 	DrainTimeoutMS int    `env:"EDGE_DRAIN_TIMEOUT_MS" envDefault:"10000" help:"on SIGTERM, how long open WebSockets may go on before they are closed"`
-	Procs          int    `env:"EDGE_PROCS" envDefault:"1" help:"threads running the edge's Go code at once (GOMAXPROCS); 1 costs the least CPU and latency per message because no wake-up crosses threads, and one core copies far more than a host's players send"`
+	Procs          int    `env:"EDGE_PROCS" envDefault:"2" help:"threads running the edge's Go code at once (GOMAXPROCS); with 2 or more the loop engine waits in epoll_wait on a thread of its own (one wait per wake-up instead of two) and the rest of the edge runs on the other; 1 parks the loop in Go's poller instead"`
 	Engine         string `env:"EDGE_ENGINE" envDefault:"loop" help:"how WebSocket bytes are copied after the upgrade: loop (one epoll event loop on one thread for every connection; Linux) or goroutine (two goroutines per connection; the fallback elsewhere)"`
 	LogLevel       string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 

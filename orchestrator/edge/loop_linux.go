@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,9 +21,12 @@ import (
 // after the handshake and copies bytes for all of them from one epoll set of its own.
 // A wake-up then costs one goroutine wake-up and one epoll_wait for however many
 // sockets became ready, instead of a goroutine wake-up per socket and direction.
-// The goroutine parks in Go's poller on the epoll descriptor itself: an OS thread of
-// its own blocked in epoll_wait cost more CPU per message, likely because with one P
-// the runtime's monitor thread keeps taking the P from the blocked thread.
+// With one Go scheduler thread (GOMAXPROCS 1) the goroutine parks in Go's poller on
+// the epoll descriptor itself: a goroutine blocked in epoll_wait would have the
+// runtime's monitor take the only P from it at every wait and start another thread.
+// With two or more, it blocks in epoll_wait itself (a system call the scheduler knows
+// of): the monitor leaves a P in a system call alone for 10 ms while another is idle,
+// so a wake-up is one epoll_wait instead of the poller's and then the loop's own.
 //
 // Sockets are level-triggered and watched for input only, so one read per message
 // suffices (no read to EAGAIN). A direction reads its source only while nothing of it
@@ -35,6 +39,8 @@ type loop struct {
 	epfd, wakefd int
 	idle, wto    time.Duration
 	bufs         *sync.Pool
+	// blocking says the loop waits in epoll_wait itself rather than in Go's poller.
+	blocking bool
 
 	// pauses counts the times a destination did not take a whole write, so that a
 	// source was paused.
@@ -108,7 +114,7 @@ func newLoop(idle, wto time.Duration, bufs *sync.Pool) (*loop, error) {
 		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
 	}
 	l := &loop{
-		epfd: epfd, wakefd: int(wfd), idle: idle, wto: wto, bufs: bufs,
+		epfd: epfd, wakefd: int(wfd), idle: idle, wto: wto, bufs: bufs, blocking: runtime.GOMAXPROCS(0) >= 2,
 		fds: map[int32]*loopPair{}, pairs: map[*loopPair]struct{}{},
 		scratch: make([]byte, BufferSize), done: make(chan struct{}),
 	}
@@ -239,6 +245,10 @@ func (l *loop) tick() time.Duration {
 func (l *loop) run() {
 	defer close(l.done)
 	defer syscall.Close(l.wakefd)
+	if l.blocking {
+		l.runBlocking()
+		return
+	}
 	// The epoll set is itself waited on through Go's poller: the loop goroutine parks
 	// there while nothing is ready, so it needs no thread of its own, and a wake-up
 	// for any number of ready sockets is one goroutine wake-up. All the work runs
@@ -284,6 +294,39 @@ func (l *loop) run() {
 			now := time.Now()
 			l.timeouts(now.UnixNano())
 			next = now.Add(tick)
+		}
+	}
+}
+
+// runBlocking is run waiting in epoll_wait itself, at most until the next timeout
+// scan; while a read filled its whole buffer it only polls.
+func (l *loop) runBlocking() {
+	defer syscall.Close(l.epfd)
+	events := make([]syscall.EpollEvent, 256)
+	tick := l.tick()
+	next := time.Now().Add(tick)
+	for {
+		wait := 0
+		if !l.more {
+			wait = max(1, int((time.Until(next)+time.Millisecond-1)/time.Millisecond))
+		}
+		n, err := syscall.EpollWait(l.epfd, events, wait)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			l.closeAll()
+			return
+		}
+		t := time.Now()
+		now := t.UnixNano()
+		l.more = false
+		if n > 0 && l.dispatch(events[:n], now) {
+			return
+		}
+		if !t.Before(next) {
+			l.timeouts(now)
+			next = t.Add(tick)
 		}
 	}
 }

@@ -51,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	spread := fs.String("spread", "", "orchestrator control URL: save every bot at a uniformly random position before it connects, speaking the control RPC in the map's place (with the map's own credential from MAP_CREDENTIAL; benchmarks only)")
 	size := fs.Float64("size", 2000, "with -spread: the map's width and height in units")
+	into := fs.String("into", "", "with -spread: save every bot on this map instance (ready, e.g. created through the admin API) instead of the default map, so its second join goes there (workload W1 through the edge)")
+	intoMap := fs.String("into-map", "", "with -into: that instance's map id")
 	serverPID := fs.Int("server-pid", 0, "map server process to measure (CPU, RSS) over the window, as the host sees it")
 	metricsURL := fs.String("metrics", "", "the map's control /metrics URL (credential from MAP_ORCH_CREDENTIAL, as the map was started with) for tick times, snapshots and drops")
 	edgePID := fs.Int("edge-pid", 0, "edge process to measure (CPU, RSS) over the window, when the bots join through it")
@@ -66,6 +68,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mapbots: -n and -window must be positive (-n 0 only with -probe)")
 		return 2
 	}
+	if *into != "" && (*spread == "" || *intoMap == "") {
+		fmt.Fprintln(stderr, "mapbots: -into needs -spread and -into-map")
+		return 2
+	}
 	if *gather > 0 && (*spread == "" || *probeEvery <= 0) {
 		fmt.Fprintln(stderr, "mapbots: -gather needs -spread and -probe")
 		return 2
@@ -76,7 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	s := &client.Swarm{JoinURL: *joinURL, MapURL: *mapURL, N: *n, JoinPerSec: *joinRate, Idle: *idle, Shards: *shards,
 		Seed: *seed, Options: client.Options{NoAutoAck: !*idle}}
 	if *spread != "" {
-		s.Spread = &client.Spread{ControlURL: *spread, Secret: os.Getenv("MAP_CREDENTIAL"), Width: *size, Height: *size}
+		s.Spread = &client.Spread{ControlURL: *spread, Secret: os.Getenv("MAP_CREDENTIAL"), Width: *size, Height: *size,
+			IntoMap: *intoMap, IntoInstance: *into}
 	}
 	// Memory before anyone joins, for the cost of a connection.
 	var w, edge *watcher
