@@ -69,16 +69,19 @@ func (c *Client) TransferResult(ctx context.Context, r TransferResult) error {
 // PersistSnapshot pushes one snapshot partition. Retried: ingest is idempotent by
 // revision.
 func (c *Client) PersistSnapshot(ctx context.Context, r PersistSnapshot) (PersistSnapshotAnswer, error) {
-	var a PersistSnapshotAnswer
-	err := c.retry(ctx, PathPersistSnapshot, r, &a)
-	return a, err
+	return retried[PersistSnapshotAnswer](ctx, c, PathPersistSnapshot, r)
 }
 
 // PersistCritical commits a critical event and returns once it is durable. Retried:
 // events are idempotent by EventID, and a retry returns the first commit's ack.
 func (c *Client) PersistCritical(ctx context.Context, ev CriticalEvent) (CriticalAck, error) {
-	var a CriticalAck
-	err := c.retry(ctx, PathPersistCritical, ev, &a)
+	return retried[CriticalAck](ctx, c, PathPersistCritical, ev)
+}
+
+// retried is retry for a call answered with a value of type A.
+func retried[A any](ctx context.Context, c *Client, path string, req any) (A, error) {
+	var a A
+	err := c.retry(ctx, path, req, &a)
 	return a, err
 }
 

@@ -38,7 +38,5 @@ type CriticalBatchAnswer struct {
 // PersistCriticalBatch commits a batch and returns once every event is durable or
 // refused. Retried: events are idempotent by EventID.
 func (c *Client) PersistCriticalBatch(ctx context.Context, b CriticalBatch) (CriticalBatchAnswer, error) {
-	var a CriticalBatchAnswer
-	err := c.retry(ctx, PathPersistCriticalBatch, b, &a)
-	return a, err
+	return retried[CriticalBatchAnswer](ctx, c, PathPersistCriticalBatch, b)
 }

@@ -68,22 +68,16 @@ type ItemPoliciesAnswer struct {
 // InstanceItems seeds and loads an instance's item ownership. Retried: seeding is
 // idempotent by item id.
 func (c *Client) InstanceItems(ctx context.Context, r InstanceItemsRequest) (InstanceItemsAnswer, error) {
-	var a InstanceItemsAnswer
-	err := c.retry(ctx, PathInstanceItems, r, &a)
-	return a, err
+	return retried[InstanceItemsAnswer](ctx, c, PathInstanceItems, r)
 }
 
 // CharacterItems loads the items a character holds. Retried: it only reads.
 func (c *Client) CharacterItems(ctx context.Context, r CharacterItemsRequest) (CharacterItemsAnswer, error) {
-	var a CharacterItemsAnswer
-	err := c.retry(ctx, PathCharacterItems, r, &a)
-	return a, err
+	return retried[CharacterItemsAnswer](ctx, c, PathCharacterItems, r)
 }
 
 // ItemPolicies loads the critical-item policies anchored in an instance. Retried: it
 // only reads.
 func (c *Client) ItemPolicies(ctx context.Context, r ItemPoliciesRequest) (ItemPoliciesAnswer, error) {
-	var a ItemPoliciesAnswer
-	err := c.retry(ctx, PathItemPolicies, r, &a)
-	return a, err
+	return retried[ItemPoliciesAnswer](ctx, c, PathItemPolicies, r)
 }
