@@ -319,7 +319,7 @@ func (g *Game) InstanceState() json.RawMessage {
 // full.
 func (g *Game) NewView(characterID string) loop.View {
 	g.views++
-	return &view{g: g, id: characterID, client: wire.NewClient(wire.DefaultRing), countdown: g.views % reselectEvery}
+	return &view{g: g, id: characterID, client: wire.NewClient(wire.DefaultClientRing), countdown: g.views % reselectEvery}
 }
 
 // begin records every entity's state in the encoder once per simulation tick, at the

@@ -19,6 +19,12 @@ const (
 	// DefaultRing is how many snapshots a client's baseline ring keeps: about 2 s at
 	// 15 snapshots per second. A client whose newest ack is older gets a full snapshot.
 	DefaultRing = 32
+	// DefaultClientRing is how many snapshots the server remembers having sent one
+	// client, so how old an acknowledged baseline may be: about 1 s at 15 snapshots per
+	// second, several round trips of any live connection. An older ack gets a full
+	// snapshot. Every connected client holds this ring (the slots each snapshot
+	// showed), so it is kept shorter than the encoder's shared one.
+	DefaultClientRing = 16
 	// Bits of an update record's low three bits: what follows the slot gap.
 	updateDX     = 1 << 0
 	updateDY     = 1 << 1
@@ -180,10 +186,11 @@ type Client struct {
 }
 
 // NewClient returns the state of a new client, which gets a full snapshot until it
-// acknowledges one; ring as for NewEncoder.
+// acknowledges one; ring records (DefaultClientRing if ring <= 0), at most the
+// encoder's ring.
 func NewClient(ring int) *Client {
 	if ring <= 0 {
-		ring = DefaultRing
+		ring = DefaultClientRing
 	}
 	return &Client{ring: make([]sent, ring)}
 }
@@ -322,8 +329,9 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 // duplicates, through the client's bitset.
 func (c *Client) visibleSorted(dst []uint16, cur *table, visible []int32) []uint16 {
 	if cap(dst) < len(visible) {
-		// Room for more than this snapshot needs, so that a ring entry grows rarely.
-		dst = make([]uint16, 0, len(visible)+len(visible)/2+8)
+		// A little room beyond this snapshot's view, so that a ring entry grows rarely
+		// in a view that only changes by a few entities.
+		dst = make([]uint16, 0, len(visible)+len(visible)/8+8)
 	}
 	words := (len(cur.slots) + 63) / 64
 	if len(c.mark) < words {

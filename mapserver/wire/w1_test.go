@@ -61,7 +61,7 @@ func newW1(t testing.TB, n int) *w1 {
 	for range n {
 		p := sim.Vec{X: h.r.Int32N(bw), Y: h.r.Int32N(bh)}
 		slot, _ := s.AddPlayer(sim.PlayerState{Pos: p})
-		h.players = append(h.players, w1Player{slot: slot, client: wire.NewClient(wire.DefaultRing)})
+		h.players = append(h.players, w1Player{slot: slot, client: wire.NewClient(wire.DefaultClientRing)})
 	}
 	h.facing = make([]uint8, len(s.Entities))
 	return h

@@ -28,11 +28,19 @@ const (
 	DefaultIdleTimeout  = 30 * time.Second
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultSendQueue bounds the frames waiting for one client: at 15 snapshots a
-	// second, 64 frames are four seconds of stream, far beyond any live client's lag.
-	DefaultSendQueue = 64
+	// second, 32 frames are two seconds of stream, far beyond any live client's lag
+	// (its baselines are older than the server keeps by then). Every connection holds
+	// room for a full queue.
+	DefaultSendQueue = 32
 	// DefaultReadLimit bounds one client frame; a larger one closes the connection with
 	// 1009. Client messages are small commands, so 4 KiB leaves ample room.
 	DefaultReadLimit = 4 << 10
+	// readBufferSize is a connection's own read buffer: room for a few of the small
+	// messages clients send (inputs, acks, pings); a larger message is read through it.
+	readBufferSize = 512
+	// writeBufferSize is the size of the pooled write buffers. A frame larger than the
+	// buffer still goes out in one write (gorilla writes the rest from the frame itself).
+	writeBufferSize = 4 << 10
 )
 
 // Server is the http.Handler of GET /ws. Set the fields before serving; zero durations
@@ -80,19 +88,23 @@ func ParseOrigins(list string) []string {
 	return out
 }
 
-// ServeHTTP upgrades the request and runs the connection until it ends. The handler's
-// goroutine becomes the connection's reader.
+// ServeHTTP upgrades the request and starts the connection on a goroutine of its own,
+// which becomes the connection's reader; the handler returns at once.
+//
+// Returning matters for what an idle player costs: the HTTP server's goroutine (deep
+// router and server frames on its stack) and its per-connection state, a 4 KiB read
+// buffer and a 4 KiB write buffer among it, stay alive as long as the handler runs.
+// The connection instead reads through a small buffer of its own (client messages are
+// small; a larger one is read through it) and borrows a write buffer from a pool
+// shared by every connection only while it writes a frame.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.upgradeOnce.Do(func() {
-		// No buffer sizes: gorilla then reads and writes through the 4 KiB buffers the
-		// HTTP server already holds for the connection (it keeps them for the
-		// connection's life either way), instead of allocating two more. Client
-		// messages are small and snapshot frames over 4 KiB go out in 4 KiB fragments,
-		// as with buffers of that size. BenchmarkIdleConnections measures the memory an
-		// idle connection holds.
 		s.upgrader = websocket.Upgrader{
 			HandshakeTimeout: 10 * time.Second,
 			CheckOrigin:      s.checkOrigin,
+			ReadBufferSize:   readBufferSize,
+			WriteBufferSize:  writeBufferSize,
+			WriteBufferPool:  &sync.Pool{},
 		}
 		if s.Metrics == nil {
 			s.Metrics = NewMetrics(nil)
@@ -109,8 +121,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.track(1)
-	defer s.track(-1)
-	newConn(s, ws).run(r.Context())
+	// The request's context ends when this handler returns; the connection keeps its
+	// values, not its end.
+	ctx := context.WithoutCancel(r.Context())
+	go func() {
+		defer s.track(-1)
+		newConn(s, ws).run(ctx)
+	}()
 }
 
 // Active is the number of connections being served.
