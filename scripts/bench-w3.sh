@@ -15,6 +15,9 @@
 # Env:   NS="0 250 500 1000 2000" MODES="idle move" WARMUP=15 WINDOW=60 (seconds)
 #        GATHER=60 (units; 0: all over the map)  JOIN_RATE=50 (joins a second)
 #        IMAGE=mapyard/map:<version>  OUT=bench-results/w3-<UTC time>
+#        PIN=1: the map container on CPU 0 (the one core its limit grants it), the edge,
+#        the orchestrator and the bots on CPU 1, so that the load generator does not
+#        take the map's core (as W1 pins its server and bots)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NS="${NS:-0 250 500 1000 2000}"
@@ -42,11 +45,18 @@ for N in $NS; do
 	for MODE in $modes; do
 		kit_start "bench-w3-$$-$N-$MODE"
 		kit_map "$DEP-d"
+		bots_cpus=()
+		if [ "${PIN:-0}" = 1 ]; then
+			docker update --cpuset-cpus 0 "mapyard-map-$DEP-d" >/dev/null
+			taskset -a -p -c 1 "$EDGE_PID" >/dev/null
+			taskset -a -p -c 1 "$ORCH_PID" >/dev/null
+			bots_cpus=(taskset -c 1)
+		fi
 		idle=()
 		if [ "$MODE" = idle ]; then idle=(-idle); fi
 		echo "W3 N=$N $MODE: map container pid $MAP_PID, edge pid $EDGE_PID" >&2
 		# A run that fails (the map restarted under it, say) is logged and skipped.
-		if ! MAP_CREDENTIAL="$MAP_CRED" MAP_ORCH_CREDENTIAL="$ORCH_CRED" bin/mapbots -json \
+		if ! MAP_CREDENTIAL="$MAP_CRED" MAP_ORCH_CREDENTIAL="$ORCH_CRED" "${bots_cpus[@]}" bin/mapbots -json \
 			-join "http://127.0.0.1:$EP" -n "$N" -join-rate "$JOIN_RATE" "${idle[@]}" -warmup "${WARMUP}s" -window "${WINDOW}s" \
 			-probe 250ms -spread "$CTL_URL" -gather "$GATHER" \
 			-server-pid "$MAP_PID" -metrics "http://$MAP_CTL/metrics" -edge-pid "$EDGE_PID" \
