@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,9 +36,11 @@ type outFrame struct {
 	close  bool
 }
 
-// conn is one player's connection. The goroutine of ServeHTTP is its only reader
-// (run), writeLoop its only writer; everything else talks to it through Send and
-// Close, which never block.
+// conn is one player's connection. Its own goroutine is its only reader (run), and
+// writeLoop writes what is queued; everything else talks to it through Send, Reply and
+// Close, which never block. The reader also writes the replies to what it just read
+// itself when no write is under way (see readLoop): wmu orders every data and close
+// frame written.
 type conn struct {
 	s   *Server
 	ws  *websocket.Conn
@@ -45,6 +48,9 @@ type conn struct {
 
 	queue      chan outFrame
 	urgent     chan outFrame // small replies, written before anything in queue
+	wake       chan struct{} // tells the writer the urgent lane has frames
+	wmu        sync.Mutex    // held while a frame is written
+	closeSent  bool          // under wmu: the close frame is written, nothing may follow
 	quit       chan struct{} // closed by the reader when it is done
 	writerDone chan struct{}
 	dropped    atomic.Bool
@@ -73,7 +79,7 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 	}
 	return &conn{
 		s: s, ws: ws, log: s.logger().With("remote", ws.RemoteAddr().String()),
-		queue: make(chan outFrame, size), urgent: make(chan outFrame, urgentQueue),
+		queue: make(chan outFrame, size), urgent: make(chan outFrame, urgentQueue), wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), writerDone: make(chan struct{}), limit: newLimiter(s.Limits),
 		helloTimeout: orDuration(s.HelloTimeout, DefaultHelloTimeout),
 		idleTimeout:  orDuration(s.IdleTimeout, DefaultIdleTimeout),
@@ -104,7 +110,19 @@ func (c *conn) Reply(frame []byte) bool {
 	if c.closing.Load() {
 		return !c.dropped.Load()
 	}
-	return c.enqueue(c.urgent, outFrame{data: frame})
+	if !c.enqueue(c.urgent, outFrame{data: frame}) {
+		return false
+	}
+	c.wakeWriter()
+	return true
+}
+
+// wakeWriter tells the writer the urgent lane has frames, without blocking.
+func (c *conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Close queues the close frame; the connection ends once the client answers it or
@@ -196,6 +214,29 @@ func (c *conn) readLoop(sess mapserver.Session) {
 			continue
 		}
 		sess.Receive(data, typ == websocket.BinaryMessage)
+		c.replyNow()
+	}
+}
+
+// replyNow writes what the message just received was answered with in the urgent lane
+// (a pong, an error) from the reader itself, when no other write is under way: the
+// reply then leaves as soon as it is made, instead of waiting for the writer goroutine
+// to be scheduled, which on a busy map can take longer than the round trip a pong
+// measures. Otherwise the writer, already woken, writes it.
+func (c *conn) replyNow() {
+	if len(c.urgent) == 0 || !c.wmu.TryLock() {
+		return
+	}
+	defer c.wmu.Unlock()
+	for !c.closeSent {
+		select {
+		case f := <-c.urgent:
+			if !c.writeLocked(f) {
+				return
+			}
+		default:
+			return
+		}
 	}
 }
 
@@ -239,6 +280,7 @@ func (c *conn) refuse(now time.Time, reason string) {
 	}
 	select {
 	case c.urgent <- outFrame{data: wire.ErrorFrame(wire.CodeRateLimited, msg, 0)}:
+		c.wakeWriter()
 	default:
 	}
 	if closing {
@@ -271,10 +313,7 @@ func (c *conn) writeLoop() {
 			return
 		}
 		select {
-		case f := <-c.urgent:
-			if !c.write(f) {
-				return
-			}
+		case <-c.wake: // flushUrgent, at the top of the loop, writes the lane
 		case f := <-c.queue:
 			if !c.write(f) {
 				return
@@ -319,11 +358,19 @@ func (c *conn) flushUrgent() bool {
 
 // write writes one frame and reports whether the writer should go on.
 func (c *conn) write(f outFrame) bool {
-	if c.dropped.Load() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(f)
+}
+
+// writeLocked is write with wmu held.
+func (c *conn) writeLocked(f outFrame) bool {
+	if c.dropped.Load() || c.closeSent {
 		return false
 	}
 	_ = c.ws.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	if f.close {
+		c.closeSent = true
 		_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(c.closeCode, c.closeText))
 		// Wake the reader if the client never answers the close.
 		_ = c.ws.NetConn().SetReadDeadline(time.Now().Add(lingerTimeout))

@@ -68,7 +68,8 @@ func (s *fakeSession) Receive(data []byte, binary bool) {
 		s.g.mu.Unlock()
 		return
 	}
-	s.p.Send(data, binary)
+	// data is only valid during Receive: the echo is a copy.
+	s.p.Send(append([]byte(nil), data...), binary)
 }
 
 func (g *fakeGame) Replied() int {
