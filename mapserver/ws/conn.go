@@ -26,41 +26,40 @@ const lingerTimeout = time.Second
 // time for a live client.
 const urgentQueue = 16
 
-// outFrame is one entry of a connection's send queue: a data frame, or the close frame
-// that ends the connection after the frames queued before it (its code and reason are
-// the connection's closeCode and closeText). It stays 32 bytes: every connection holds
-// room for a full queue of them.
+// outFrame is one entry of a connection's lanes: a frame's opcode and payload (the
+// close frame's payload is its code and reason). It stays 32 bytes: every connection
+// holds room for full lanes of them.
 type outFrame struct {
-	data   []byte
-	binary bool
-	close  bool
+	data []byte
+	op   byte
 }
 
-// conn is one player's connection. Its own goroutine is its only reader (run), and
-// writeLoop writes what is queued; everything else talks to it through Send, Reply and
-// Close, which never block. The reader also writes the replies to what it just read
-// itself when no write is under way (see readLoop): wmu orders every data and close
-// frame written.
+// conn is one player's connection. Its own goroutine is its only reader (run); the
+// Server's flusher writes what is queued (flush.go). Everything else talks to it
+// through Send, Reply and Close, which never block.
 type conn struct {
 	s   *Server
 	ws  *websocket.Conn
+	raw rawConn // the socket's non-blocking writev; nil: every write takes the slow path
 	log *slog.Logger
 
-	queue      chan outFrame
-	urgent     chan outFrame // small replies, written before anything in queue
-	wake       chan struct{} // tells the writer the urgent lane has frames
-	wmu        sync.Mutex    // held while a frame is written
-	closeSent  bool          // under wmu: the close frame is written, nothing may follow
-	quit       chan struct{} // closed by the reader when it is done
-	writerDone chan struct{}
-	dropped    atomic.Bool
-	closing    atomic.Bool
-	limit      *limiter
-	buf        []byte // the reader's message buffer (read)
-	// closeCode and closeText are written once, by the Close that wins closing, before
-	// its frame is queued; the writer reads them after taking that frame.
-	closeCode int
-	closeText string
+	queue     chan outFrame
+	urgent    chan outFrame // small replies and control frames, written before queue's
+	scheduled atomic.Bool   // in the flusher's list
+	dropped   atomic.Bool
+	closing   atomic.Bool
+	lastWrite atomic.Int64 // unix nanoseconds of the last write, for keepalive pings
+	limit     *limiter
+	buf       []byte // the reader's message buffer (read)
+
+	// wmu orders every write. The flusher and the reader hold it only to take frames
+	// and make one non-blocking write; while slow is set, drainSlow alone writes.
+	wmu       sync.Mutex
+	slowDone  *sync.Cond // on wmu: broadcast when slow clears
+	slow      bool       // a goroutine is writing what the socket did not take
+	pending   []byte     // what the socket did not take, for drainSlow
+	closeSent bool       // the close frame is taken: nothing may follow it
+	finished  bool       // the reader has written what was left: no more writes
 
 	helloTimeout, idleTimeout, writeTimeout time.Duration
 }
@@ -77,14 +76,30 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 	if size <= 0 {
 		size = DefaultSendQueue
 	}
-	return &conn{
-		s: s, ws: ws, log: s.logger().With("remote", ws.RemoteAddr().String()),
-		queue: make(chan outFrame, size), urgent: make(chan outFrame, urgentQueue), wake: make(chan struct{}, 1),
-		quit: make(chan struct{}), writerDone: make(chan struct{}), limit: newLimiter(s.Limits),
+	c := &conn{
+		s: s, ws: ws, raw: newRawConn(ws.NetConn()), log: s.logger().With("remote", ws.RemoteAddr().String()),
+		queue: make(chan outFrame, size), urgent: make(chan outFrame, urgentQueue),
+		limit:        newLimiter(s.Limits),
 		helloTimeout: orDuration(s.HelloTimeout, DefaultHelloTimeout),
 		idleTimeout:  orDuration(s.IdleTimeout, DefaultIdleTimeout),
 		writeTimeout: orDuration(s.WriteTimeout, DefaultWriteTimeout),
 	}
+	c.slowDone = sync.NewCond(&c.wmu)
+	c.lastWrite.Store(time.Now().UnixNano())
+	// gorilla's own handlers would answer pings and closes with writes of their own,
+	// beside the flusher's: the answers go through the urgent lane instead.
+	ws.SetPingHandler(func(data string) error {
+		c.control(opPong, []byte(data))
+		return nil
+	})
+	ws.SetCloseHandler(func(code int, _ string) error {
+		if code == websocket.CloseNoStatusReceived {
+			code = websocket.CloseNormalClosure
+		}
+		c.Close(code, "")
+		return nil
+	})
+	return c
 }
 
 // Send queues a frame without blocking. A full queue means the client does not read
@@ -97,12 +112,16 @@ func (c *conn) Send(frame []byte, binary bool) bool {
 	if c.closing.Load() {
 		return !c.dropped.Load()
 	}
-	return c.enqueue(c.queue, outFrame{data: frame, binary: binary})
+	op := byte(opText)
+	if binary {
+		op = opBinary
+	}
+	return c.enqueue(c.queue, outFrame{data: frame, op: op})
 }
 
-// Reply queues a small text frame in the urgent lane, which the writer empties before
-// each frame of the send queue: a pong measures the network, not the backlog of
-// snapshots ahead of it. A full lane drops the client, as a full queue does.
+// Reply queues a small text frame in the urgent lane, which is written before anything
+// in the send queue: a pong measures the network, not the backlog of snapshots ahead of
+// it. A full lane drops the client, as a full queue does.
 func (c *conn) Reply(frame []byte) bool {
 	if c.dropped.Load() {
 		return false
@@ -110,17 +129,18 @@ func (c *conn) Reply(frame []byte) bool {
 	if c.closing.Load() {
 		return !c.dropped.Load()
 	}
-	if !c.enqueue(c.urgent, outFrame{data: frame}) {
-		return false
-	}
-	c.wakeWriter()
-	return true
+	return c.enqueue(c.urgent, outFrame{data: frame, op: opText})
 }
 
-// wakeWriter tells the writer the urgent lane has frames, without blocking.
-func (c *conn) wakeWriter() {
+// control queues a control frame (a ping, the pong to a client's ping) in the urgent
+// lane; a full lane loses it, not the connection.
+func (c *conn) control(op byte, data []byte) {
+	if c.dropped.Load() || c.closing.Load() {
+		return
+	}
 	select {
-	case c.wake <- struct{}{}:
+	case c.urgent <- outFrame{data: data, op: op}:
+		c.schedule()
 	default:
 	}
 }
@@ -129,8 +149,7 @@ func (c *conn) wakeWriter() {
 // lingerTimeout passes.
 func (c *conn) Close(code int, reason string) {
 	if c.closing.CompareAndSwap(false, true) {
-		c.closeCode, c.closeText = code, reason
-		c.enqueue(c.queue, outFrame{close: true})
+		c.enqueue(c.queue, outFrame{data: websocket.FormatCloseMessage(code, reason), op: opClose})
 	}
 }
 
@@ -140,6 +159,7 @@ func (c *conn) Remote() string { return c.ws.RemoteAddr().String() }
 func (c *conn) enqueue(q chan outFrame, f outFrame) bool {
 	select {
 	case q <- f:
+		c.schedule()
 		return true
 	default:
 		c.drop()
@@ -147,8 +167,15 @@ func (c *conn) enqueue(q chan outFrame, f outFrame) bool {
 	}
 }
 
-// drop closes the socket at once: the reader and the writer both fail out of their
-// blocking calls and the connection ends without a close handshake.
+// schedule puts the connection in the flusher's next pass, once.
+func (c *conn) schedule() {
+	if c.scheduled.CompareAndSwap(false, true) {
+		c.s.flusher.add(c)
+	}
+}
+
+// drop closes the socket at once: the reader and any write fail out of their calls
+// and the connection ends without a close handshake.
 func (c *conn) drop() {
 	if c.dropped.CompareAndSwap(false, true) {
 		c.log.Warn("dropping a client whose send queue is full")
@@ -156,16 +183,14 @@ func (c *conn) drop() {
 	}
 }
 
-// run serves the connection until it ends: it starts the writer, runs the handshake
-// and the message loop, and tears down.
+// run serves the connection until it ends: the handshake, the message loop, then what
+// is still queued (the error and close frames of a refused handshake) and the close.
 func (c *conn) run(ctx context.Context) {
-	go c.writeLoop()
 	if sess := c.handshake(ctx); sess != nil {
 		c.readLoop(sess)
 		sess.Closed()
 	}
-	close(c.quit)
-	<-c.writerDone
+	c.finish()
 	c.linger()
 	c.ws.Close()
 }
@@ -211,6 +236,7 @@ func (c *conn) readLoop(sess mapserver.Session) {
 		now := time.Now()
 		if reason := c.limit.allow(now, len(data)); reason != "" {
 			c.refuse(now, reason)
+			c.replyNow()
 			continue
 		}
 		sess.Receive(data, typ == websocket.BinaryMessage)
@@ -218,27 +244,21 @@ func (c *conn) readLoop(sess mapserver.Session) {
 	}
 }
 
-// replyNow writes what the message just received was answered with in the urgent lane
-// (a pong, an error) from the reader itself, when no other write is under way: the
-// reply then leaves as soon as it is made, instead of waiting for the writer goroutine
-// to be scheduled, which on a busy map can take longer than the round trip a pong
-// measures. Otherwise the writer, already woken, writes it.
+// replyNow writes what the message just received was answered with (a pong, an
+// error) from the reader itself, with whatever else is queued: the reply leaves as soon
+// as it is made, instead of waiting for the flusher's next pass, which on a busy map can
+// take longer than the round trip a pong measures, and answers leave in the order of
+// the messages they answer.
 func (c *conn) replyNow() {
-	if len(c.urgent) == 0 || !c.wmu.TryLock() {
+	if len(c.urgent)+len(c.queue) == 0 {
 		return
 	}
-	defer c.wmu.Unlock()
-	for !c.closeSent {
-		select {
-		case f := <-c.urgent:
-			if !c.writeLocked(f) {
-				return
-			}
-		default:
-			return
-		}
-	}
+	b := batchPool.Get().(*batch)
+	c.flush(b)
+	batchPool.Put(b)
 }
+
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
 
 // read reads the next message into the connection's buffer, which the next read
 // reuses: a session does not keep what it is handed (mapserver.Session). Reading into
@@ -279,8 +299,8 @@ func (c *conn) refuse(now time.Time, reason string) {
 		msg += "; closing: too many messages refused"
 	}
 	select {
-	case c.urgent <- outFrame{data: wire.ErrorFrame(wire.CodeRateLimited, msg, 0)}:
-		c.wakeWriter()
+	case c.urgent <- outFrame{data: wire.ErrorFrame(wire.CodeRateLimited, msg, 0), op: opText}:
+		c.schedule()
 	default:
 	}
 	if closing {
@@ -300,92 +320,6 @@ func (c *conn) linger() {
 	nc := c.ws.NetConn()
 	_ = nc.SetReadDeadline(time.Now().Add(lingerTimeout))
 	_, _ = io.Copy(io.Discard, nc)
-}
-
-// writeLoop is the connection's only writer. When the reader is done it writes what is
-// still queued (the error and close frames of a refused handshake) and returns.
-func (c *conn) writeLoop() {
-	defer close(c.writerDone)
-	keepalive := time.NewTicker(c.idleTimeout / 2)
-	defer keepalive.Stop()
-	for {
-		if !c.flushUrgent() {
-			return
-		}
-		select {
-		case <-c.wake: // flushUrgent, at the top of the loop, writes the lane
-		case f := <-c.queue:
-			if !c.write(f) {
-				return
-			}
-		case <-keepalive.C:
-			// Keeps idle middleboxes from forgetting the connection; the client's
-			// automatic pong is not a message and does not count against idling.
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.writeTimeout)); err != nil {
-				c.ws.Close()
-				return
-			}
-		case <-c.quit:
-			for c.flushUrgent() {
-				select {
-				case f := <-c.queue:
-					if !c.write(f) {
-						return
-					}
-				default:
-					return
-				}
-			}
-			return
-		}
-	}
-}
-
-// flushUrgent writes every frame waiting in the urgent lane, so a pong never waits
-// behind queued snapshots; it reports whether the writer should go on.
-func (c *conn) flushUrgent() bool {
-	for {
-		select {
-		case f := <-c.urgent:
-			if !c.write(f) {
-				return false
-			}
-		default:
-			return true
-		}
-	}
-}
-
-// write writes one frame and reports whether the writer should go on.
-func (c *conn) write(f outFrame) bool {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.writeLocked(f)
-}
-
-// writeLocked is write with wmu held.
-func (c *conn) writeLocked(f outFrame) bool {
-	if c.dropped.Load() || c.closeSent {
-		return false
-	}
-	_ = c.ws.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-	if f.close {
-		c.closeSent = true
-		_ = c.ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(c.closeCode, c.closeText))
-		// Wake the reader if the client never answers the close.
-		_ = c.ws.NetConn().SetReadDeadline(time.Now().Add(lingerTimeout))
-		return false
-	}
-	typ := websocket.TextMessage
-	if f.binary {
-		typ = websocket.BinaryMessage
-	}
-	if err := c.ws.WriteMessage(typ, f.data); err != nil {
-		c.log.Debug("write failed", "err", err)
-		c.ws.Close() // unblocks the reader
-		return false
-	}
-	return true
 }
 
 func isTimeout(err error) bool {

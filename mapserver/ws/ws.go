@@ -66,7 +66,10 @@ type Server struct {
 	upgrader    websocket.Upgrader
 	refused     map[string]prometheus.Counter // by reason
 
+	flusher *flusher
+
 	mu     sync.Mutex
+	conns  map[*conn]struct{} // every connection being served, for keepalive pings
 	active int
 	idle   chan struct{} // closed when active drops to zero, for Drain
 }
@@ -109,6 +112,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.Metrics == nil {
 			s.Metrics = NewMetrics(nil)
 		}
+		s.flusher = newFlusher(s)
+		go s.flusher.run(orDuration(s.IdleTimeout, DefaultIdleTimeout) / 2)
 		s.refused = make(map[string]prometheus.Counter)
 		for _, r := range []string{ReasonMessages, ReasonBytes, ReasonClosed} {
 			s.refused[r] = s.Metrics.RateLimited.WithLabelValues(r)
@@ -120,13 +125,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logger().Debug("websocket upgrade refused", "err", err, "origin", r.Header.Get("Origin"))
 		return
 	}
-	s.track(1)
+	c := newConn(s, ws)
+	s.track(c, 1)
 	// The request's context ends when this handler returns; the connection keeps its
 	// values, not its end.
 	ctx := context.WithoutCancel(r.Context())
 	go func() {
-		defer s.track(-1)
-		newConn(s, ws).run(ctx)
+		defer s.track(c, -1)
+		c.run(ctx)
 	}()
 }
 
@@ -158,9 +164,17 @@ func (s *Server) Drain(ctx context.Context) error {
 	}
 }
 
-func (s *Server) track(delta int) {
+func (s *Server) track(c *conn, delta int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.conns == nil {
+		s.conns = make(map[*conn]struct{})
+	}
+	if delta > 0 {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
 	s.active += delta
 	if s.active == 0 && s.idle != nil {
 		close(s.idle)

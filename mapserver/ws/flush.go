@@ -1,0 +1,143 @@
+package ws
+
+import (
+	"encoding/binary"
+	"sync"
+	"time"
+)
+
+// WebSocket opcodes of the frames the server writes (RFC 6455, section 5.2).
+const (
+	opText   = 0x1
+	opBinary = 0x2
+	opClose  = 0x8
+	opPing   = 0x9
+	opPong   = 0xA
+)
+
+// Bounds of one flush of one connection: what one writev carries at most.
+const (
+	flushFrames = 64
+	flushBytes  = 256 << 10
+)
+
+// flusher writes what the game queued for every connection, from one goroutine per
+// Server. A snapshot round queues a frame for each of a thousand clients at once; with
+// a writer goroutine per connection that round woke a thousand goroutines, each for one
+// write, and kept a thousand idle stacks. The flusher is woken once, walks the
+// connections that have frames, and writes each one's frames with one non-blocking
+// writev. A connection whose socket does not take everything goes to a goroutine of its
+// own until its backlog is written (conn.drainSlow), so no client ever stalls another.
+type flusher struct {
+	s      *Server
+	notify chan struct{}
+
+	mu    sync.Mutex
+	dirty []*conn
+
+	spare []*conn // the flusher goroutine's: the list swapped out last pass
+	b     batch
+}
+
+func newFlusher(s *Server) *flusher {
+	return &flusher{s: s, notify: make(chan struct{}, 1)}
+}
+
+// add schedules c for the next pass.
+func (f *flusher) add(c *conn) {
+	f.mu.Lock()
+	f.dirty = append(f.dirty, c)
+	f.mu.Unlock()
+	select {
+	case f.notify <- struct{}{}:
+	default:
+	}
+}
+
+// run is the flusher goroutine. It also pings, every half idle timeout, the connections
+// written nothing to since the last sweep, so that idle middleboxes keep them.
+func (f *flusher) run(keepalive time.Duration) {
+	tick := time.NewTicker(keepalive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.notify:
+		case now := <-tick.C:
+			f.s.keepalive(now.Add(-keepalive))
+			continue
+		}
+		f.mu.Lock()
+		list := f.dirty
+		f.dirty = f.spare[:0]
+		f.mu.Unlock()
+		for i, c := range list {
+			c.scheduled.Store(false)
+			c.flush(&f.b)
+			list[i] = nil
+		}
+		f.spare = list[:0]
+	}
+}
+
+// batch is the scratch of one flush: the frames taken from a connection's lanes, as
+// header and payload buffers for one writev.
+type batch struct {
+	hdr   []byte
+	iov   [][]byte
+	size  int
+	close bool // the batch ends with the close frame
+}
+
+func (b *batch) reset() {
+	b.hdr, b.iov, b.size, b.close = b.hdr[:0], b.iov[:0], 0, false
+}
+
+// add appends one frame: its header (FIN set, no mask: server frames are never masked)
+// and its payload.
+func (b *batch) add(op byte, payload []byte) {
+	start := len(b.hdr)
+	b.hdr = append(b.hdr, 0x80|op)
+	switch n := len(payload); {
+	case n < 126:
+		b.hdr = append(b.hdr, byte(n))
+	case n <= 0xFFFF:
+		b.hdr = append(b.hdr, 126)
+		b.hdr = binary.BigEndian.AppendUint16(b.hdr, uint16(n))
+	default:
+		b.hdr = append(b.hdr, 127)
+		b.hdr = binary.BigEndian.AppendUint64(b.hdr, uint64(n))
+	}
+	// hdr only grows by appending, so the header slices of earlier frames stay valid
+	// even when appending moves hdr to a larger array.
+	b.iov = append(b.iov, b.hdr[start:len(b.hdr):len(b.hdr)], payload)
+	b.size += len(b.hdr) - start + len(payload)
+}
+
+// flatten copies the batch's bytes from byte skip on into one new slice.
+func (b *batch) flatten(skip int) []byte {
+	out := make([]byte, 0, b.size-skip)
+	for _, v := range b.iov {
+		if skip >= len(v) {
+			skip -= len(v)
+			continue
+		}
+		out = append(out, v[skip:]...)
+		skip = 0
+	}
+	return out
+}
+
+// keepalive queues a ping for every connection written nothing to since before.
+func (s *Server) keepalive(before time.Time) {
+	s.mu.Lock()
+	idle := make([]*conn, 0, 16)
+	for c := range s.conns {
+		if c.lastWrite.Load() < before.UnixNano() {
+			idle = append(idle, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range idle {
+		c.control(opPing, nil)
+	}
+}

@@ -1,0 +1,151 @@
+package ws
+
+import (
+	"time"
+)
+
+// take moves frames from the lanes into b, urgent first, up to one flush's bounds or
+// the close frame, which ends the batch and marks the connection closeSent. Held: wmu.
+func (c *conn) take(b *batch) {
+	b.reset()
+	for n := 0; n < flushFrames && b.size < flushBytes && !b.close; n++ {
+		var f outFrame
+		select {
+		case f = <-c.urgent:
+		default:
+			select {
+			case f = <-c.queue:
+			default:
+				return
+			}
+		}
+		b.add(f.op, f.data)
+		if f.op == opClose {
+			b.close, c.closeSent = true, true
+		}
+	}
+}
+
+// flush writes what the lanes hold with non-blocking writevs until they are empty or
+// the socket takes no more; what it did not take goes to drainSlow.
+func (c *conn) flush(b *batch) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for !c.slow && !c.closeSent && !c.finished && !c.dropped.Load() {
+		c.take(b)
+		if b.size == 0 {
+			return
+		}
+		n, err := c.writev(b)
+		if err != nil {
+			c.writeFailed(err)
+			return
+		}
+		if n < b.size {
+			// The socket's buffer is full: the client reads slower than it is sent.
+			// The rest waits for it on a goroutine of its own; frames queued meanwhile
+			// wait in the lanes (a full queue drops the client).
+			c.pending, c.slow = b.flatten(n), true
+			go c.drainSlow()
+			return
+		}
+		c.wrote(b.close)
+	}
+}
+
+// writev makes one non-blocking writev of b, or none when the socket has no raw access
+// (everything then takes the slow path).
+func (c *conn) writev(b *batch) (int, error) {
+	if c.raw == nil {
+		return 0, nil
+	}
+	return c.raw.writev(b.iov)
+}
+
+// wrote records a complete write; after the close frame, the client's answer is waited
+// for no longer than lingerTimeout (it wakes the reader if the client never answers).
+func (c *conn) wrote(closed bool) {
+	c.lastWrite.Store(time.Now().UnixNano())
+	if closed {
+		_ = c.ws.NetConn().SetReadDeadline(time.Now().Add(lingerTimeout))
+	}
+}
+
+func (c *conn) writeFailed(err error) {
+	c.log.Debug("write failed", "err", err)
+	c.ws.Close() // unblocks the reader
+}
+
+// drainSlow writes, with ordinary blocking writes bounded by the write timeout, what
+// the socket did not take and then what the lanes hold, until they are empty. It is the
+// only writer while it runs; the client is dropped if a write times out.
+func (c *conn) drainSlow() {
+	var b batch
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for {
+		data := c.pending
+		c.pending = nil
+		closed := c.closeSent
+		if len(data) == 0 && !c.closeSent {
+			c.take(&b)
+			data, closed = b.flatten(0), b.close
+		}
+		if len(data) == 0 || c.dropped.Load() {
+			c.slow = false
+			c.slowDone.Broadcast()
+			if len(c.queue)+len(c.urgent) > 0 {
+				c.schedule()
+			}
+			return
+		}
+		c.wmu.Unlock()
+		nc := c.ws.NetConn()
+		_ = nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		_, err := nc.Write(data)
+		c.wmu.Lock()
+		if err != nil {
+			c.writeFailed(err)
+			c.slow = false
+			c.slowDone.Broadcast()
+			return
+		}
+		c.wrote(closed)
+		if closed {
+			c.slow = false
+			c.slowDone.Broadcast()
+			return
+		}
+	}
+}
+
+// finish writes what is still queued when the reader is done (the error and close
+// frames of a refused handshake, a close from the game), with blocking writes: it runs
+// on the connection's own goroutine, and holds slow so that nothing else writes, now or
+// later.
+func (c *conn) finish() {
+	var b batch
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for c.slow {
+		c.slowDone.Wait()
+	}
+	c.slow, c.finished = true, true
+	for !c.closeSent && !c.dropped.Load() {
+		c.take(&b)
+		if b.size == 0 {
+			return
+		}
+		data, closed := b.flatten(0), b.close
+		c.wmu.Unlock()
+		nc := c.ws.NetConn()
+		_ = nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		_, err := nc.Write(data)
+		c.wmu.Lock()
+		if err != nil {
+			c.writeFailed(err)
+			return
+		}
+		c.wrote(closed)
+	}
+}
