@@ -1,10 +1,12 @@
 // Package ws is the player WebSocket transport of a map server's game listener: the
-// upgrade with its origin check, and per connection exactly one reader and one writer
-// goroutine, a bounded send queue with an urgent lane for small replies, a read size
-// limit, per-connection rate limits, an idle timeout and keepalive pings. It knows nothing of the game: the first message is handed to a
-// mapserver.Handshaker (which redeems the ticket and welcomes the player), every later
-// one to the Session it returns. A client that cannot keep up with its queue is dropped
-// rather than allowed to stall the sender (the tick).
+// upgrade with its origin check, one reader goroutine per connection, one flusher per
+// server that writes every connection's queued frames with non-blocking writevs, a
+// bounded send queue with an urgent lane for small replies, a read size limit,
+// per-connection rate limits, an idle timeout and keepalive pings. It knows nothing of
+// the game: the first message is handed to a mapserver.Handshaker (which redeems the
+// ticket and welcomes the player), every later one to the Session it returns. A client
+// that cannot keep up with its queue is dropped rather than allowed to stall the sender
+// (the tick).
 package ws
 
 import (
@@ -38,9 +40,9 @@ const (
 	// readBufferSize is a connection's own read buffer: room for a few of the small
 	// messages clients send (inputs, acks, pings); a larger message is read through it.
 	readBufferSize = 512
-	// writeBufferSize is the size of the pooled write buffers. A frame larger than the
-	// buffer still goes out in one write (gorilla writes the rest from the frame itself).
-	writeBufferSize = 4 << 10
+	// writeBufferSize is the size of gorilla's pooled write buffers (its own control
+	// writes only: data frames are the flusher's).
+	writeBufferSize = 256
 )
 
 // Server is the http.Handler of GET /ws. Set the fields before serving; zero durations
@@ -98,8 +100,9 @@ func ParseOrigins(list string) []string {
 // router and server frames on its stack) and its per-connection state, a 4 KiB read
 // buffer and a 4 KiB write buffer among it, stay alive as long as the handler runs.
 // The connection instead reads through a small buffer of its own (client messages are
-// small; a larger one is read through it) and borrows a write buffer from a pool
-// shared by every connection only while it writes a frame.
+// small; a larger one is read through it). The flusher writes frames itself, so gorilla
+// is given a pool to borrow a write buffer from for its rare own writes (the close of a
+// protocol error) rather than a buffer of its own for the connection's life.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.upgradeOnce.Do(func() {
 		s.upgrader = websocket.Upgrader{
