@@ -185,11 +185,28 @@ func (c *conn) drop() {
 
 // run serves the connection until it ends: the handshake, the message loop, then what
 // is still queued (the error and close frames of a refused handshake) and the close.
-func (c *conn) run(ctx context.Context) {
-	if sess := c.handshake(ctx); sess != nil {
+//
+// The message loop runs on a fresh goroutine: the handshake's stack grew deep (the
+// ticket's redemption is an HTTP call) and a goroutine keeps its stack's size while
+// it lives, which for a connection is the whole session. done runs when the
+// connection has ended.
+func (c *conn) run(ctx context.Context, done func()) {
+	sess := c.handshake(ctx)
+	if sess == nil {
+		c.end()
+		done()
+		return
+	}
+	go func() {
 		c.readLoop(sess)
 		sess.Closed()
-	}
+		c.end()
+		done()
+	}()
+}
+
+// end writes what is still queued and the close, and closes the socket.
+func (c *conn) end() {
 	c.finish()
 	c.linger()
 	c.ws.Close()

@@ -133,10 +133,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The request's context ends when this handler returns; the connection keeps its
 	// values, not its end.
 	ctx := context.WithoutCancel(r.Context())
-	go func() {
-		defer s.track(c, -1)
-		c.run(ctx)
-	}()
+	go c.run(ctx, func() { s.track(c, -1) })
 }
 
 // Active is the number of connections being served.
