@@ -36,7 +36,12 @@ type Config struct {
 	TickHz         int `env:"MAP_TICK_HZ" envDefault:"30" help:"simulation ticks per second"`
 	SnapshotHz     int `env:"MAP_SNAPSHOT_HZ" envDefault:"15" help:"snapshots per second sent to each client"`
 	ViewCap        int `env:"MAP_VIEW_CAP" envDefault:"128" help:"entities one client's snapshot shows at most: in a crowd, the nearest ones plus the client itself and what chases it (0 = no cap)"`
-	ResumeTTLMS    int `env:"MAP_RESUME_TTL_MS" envDefault:"10000" help:"how long a character whose connection dropped waits for its client to resume with the welcome's resumeToken"`
+	// GCPercent is the collector's GOGC. A map's heap is mostly long-lived state per
+	// player (views, baselines, queues) with little garbage between snapshot rounds, so
+	// collecting at half the heap's growth instead of Go's default of all of it keeps
+	// the memory per player about a quarter lower for little CPU (docs/benchmarks.md).
+	GCPercent   int `env:"MAP_GC_PERCENT" envDefault:"50" help:"the Go collector's GOGC for the map process: collect when the heap has grown by this percent of what the last collection kept (lower: less memory, more collector CPU)"`
+	ResumeTTLMS int `env:"MAP_RESUME_TTL_MS" envDefault:"10000" help:"how long a character whose connection dropped waits for its client to resume with the welcome's resumeToken"`
 	// RecoveryEveryTicks is the maintenance boundary of the critical-item recovery pass,
 	// counted in simulation ticks so that the same inputs give the same recoveries.
 	RecoveryEveryTicks int `env:"MAP_RECOVERY_EVERY_TICKS" envDefault:"300" help:"the critical-item recovery pass runs after every tick that is a multiple of this (300 = every 10 s at 30 Hz; 0 = never)"`
@@ -101,6 +106,7 @@ func (c *Config) Validate() error {
 		{"MAP_SNAPSHOT_HZ", c.SnapshotHz, 1, 240},
 		{"MAP_RESUME_TTL_MS", c.ResumeTTLMS, 100, 3600000},
 		{"MAP_VIEW_CAP", c.ViewCap, 0, 65536},
+		{"MAP_GC_PERCENT", c.GCPercent, 10, 1000},
 		{"MAP_RECOVERY_EVERY_TICKS", c.RecoveryEveryTicks, 0, 1 << 30},
 		{"MAP_FAULT_EXIT_AFTER_MS", c.FaultExitAfterMS, 0, 86400000},
 	} {

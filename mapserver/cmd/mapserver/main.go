@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -47,6 +48,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
+	debug.SetGCPercent(cfg.GCPercent)
 	ident := app.NewIdentity(cfg.InstanceID, cfg.MapID, cfg.PoolID)
 	log := slog.New(ident.Handler(envconf.NewLogger(stderr, cfg.LogLevel).Handler()))
 
