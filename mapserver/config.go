@@ -40,7 +40,7 @@ type Config struct {
 	// player (views, baselines, queues) with little garbage between snapshot rounds, so
 	// collecting at half the heap's growth instead of Go's default of all of it keeps
 	// the memory per player about a quarter lower for little CPU (docs/benchmarks.md).
-	GCPercent   int `env:"MAP_GC_PERCENT" envDefault:"50" help:"the Go collector's GOGC for the map process: collect when the heap has grown by this percent of what the last collection kept (lower: less memory, more collector CPU)"`
+	GCPercent   int `env:"MAP_GC_PERCENT" envDefault:"50" help:"the Go collector's GOGC for the map process: collect when the heap has grown by this percent of what the last collection kept (lower: less memory, more collector CPU; 0: the Go runtime's own, GOGC or 100)"`
 	ResumeTTLMS int `env:"MAP_RESUME_TTL_MS" envDefault:"10000" help:"how long a character whose connection dropped waits for its client to resume with the welcome's resumeToken"`
 	// RecoveryEveryTicks is the maintenance boundary of the critical-item recovery pass,
 	// counted in simulation ticks so that the same inputs give the same recoveries.
@@ -106,7 +106,7 @@ func (c *Config) Validate() error {
 		{"MAP_SNAPSHOT_HZ", c.SnapshotHz, 1, 240},
 		{"MAP_RESUME_TTL_MS", c.ResumeTTLMS, 100, 3600000},
 		{"MAP_VIEW_CAP", c.ViewCap, 0, 65536},
-		{"MAP_GC_PERCENT", c.GCPercent, 10, 1000},
+		{"MAP_GC_PERCENT", c.GCPercent, 0, 1000},
 		{"MAP_RECOVERY_EVERY_TICKS", c.RecoveryEveryTicks, 0, 1 << 30},
 		{"MAP_FAULT_EXIT_AFTER_MS", c.FaultExitAfterMS, 0, 86400000},
 	} {

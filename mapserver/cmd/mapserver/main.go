@@ -48,7 +48,9 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	debug.SetGCPercent(cfg.GCPercent)
+	if cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	ident := app.NewIdentity(cfg.InstanceID, cfg.MapID, cfg.PoolID)
 	log := slog.New(ident.Handler(envconf.NewLogger(stderr, cfg.LogLevel).Handler()))
 
