@@ -169,8 +169,20 @@ func (e *Encoder) find(tick uint32) *table {
 type sent struct {
 	tick  uint32
 	valid bool
-	slots []uint16 // fit: slots lie below MaxSlots
+	set   *slotSet
 }
+
+// slotSet is the sorted visible slots of one or more consecutive snapshots of a
+// client. A view rarely changes from one snapshot to the next, so records that show
+// the same slots share one set instead of each holding a copy: a client's ring then
+// costs about one set, not one per record. A set is never changed while referenced.
+type slotSet struct {
+	slots []uint16 // fit: slots lie below MaxSlots
+	refs  int
+}
+
+// keptSets bounds the released sets a client keeps for reuse.
+const keptSets = 2
 
 // Client is one client's side of the encoder: the snapshots recently sent to it and
 // the newest tick it acknowledged.
@@ -180,6 +192,7 @@ type Client struct {
 	despawns, spawns, updates []uint16
 
 	ring   []sent
+	free   []*slotSet // released sets, for reuse
 	next   int
 	acked  uint32
 	hasAck bool
@@ -192,6 +205,7 @@ func NewClient(ring int) *Client {
 	if ring <= 0 {
 		ring = DefaultClientRing
 	}
+	ring = max(ring, 2) // a record is compared with the one before it
 	return &Client{ring: make([]sent, ring)}
 }
 
@@ -210,7 +224,7 @@ func (c *Client) Ack(tick uint32) bool {
 func (c *Client) Reset() {
 	c.hasAck = false
 	for i := range c.ring {
-		c.ring[i].valid = false
+		c.release(&c.ring[i])
 	}
 }
 
@@ -233,6 +247,7 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 		e.Begin(0)
 	}
 	cur := &e.hist[e.cur]
+	last := &c.ring[(c.next+len(c.ring)-1)%len(c.ring)] // the record written before
 	rec := &c.ring[c.next]
 	c.next = (c.next + 1) % len(c.ring)
 	var base *table
@@ -241,7 +256,7 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 		// A baseline about to be overwritten by this snapshot's record is unusable.
 		if s := c.find(c.acked); s != nil && s != rec && s.tick != cur.tick {
 			if t := e.find(c.acked); t != nil {
-				base, baseSlots = t, s.slots
+				base, baseSlots = t, s.set.slots
 			}
 		}
 	}
@@ -251,12 +266,19 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 	// Record what this snapshot shows, sorted and deduplicated, in the client's ring:
 	// mark the visible slots in a bitset and read it back in order, which costs far
 	// less than sorting.
-	rec.tick, rec.valid = cur.tick, true
-	rec.slots = c.visibleSorted(rec.slots[:0], cur, visible)
+	c.release(rec)
+	set := c.newSet()
+	set.slots = c.visibleSorted(set.slots[:0], cur, visible)
+	if last.valid && last != rec && slices.Equal(last.set.slots, set.slots) {
+		c.free = append(c.free, set)
+		set = last.set
+	}
+	set.refs++
+	rec.tick, rec.valid, rec.set = cur.tick, true, set
 	if full = base == nil; full {
 		baseSlots = nil
 	}
-	c.classify(base, cur, baseSlots, rec.slots)
+	c.classify(base, cur, baseSlots, set.slots)
 
 	if full {
 		dst = append(dst, FormatVersion<<1)
@@ -323,6 +345,26 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 		prev = int32(s)
 	}
 	return dst, full
+}
+
+// release forgets a record, keeping its set for reuse once no record refers to it.
+func (c *Client) release(r *sent) {
+	if r.set != nil {
+		if r.set.refs--; r.set.refs == 0 && len(c.free) < keptSets {
+			c.free = append(c.free, r.set)
+		}
+	}
+	r.valid, r.set = false, nil
+}
+
+// newSet returns an unreferenced set: a released one, or a new one.
+func (c *Client) newSet() *slotSet {
+	if n := len(c.free); n > 0 {
+		set := c.free[n-1]
+		c.free = c.free[:n-1]
+		return set
+	}
+	return &slotSet{}
 }
 
 // visibleSorted appends to dst the occupied slots of visible, sorted and without
