@@ -34,6 +34,7 @@ type Instance struct {
 	Reason       string    `json:"reason,omitempty"`
 	ContainerID  string    `json:"containerId,omitempty"`
 	GamePort     int       `json:"gamePort,omitempty"`    // host port on 127.0.0.1
+	GameAddr     string    `json:"gameAddr,omitempty"`    // host:port on the map network
 	ControlPort  int       `json:"controlPort,omitempty"` // host port on 127.0.0.1
 	Restarts     int       `json:"restarts"`
 	LastExitCode *int      `json:"lastExitCode,omitempty"`

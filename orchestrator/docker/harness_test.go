@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -199,6 +202,32 @@ func (h *harness) create(id string, env ...string) {
 		InstanceID: id, MapID: "frontier", Env: env, // no config: the map runs the frontier template
 	}); err != nil {
 		h.tb.Fatal(err)
+	}
+}
+
+// reachableOnMapNetwork checks that instance id's game address is its container's
+// address on the map network, and that the host reaches the map's game listener there
+// (the edge's path to it, without docker-proxy).
+func (h *harness) reachableOnMapNetwork(id string) {
+	h.tb.Helper()
+	inst, err := h.sup.Instance(id)
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	ep := h.inspect(inst.ContainerID).NetworkSettings.Networks["mapyard"]
+	if ep == nil || ep.IPAddress == "" {
+		h.tb.Fatalf("container of %s has no address on the map network", id)
+	}
+	if want := net.JoinHostPort(ep.IPAddress, strconv.Itoa(docker.MapGamePort)); inst.GameAddr != want {
+		h.tb.Fatalf("instance %s game address %q, want %q", id, inst.GameAddr, want)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + inst.GameAddr + "/ws")
+	if err != nil {
+		h.tb.Fatalf("the map's game listener does not answer on the map network: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		h.tb.Fatalf("GET /ws without an upgrade on the map network: %d, want 400 from the map", resp.StatusCode)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -88,7 +89,7 @@ func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Con
 	if err != nil {
 		return supervise.Container{}, fmt.Errorf("inspect container %s: %w", shortID(id), err)
 	}
-	ports, err := publishedPorts(info.NetworkSettings)
+	ports, err := r.ports(info.NetworkSettings)
 	if err != nil {
 		return supervise.Container{}, fmt.Errorf("container %s: %w", shortID(id), err)
 	}
@@ -194,6 +195,11 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 				c.InstanceID, _ = poolFromContainerName(s.Names[0])
 			}
 		}
+		if s.NetworkSettings != nil {
+			if ep := s.NetworkSettings.Networks[r.Template.Network]; ep != nil {
+				c.Ports.GameAddr = gameAddr(ep.IPAddress)
+			}
+		}
 		for _, p := range s.Ports {
 			if p.IP != "127.0.0.1" || p.Type != "tcp" {
 				continue
@@ -272,9 +278,9 @@ func credentialOwner(labels map[string]string) string {
 	return ""
 }
 
-// publishedPorts reads the host ports (on 127.0.0.1) of a map container's game and
-// control ports.
-func publishedPorts(ns *container.NetworkSettings) (supervise.Ports, error) {
+// ports reads the host ports (on 127.0.0.1) of a map container's game and control
+// ports, and its game listener's address on the map network.
+func (r *Runtime) ports(ns *container.NetworkSettings) (supervise.Ports, error) {
 	if ns == nil {
 		return supervise.Ports{}, errors.New("container has no network settings")
 	}
@@ -294,7 +300,19 @@ func publishedPorts(ns *container.NetworkSettings) (supervise.Ports, error) {
 	if ports.Control, err = port(MapControlPort); err != nil {
 		return supervise.Ports{}, err
 	}
+	if ep := ns.Networks[r.Template.Network]; ep != nil {
+		ports.GameAddr = gameAddr(ep.IPAddress)
+	}
 	return ports, nil
+}
+
+// gameAddr is the game listener at a container's address on the map network, or ""
+// without one.
+func gameAddr(ip string) string {
+	if ip == "" {
+		return ""
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(MapGamePort))
 }
 
 func shortID(id string) string {

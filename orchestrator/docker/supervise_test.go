@@ -180,6 +180,7 @@ func TestSupervisor_WarmPool(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(s *supervise.Supervisor) { s.PoolSize = 1 })
 	h.waitState(h.deployment+"-d", orchestrator.StateReady, 30*time.Second)
+	h.reachableOnMapNetwork(h.deployment + "-d")
 	h.waitFor("pool ready", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
 
 	id := h.deployment + "-warm"
@@ -190,6 +191,7 @@ func TestSupervisor_WarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("warm pool handout to ready: %s", time.Since(start))
+	h.reachableOnMapNetwork(id)
 	// The map may register as its new instance before the handout's start-instance
 	// call returns, so the handout's own transition can come a moment after Acquire.
 	// When the map registered first, the handout finds the instance ready already and

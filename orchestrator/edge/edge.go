@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -57,6 +58,16 @@ const (
 	maxJoinBody    = 4 << 10
 )
 
+// How the edge reaches maps (EDGE_MAP_DIAL). A map container publishes its game port on
+// 127.0.0.1, and the edge, in the host's network namespace, can also reach the
+// container's own address on the map network. Traffic to a published port crosses
+// Docker's userland proxy, a process that copies every byte once more: under a crowd
+// it costs as much CPU as the map itself. The map network's address has no such hop.
+const (
+	MapDialNetwork  = "network"
+	MapDialLoopback = "loopback"
+)
+
 // Edge serves the public listener and the loopback metrics listener. Set the fields (New
 // sets defaults), call Open, and Close at shutdown, which drains.
 type Edge struct {
@@ -80,6 +91,10 @@ type Edge struct {
 	// request's client address is found.
 	JoinLimit, APILimit, WSLimit *ratelimit.Limiter
 	Clients                      ratelimit.ClientAddr
+
+	// dialNetwork says whether maps are dialled on their map network address first
+	// (EDGE_MAP_DIAL=network), until such a dial fails where the loopback port works.
+	dialNetwork atomic.Bool
 
 	source  RouteSource // nil with static routes
 	page    *Page
@@ -111,6 +126,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.Proxy.IdleTimeout = orchestrator.Ms(cfg.IdleTimeoutMS)
 	e.Proxy.WriteTimeout = orchestrator.Ms(cfg.WriteTimeoutMS)
 	e.Proxy.Engine = cfg.Engine
+	e.dialNetwork.Store(cfg.MapDial != MapDialLoopback)
 	e.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	e.Proxy.Metrics = NewMetrics(e.Registry)
 	e.JoinLimit = newLimiter(cfg.JoinRatePerMin, cfg.JoinRateBurst, cfg.RateLimitClients)
@@ -365,7 +381,21 @@ func (e *Edge) handleMapWS(c echo.Context) error {
 		e.Proxy.Metrics.refused("not_ready")
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q has no game port yet", id)
 	}
-	return e.Proxy.Forward(c.Response(), c.Request(), id, net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.GamePort)))
+	loopback := net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.GamePort))
+	if rt.GameAddr == "" || !e.dialNetwork.Load() {
+		return e.Proxy.Forward(c.Response(), c.Request(), id, loopback)
+	}
+	err := e.Proxy.Forward(c.Response(), c.Request(), id, rt.GameAddr)
+	if !isDialError(err) {
+		return err
+	}
+	// The map network's address is not reachable from here (rootless Docker, a
+	// firewall): the loopback port, through Docker's proxy, is the way to every map.
+	if err = e.Proxy.Forward(c.Response(), c.Request(), id, loopback); err == nil && e.dialNetwork.CompareAndSwap(true, false) {
+		e.Log.Warn("maps are not reachable on their map network address; dialling their loopback ports from now on",
+			"instance", id, "addr", rt.GameAddr)
+	}
+	return err
 }
 
 // handleJoin forwards a join to the orchestrator.

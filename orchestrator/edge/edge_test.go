@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
@@ -166,7 +167,10 @@ func portOf(tb testing.TB, ts *httptest.Server) int {
 
 // echoBackend is a tiny map game listener: it first reports the request it got as the
 // map sees it, then echoes every message.
-func echoBackend(tb testing.TB) *httptest.Server {
+func echoBackend(tb testing.TB) *httptest.Server { return namedBackend(tb, "") }
+
+// namedBackend is echoBackend naming itself in its report.
+func namedBackend(tb testing.TB, name string) *httptest.Server {
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := up.Upgrade(w, r, nil)
@@ -174,7 +178,7 @@ func echoBackend(tb testing.TB) *httptest.Server {
 			return
 		}
 		defer c.Close()
-		_ = c.WriteJSON(map[string]string{"path": r.URL.Path, "host": r.Host, "origin": r.Header.Get("Origin"),
+		_ = c.WriteJSON(map[string]string{"name": name, "path": r.URL.Path, "host": r.Host, "origin": r.Header.Get("Origin"),
 			"query": r.URL.RawQuery, "xff": r.Header.Get("X-Forwarded-For")})
 		for {
 			typ, data, err := c.ReadMessage()
@@ -254,6 +258,52 @@ func TestEdge_ProxiesToMapGamePort(t *testing.T) {
 	}
 	for _, msg := range []string{`{"v":1,"kind":"ping","t":1}`, strings.Repeat("y", 3*edge.BufferSize)} {
 		echoOnce(t, c, msg)
+	}
+}
+
+// TestEdge_DialsTheMapNetworkAddress checks that a map whose route carries its address
+// on the map network is reached there, not through its loopback port.
+func TestEdge_DialsTheMapNetworkAddress(t *testing.T) {
+	network, loopback := namedBackend(t, "network"), namedBackend(t, "loopback")
+	rt := ready("forest-1", portOf(t, loopback))
+	rt.GameAddr = strings.TrimPrefix(network.URL, "http://")
+	e := MustOpenEdge(t, newFakeOrch(t, rt).URL, nil)
+	for range 2 {
+		c, seen := dialEcho(t, wsURL(e, "forest-1"), nil)
+		if seen["name"] != "network" {
+			t.Fatalf("the edge reached the %q listener, want the map network's", seen["name"])
+		}
+		echoOnce(t, c, "hello")
+	}
+}
+
+// TestEdge_FallsBackToLoopback checks that where the map network's addresses cannot be
+// dialled, players still get in, through the loopback port, and the edge stops trying.
+func TestEdge_FallsBackToLoopback(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := ln.Addr().String()
+	ln.Close() // nothing listens there now: a dial is refused
+	loopback := namedBackend(t, "loopback")
+	rt := ready("forest-1", portOf(t, loopback))
+	rt.GameAddr = refusing
+	e := MustOpenEdge(t, newFakeOrch(t, rt).URL, nil)
+	for i := range 2 {
+		c, seen := dialEcho(t, wsURL(e, "forest-1"), nil)
+		if seen["name"] != "loopback" {
+			t.Fatalf("connection %d reached %q, want the loopback port", i, seen["name"])
+		}
+		echoOnce(t, c, "hello")
+	}
+	want := `
+# HELP mapyard_edge_ws_refused_total Player WebSocket upgrades refused before the upgrade, by reason.
+# TYPE mapyard_edge_ws_refused_total counter
+mapyard_edge_ws_refused_total{reason="map_unreachable"} 1
+`
+	if err := testutil.GatherAndCompare(e.Registry, strings.NewReader(want), "mapyard_edge_ws_refused_total"); err != nil {
+		t.Fatalf("one refused dial wanted, the second connection must not try the map network again: %v", err)
 	}
 }
 

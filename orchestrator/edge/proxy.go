@@ -164,6 +164,18 @@ func (p *Proxy) eventLoop() *loop {
 	return p.loop
 }
 
+// dialError is Forward's error when the map's address could not be dialled at all:
+// nothing was sent to the map and the client is still to be answered, so another
+// address may be tried.
+type dialError struct{ error }
+
+func (e dialError) Unwrap() error { return e.error }
+
+func isDialError(err error) bool {
+	var d dialError
+	return errors.As(err, &d)
+}
+
 // handshake dials the map, forwards the client's upgrade request and reads the map's
 // answer. It returns the connection and its reader (which may already hold the map's
 // first bytes) once the map switched protocols.
@@ -174,8 +186,8 @@ func (p *Proxy) handshake(r *http.Request, instanceID, addr string) (net.Conn, *
 	backend, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		p.Metrics.refused("map_unreachable")
-		p.Log.Warn("map game port does not answer", "instance", instanceID, "err", err)
-		return nil, nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q did not answer", instanceID)
+		p.Log.Warn("map game port does not answer", "instance", instanceID, "addr", addr, "err", err)
+		return nil, nil, dialError{apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q did not answer", instanceID)}
 	}
 	fail := func(err error) (net.Conn, *bufio.Reader, error) {
 		backend.Close()

@@ -44,6 +44,10 @@ type Route struct {
 	InstanceID string `json:"instanceId"`
 	State      string `json:"state"`
 	GamePort   int    `json:"gamePort,omitempty"`
+	// GameAddr is the map's game listener on its address on the map network
+	// (host:port), reachable from the host without the userland proxy behind the
+	// published GamePort; empty when the orchestrator does not know it.
+	GameAddr string `json:"gameAddr,omitempty"`
 	// Code and Message are the gate's refusal (map_quarantined, map_unavailable), empty
 	// when the instance takes players.
 	Code    string `json:"code,omitempty"`

@@ -59,7 +59,7 @@ func (w *routeWatch) current() edgeapi.RouteTable {
 func (w *routeWatch) routesOf(instances []orchestrator.Instance) []edgeapi.Route {
 	routes := make([]edgeapi.Route, 0, len(instances))
 	for _, inst := range instances {
-		r := edgeapi.Route{InstanceID: inst.ID, State: string(inst.State), GamePort: inst.GamePort}
+		r := edgeapi.Route{InstanceID: inst.ID, State: string(inst.State), GamePort: inst.GamePort, GameAddr: inst.GameAddr}
 		if _, err := w.maps.Gate(inst.ID); err != nil {
 			r.Code, r.Message = apierr.Code(err), apierr.Message(err)
 		}

@@ -126,7 +126,7 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 		s.transition(in, orchestrator.StateStopped, "stop failed: "+err.Error())
 		return fmt.Errorf("stop map %q: %w", instanceID, err)
 	}
-	in.ContainerID, in.GamePort, in.ControlPort = "", 0, 0
+	in.ContainerID, in.GamePort, in.ControlPort, in.GameAddr = "", 0, 0, ""
 	if in.State == orchestrator.StateStopping {
 		s.transition(in, orchestrator.StateStopped, reason)
 	}

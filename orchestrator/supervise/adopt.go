@@ -158,7 +158,7 @@ func (s *Supervisor) probeAdopted(ctx context.Context, in *instance) {
 		return
 	}
 	now := s.Now()
-	in.GamePort, in.ControlPort = ports.Game, ports.Control
+	in.GamePort, in.ControlPort, in.GameAddr = ports.Game, ports.Control, ports.GameAddr
 	in.lastBeat, in.lastActive = now, now
 	s.transition(in, orchestrator.StateReady, "adopted; health probe ok")
 	s.Log.Info("adopted map container", "instance", in.ID, "container", shortID(in.ContainerID))

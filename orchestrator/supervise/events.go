@@ -101,7 +101,7 @@ func (s *Supervisor) exited(id string, exit Exit, source string) {
 		s.failed(in, fmt.Sprintf("killed by the kernel OOM killer (exit code %d)", code))
 	case code == 0:
 		s.transition(in, orchestrator.StateStopped, "exited cleanly with code 0 (not a crash)")
-		in.ContainerID, in.GamePort, in.ControlPort = "", 0, 0
+		in.ContainerID, in.GamePort, in.ControlPort, in.GameAddr = "", 0, 0, ""
 		if in.ID == s.DefaultInstanceID {
 			s.spawn(in, orchestrator.StateStarting, "the default map is always wanted")
 		}

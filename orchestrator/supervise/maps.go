@@ -39,7 +39,7 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 	if in.ContainerID != cid {
 		return apierr.Errorf(apierr.ECONFLICT, "instance %q was replaced while it registered", r.InstanceID)
 	}
-	in.GamePort, in.ControlPort = ports.Game, ports.Control
+	in.GamePort, in.ControlPort, in.GameAddr = ports.Game, ports.Control, ports.GameAddr
 	in.Registered, in.lastBeat, in.probeFails = true, s.Now(), 0
 	switch in.State {
 	case orchestrator.StateStarting, orchestrator.StateRestarting, orchestrator.StateReady:

@@ -191,7 +191,7 @@ func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) e
 	start := s.Now()
 	s.mu.Lock()
 	in.ContainerID, in.ports, in.ident, in.pooled = m.containerID, m.ports, m.ident, true
-	in.GamePort, in.ControlPort = m.ports.Game, m.ports.Control
+	in.GamePort, in.ControlPort, in.GameAddr = m.ports.Game, m.ports.Control, m.ports.GameAddr
 	s.mu.Unlock()
 	if err := s.RPC.StartInstance(ctx, controlURL(m.ports.Control), s.orchCredential(m.ident), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
 		return fmt.Errorf("start-instance on pool container %s: %w", m.id, err)

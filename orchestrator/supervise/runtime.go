@@ -75,10 +75,15 @@ type Container struct {
 	Ports    Ports // published on 127.0.0.1, when running
 }
 
-// Ports are a map container's published host ports on 127.0.0.1.
+// Ports are a map container's published host ports on 127.0.0.1, and its game
+// listener's address on the map network.
 type Ports struct {
 	Game    int
 	Control int
+	// GameAddr is the game listener on the container's own address on the map network
+	// (host:port), which the host reaches directly: the edge's path to the map, without
+	// the userland proxy behind a published port. Empty when unknown.
+	GameAddr string
 }
 
 // Exit is how a container ended.

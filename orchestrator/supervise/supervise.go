@@ -291,7 +291,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 
 	s.mu.Lock()
 	// The old container is gone: a registration from now on comes from the new one.
-	in.ContainerID, in.GamePort, in.ControlPort, in.ports = "", 0, 0, Ports{}
+	in.ContainerID, in.GamePort, in.ControlPort, in.GameAddr, in.ports = "", 0, 0, "", Ports{}
 	in.pooled = false
 	var m *poolMember
 	if len(in.env) == 0 && !in.cold {
@@ -313,7 +313,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 			return err
 		}
 		s.mu.Lock()
-		in.ContainerID, in.GamePort, in.ControlPort, in.ports, in.pooled = "", 0, 0, Ports{}, false
+		in.ContainerID, in.GamePort, in.ControlPort, in.GameAddr, in.ports, in.pooled = "", 0, 0, "", Ports{}, false
 		s.mu.Unlock()
 	}
 
