@@ -480,3 +480,50 @@ func BenchmarkIdleConnections(b *testing.B) {
 	}
 	b.ReportMetric(perConn, "B/conn")
 }
+
+// BenchmarkRound measures one snapshot round through the transport: a 200-byte binary
+// frame handed to each of 500 welcomed connections, as the tick hands out a round,
+// until every client has read its frame. The clients run in this process, so the
+// figure counts both ends; compare it between versions of the transport only.
+func BenchmarkRound(b *testing.B) {
+	const conns = 500
+	h := &harness{game: &fakeGame{}}
+	h.srv = ws.NewServer(h.game, nil)
+	ts := httptest.NewServer(h.srv)
+	defer ts.Close()
+	url := "ws" + strings.TrimPrefix(ts.URL, "http")
+	var got sync.WaitGroup
+	for range conns {
+		c, _, err := websocket.DefaultDialer.Dial(url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.WriteMessage(websocket.TextMessage, []byte("good")); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := c.ReadMessage(); err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for {
+				if _, _, err := c.ReadMessage(); err != nil {
+					return
+				}
+				got.Done()
+			}
+		}()
+	}
+	peers := h.game.Peers()
+	frame := make([]byte, 200)
+	for b.Loop() {
+		got.Add(conns)
+		for _, p := range peers {
+			if !p.Send(frame, true) {
+				b.Fatal("a client was dropped")
+			}
+		}
+		got.Wait()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*conns), "ns/frame")
+}
