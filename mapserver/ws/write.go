@@ -92,31 +92,41 @@ func (c *conn) drainSlow() {
 			data, closed = b.flatten(0), b.close
 		}
 		if len(data) == 0 || c.dropped.Load() {
-			c.slow = false
-			c.slowDone.Broadcast()
+			c.endSlow()
 			if len(c.queue)+len(c.urgent) > 0 {
 				c.schedule()
 			}
 			return
 		}
-		c.wmu.Unlock()
-		nc := c.ws.NetConn()
-		_ = nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-		_, err := nc.Write(data)
-		c.wmu.Lock()
-		if err != nil {
+		if err := c.writeUnlocked(data); err != nil {
 			c.writeFailed(err)
-			c.slow = false
-			c.slowDone.Broadcast()
+			c.endSlow()
 			return
 		}
 		c.wrote(closed)
 		if closed {
-			c.slow = false
-			c.slowDone.Broadcast()
+			c.endSlow()
 			return
 		}
 	}
+}
+
+// writeUnlocked writes data with an ordinary blocking write bounded by the write
+// timeout, with wmu released meanwhile (slow keeps every other writer out) and held
+// again on return.
+func (c *conn) writeUnlocked(data []byte) error {
+	c.wmu.Unlock()
+	defer c.wmu.Lock()
+	nc := c.ws.NetConn()
+	_ = nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	_, err := nc.Write(data)
+	return err
+}
+
+// endSlow ends the slow path: the flusher and the reader write again. Held: wmu.
+func (c *conn) endSlow() {
+	c.slow = false
+	c.slowDone.Broadcast()
 }
 
 // finish writes what is still queued when the reader is done (the error and close
@@ -136,13 +146,8 @@ func (c *conn) finish() {
 		if b.size == 0 {
 			return
 		}
-		data, closed := b.flatten(0), b.close
-		c.wmu.Unlock()
-		nc := c.ws.NetConn()
-		_ = nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-		_, err := nc.Write(data)
-		c.wmu.Lock()
-		if err != nil {
+		closed := b.close
+		if err := c.writeUnlocked(b.flatten(0)); err != nil {
 			c.writeFailed(err)
 			return
 		}
