@@ -269,7 +269,7 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 	c.release(rec)
 	set := c.newSet()
 	set.slots = c.visibleSorted(set.slots[:0], cur, visible)
-	if last.valid && last != rec && slices.Equal(last.set.slots, set.slots) {
+	if last.valid && slices.Equal(last.set.slots, set.slots) {
 		c.free = append(c.free, set)
 		set = last.set
 	}

@@ -53,13 +53,13 @@ type conn struct {
 	buf       []byte // the reader's message buffer (read)
 
 	// wmu orders every write. The flusher and the reader hold it only to take frames
-	// and make one non-blocking write; while slow is set, drainSlow alone writes.
+	// and make one non-blocking write; while slow is set, drainSlow (or, at the end,
+	// finish, which never clears it) alone writes.
 	wmu       sync.Mutex
 	slowDone  *sync.Cond // on wmu: broadcast when slow clears
 	slow      bool       // a goroutine is writing what the socket did not take
 	pending   []byte     // what the socket did not take, for drainSlow
 	closeSent bool       // the close frame is taken: nothing may follow it
-	finished  bool       // the reader has written what was left: no more writes
 
 	helloTimeout, idleTimeout, writeTimeout time.Duration
 }
@@ -89,7 +89,7 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 	// gorilla's own handlers would answer pings and closes with writes of their own,
 	// beside the flusher's: the answers go through the urgent lane instead.
 	ws.SetPingHandler(func(data string) error {
-		c.control(opPong, []byte(data))
+		c.offer(opPong, []byte(data))
 		return nil
 	})
 	ws.SetCloseHandler(func(code int, _ string) error {
@@ -132,9 +132,10 @@ func (c *conn) Reply(frame []byte) bool {
 	return c.enqueue(c.urgent, outFrame{data: frame, op: opText})
 }
 
-// control queues a control frame (a ping, the pong to a client's ping) in the urgent
-// lane; a full lane loses it, not the connection.
-func (c *conn) control(op byte, data []byte) {
+// offer queues a frame the connection can do without (a ping, the pong to a client's
+// ping, a rate_limited error) in the urgent lane; a full lane loses the frame, not the
+// connection.
+func (c *conn) offer(op byte, data []byte) {
 	if c.dropped.Load() || c.closing.Load() {
 		return
 	}
@@ -315,11 +316,7 @@ func (c *conn) refuse(now time.Time, reason string) {
 	if closing {
 		msg += "; closing: too many messages refused"
 	}
-	select {
-	case c.urgent <- outFrame{data: wire.ErrorFrame(wire.CodeRateLimited, msg, 0), op: opText}:
-		c.schedule()
-	default:
-	}
+	c.offer(opText, wire.ErrorFrame(wire.CodeRateLimited, msg, 0))
 	if closing {
 		c.s.counter(ReasonClosed).Inc()
 		c.log.Info("closing a client that goes on over its rate limits", "reason", reason)

@@ -138,6 +138,6 @@ func (s *Server) keepalive(before time.Time) {
 	}
 	s.mu.Unlock()
 	for _, c := range idle {
-		c.control(opPing, nil)
+		c.offer(opPing, nil)
 	}
 }

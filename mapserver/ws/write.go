@@ -31,7 +31,7 @@ func (c *conn) take(b *batch) {
 func (c *conn) flush(b *batch) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	for !c.slow && !c.closeSent && !c.finished && !c.dropped.Load() {
+	for !c.slow && !c.closeSent && !c.dropped.Load() {
 		c.take(b)
 		if b.size == 0 {
 			return
@@ -140,7 +140,7 @@ func (c *conn) finish() {
 	for c.slow {
 		c.slowDone.Wait()
 	}
-	c.slow, c.finished = true, true
+	c.slow = true
 	for !c.closeSent && !c.dropped.Load() {
 		c.take(&b)
 		if b.size == 0 {

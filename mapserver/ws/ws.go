@@ -40,8 +40,8 @@ const (
 	// readBufferSize is a connection's own read buffer: room for a few of the small
 	// messages clients send (inputs, acks, pings); a larger message is read through it.
 	readBufferSize = 512
-	// writeBufferSize is the size of gorilla's pooled write buffers (its own control
-	// writes only: data frames are the flusher's).
+	// writeBufferSize is the size of gorilla's pooled write buffers, which it never
+	// draws from: data frames are the flusher's, control frames need none.
 	writeBufferSize = 256
 )
 
@@ -100,9 +100,9 @@ func ParseOrigins(list string) []string {
 // router and server frames on its stack) and its per-connection state, a 4 KiB read
 // buffer and a 4 KiB write buffer among it, stay alive as long as the handler runs.
 // The connection instead reads through a small buffer of its own (client messages are
-// small; a larger one is read through it). The flusher writes frames itself, so gorilla
-// is given a pool to borrow a write buffer from for its rare own writes (the close of a
-// protocol error) rather than a buffer of its own for the connection's life.
+// small; a larger one is read through it). The flusher writes frames itself and
+// gorilla's own control writes need no buffer, so gorilla is given a write buffer pool
+// it never draws from: without one it would keep the hijacked 4 KiB write buffer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.upgradeOnce.Do(func() {
 		s.upgrader = websocket.Upgrader{

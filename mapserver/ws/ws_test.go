@@ -90,7 +90,7 @@ type harness struct {
 	url  string
 }
 
-func newHarness(t *testing.T, tune func(*ws.Server)) *harness {
+func newHarness(t testing.TB, tune func(*ws.Server)) *harness {
 	t.Helper()
 	h := &harness{game: &fakeGame{}}
 	h.srv = ws.NewServer(h.game, nil)
@@ -103,7 +103,7 @@ func newHarness(t *testing.T, tune func(*ws.Server)) *harness {
 	return h
 }
 
-func dial(t *testing.T, url string, header http.Header) *websocket.Conn {
+func dial(t testing.TB, url string, header http.Header) *websocket.Conn {
 	t.Helper()
 	c, resp, err := websocket.DefaultDialer.Dial(url, header)
 	if err != nil {
@@ -113,14 +113,14 @@ func dial(t *testing.T, url string, header http.Header) *websocket.Conn {
 	return c
 }
 
-func send(t *testing.T, c *websocket.Conn, msg string) {
+func send(t testing.TB, c *websocket.Conn, msg string) {
 	t.Helper()
 	if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func recv(t *testing.T, c *websocket.Conn) (int, string) {
+func recv(t testing.TB, c *websocket.Conn) (int, string) {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	typ, data, err := c.ReadMessage()
@@ -158,7 +158,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func welcomed(t *testing.T, h *harness) *websocket.Conn {
+func welcomed(t testing.TB, h *harness) *websocket.Conn {
 	t.Helper()
 	c := dial(t, h.url, nil)
 	send(t, c, "good")
@@ -487,24 +487,11 @@ func BenchmarkIdleConnections(b *testing.B) {
 // figure counts both ends; compare it between versions of the transport only.
 func BenchmarkRound(b *testing.B) {
 	const conns = 500
-	h := &harness{game: &fakeGame{}}
-	h.srv = ws.NewServer(h.game, nil)
-	ts := httptest.NewServer(h.srv)
-	defer ts.Close()
-	url := "ws" + strings.TrimPrefix(ts.URL, "http")
+	h := newHarness(b, nil)
 	var got sync.WaitGroup
 	for range conns {
-		c, _, err := websocket.DefaultDialer.Dial(url, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		if err := c.WriteMessage(websocket.TextMessage, []byte("good")); err != nil {
-			b.Fatal(err)
-		}
-		if _, _, err := c.ReadMessage(); err != nil {
-			b.Fatal(err)
-		}
+		c := welcomed(b, h)
+		_ = c.SetReadDeadline(time.Time{}) // welcomed's read left a deadline
 		go func() {
 			for {
 				if _, _, err := c.ReadMessage(); err != nil {
