@@ -72,7 +72,7 @@ func (db *DB) CreateCharacter(ctx context.Context, c *orchestrator.Character, ma
 // none is selected) and each with the map it was last saved in.
 const charactersSQL = `SELECT c.character_id, c.name, c.created_at_ms, COALESCE(st.map_id, ''),
 		c.character_id = COALESCE(sel.character_id,
-			(SELECT o.character_id FROM characters o WHERE o.key_hash = c.key_hash ORDER BY o.created_at_ms, o.character_id LIMIT 1))
+			(SELECT o.character_id FROM characters o WHERE o.key_hash = c.key_hash ORDER BY o.created_at_ms, o.rowid LIMIT 1))
 	FROM characters c
 	LEFT JOIN character_selection sel ON sel.key_hash = c.key_hash
 	LEFT JOIN character_state st ON st.character_id = c.character_id
@@ -80,7 +80,7 @@ const charactersSQL = `SELECT c.character_id, c.name, c.created_at_ms, COALESCE(
 
 // Characters returns the characters of an identity, oldest first.
 func (db *DB) Characters(ctx context.Context, keyHash string) ([]*orchestrator.Character, error) {
-	rows, err := db.query(ctx, charactersSQL+` ORDER BY c.created_at_ms, c.character_id`, keyHash)
+	rows, err := db.query(ctx, charactersSQL+` ORDER BY c.created_at_ms, c.rowid`, keyHash)
 	if err != nil {
 		return nil, fmt.Errorf("list characters: %w", err)
 	}
@@ -106,7 +106,7 @@ func (db *DB) SelectedCharacter(ctx context.Context, keyHash string) (*orchestra
 		FROM characters c
 		LEFT JOIN character_selection sel ON sel.key_hash = c.key_hash
 		LEFT JOIN character_state st ON st.character_id = c.character_id
-		WHERE c.key_hash = ? ORDER BY c.character_id IS sel.character_id DESC, c.created_at_ms, c.character_id LIMIT 1`, keyHash)
+		WHERE c.key_hash = ? ORDER BY c.character_id IS sel.character_id DESC, c.created_at_ms, c.rowid LIMIT 1`, keyHash)
 	c, err := scanCharacter(row, keyHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, apierr.Errorf(apierr.ENOTFOUND, "no character for this key")

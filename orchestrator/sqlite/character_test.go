@@ -58,6 +58,26 @@ func TestDB_Characters(t *testing.T) {
 			t.Fatalf("an identity with none: %v %v, want an empty list", list, err)
 		}
 	})
+	t.Run("SameMillisecondListsInCreationOrder", func(t *testing.T) {
+		now := time.UnixMilli(1700000000123)
+		db := MustOpenDB(t, func(db *sqlite.DB) { db.Now = func() time.Time { return now } })
+		var want []string
+		for _, n := range []string{"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"} {
+			want = append(want, MustCreate(t, db, "kh1", n).ID)
+		}
+		list, err := db.Characters(ctx, "kh1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range list {
+			if c.ID != want[i] || c.Selected != (i == 0) {
+				t.Fatalf("characters created in one millisecond listed out of creation order: %d is %s (%s), want %s", i, c.ID, c.Name, want[i])
+			}
+		}
+		if got, err := db.SelectedCharacter(ctx, "kh1"); err != nil || got.ID != want[0] {
+			t.Fatalf("selected %+v %v, want the first created", got, err)
+		}
+	})
 	t.Run("ErrBadRequestDuplicateName", func(t *testing.T) {
 		db := MustOpenDB(t)
 		MustCreate(t, db, "kh1", "Ada")
