@@ -174,6 +174,8 @@ done
 
 # An idle player alone on W1's map (its NPCs still wander around it), the idle RSS, and
 # an idle player on the same map without NPCs (nothing in view moves): direct path only.
+# The first stands where -spread's seeded draw puts it, the same place on every run, so
+# runs of different builds compare with the same NPCs around it.
 if [[ " $PATHS " != *" direct "* ]]; then
 	scripts/bench/w1-table.sh "$OUT" | tee "$OUT/table.md"
 	exit 0
@@ -183,7 +185,7 @@ IDLE_WINDOW=$(( WINDOW < 20 ? WINDOW : 20 ))
 pid=$(start_map)
 sleep 1
 echo "{\"rssMb\": $(rss_mb "$pid")}" >"$OUT/mapyard-idle-rss.json"
-bots -n 1 -idle -warmup 5s -window "${IDLE_WINDOW}s" -server-pid "$pid" 2>>"$OUT/mapbots.log" >"$OUT/mapyard-idle.json"
+bots -n 1 -idle -warmup 5s -window "${IDLE_WINDOW}s" -server-pid "$pid" -spread "http://127.0.0.1:$CTL" 2>>"$OUT/mapbots.log" >"$OUT/mapyard-idle.json"
 docker stop -t 5 "$CONTAINER" >/dev/null
 start_fake scripts/bench/w1-quiet-map.json w1-quiet-1
 pid=$(start_map w1-quiet-1 w1-quiet)

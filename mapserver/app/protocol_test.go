@@ -75,7 +75,11 @@ func self(s *wire.Snapshot) *wire.Entity { return s.Find(s.Self) }
 func TestProtocol_MoveAckDelta(t *testing.T) {
 	f := mustOpenFakeOrch(t)
 	m := mustOpenMap(t, f, nil)
-	g, _ := joinMap(t, f, m)
+	g, w := joinMap(t, f, m)
+	// The welcome announces the far rule the page interpolates distant entities by.
+	if fv, _ := w["farView"].(map[string]any); fv["radius"] != 60.0 || fv["every"] != float64(wire.DefaultFarEvery) {
+		t.Fatalf("welcome farView %v, want radius 60 every %d", w["farView"], wire.DefaultFarEvery)
+	}
 
 	first := g.snapshotWhere("anything", func(*wire.Snapshot) bool { return true })
 	if !first.Full || first.Seq != 0 || self(first) == nil || self(first).Kind != uint8(sim.KindPlayer) {

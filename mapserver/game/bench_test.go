@@ -9,6 +9,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
+	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
@@ -130,5 +131,51 @@ func runTicks(b *testing.B, g *game.Game, rng *rand.Rand, move bool, bots []bot)
 	}
 	if frames > 0 {
 		b.ReportMetric(float64(bytes)/float64(frames), "bytes/snapshot")
+	}
+}
+
+// BenchmarkIdlePlayer is what one idle player on W1's map (200 NPCs wandering) is sent:
+// one player standing at the map's first spawn point, alone but for the NPCs, its
+// snapshot built and acknowledged 15 times a second. One op is one tick; bytes/snapshot
+// is the mean frame, kbit/s the downstream of its snapshots with their 2-byte WebSocket
+// header (pongs and events aside), entities/snapshot what its view holds.
+func BenchmarkIdlePlayer(b *testing.B) {
+	g, cfg, _ := benchGame(b, "w1-1", func(c *mapgen.MapConfig) {
+		c.GenerationRules.NPCDensity = 50 // 200 NPCs on 4 km², as W1
+	})
+	spot := g.Sim().SpawnPoint(0)
+	bots := spawnBots(b, g, 1, func() *mapcontract.CharacterState {
+		return &mapcontract.CharacterState{MapID: cfg.MapID, X: float64(spot.X) / sim.QuantaPerUnit, Y: float64(spot.Y) / sim.QuantaPerUnit}
+	})
+	buf := make([]byte, 0, 4096)
+	dec := wire.NewDecoder(wire.DefaultClientRing)
+	var bytes, frames, inView int
+	snapshot := func() int {
+		frame, _ := bots[0].view.Snapshot(buf[:0])
+		buf = frame
+		s, err := dec.Decode(frame)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bots[0].view.Ack(uint64(s.Tick))
+		return len(s.Entities)
+	}
+	for range 60 { // past the first, full snapshot
+		g.Step()
+		snapshot()
+	}
+	b.ResetTimer()
+	for tick := 1; tick <= b.N; tick++ {
+		g.Step()
+		if tick%2 == 0 {
+			inView += snapshot()
+			bytes += len(buf)
+			frames++
+		}
+	}
+	if frames > 0 {
+		b.ReportMetric(float64(inView)/float64(frames), "entities/snapshot")
+		b.ReportMetric(float64(bytes)/float64(frames), "bytes/snapshot")
+		b.ReportMetric(float64(bytes+2*frames)/float64(frames)*15*8/1000, "kbit/s")
 	}
 }

@@ -46,14 +46,7 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 		ids = append(ids, id)
 	}
 	// The target offers p119, at the crowd's far corner 3.2 units away, a trade.
-	g.Carry("target", []items.Item{{ID: "sword-1", TemplateID: "sword", Quantity: 1, Place: items.Place{CharacterID: "target"}, State: items.StateActive}})
-	offer, err := g.Decode(game.FeatureItems, game.ActionOffer, json.RawMessage(`{"toCharacterId":"p119","itemId":"sword-1"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Apply("target", offer); err != nil {
-		t.Fatal(err)
-	}
+	offerSword(t, g, "target", "p119")
 	views := make(map[string]loop.View, len(ids))
 	decs := make(map[string]*wire.Decoder, len(ids))
 	for _, id := range ids {
@@ -176,5 +169,18 @@ func TestGame_ViewUnderTheCapShowsAll(t *testing.T) {
 	}
 	if len(snap.Entities) < len(all.Entities)-2 || len(all.Entities) < 2 {
 		t.Fatalf("under the cap %d shown of %d", len(snap.Entities), len(all.Entities))
+	}
+}
+
+// offerSword gives from a sword and has it offer the sword to to: an open trade.
+func offerSword(t *testing.T, g *game.Game, from, to string) {
+	t.Helper()
+	g.Carry(from, []items.Item{{ID: "sword-1", TemplateID: "sword", Quantity: 1, Place: items.Place{CharacterID: from}, State: items.StateActive}})
+	offer, err := g.Decode(game.FeatureItems, game.ActionOffer, json.RawMessage(`{"toCharacterId":"`+to+`","itemId":"sword-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Apply(from, offer); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -62,6 +62,12 @@ type Game struct {
 	chaseValid bool
 	// views counts the views made, to stagger their reselection.
 	views int
+	// farRadius is the distance beyond which a view sees an entity from afar, and
+	// farEvery how many snapshots apart it then sees it move; near,
+	// far and keep are split's scratch.
+	farRadius       int32
+	farEvery        int
+	near, far, keep []int32
 }
 
 var _ loop.Game = (*Game)(nil)
@@ -82,6 +88,7 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 		world: w, mapID: cfg.MapID, state: st, grid: grid, enc: wire.NewEncoder(wire.DefaultRing),
 		slots: make(map[string]int32), attrs: make(map[string]json.RawMessage),
 		items: newItemState(items.DefaultCatalog(), cfg.InstanceID), viewCap: DefaultViewCap,
+		farRadius: DefaultFarRadius, farEvery: wire.DefaultFarEvery,
 	}
 	g.items.seed = GenerateItems(cfg, w, st.Colliders(), g.items.catalog)
 	g.place()
@@ -359,7 +366,8 @@ type view struct {
 }
 
 // Snapshot encodes the current tick for the view's character: the entities of the 3x3
-// cells around it, full or against its acknowledged baseline, with its last input seq.
+// cells around it (those beyond the far radius seen from afar), full or against its
+// acknowledged baseline, with its last input seq.
 func (v *view) Snapshot(dst []byte) ([]byte, bool) {
 	g := v.g
 	slot, ok := g.slots[v.id]
@@ -368,7 +376,8 @@ func (v *view) Snapshot(dst []byte) ([]byte, bool) {
 	}
 	g.begin()
 	g.visible = v.viewSlots(slot)
-	return g.enc.Encode(dst, v.client, g.state.Players[slot].LastSeq, slot, g.visible)
+	near, far := g.split(slot, g.visible)
+	return g.enc.EncodeFar(dst, v.client, g.state.Players[slot].LastSeq, slot, near, far)
 }
 
 // Ack records the newest snapshot tick the client decoded.

@@ -7,6 +7,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/items"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
@@ -78,6 +79,12 @@ type Holdings interface {
 	// InventoryFrame is the "inventory" event of a character, sent to it right after
 	// every welcome (later changes come as Step events).
 	InventoryFrame(characterID string) []byte
+}
+
+// FarViewer is a Game whose snapshots show distant entities from afar; the loop puts its
+// rule in every welcome.
+type FarViewer interface {
+	FarView() *wire.FarView
 }
 
 // ItemLoader reads what the orchestrator keeps for an arriving character

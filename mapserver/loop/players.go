@@ -89,6 +89,9 @@ func (l *Loop) attach(p *player, sess *session, transferID string, resumed bool)
 		TickHz: l.TickHz, SnapshotHz: l.SnapshotHz, MapConfig: cfg, SnapshotFormat: wire.FormatVersion,
 		ResumeToken: p.token, ResumeTTLMs: l.ResumeTTL.Milliseconds(), Resumed: resumed, TransferID: transferID,
 	}
+	if fv, ok := l.game.(FarViewer); ok {
+		w.FarView = fv.FarView()
+	}
 	frame, err := json.Marshal(w)
 	if err != nil {
 		l.Log.Error("encode welcome", "err", err)

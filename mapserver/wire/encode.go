@@ -25,6 +25,10 @@ const (
 	// snapshot. Every connected client holds this ring (the slots each snapshot
 	// showed), so it is kept shorter than the encoder's shared one.
 	DefaultClientRing = 16
+	// DefaultFarEvery is how many snapshots apart a distant entity's movement reaches a
+	// client (see Encoder.EncodeFar): 12, so 1.25 times a second at 15 snapshots per
+	// second, which a client interpolates over.
+	DefaultFarEvery = 12
 	// Bits of an update record's low three bits: what follows the slot gap.
 	updateDX     = 1 << 0
 	updateDY     = 1 << 1
@@ -103,10 +107,29 @@ func appendFields(dst []byte, mask uint64, s *EntityState) []byte {
 }
 
 // table is the state of every slot at one snapshot tick; ID 0 marks an empty slot.
+// sampled is what a client is shown of an entity it sees from afar: the slot's
+// position and facing as of the slot's last refresh (one snapshot in farEvery,
+// staggered by slot), its other fields as in slots, and the whole state at once when
+// another entity takes the slot.
 type table struct {
-	tick  uint32
-	valid bool
-	slots []EntityState
+	tick    uint32
+	valid   bool
+	slots   []EntityState
+	sampled []EntityState
+}
+
+// state returns the state of slot s a client is shown, sampled if it sees s from afar.
+func (t *table) state(s uint16, far bool) *EntityState {
+	if far {
+		return &t.sampled[s]
+	}
+	return &t.slots[s]
+}
+
+// settled reports whether slot s's sampled state is its current one, so that a client
+// can start seeing it from afar without seeing it step back.
+func (t *table) settled(s uint16) bool {
+	return t.sampled[s] == t.slots[s]
 }
 
 // Encoder builds the snapshot frames of one map. Each snapshot tick the loop calls
@@ -123,6 +146,10 @@ type table struct {
 type Encoder struct {
 	hist []table
 	cur  int
+	// n counts the snapshots begun; farEvery is how many apart a slot's sampled state
+	// is refreshed.
+	n        uint32
+	farEvery uint32
 }
 
 // NewEncoder returns an encoder keeping ring snapshot tables (DefaultRing if ring <= 0).
@@ -130,16 +157,23 @@ func NewEncoder(ring int) *Encoder {
 	if ring <= 0 {
 		ring = DefaultRing
 	}
-	return &Encoder{hist: make([]table, ring), cur: -1}
+	return &Encoder{hist: make([]table, ring), cur: -1, farEvery: DefaultFarEvery}
 }
+
+// SetFarEvery sets how many snapshots apart an entity seen from afar has its movement
+// sent (DefaultFarEvery at first); k <= 1 sends it every snapshot, like a near one.
+// It takes effect at the next Begin.
+func (e *Encoder) SetFarEvery(k int) { e.farEvery = uint32(max(k, 1)) }
 
 // Begin starts the snapshot of tick, which must be above the previous one. Slots not
 // Set before the next Begin are empty at tick.
 func (e *Encoder) Begin(tick uint32) {
 	e.cur = (e.cur + 1) % len(e.hist)
+	e.n++
 	t := &e.hist[e.cur]
 	t.tick, t.valid = tick, true
 	clear(t.slots)
+	clear(t.sampled)
 }
 
 // Set records the state of slot at the current tick. Slots outside [0, MaxSlots) and
@@ -151,8 +185,20 @@ func (e *Encoder) Set(slot int32, s EntityState) {
 	t := &e.hist[e.cur]
 	if int(slot) >= len(t.slots) {
 		t.slots = slices.Grow(t.slots, int(slot)+1-len(t.slots))[:slot+1]
+		t.sampled = slices.Grow(t.sampled, int(slot)+1-len(t.sampled))[:slot+1]
 	}
 	t.slots[slot] = s
+	// The sampled state keeps the previous snapshot's position and facing but on the
+	// slot's refresh, one snapshot in farEvery; a slot's phase is its number, so the
+	// refreshes of a crowd spread evenly over the snapshots.
+	if (e.n+uint32(slot))%e.farEvery != 0 {
+		if prev := &e.hist[(e.cur+len(e.hist)-1)%len(e.hist)]; prev.valid && int(slot) < len(prev.sampled) {
+			if p := &prev.sampled[slot]; p.ID == s.ID {
+				s.X, s.Y, s.Facing = p.X, p.Y, p.Facing
+			}
+		}
+	}
+	t.sampled[slot] = s
 }
 
 // find returns the table of tick, or nil when it left the ring.
@@ -178,7 +224,16 @@ type sent struct {
 // costs about one set, not one per record. A set is never changed while referenced.
 type slotSet struct {
 	slots []uint16 // fit: slots lie below MaxSlots
+	far   []uint64 // bit i: slots[i] was shown from afar (its sampled state)
 	refs  int
+}
+
+// isFar reports whether the set showed its i-th slot from afar.
+func (s *slotSet) isFar(i int) bool { return s.far[i>>6]&(1<<(i&63)) != 0 }
+
+// same reports whether s and o show the same slots, each as near or far alike.
+func (s *slotSet) same(o *slotSet) bool {
+	return slices.Equal(s.slots, o.slots) && slices.Equal(s.far, o.far)
 }
 
 // keptSets bounds the released sets a client keeps for reuse.
@@ -187,9 +242,11 @@ const keptSets = 2
 // Client is one client's side of the encoder: the snapshots recently sent to it and
 // the newest tick it acknowledged.
 type Client struct {
-	// scratch, reused by every Encode
-	mark                      []uint64
-	despawns, spawns, updates []uint16
+	// scratch, reused by every Encode: near and far visible slots as bitsets, and the
+	// records of one frame (spawns and updates with the recordFar and baseFar bits)
+	mark, farMark   []uint64
+	despawns        []uint16
+	spawns, updates []uint32
 
 	ring   []sent
 	free   []*slotSet // released sets, for reuse
@@ -237,12 +294,28 @@ func (c *Client) find(tick uint32) *sent {
 	return nil
 }
 
+// Bits of a spawn or update record in Client's scratch above the slot number.
+const (
+	recordFar = 1 << 16 // the frame shows the slot's sampled state
+	baseFar   = 1 << 17 // the baseline showed the slot's sampled state
+)
+
 // Encode appends the current tick's snapshot for client c to dst: a delta against the
 // newest snapshot c acknowledged when both the encoder and c still hold it, a full
 // snapshot otherwise (full reports which). seq is the last input seq applied for the
 // client's player, self its own slot (-1 for none), and visible the slots it sees
 // (any order; empty slots and duplicates are skipped). Encode must follow Begin.
 func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible []int32) (out []byte, full bool) {
+	return e.EncodeFar(dst, c, seq, self, visible, nil)
+}
+
+// EncodeFar is Encode with the client's view split in two: near, the slots it sees
+// every change of, and far, the slots it sees from afar, whose movement (position and
+// facing) it is sent once every farEvery snapshots, staggered by slot; their other
+// fields, spawns and despawns reach it at once. A slot in both lists is near. A slot
+// turns far only on a snapshot where its sampled state is its current one, so no
+// client sees an entity step back.
+func (e *Encoder) EncodeFar(dst []byte, c *Client, seq uint64, self int32, near, far []int32) (out []byte, full bool) {
 	if e.cur < 0 {
 		e.Begin(0)
 	}
@@ -251,12 +324,12 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 	rec := &c.ring[c.next]
 	c.next = (c.next + 1) % len(c.ring)
 	var base *table
-	var baseSlots []uint16
+	var baseSet *slotSet
 	if c.hasAck {
 		// A baseline about to be overwritten by this snapshot's record is unusable.
 		if s := c.find(c.acked); s != nil && s != rec && s.tick != cur.tick {
 			if t := e.find(c.acked); t != nil {
-				base, baseSlots = t, s.set.slots
+				base, baseSet = t, s.set
 			}
 		}
 	}
@@ -266,19 +339,23 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 	// Record what this snapshot shows, sorted and deduplicated, in the client's ring:
 	// mark the visible slots in a bitset and read it back in order, which costs far
 	// less than sorting.
+	var lastSet *slotSet
+	if last.valid {
+		lastSet = last.set
+	}
 	c.release(rec)
 	set := c.newSet()
-	set.slots = c.visibleSorted(set.slots[:0], cur, visible)
-	if last.valid && slices.Equal(last.set.slots, set.slots) {
+	c.viewSorted(set, cur, near, far, lastSet)
+	if lastSet != nil && lastSet.same(set) {
 		c.free = append(c.free, set)
-		set = last.set
+		set = lastSet
 	}
 	set.refs++
 	rec.tick, rec.valid, rec.set = cur.tick, true, set
 	if full = base == nil; full {
-		baseSlots = nil
+		baseSet = nil
 	}
-	c.classify(base, cur, baseSlots, set.slots)
+	c.classify(base, cur, baseSet, set)
 
 	if full {
 		dst = append(dst, FormatVersion<<1)
@@ -303,8 +380,9 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 
 	dst = binary.AppendUvarint(dst, uint64(len(c.spawns)))
 	prev = -1
-	for _, s := range c.spawns {
-		st := &cur.slots[s]
+	for _, r := range c.spawns {
+		s := uint16(r)
+		st := cur.state(s, r&recordFar != 0)
 		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1))
 		dst = append(dst, st.Kind)
 		dst = binary.AppendUvarint(dst, st.ID)
@@ -319,8 +397,9 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 	// mask. Entities at rest cost nothing.
 	dst = binary.AppendUvarint(dst, uint64(len(c.updates)))
 	prev = -1
-	for _, s := range c.updates {
-		b, n := &base.slots[s], &cur.slots[s]
+	for _, r := range c.updates {
+		s := uint16(r)
+		b, n := base.state(s, r&baseFar != 0), cur.state(s, r&recordFar != 0)
 		var m uint64
 		if b.X != n.X {
 			m |= updateDX
@@ -367,56 +446,98 @@ func (c *Client) newSet() *slotSet {
 	return &slotSet{}
 }
 
-// visibleSorted appends to dst the occupied slots of visible, sorted and without
-// duplicates, through the client's bitset.
-func (c *Client) visibleSorted(dst []uint16, cur *table, visible []int32) []uint16 {
-	if cap(dst) < len(visible) {
+// viewSorted fills set with the occupied slots of near and far, sorted and without
+// duplicates, through the client's bitsets, and marks the far ones: those only in far
+// that the client saw from afar in its last snapshot (last, nil for none) or whose
+// sampled state is their current one.
+func (c *Client) viewSorted(set *slotSet, cur *table, near, far []int32, last *slotSet) {
+	n := len(near) + len(far)
+	if cap(set.slots) < n {
 		// A little room beyond this snapshot's view, so that a ring entry grows rarely
 		// in a view that only changes by a few entities.
-		dst = make([]uint16, 0, len(visible)+len(visible)/8+8)
+		set.slots = make([]uint16, 0, n+n/8+8)
 	}
 	words := (len(cur.slots) + 63) / 64
 	if len(c.mark) < words {
-		c.mark = make([]uint64, words)
+		c.mark, c.farMark = make([]uint64, words), make([]uint64, words)
 	}
-	for _, s := range visible {
-		if s >= 0 && int(s) < len(cur.slots) && cur.slots[s].ID != 0 {
-			c.mark[s>>6] |= 1 << (s & 63)
-		}
-	}
+	markOccupied(c.mark, cur, near)
+	markOccupied(c.farMark, cur, far)
+	slots, farBits := set.slots[:0], set.far[:0]
+	j := 0 // the last set's slots below the current one
 	for w := range words {
-		m := c.mark[w]
+		m, f := c.mark[w]|c.farMark[w], c.farMark[w]&^c.mark[w]
 		for m != 0 {
-			dst = append(dst, uint16(w*64+bits.TrailingZeros64(m)))
+			b := bits.TrailingZeros64(m)
 			m &= m - 1
+			s := uint16(w*64 + b)
+			i := len(slots)
+			slots = append(slots, s)
+			if i&63 == 0 {
+				farBits = append(farBits, 0)
+			}
+			if f&(1<<b) == 0 {
+				continue
+			}
+			wasFar := false
+			if last != nil {
+				for j < len(last.slots) && last.slots[j] < s {
+					j++
+				}
+				wasFar = j < len(last.slots) && last.slots[j] == s && last.isFar(j)
+			}
+			if wasFar || cur.settled(s) {
+				farBits[i>>6] |= 1 << (i & 63)
+			}
 		}
-		c.mark[w] = 0
+		c.mark[w], c.farMark[w] = 0, 0
 	}
-	return dst
+	set.slots, set.far = slots, farBits
 }
 
-// classify splits the slots seen at the baseline (was) and now into despawns (seen,
-// no longer visible), spawns (newly visible, or holding another entity than at the
-// baseline) and updates (the same entity, moved or changed), in the client's scratch lists.
-func (c *Client) classify(base, cur *table, was, now []uint16) {
+// markOccupied sets the bits of the occupied slots of list in mark.
+func markOccupied(mark []uint64, cur *table, list []int32) {
+	for _, s := range list {
+		if s >= 0 && int(s) < len(cur.slots) && cur.slots[s].ID != 0 {
+			mark[s>>6] |= 1 << (s & 63)
+		}
+	}
+}
+
+// classify splits the slots seen at the baseline (was, nil for none) and now into
+// despawns (seen, no longer visible), spawns (newly visible, or holding another entity
+// than at the baseline) and updates (the same entity, moved or changed as the client
+// sees it, near or from afar), in the client's scratch lists.
+func (c *Client) classify(base, cur *table, was, now *slotSet) {
 	c.despawns, c.spawns, c.updates = c.despawns[:0], c.spawns[:0], c.updates[:0]
+	var wasSlots []uint16
+	if was != nil {
+		wasSlots = was.slots
+	}
 	i := 0
-	for _, s := range now {
-		for i < len(was) && was[i] < s {
-			c.despawns = append(c.despawns, was[i])
+	for k, s := range now.slots {
+		for i < len(wasSlots) && wasSlots[i] < s {
+			c.despawns = append(c.despawns, wasSlots[i])
 			i++
 		}
-		if i == len(was) || was[i] != s {
-			c.spawns = append(c.spawns, s)
+		r := uint32(s)
+		if now.isFar(k) {
+			r |= recordFar
+		}
+		if i == len(wasSlots) || wasSlots[i] != s {
+			c.spawns = append(c.spawns, r)
 			continue
+		}
+		if was.isFar(i) {
+			r |= baseFar
 		}
 		i++
 		switch {
 		case int(s) >= len(base.slots) || base.slots[s].ID != cur.slots[s].ID:
-			c.spawns = append(c.spawns, s)
-		case base.slots[s] != cur.slots[s]:
-			c.updates = append(c.updates, s)
+			c.spawns = append(c.spawns, r)
+		case *base.state(s, r&baseFar != 0) != *cur.state(s, r&recordFar != 0):
+			c.updates = append(c.updates, r)
 		}
 	}
-	c.despawns = append(c.despawns, was[i:]...)
+	c.despawns = append(c.despawns, wasSlots[i:]...)
 }

@@ -84,6 +84,18 @@ type Welcome struct {
 	Resumed bool `json:"resumed,omitempty"`
 	// TransferID is set when the player arrived through a transfer token.
 	TransferID string `json:"transferId,omitempty"`
+	// FarView, when set, says which entities the snapshots show from afar, so that a
+	// client interpolates them over their longer interval.
+	FarView *FarView `json:"farView,omitempty"`
+}
+
+// FarView is the rule of a map's distant entities (docs/netcode.md): beyond Radius
+// units of the player, an entity's position and facing change in its snapshots once
+// every Every snapshots, at the moment they are sampled; the rest of its state on
+// every snapshot.
+type FarView struct {
+	Radius float64 `json:"radius"`
+	Every  int     `json:"every"`
 }
 
 // Ack acknowledges a command that snapshots do not acknowledge (every feature but

@@ -123,6 +123,19 @@ func (w *world) encode(enc *wire.Encoder, tick uint32) []int32 {
 	return vis
 }
 
+// ackSome acknowledges some of the pending ticks to cl and returns the rest: acks
+// arrive late, out of order or not at all.
+func (w *world) ackSome(cl *wire.Client, pending []uint32) []uint32 {
+	for len(pending) > 0 && w.r.IntN(3) == 0 {
+		k := w.r.IntN(len(pending))
+		if w.r.IntN(4) > 0 {
+			cl.Ack(pending[k])
+		}
+		pending = slices.Delete(pending, k, k+1)
+	}
+	return pending
+}
+
 func (w *world) expect() []wire.Entity {
 	var out []wire.Entity
 	for i, e := range w.ents {
@@ -182,15 +195,7 @@ func TestDeltaChainEqualsFull(t *testing.T) {
 			if !slices.Equal(snap.Entities, refSnap.Entities) {
 				t.Fatalf("seed %d tick %d: delta chain %v\nfull %v", seed, tick, snap.Entities, refSnap.Entities)
 			}
-			pendingAcks = append(pendingAcks, tick)
-			// Acks arrive late, out of order or not at all.
-			for len(pendingAcks) > 0 && w.r.IntN(3) == 0 {
-				k := w.r.IntN(len(pendingAcks))
-				if w.r.IntN(4) > 0 {
-					cl.Ack(pendingAcks[k])
-				}
-				pendingAcks = slices.Delete(pendingAcks, k, k+1)
-			}
+			pendingAcks = w.ackSome(cl, append(pendingAcks, tick))
 		}
 		if deltas == 0 || fulls < 2 {
 			t.Fatalf("seed %d: %d deltas, %d fulls: the test did not exercise both", seed, deltas, fulls)

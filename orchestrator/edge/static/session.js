@@ -15,6 +15,8 @@ const PING_EVERY_MS = 1000;
 const MAX_BATCH = 32;     // the server refuses larger batches (too_many_inputs)
 const MAX_PENDING = 32;   // unacknowledged inputs (a second at 30 Hz): past that the link is too slow to play
 const SNAPSHOT_BUFFER = 32;
+const QUANTA_PER_UNIT = 16;
+const TRACK_POINTS = 6;   // the last position changes kept per entity for interpolation
 
 // Connection states, as the status line and the overlay show them.
 export const State = {
@@ -54,6 +56,7 @@ export class Session {
     this.ackTick = 0;           // newest snapshot tick decoded
     this.ackDue = false;
     this.snapshots = [];        // [{tick, time, entities: Map(id -> {kind, x, y, slot})}]
+    this.tracks = new Map();    // entity id -> {points: [{time, x, y}], extra}: see track
     this.selfId = 0;
     this.server = null;         // own position in the newest snapshot (quanta)
     this.predicted = null;      // own predicted position (quanta)
@@ -218,6 +221,7 @@ export class Session {
     if (this.decoder) this.wasm.dropDecoder(this.decoder);
     this.decoder = this.wasm.newDecoder();
     this.snapshots = [];
+    this.tracks = new Map();
     this.ackTick = 0;
     this.clockOffset = null;
     if (!w.resumed) {
@@ -356,6 +360,45 @@ export class Session {
       this.selfId = self.id;
       this.reconcile(self, s.seq);
     }
+    this.track(ents, s.tick * tickMs);
+  }
+
+  // snapshotMs is the interval between two snapshots of the map.
+  snapshotMs() {
+    return 1000 / ((this.welcome && this.welcome.snapshotHz) || 15);
+  }
+
+  // period returns how many snapshots apart e's position changes while it moves: 1,
+  // or the welcome's farView.every beyond its radius, where the map samples distant
+  // entities' movement (docs/netcode.md).
+  period(e) {
+    const fv = this.welcome && this.welcome.farView;
+    if (!fv || !this.server) return 1;
+    const dx = (e.x - this.server.x) / QUANTA_PER_UNIT, dy = (e.y - this.server.y) / QUANTA_PER_UNIT;
+    return dx * dx + dy * dy > fv.radius * fv.radius ? fv.every : 1;
+  }
+
+  // track records, for every other entity, the snapshot times at which its position
+  // changed. A distant entity's position changes once every few snapshots, to where it
+  // was at that snapshot, so others() interpolates between these points instead of
+  // between snapshots. An entity that stood still before a change stood at its last
+  // point until one period before the change at the latest.
+  track(ents, time) {
+    for (const [id, e] of ents) {
+      if (id === this.selfId) continue;
+      const tr = this.tracks.get(id);
+      if (!tr) {
+        this.tracks.set(id, { points: [{ time, x: e.x, y: e.y }], extra: null });
+        continue;
+      }
+      const last = tr.points[tr.points.length - 1];
+      if (last.x === e.x && last.y === e.y) continue;
+      const period = this.period(e) * this.snapshotMs();
+      if (time - last.time > period * 1.5) tr.points.push({ time: time - period, x: last.x, y: last.y });
+      tr.points.push({ time, x: e.x, y: e.y });
+      if (tr.points.length > TRACK_POINTS) tr.points.splice(0, tr.points.length - TRACK_POINTS);
+    }
+    for (const id of this.tracks.keys()) if (!ents.has(id)) this.tracks.delete(id);
   }
 
   // reconcile drops the inputs the server applied and replays the rest from the
@@ -517,9 +560,20 @@ export class Session {
     const k = span > 0 ? Math.max(0, Math.min(1, (t - a.time) / span)) : 0;
     for (const [id, eb] of b.entities) {
       if (id === this.selfId) continue;
-      const ea = a.entities.get(id) || eb;
-      out.push({ id, kind: eb.kind, x: ea.x + (eb.x - ea.x) * k, y: ea.y + (eb.y - ea.y) * k,
-        facing: eb.facing, state: eb.state, template: eb.template });
+      const tr = this.tracks.get(id);
+      let x, y;
+      if (tr) {
+        // A distant entity is drawn one period of its own further back, so that its
+        // next point has arrived; the delay eases when it crosses the radius.
+        const target = (this.period(eb) - 1) * this.snapshotMs();
+        tr.extra = tr.extra === null ? target : tr.extra + (target - tr.extra) * 0.1;
+        ({ x, y } = pointAt(tr.points, t - tr.extra));
+      } else {
+        const ea = a.entities.get(id) || eb;
+        x = ea.x + (eb.x - ea.x) * k;
+        y = ea.y + (eb.y - ea.y) * k;
+      }
+      out.push({ id, kind: eb.kind, x, y, facing: eb.facing, state: eb.state, template: eb.template });
     }
     return out;
   }
@@ -548,6 +602,21 @@ export class Session {
 
 class ServerError extends Error {
   constructor(e) { super(e.message); this.code = e.code; }
+}
+
+// pointAt interpolates a track's points (sorted by time) at time t, holding the first
+// before it and the last after it.
+function pointAt(points, t) {
+  if (t <= points[0].time) return points[0];
+  for (let i = points.length - 1; i > 0; i--) {
+    const p = points[i - 1], q = points[i];
+    if (p.time <= t) {
+      if (t >= q.time) return q;
+      const k = (t - p.time) / (q.time - p.time);
+      return { x: p.x + (q.x - p.x) * k, y: p.y + (q.y - p.y) * k };
+    }
+  }
+  return points[points.length - 1];
 }
 
 function eventText(e) {

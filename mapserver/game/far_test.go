@@ -1,0 +1,102 @@
+package game_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/sim"
+	"github.com/mapyard/mapyard/mapserver/wire"
+	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+)
+
+// TestGame_FarEntitiesMoveLessOften: an idle player sees a player walking beyond the
+// far radius move once every wire.DefaultFarEvery snapshots and one walking within it
+// move on every snapshot; once the far player is its trade partner, it sees every move
+// of it too.
+func TestGame_FarEntitiesMoveLessOften(t *testing.T) {
+	g, _ := mustNewGame(t)
+	s := g.Sim()
+	// A radius under the 4 units a trade reaches, so that a far player can trade.
+	g.SetFarRadius(5 * sim.QuantaPerUnit / 2)
+	if fv := g.FarView(); fv == nil || fv.Radius != 2.5 || fv.Every != wire.DefaultFarEvery {
+		t.Fatalf("welcomes would announce %+v, want radius 2.5 every %d", fv, wire.DefaultFarEvery)
+	}
+	at := clearSpot(t, s, 10)
+	place := func(id string, dx float64) {
+		t.Helper()
+		x := float64(at.X)/sim.QuantaPerUnit + dx
+		if err := g.Spawn(id, &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(at.Y) / sim.QuantaPerUnit}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	place("me", 0)
+	place("near", 1.2)
+	place("far", 3.2)
+	nearSlot, _ := g.Slot("near")
+	farSlot, _ := g.Slot("far")
+	view, dec := g.NewView("me"), wire.NewDecoder(0)
+	tick := 0
+	// moves runs n snapshots with both walkers walking circles of 0.27 units' radius,
+	// one every 10 ticks (so no two consecutive snapshots, nor two samples of a far
+	// one, find a walker in the same place), each keeping to its side of the radius,
+	// and counts the snapshots on which each one's position differs from the one
+	// before.
+	moves := func(n int) (nearMoves, farMoves int) {
+		t.Helper()
+		var last map[int32][2]int32
+		for range n {
+			for range 2 {
+				tick++
+				a := 2 * math.Pi * float64(tick%10) / 10
+				in := sim.Input{Seq: uint64(tick), DX: int8(math.Round(127 * math.Cos(a))), DY: int8(math.Round(127 * math.Sin(a)))}
+				for _, id := range []string{"near", "far"} {
+					if err := g.Apply(id, []sim.Input{in}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				g.Step()
+			}
+			frame, _ := view.Snapshot(nil)
+			snap, err := dec.Decode(frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			view.Ack(uint64(snap.Tick))
+			now := map[int32][2]int32{}
+			for _, sl := range []int32{nearSlot, farSlot} {
+				e := snap.Find(sl)
+				if e == nil {
+					t.Fatalf("slot %d left out of the view", sl)
+				}
+				now[sl] = [2]int32{e.X, e.Y}
+			}
+			if last != nil {
+				if now[nearSlot] != last[nearSlot] {
+					nearMoves++
+				}
+				if now[farSlot] != last[farSlot] {
+					farMoves++
+				}
+			}
+			last = now
+		}
+		return nearMoves, farMoves
+	}
+	moves(4) // past the full snapshot
+	const n = 60
+	nearMoves, farMoves := moves(n + 1)
+	if nearMoves != n {
+		t.Fatalf("the near walker moved on %d of %d snapshots, want every one", nearMoves, n)
+	}
+	if want := n / wire.DefaultFarEvery; farMoves < want-1 || farMoves > want+1 {
+		t.Fatalf("the far walker moved on %d of %d snapshots, want about %d", farMoves, n, want)
+	}
+
+	// A trade partner is near whatever its distance.
+	offerSword(t, g, "me", "far")
+	moves(wire.DefaultFarEvery) // until the partner's sampled state is its current one
+	if _, farMoves = moves(n + 1); farMoves != n {
+		t.Fatalf("the far trade partner moved on %d of %d snapshots, want every one", farMoves, n)
+	}
+}
