@@ -101,6 +101,7 @@ func (m *Main) Open() error {
 	m.Players.SendQueue = m.SendQueue
 	m.Players.Limits = ws.Limits{MsgRate: cfg.ConnMsgRate, MsgBurst: cfg.ConnMsgBurst, ByteRate: cfg.ConnByteRate, ByteBurst: cfg.ConnByteBurst}
 	m.Players.Metrics = ws.NewMetrics(m.Registry)
+	m.Loop.Writes = m.Players
 	m.HTTP.HandleGame(mapcontrol.GamePath, m.Players)
 	m.HTTP.OnStart = m.start
 	if err := m.HTTP.Open(); err != nil {

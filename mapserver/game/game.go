@@ -85,7 +85,7 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 		return nil, err
 	}
 	g := &Game{
-		world: w, mapID: cfg.MapID, state: st, grid: grid, enc: wire.NewEncoder(wire.DefaultRing),
+		world: w, mapID: cfg.MapID, state: st, grid: grid, enc: wire.NewEncoder(wire.DefaultClientRing),
 		slots: make(map[string]int32), attrs: make(map[string]json.RawMessage),
 		items: newItemState(items.DefaultCatalog(), cfg.InstanceID), viewCap: DefaultViewCap,
 		farRadius: DefaultFarRadius, farEvery: wire.DefaultFarEvery,

@@ -81,6 +81,13 @@ type Holdings interface {
 	InventoryFrame(characterID string) []byte
 }
 
+// Writes is the transport's side of a snapshot round: the loop holds the writes of
+// every connection while it encodes the round and releases them once, after it.
+type Writes interface {
+	HoldWrites()
+	ReleaseWrites()
+}
+
 // FarViewer is a Game whose snapshots show distant entities from afar; the loop puts its
 // rule in every welcome.
 type FarViewer interface {

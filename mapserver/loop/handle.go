@@ -27,10 +27,6 @@ func (l *Loop) handle(m message) {
 		m.admit.result <- l.resume(m.sess, m.admit.token)
 	case opCommand:
 		l.command(m)
-	case opAck:
-		if p := l.playerOf(m.sess); p != nil && p.view != nil {
-			p.view.Ack(m.tick)
-		}
 	case opDetach:
 		if p := l.playerOf(m.sess); p != nil {
 			l.detach(p, 0, "")

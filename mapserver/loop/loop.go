@@ -55,8 +55,10 @@ type Loop struct {
 	Redeemer Redeemer
 	// Items loads what an arriving character holds, for a Game that is Holdings; nil
 	// admits characters with nothing.
-	Items   ItemLoader
-	Link    Link
+	Items ItemLoader
+	Link  Link
+	// Writes, when set, is held during each snapshot round (see Writes).
+	Writes  Writes
 	Metrics *Metrics
 	Log     *slog.Logger
 	// Now is the clock of resume deadlines.
@@ -256,6 +258,10 @@ func (l *Loop) snapshot() {
 	connected := 0
 	// A fresh arena each round, sized for what the last round wrote.
 	l.arena = make([]byte, 0, max(len(l.arena)+len(l.arena)/4, 4096))
+	if l.Writes != nil {
+		l.Writes.HoldWrites()
+		defer l.Writes.ReleaseWrites()
+	}
 	for _, p := range l.chars {
 		if p.sess == nil {
 			if !now.Before(p.expires) {
@@ -266,6 +272,9 @@ func (l *Loop) snapshot() {
 		connected++
 		if p.view == nil {
 			continue
+		}
+		if t := p.sess.acked.Swap(0); t != 0 {
+			p.view.Ack(t)
 		}
 		// Every frame of a round is encoded into one arena: one allocation per round
 		// instead of one per client. A frame is capped at its own length, and the

@@ -21,7 +21,6 @@ const (
 	opJoin               // a redeemed ticket: spawn (or take over) a character
 	opResume             // a resume token: reattach a character
 	opCommand            // a decoded command
-	opAck                // the newest snapshot a client received
 	opDetach             // a connection ended
 	opTransfer           // the orchestrator answered a transfer request
 	opCritical           // the orchestrator answered a critical event

@@ -23,7 +23,8 @@ const (
 	// client, so how old an acknowledged baseline may be: about 1 s at 15 snapshots per
 	// second, several round trips of any live connection. An older ack gets a full
 	// snapshot. Every connected client holds this ring (the slots each snapshot
-	// showed), so it is kept shorter than the encoder's shared one.
+	// showed), so it is kept short; a map's encoder keeps as many shared tables, since
+	// an older one would never be a baseline.
 	DefaultClientRing = 16
 	// DefaultFarEvery is how many snapshots apart a distant entity's movement reaches a
 	// client (see Encoder.EncodeFar): 12, so 1.25 times a second at 15 snapshots per

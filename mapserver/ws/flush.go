@@ -3,6 +3,7 @@ package ws
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,9 @@ const (
 type flusher struct {
 	s      *Server
 	notify chan struct{}
+	// held, while a snapshot round encodes, keeps add from waking the flusher (see
+	// Server.HoldWrites).
+	held atomic.Bool
 
 	mu    sync.Mutex
 	dirty []*conn
@@ -48,9 +52,38 @@ func (f *flusher) add(c *conn) {
 	f.mu.Lock()
 	f.dirty = append(f.dirty, c)
 	f.mu.Unlock()
+	if !f.held.Load() {
+		f.wake()
+	}
+}
+
+// wake starts a pass unless one is due already.
+func (f *flusher) wake() {
 	select {
 	case f.notify <- struct{}{}:
 	default:
+	}
+}
+
+// HoldWrites keeps the connections' flusher asleep until ReleaseWrites: what is queued
+// in between is written in one pass after it. The tick loop holds the writes while it
+// encodes a snapshot round. On a map's one CPU the flusher would otherwise start on the
+// round's first frames at once and share the processor with the rest of the encoding,
+// so the round, and the tick after it, would last as long as encoding and writing
+// together. Replies a reader writes itself (pongs) are not held.
+// A Server made by NewServer holds from the start; one made otherwise, not before its
+// first connection.
+func (s *Server) HoldWrites() {
+	if s.flusher != nil {
+		s.flusher.held.Store(true)
+	}
+}
+
+// ReleaseWrites ends HoldWrites and wakes the flusher.
+func (s *Server) ReleaseWrites() {
+	if s.flusher != nil {
+		s.flusher.held.Store(false)
+		s.flusher.wake()
 	}
 }
 

@@ -78,7 +78,9 @@ type Server struct {
 
 // NewServer returns a Server that hands connections to h.
 func NewServer(h mapserver.Handshaker, log *slog.Logger) *Server {
-	return &Server{Handshaker: h, Log: log, Limits: DefaultLimits()}
+	s := &Server{Handshaker: h, Log: log, Limits: DefaultLimits()}
+	s.flusher = newFlusher(s)
+	return s
 }
 
 // ParseOrigins splits a comma-separated origin list (MAP_ALLOWED_ORIGINS), dropping
@@ -115,7 +117,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.Metrics == nil {
 			s.Metrics = NewMetrics(nil)
 		}
-		s.flusher = newFlusher(s)
+		if s.flusher == nil {
+			s.flusher = newFlusher(s)
+		}
 		go s.flusher.run(orDuration(s.IdleTimeout, DefaultIdleTimeout) / 2)
 		s.refused = make(map[string]prometheus.Counter)
 		for _, r := range []string{ReasonMessages, ReasonBytes, ReasonClosed} {
