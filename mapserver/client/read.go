@@ -156,8 +156,9 @@ func (c *Client) snapshot(dec *wire.Decoder, data []byte) {
 	c.mirror.Entities = append(c.mirror.Entities[:0], s.Entities...)
 	c.mu.Unlock()
 	c.lastTick.Store(uint64(s.Tick))
-	if !c.opt.NoAutoAck {
+	if c.unacked++; !c.opt.NoAutoAck && c.unacked >= AutoAckEvery {
 		c.ack(uint64(s.Tick))
+		c.unacked = 0
 	}
 }
 

@@ -9,9 +9,10 @@ import (
 )
 
 // Defaults of Limits, sized from what the Go client sends while playing (measured with
-// mapserver/client): a moving player that acknowledges every snapshot and pings once a
-// second sends 46 messages and 4.7 KB a second (30 input batches, 15 acks, 1 ping); an
-// idle one 16 messages and 0.5 KB. The rates leave twice that or more, the bursts absorb
+// mapserver/client): a moving player that acknowledged every snapshot and pinged once a
+// second sent 46 messages and 4.7 KB a second (30 input batches, 15 acks, 1 ping); an
+// idle one 16 messages and 0.5 KB (8.5 now that an idle client acks every other
+// snapshot). The rates leave twice that or more, the bursts absorb
 // a few seconds of that stream arriving at once after the network stalled.
 const (
 	// DefaultMsgRate is the messages a connection may send per second, sustained.

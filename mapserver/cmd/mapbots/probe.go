@@ -21,10 +21,10 @@ import (
 const probeChild = "probe-child"
 
 // prober is workload W3's probe: one more player, joined before the bots, that stands
-// still, acknowledges every snapshot and pings at its own interval, so its round trips
-// and snapshot rate show what one player lives through beside the crowd. It runs in a
-// child process of its own: inside the bots' process its pongs would wait for a
-// processor behind the goroutines decoding the crowd's snapshots, and its round trips
+// still, acknowledges snapshots as a page does and pings at its own interval, so its
+// round trips and snapshot rate show what one player lives through beside the crowd. It
+// runs in a child process of its own: inside the bots' process its pongs would wait for
+// a processor behind the goroutines decoding the crowd's snapshots, and its round trips
 // would measure the bots instead of the map.
 type prober struct {
 	cmd *exec.Cmd
