@@ -98,8 +98,8 @@ type Client struct {
 	lastTick atomic.Uint64
 	// unacked counts the snapshots read since the last ack message (read goroutine).
 	unacked int
-	events   chan Event
-	done     chan struct{}
+	events  chan Event
+	done    chan struct{}
 
 	mu      sync.Mutex
 	welcome wire.Welcome

@@ -1,8 +1,6 @@
 package game
 
 import (
-	"slices"
-
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -24,29 +22,14 @@ const DefaultFarRadius = 60 * sim.QuantaPerUnit
 // afar (DefaultFarRadius at first); r <= 0 shows every entity near.
 func (g *Game) SetFarRadius(r int32) { g.farRadius = r }
 
-// split divides visible, the slots of self's snapshot, into those self sees near and
-// those it sees from afar: beyond the far radius, but never itself, the NPCs chasing it
-// or its trade partners, whatever their distance.
-func (g *Game) split(self int32, visible []int32) (near, far []int32) {
-	near, far = g.near[:0], g.far[:0]
+// nearAlways returns what self sees near whatever the distance: the NPCs chasing it and
+// the players it trades with (itself is at distance 0).
+func (g *Game) nearAlways(self int32) []int32 {
 	if g.farRadius <= 0 {
-		return visible, nil
+		return nil
 	}
-	st := g.state
-	me := st.Entities[self].Pos
-	r2 := int64(g.farRadius) * int64(g.farRadius)
-	g.keep = g.pinnedOf(self, append(g.keep[:0], self))
-	for _, s := range visible {
-		p := st.Entities[s].Pos
-		dx, dy := int64(p.X-me.X), int64(p.Y-me.Y)
-		if dx*dx+dy*dy > r2 && !slices.Contains(g.keep, s) {
-			far = append(far, s)
-		} else {
-			near = append(near, s)
-		}
-	}
-	g.near, g.far = near, far
-	return near, far
+	g.keep = g.pinnedOf(self, g.keep[:0])
+	return g.keep
 }
 
 // SetFarEvery sets how many snapshots apart a view sees the movement of what it sees

@@ -63,11 +63,11 @@ type Game struct {
 	// views counts the views made, to stagger their reselection.
 	views int
 	// farRadius is the distance beyond which a view sees an entity from afar, and
-	// farEvery how many snapshots apart it then sees it move; near,
-	// far and keep are split's scratch.
-	farRadius       int32
-	farEvery        int
-	near, far, keep []int32
+	// farEvery how many snapshots apart it then sees it move; keep is nearAlways's
+	// scratch.
+	farRadius int32
+	farEvery  int
+	keep      []int32
 }
 
 var _ loop.Game = (*Game)(nil)
@@ -376,8 +376,7 @@ func (v *view) Snapshot(dst []byte) ([]byte, bool) {
 	}
 	g.begin()
 	g.visible = v.viewSlots(slot)
-	near, far := g.split(slot, g.visible)
-	return g.enc.EncodeFar(dst, v.client, g.state.Players[slot].LastSeq, slot, near, far)
+	return g.enc.EncodeWithin(dst, v.client, g.state.Players[slot].LastSeq, slot, g.visible, g.farRadius, g.nearAlways(slot))
 }
 
 // Ack records the newest snapshot tick the client decoded.

@@ -108,29 +108,34 @@ func appendFields(dst []byte, mask uint64, s *EntityState) []byte {
 }
 
 // table is the state of every slot at one snapshot tick; ID 0 marks an empty slot.
-// sampled is what a client is shown of an entity it sees from afar: the slot's
-// position and facing as of the slot's last refresh (one snapshot in farEvery,
-// staggered by slot), its other fields as in slots, and the whole state at once when
-// another entity takes the slot.
 type table struct {
-	tick    uint32
-	valid   bool
-	slots   []EntityState
-	sampled []EntityState
+	tick  uint32
+	valid bool
+	slots []slotState
+}
+
+// slotState is one slot's state now and its sampled state, far: what a client is shown
+// of an entity it sees from afar. far has the slot's position and facing as of the
+// slot's last refresh (one snapshot in farEvery, staggered by slot), its other fields
+// as now, and all of now at once when another entity takes the slot. The two lie side
+// by side: the distance that decides reads now, a near client now, a far one far, and
+// one or two cache lines serve all three.
+type slotState struct {
+	now, far EntityState
 }
 
 // state returns the state of slot s a client is shown, sampled if it sees s from afar.
 func (t *table) state(s uint16, far bool) *EntityState {
 	if far {
-		return &t.sampled[s]
+		return &t.slots[s].far
 	}
-	return &t.slots[s]
+	return &t.slots[s].now
 }
 
 // settled reports whether slot s's sampled state is its current one, so that a client
 // can start seeing it from afar without seeing it step back.
 func (t *table) settled(s uint16) bool {
-	return t.sampled[s] == t.slots[s]
+	return t.slots[s].far == t.slots[s].now
 }
 
 // Encoder builds the snapshot frames of one map. Each snapshot tick the loop calls
@@ -141,12 +146,17 @@ func (t *table) settled(s uint16) bool {
 // entity state per client. Nothing allocates in steady state: tables and rings are
 // reused, and Encode appends to the caller's buffer.
 //
-// An Encoder and its Clients are not safe for concurrent use; Encode calls for
-// different clients of one tick may run in parallel only if each has its own Client
-// and destination buffer (they read the shared tables only).
+// An Encoder and its Clients are not safe for concurrent use: the Encode calls of one
+// tick share the encoder's scratch.
 type Encoder struct {
 	hist []table
 	cur  int
+	// scratch of one Encode, shared by every client (so a connected client holds none
+	// of it): near and far visible slots as bitsets, and the records of one frame
+	// (spawns and updates with the recordFar and baseFar bits)
+	mark, farMark   []uint64
+	despawns        []uint16
+	spawns, updates []uint32
 	// n counts the snapshots begun; farEvery is how many apart a slot's sampled state
 	// is refreshed.
 	n        uint32
@@ -174,7 +184,6 @@ func (e *Encoder) Begin(tick uint32) {
 	t := &e.hist[e.cur]
 	t.tick, t.valid = tick, true
 	clear(t.slots)
-	clear(t.sampled)
 }
 
 // Set records the state of slot at the current tick. Slots outside [0, MaxSlots) and
@@ -186,20 +195,19 @@ func (e *Encoder) Set(slot int32, s EntityState) {
 	t := &e.hist[e.cur]
 	if int(slot) >= len(t.slots) {
 		t.slots = slices.Grow(t.slots, int(slot)+1-len(t.slots))[:slot+1]
-		t.sampled = slices.Grow(t.sampled, int(slot)+1-len(t.sampled))[:slot+1]
 	}
-	t.slots[slot] = s
+	t.slots[slot].now = s
 	// The sampled state keeps the previous snapshot's position and facing but on the
 	// slot's refresh, one snapshot in farEvery; a slot's phase is its number, so the
 	// refreshes of a crowd spread evenly over the snapshots.
 	if (e.n+uint32(slot))%e.farEvery != 0 {
-		if prev := &e.hist[(e.cur+len(e.hist)-1)%len(e.hist)]; prev.valid && int(slot) < len(prev.sampled) {
-			if p := &prev.sampled[slot]; p.ID == s.ID {
+		if prev := &e.hist[(e.cur+len(e.hist)-1)%len(e.hist)]; prev.valid && int(slot) < len(prev.slots) {
+			if p := &prev.slots[slot].far; p.ID == s.ID {
 				s.X, s.Y, s.Facing = p.X, p.Y, p.Facing
 			}
 		}
 	}
-	t.sampled[slot] = s
+	t.slots[slot].far = s
 }
 
 // find returns the table of tick, or nil when it left the ring.
@@ -243,11 +251,8 @@ const keptSets = 2
 // Client is one client's side of the encoder: the snapshots recently sent to it and
 // the newest tick it acknowledged.
 type Client struct {
-	// scratch, reused by every Encode: near and far visible slots as bitsets, and the
-	// records of one frame (spawns and updates with the recordFar and baseFar bits)
-	mark, farMark   []uint64
-	despawns        []uint16
-	spawns, updates []uint32
+	// lastFar is, by slot, what the last snapshot showed from afar.
+	lastFar []uint64
 
 	ring   []sent
 	free   []*slotSet // released sets, for reuse
@@ -317,10 +322,56 @@ func (e *Encoder) Encode(dst []byte, c *Client, seq uint64, self int32, visible 
 // turns far only on a snapshot where its sampled state is its current one, so no
 // client sees an entity step back.
 func (e *Encoder) EncodeFar(dst []byte, c *Client, seq uint64, self int32, near, far []int32) (out []byte, full bool) {
+	cur := e.current()
+	e.marks(c, cur)
+	markOccupied(e.mark, cur, near)
+	markOccupied(e.farMark, cur, far)
+	return e.encode(dst, c, seq, self, cur, len(near)+len(far))
+}
+
+// EncodeWithin is EncodeFar with the split made here, from the positions of the
+// current tick: the visible slots farther than radius (quanta) from self are far, but
+// for those in pinned. radius <= 0, or no self, makes every slot near.
+func (e *Encoder) EncodeWithin(dst []byte, c *Client, seq uint64, self int32, visible []int32, radius int32, pinned []int32) (out []byte, full bool) {
+	cur := e.current()
+	e.marks(c, cur)
+	if radius <= 0 || self < 0 || int(self) >= len(cur.slots) || cur.slots[self].now.ID == 0 {
+		markOccupied(e.mark, cur, visible)
+		return e.encode(dst, c, seq, self, cur, len(visible))
+	}
+	me := &cur.slots[self].now
+	r2 := int64(radius) * int64(radius)
+	for _, s := range visible {
+		if s < 0 || int(s) >= len(cur.slots) || cur.slots[s].now.ID == 0 {
+			continue
+		}
+		p := &cur.slots[s].now
+		dx, dy := int64(p.X)-int64(me.X), int64(p.Y)-int64(me.Y)
+		if dx*dx+dy*dy > r2 {
+			e.farMark[s>>6] |= 1 << (s & 63)
+		} else {
+			e.mark[s>>6] |= 1 << (s & 63)
+		}
+	}
+	for _, s := range pinned {
+		if s >= 0 && int(s) < len(cur.slots) && e.farMark[s>>6]&(1<<(s&63)) != 0 {
+			e.mark[s>>6] |= 1 << (s & 63) // near wins
+		}
+	}
+	return e.encode(dst, c, seq, self, cur, len(visible))
+}
+
+// current returns the current tick's table, beginning tick 0 if none was begun.
+func (e *Encoder) current() *table {
 	if e.cur < 0 {
 		e.Begin(0)
 	}
-	cur := &e.hist[e.cur]
+	return &e.hist[e.cur]
+}
+
+// encode writes the snapshot of cur for c, whose visible slots (about n of them) are
+// marked in e.mark (near) and e.farMark (far).
+func (e *Encoder) encode(dst []byte, c *Client, seq uint64, self int32, cur *table, n int) (out []byte, full bool) {
 	last := &c.ring[(c.next+len(c.ring)-1)%len(c.ring)] // the record written before
 	rec := &c.ring[c.next]
 	c.next = (c.next + 1) % len(c.ring)
@@ -346,7 +397,7 @@ func (e *Encoder) EncodeFar(dst []byte, c *Client, seq uint64, self int32, near,
 	}
 	c.release(rec)
 	set := c.newSet()
-	c.viewSorted(set, cur, near, far, lastSet)
+	e.viewSorted(c, set, cur, n, lastSet != nil)
 	if lastSet != nil && lastSet.same(set) {
 		c.free = append(c.free, set)
 		set = lastSet
@@ -356,7 +407,7 @@ func (e *Encoder) EncodeFar(dst []byte, c *Client, seq uint64, self int32, near,
 	if full = base == nil; full {
 		baseSet = nil
 	}
-	c.classify(base, cur, baseSet, set)
+	e.classify(base, cur, baseSet, set)
 
 	if full {
 		dst = append(dst, FormatVersion<<1)
@@ -372,16 +423,16 @@ func (e *Encoder) EncodeFar(dst []byte, c *Client, seq uint64, self int32, near,
 	}
 	dst = binary.AppendUvarint(dst, uint64(self+1))
 
-	dst = binary.AppendUvarint(dst, uint64(len(c.despawns)))
+	dst = binary.AppendUvarint(dst, uint64(len(e.despawns)))
 	prev := int32(-1)
-	for _, s := range c.despawns {
+	for _, s := range e.despawns {
 		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1))
 		prev = int32(s)
 	}
 
-	dst = binary.AppendUvarint(dst, uint64(len(c.spawns)))
+	dst = binary.AppendUvarint(dst, uint64(len(e.spawns)))
 	prev = -1
-	for _, r := range c.spawns {
+	for _, r := range e.spawns {
 		s := uint16(r)
 		st := cur.state(s, r&recordFar != 0)
 		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1))
@@ -396,9 +447,9 @@ func (e *Encoder) EncodeFar(dst []byte, c *Client, seq uint64, self int32, near,
 	// Updates: the slot gap with what follows in its low three bits, then the zigzag
 	// deltas of the changed coordinates, then the changed state fields behind their
 	// mask. Entities at rest cost nothing.
-	dst = binary.AppendUvarint(dst, uint64(len(c.updates)))
+	dst = binary.AppendUvarint(dst, uint64(len(e.updates)))
 	prev = -1
-	for _, r := range c.updates {
+	for _, r := range e.updates {
 		s := uint16(r)
 		b, n := base.state(s, r&baseFar != 0), cur.state(s, r&recordFar != 0)
 		var m uint64
@@ -447,27 +498,40 @@ func (c *Client) newSet() *slotSet {
 	return &slotSet{}
 }
 
-// viewSorted fills set with the occupied slots of near and far, sorted and without
-// duplicates, through the client's bitsets, and marks the far ones: those only in far
-// that the client saw from afar in its last snapshot (last, nil for none) or whose
-// sampled state is their current one.
-func (c *Client) viewSorted(set *slotSet, cur *table, near, far []int32, last *slotSet) {
-	n := len(near) + len(far)
+// marks makes the client's near and far bitsets cover every slot of cur (they are
+// all clear between two Encodes).
+func (e *Encoder) marks(c *Client, cur *table) {
+	words := (len(cur.slots) + 63) / 64
+	if len(e.mark) < words {
+		e.mark, e.farMark = make([]uint64, words), make([]uint64, words)
+	}
+	if len(c.lastFar) < words {
+		c.lastFar = append(c.lastFar, make([]uint64, words-len(c.lastFar))...)
+	}
+}
+
+// viewSorted fills set with the slots marked in the client's bitsets (about n),
+// sorted, and clears the bitsets. It marks the far ones: those only in the far bitset
+// that the client saw from afar in its last snapshot (if last, there is one: lastFar)
+// or whose sampled state is their current one; lastFar then holds them.
+func (e *Encoder) viewSorted(c *Client, set *slotSet, cur *table, n int, last bool) {
 	if cap(set.slots) < n {
 		// A little room beyond this snapshot's view, so that a ring entry grows rarely
 		// in a view that only changes by a few entities.
 		set.slots = make([]uint16, 0, n+n/8+8)
 	}
-	words := (len(cur.slots) + 63) / 64
-	if len(c.mark) < words {
-		c.mark, c.farMark = make([]uint64, words), make([]uint64, words)
+	if words := (cap(set.slots) + 63) / 64; cap(set.far) < words {
+		set.far = make([]uint64, 0, words)
 	}
-	markOccupied(c.mark, cur, near)
-	markOccupied(c.farMark, cur, far)
+	words := (len(cur.slots) + 63) / 64
 	slots, farBits := set.slots[:0], set.far[:0]
-	j := 0 // the last set's slots below the current one
 	for w := range words {
-		m, f := c.mark[w]|c.farMark[w], c.farMark[w]&^c.mark[w]
+		m, f := e.mark[w]|e.farMark[w], e.farMark[w]&^e.mark[w]
+		was := c.lastFar[w]
+		if !last {
+			was = 0
+		}
+		var now uint64
 		for m != 0 {
 			b := bits.TrailingZeros64(m)
 			m &= m - 1
@@ -480,26 +544,22 @@ func (c *Client) viewSorted(set *slotSet, cur *table, near, far []int32, last *s
 			if f&(1<<b) == 0 {
 				continue
 			}
-			wasFar := false
-			if last != nil {
-				for j < len(last.slots) && last.slots[j] < s {
-					j++
-				}
-				wasFar = j < len(last.slots) && last.slots[j] == s && last.isFar(j)
-			}
-			if wasFar || cur.settled(s) {
+			if was&(1<<b) != 0 || cur.settled(s) {
 				farBits[i>>6] |= 1 << (i & 63)
+				now |= 1 << b
 			}
 		}
-		c.mark[w], c.farMark[w] = 0, 0
+		e.mark[w], e.farMark[w], c.lastFar[w] = 0, 0, now
 	}
+	// Slots beyond this table's were empty: nothing of them was shown.
+	clear(c.lastFar[words:])
 	set.slots, set.far = slots, farBits
 }
 
 // markOccupied sets the bits of the occupied slots of list in mark.
 func markOccupied(mark []uint64, cur *table, list []int32) {
 	for _, s := range list {
-		if s >= 0 && int(s) < len(cur.slots) && cur.slots[s].ID != 0 {
+		if s >= 0 && int(s) < len(cur.slots) && cur.slots[s].now.ID != 0 {
 			mark[s>>6] |= 1 << (s & 63)
 		}
 	}
@@ -509,8 +569,8 @@ func markOccupied(mark []uint64, cur *table, list []int32) {
 // despawns (seen, no longer visible), spawns (newly visible, or holding another entity
 // than at the baseline) and updates (the same entity, moved or changed as the client
 // sees it, near or from afar), in the client's scratch lists.
-func (c *Client) classify(base, cur *table, was, now *slotSet) {
-	c.despawns, c.spawns, c.updates = c.despawns[:0], c.spawns[:0], c.updates[:0]
+func (e *Encoder) classify(base, cur *table, was, now *slotSet) {
+	e.despawns, e.spawns, e.updates = e.despawns[:0], e.spawns[:0], e.updates[:0]
 	var wasSlots []uint16
 	if was != nil {
 		wasSlots = was.slots
@@ -518,7 +578,7 @@ func (c *Client) classify(base, cur *table, was, now *slotSet) {
 	i := 0
 	for k, s := range now.slots {
 		for i < len(wasSlots) && wasSlots[i] < s {
-			c.despawns = append(c.despawns, wasSlots[i])
+			e.despawns = append(e.despawns, wasSlots[i])
 			i++
 		}
 		r := uint32(s)
@@ -526,19 +586,25 @@ func (c *Client) classify(base, cur *table, was, now *slotSet) {
 			r |= recordFar
 		}
 		if i == len(wasSlots) || wasSlots[i] != s {
-			c.spawns = append(c.spawns, r)
+			e.spawns = append(e.spawns, r)
 			continue
 		}
 		if was.isFar(i) {
 			r |= baseFar
 		}
 		i++
-		switch {
-		case int(s) >= len(base.slots) || base.slots[s].ID != cur.slots[s].ID:
-			c.spawns = append(c.spawns, r)
-		case *base.state(s, r&baseFar != 0) != *cur.state(s, r&recordFar != 0):
-			c.updates = append(c.updates, r)
+		if int(s) >= len(base.slots) {
+			e.spawns = append(e.spawns, r)
+			continue
+		}
+		// A sampled state has its slot's id, so the ids compare in the states shown: a
+		// far slot costs its sampled states only.
+		switch b, n := base.state(s, r&baseFar != 0), cur.state(s, r&recordFar != 0); {
+		case b.ID != n.ID:
+			e.spawns = append(e.spawns, r)
+		case *b != *n:
+			e.updates = append(e.updates, r)
 		}
 	}
-	c.despawns = append(c.despawns, wasSlots[i:]...)
+	e.despawns = append(e.despawns, wasSlots[i:]...)
 }
