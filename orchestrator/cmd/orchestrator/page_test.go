@@ -115,6 +115,66 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		t.Logf("page: drawing a frame with 100 entities in view takes %.2f ms", frameMs)
 	})
 
+	// An entity beyond the welcome's farView radius moves in the snapshots once every
+	// farView.every snapshots (docs/netcode.md, "Distant entities"); the page must still
+	// draw it gliding, not stepping. The page's own session code is fed 8 s of snapshots
+	// as the map sends them, a far walker sampled and a near one not, and draws a frame
+	// every 16 ms as they arrive.
+	t.Run("DistantEntitiesGlide", func(t *testing.T) {
+		var got struct {
+			FarView   struct{ Radius, Every float64 }
+			Far, Near []float64
+			PerFrame  float64
+		}
+		page.eval(`(() => {
+			const live = mapyardDebug.session, fv = live.welcome.farView;
+			if (!fv) return {farView: {radius: 0, every: 0}, far: [], near: [], perFrame: 0};
+			const s = Object.create(Object.getPrototypeOf(live));
+			Object.assign(s, {welcome: {snapshotHz: 15, farView: fv}, server: {x: 0, y: 0}, selfId: -1,
+				tracks: new Map(), snapshots: [], clockOffset: 0});
+			const Q = 16, dt = 1000 / 15, v = 3 * Q / 1000; // 3 units/s, in quanta per ms
+			const farX = (fv.radius + 40) * Q, nearX = 10 * Q;
+			const out = {farView: fv, far: [], near: [], perFrame: v * 16};
+			let n = 0;
+			for (let now = 0; now < 8000; now += 16) {
+				for (; n * dt <= now; n++) {
+					const time = n * dt, sampledAt = Math.floor(n / fv.every) * fv.every * dt;
+					const ents = new Map([[1, {id: 1, kind: 2, x: farX + Math.round(v * sampledAt), y: 0}],
+						[2, {id: 2, kind: 2, x: nearX + Math.round(v * time), y: 0}]]);
+					s.snapshots.push({tick: 2 * n, time, entities: ents});
+					if (s.snapshots.length > 32) s.snapshots.shift();
+					s.track(ents, time);
+				}
+				if (now < 2000) continue;
+				const o = s.others(now, 100);
+				out.far.push(o.find((e) => e.id === 1).x);
+				out.near.push(o.find((e) => e.id === 2).x);
+			}
+			return out;
+		})()`, &got)
+		if got.FarView.Radius <= 0 || got.FarView.Every <= 1 {
+			t.Fatalf("the welcome announces no far rule: %+v", got.FarView)
+		}
+		for name, xs := range map[string][]float64{"far": got.Far, "near": got.Near} {
+			maxStep := 0.0
+			for i := 1; i < len(xs); i++ {
+				step := xs[i] - xs[i-1]
+				if step < 0 {
+					t.Fatalf("the %s walker is drawn stepping back %.1f quanta at frame %d", name, -step, i)
+				}
+				maxStep = max(maxStep, step)
+			}
+			// A frame moves it 0.77 quanta; a snapshot's worth of sampled movement drawn
+			// within one snapshot would be 12 times that.
+			if maxStep > 3*got.PerFrame+1 {
+				t.Fatalf("the %s walker jumps %.1f quanta in one 16 ms frame (it walks %.2f a frame)", name, maxStep, got.PerFrame)
+			}
+			if moved := xs[len(xs)-1] - xs[0]; moved < 200 {
+				t.Fatalf("the %s walker moved %.0f quanta in 6 s, want about 288", name, moved)
+			}
+		}
+	})
+
 	character := page.character()
 	t.Run("KeysMoveThePlayer", func(t *testing.T) {
 		page.walk("KeyD", 2)
