@@ -300,7 +300,7 @@ func (c *Client) find(tick uint32) *sent {
 	return nil
 }
 
-// Bits of a spawn or update record in Client's scratch above the slot number.
+// Bits of a spawn or update record in the encoder's scratch above the slot number.
 const (
 	recordFar = 1 << 16 // the frame shows the slot's sampled state
 	baseFar   = 1 << 17 // the baseline showed the slot's sampled state
