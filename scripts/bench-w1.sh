@@ -23,6 +23,7 @@
 # Env:   NS="100 250 500 1000" PATHS=direct ("direct", "edge" or "direct edge")
 #        WARMUP=15 WINDOW=60 (seconds) PIN=1
 #        IMAGE=mapyard/map:<version>  PEER=/tmp/peers/colyseus (empty: skip the peer)
+#        IDLE_SEED=3 (where the idle player stands: mapbots -seed; 3 puts it among 22 entities)
 #        OUT=bench-results/w1-<UTC time>
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,7 @@ WINDOW="${WINDOW:-60}"
 PIN="${PIN:-1}"
 IMAGE="${IMAGE:-mapyard/map:$(git describe --tags --always --dirty 2>/dev/null || echo latest)}"
 PEER="${PEER-/tmp/peers/colyseus}"
+IDLE_SEED="${IDLE_SEED:-3}"
 OUT="${OUT:-bench-results/w1-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
 echo "$IMAGE" >"$OUT/image"
@@ -174,8 +176,8 @@ done
 
 # An idle player alone on W1's map (its NPCs still wander around it), the idle RSS, and
 # an idle player on the same map without NPCs (nothing in view moves): direct path only.
-# The first stands where -spread's seeded draw puts it, the same place on every run, so
-# runs of different builds compare with the same NPCs around it.
+# The first stands where -spread's draw with IDLE_SEED puts it, the same place on every
+# run, so runs of different builds compare with the same NPCs around it.
 if [[ " $PATHS " != *" direct "* ]]; then
 	scripts/bench/w1-table.sh "$OUT" | tee "$OUT/table.md"
 	exit 0
@@ -185,7 +187,7 @@ IDLE_WINDOW=$(( WINDOW < 20 ? WINDOW : 20 ))
 pid=$(start_map)
 sleep 1
 echo "{\"rssMb\": $(rss_mb "$pid")}" >"$OUT/mapyard-idle-rss.json"
-bots -n 1 -idle -warmup 5s -window "${IDLE_WINDOW}s" -server-pid "$pid" -spread "http://127.0.0.1:$CTL" 2>>"$OUT/mapbots.log" >"$OUT/mapyard-idle.json"
+bots -n 1 -idle -warmup 5s -window "${IDLE_WINDOW}s" -server-pid "$pid" -spread "http://127.0.0.1:$CTL" -seed "$IDLE_SEED" 2>>"$OUT/mapbots.log" >"$OUT/mapyard-idle.json"
 docker stop -t 5 "$CONTAINER" >/dev/null
 start_fake scripts/bench/w1-quiet-map.json w1-quiet-1
 pid=$(start_map w1-quiet-1 w1-quiet)

@@ -38,12 +38,14 @@ type Hello struct {
 	Resume string
 }
 
-// AutoAckEvery is how many snapshots apart a client that sends no commands acknowledges
-// the newest: every other one, as the page does. The map deltas against the newest
-// acknowledged snapshot, so a delta then covers two snapshots' changes (a few bytes
-// more when things move), while an idle crowd of a thousand sends the map and the edge
-// half the messages: 7,500 acks a second instead of 15,000.
-const AutoAckEvery = 2
+// AutoAckQuiet is how many snapshots a client that sends no commands lets pass without
+// an ack while they change nothing, as the page does. Such a client acknowledges every
+// snapshot that changed its view (a full one, or a delta with records), so that no
+// change is sent twice; a snapshot that changed nothing is acknowledged only once
+// AutoAckQuiet snapshots passed since the last ack, since acking it would not shrink
+// the next delta (the map keeps a client's baselines for 16 snapshots). An idle crowd
+// where nothing moves sends the map and the edge an eighth of the acks.
+const AutoAckQuiet = 8
 
 // Options configure a Client. The zero value works.
 type Options struct {
@@ -54,8 +56,8 @@ type Options struct {
 	// Resolve turns a transfer's public ws path ("/maps/<id>/ws") into a URL to dial;
 	// nil means "the scheme and host of the first URL, plus the path".
 	Resolve func(path string) string
-	// NoAutoAck stops the client from acknowledging snapshots with ack messages, one
-	// every AutoAckEvery snapshots (commands still carry the newest tick). Bots that
+	// NoAutoAck stops the client from acknowledging snapshots with ack messages (see
+	// AutoAckQuiet; commands still carry the newest tick). Bots that
 	// send inputs at the tick rate set it to halve their upstream messages.
 	NoAutoAck bool
 	// NoFollow leaves transfers to the caller instead of reconnecting at once.

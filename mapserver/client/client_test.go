@@ -94,6 +94,29 @@ func (m *fakeMap) serve(w http.ResponseWriter, r *http.Request) {
 				m.mu.Unlock()
 				return // the deferred Close breaks the connection without a close frame
 			}
+			if in.Action == "frames" {
+				// n snapshots at once, each a delta against the one before (as if
+				// acknowledged in time), the first entity moving or standing still.
+				var f struct {
+					N    int
+					Move bool
+				}
+				_ = json.Unmarshal(in.Payload, &f)
+				for range f.N {
+					cl.Ack(tick)
+					tick++
+					enc.Begin(tick)
+					x := int32(5)
+					if f.Move {
+						x = int32(16 * tick)
+					}
+					enc.Set(0, wire.EntityState{ID: 1, Kind: 1, X: x, Y: 32})
+					frame, _ := enc.Encode(nil, cl, 0, 0, []int32{0})
+					_ = ws.WriteMessage(websocket.BinaryMessage, frame)
+				}
+				m.mu.Unlock()
+				continue
+			}
 			if in.Action == "portal" {
 				_ = ws.WriteJSON(wire.Transfer{V: 1, Kind: wire.KindTransfer, Token: "tok", WS: "/next/ws", ToInstanceID: m.next.name + "-1"})
 				m.mu.Unlock()
@@ -167,6 +190,41 @@ func TestClient(t *testing.T) {
 		}
 		if m.commands[2].Seq != 3 || m.commands[2].Tick != 2 {
 			t.Fatalf("third command seq %d tick %d, want 3 carrying the newest tick 2", m.commands[2].Seq, m.commands[2].Tick)
+		}
+	})
+	// A client that sends nothing acks every snapshot that changed its view and, while
+	// nothing changes, one in client.AutoAckQuiet.
+	t.Run("AcksWhatChanged", func(t *testing.T) {
+		m := newFakeMap(t, "a")
+		c := dial(t, m.url(), client.Options{})
+		count := func() int {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return len(m.acks)
+		}
+		// acks has the fake send 24 snapshots and returns the acks they got: want of
+		// them at least, then whatever the client sent before a ping answered after.
+		acks := func(move bool, want int) int {
+			t.Helper()
+			before, n := count(), c.Stats().Snapshots
+			if _, err := c.Command("test", "frames", map[string]any{"n": 24, "move": move}); err != nil {
+				t.Fatal(err)
+			}
+			until(t, "24 snapshots", func() bool { return c.Stats().Snapshots == n+24 })
+			until(t, "the acks", func() bool { return count()-before >= want })
+			pongs := len(c.Stats().RTT)
+			if err := c.Ping(); err != nil {
+				t.Fatal(err)
+			}
+			until(t, "a pong", func() bool { return len(c.Stats().RTT) > pongs })
+			return count() - before
+		}
+		if got := acks(true, 24); got != 24 {
+			t.Fatalf("24 snapshots that each moved an entity got %d acks, want 24", got)
+		}
+		// The first of these moves the entity back to rest; the other 23 change nothing.
+		if got, want := acks(false, 1+23/client.AutoAckQuiet), 1+23/client.AutoAckQuiet; got != want {
+			t.Fatalf("24 snapshots, the first changing the view, got %d acks, want %d", got, want)
 		}
 	})
 	t.Run("MeasuresRTT", func(t *testing.T) {

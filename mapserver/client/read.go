@@ -156,7 +156,7 @@ func (c *Client) snapshot(dec *wire.Decoder, data []byte) {
 	c.mirror.Entities = append(c.mirror.Entities[:0], s.Entities...)
 	c.mu.Unlock()
 	c.lastTick.Store(uint64(s.Tick))
-	if c.unacked++; !c.opt.NoAutoAck && c.unacked >= AutoAckEvery {
+	if c.unacked++; !c.opt.NoAutoAck && (s.Full || s.Records > 0 || c.unacked >= AutoAckQuiet) {
 		c.ack(uint64(s.Tick))
 		c.unacked = 0
 	}

@@ -32,6 +32,10 @@ type Snapshot struct {
 	Seq uint64
 	// Self is the client's own slot, -1 for none.
 	Self int32
+	// Records counts the frame's despawn, spawn and update records: 0 says the view is
+	// what it was at the baseline, so acknowledging this snapshot gains the client
+	// nothing.
+	Records int
 	// Entities are the visible entities, sorted by slot.
 	Entities []Entity
 }
@@ -226,6 +230,7 @@ func (d *Decoder) Decode(frame []byte) (*Snapshot, error) {
 	if err := d.parse(&r); err != nil {
 		return nil, err
 	}
+	out.Records = len(d.despawns) + len(d.spawns) + len(d.updates)
 	if len(r.b) != 0 {
 		return nil, errors.New("wire: snapshot: trailing bytes")
 	}

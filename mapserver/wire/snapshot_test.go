@@ -271,3 +271,28 @@ func TestEncodeSteadyStateAllocatesNothing(t *testing.T) {
 		t.Fatalf("a snapshot allocates %v times in steady state", a)
 	}
 }
+
+// TestRecordsCountWhatChanged: a decoded snapshot counts its frame's records, so a
+// client can tell a snapshot that changed nothing since its baseline (0).
+func TestRecordsCountWhatChanged(t *testing.T) {
+	enc, cl, dec := wire.NewEncoder(4), wire.NewClient(4), wire.NewDecoder(4)
+	for i, step := range []struct {
+		x, records int
+		gone       bool
+	}{{x: 5, records: 1}, {x: 5, records: 0}, {x: 9, records: 1}, {x: 9, records: 0}, {gone: true, records: 1}} {
+		tick := uint32(2 + 2*i)
+		enc.Begin(tick)
+		if !step.gone {
+			enc.Set(0, wire.EntityState{ID: 1, Kind: 1, X: int32(step.x)})
+		}
+		buf, _ := enc.Encode(nil, cl, 0, -1, []int32{0})
+		s, err := dec.Decode(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Records != step.records {
+			t.Fatalf("snapshot %d: %d records, want %d", i, s.Records, step.records)
+		}
+		cl.Ack(tick)
+	}
+}

@@ -11,8 +11,8 @@ import (
 // Defaults of Limits, sized from what the Go client sends while playing (measured with
 // mapserver/client): a moving player that acknowledged every snapshot and pinged once a
 // second sent 46 messages and 4.7 KB a second (30 input batches, 15 acks, 1 ping); an
-// idle one 16 messages and 0.5 KB (8.5 now that an idle client acks every other
-// snapshot). The rates leave twice that or more, the bursts absorb
+// idle one 16 messages and 0.5 KB (fewer now that an idle client acks only snapshots
+// that changed its view, and one in 8 of the others). The rates leave twice that or more, the bursts absorb
 // a few seconds of that stream arriving at once after the network stalled.
 const (
 	// DefaultMsgRate is the messages a connection may send per second, sustained.

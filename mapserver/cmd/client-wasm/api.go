@@ -148,6 +148,8 @@ type decodeResult struct {
 	Full           bool
 	Seq            uint64
 	Self           int32
+	// Records is the frame's despawn, spawn and update records (wire.Snapshot.Records).
+	Records int
 	// Entities holds EntityStride values per entity, sorted by slot.
 	Entities []float64
 }
@@ -162,7 +164,7 @@ func decode(d *wire.Decoder, frame []byte, dst []float64) (decodeResult, error) 
 	if err != nil {
 		return decodeResult{}, err
 	}
-	r := decodeResult{Tick: s.Tick, BaseTick: s.BaseTick, Full: s.Full, Seq: s.Seq, Self: s.Self}
+	r := decodeResult{Tick: s.Tick, BaseTick: s.BaseTick, Full: s.Full, Seq: s.Seq, Self: s.Self, Records: s.Records}
 	dst = dst[:0]
 	for _, e := range s.Entities {
 		dst = append(dst, float64(e.Slot), float64(e.Kind), float64(e.ID), float64(e.X), float64(e.Y),

@@ -195,7 +195,7 @@ func (m *module) decode(args []js.Value) any {
 	js.CopyBytesToJS(js.Global().Get("Uint8Array").New(ents.Get("buffer")), m.bytes)
 	return map[string]any{
 		"tick": r.Tick, "baseTick": r.BaseTick, "full": r.Full, "seq": float64(r.Seq), "self": r.Self,
-		"entities": ents,
+		"records": r.Records, "entities": ents,
 	}
 }
 

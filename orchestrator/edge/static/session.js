@@ -15,9 +15,10 @@ const PING_EVERY_MS = 1000;
 const MAX_BATCH = 32;     // the server refuses larger batches (too_many_inputs)
 const MAX_PENDING = 32;   // unacknowledged inputs (a second at 30 Hz): past that the link is too slow to play
 const SNAPSHOT_BUFFER = 32;
-// A player who sends no input acknowledges every other snapshot: the map deltas against
-// the newest acknowledged one, and an idle crowd sends the map half the messages.
-const IDLE_ACK_EVERY = 2;
+// A player who sends no input acknowledges every snapshot that changed its view, so that
+// no change is sent twice, and one that changed nothing only after IDLE_ACK_QUIET of them
+// (the map keeps baselines for 16): an idle crowd where nothing moves acks an eighth.
+const IDLE_ACK_QUIET = 8;
 const QUANTA_PER_UNIT = 16;
 const TRACK_POINTS = 6;   // the last position changes kept per entity for interpolation
 
@@ -58,6 +59,7 @@ export class Session {
     this.pending = [];          // inputs sent and not yet applied by the server
     this.ackTick = 0;           // newest snapshot tick decoded
     this.unacked = 0;           // snapshots decoded since the last ack sent
+    this.ackChanged = false;    // one of them changed the view
     this.snapshots = [];        // [{tick, time, entities: Map(id -> {kind, x, y, slot})}]
     this.tracks = new Map();    // entity id -> {points: [{time, x, y}], extra}: see track
     this.selfId = 0;
@@ -340,6 +342,7 @@ export class Session {
     this.stats.lastTick = s.tick;
     this.ackTick = s.tick;
     this.unacked++;
+    if (s.full || s.records > 0) this.ackChanged = true;
     const f = this.wasm.entityFields;
     const ents = new Map();
     let self = null;
@@ -465,7 +468,11 @@ export class Session {
     this.previous = this.predicted;
     this.lastStepAt = performance.now();
     if (dx === 0 && dy === 0) {
-      if (this.unacked >= IDLE_ACK_EVERY) { this.send({ v: 1, kind: "ack", tick: this.ackTick }); this.unacked = 0; }
+      if (this.ackChanged || this.unacked >= IDLE_ACK_QUIET) {
+        this.send({ v: 1, kind: "ack", tick: this.ackTick });
+        this.unacked = 0;
+        this.ackChanged = false;
+      }
       return;
     }
     if (this.pending.length >= MAX_PENDING) return; // the server would drop it: wait for acks
@@ -483,7 +490,7 @@ export class Session {
   command(feature, action, payload) {
     if (this.state !== State.playing || !this.ws) return 0;
     const msg = { v: 1, kind: "command", seq: ++this.cmdSeq, feature, action, payload };
-    if (this.ackTick) { msg.tick = this.ackTick; this.unacked = 0; }
+    if (this.ackTick) { msg.tick = this.ackTick; this.unacked = 0; this.ackChanged = false; }
     this.send(msg);
     this.commands.set(msg.seq, { seq: msg.seq, feature, action, payload });
     if (this.commands.size > MAX_COMMANDS) this.commands.delete(this.commands.keys().next().value);
@@ -532,7 +539,7 @@ export class Session {
   sendInputs(inputs) {
     const msg = { v: 1, kind: "command", seq: ++this.cmdSeq, feature: "movement", action: "input_batch",
       payload: { inputs } };
-    if (this.ackTick) { msg.tick = this.ackTick; this.unacked = 0; }
+    if (this.ackTick) { msg.tick = this.ackTick; this.unacked = 0; this.ackChanged = false; }
     this.send(msg);
     this.stats.sent = inputs[inputs.length - 1].seq;
   }
