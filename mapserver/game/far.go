@@ -34,15 +34,12 @@ func (g *Game) nearAlways(self int32) []int32 {
 
 // SetFarEvery sets how many snapshots apart a view sees the movement of what it sees
 // from afar (wire.DefaultFarEvery at first).
-func (g *Game) SetFarEvery(k int) {
-	g.enc.SetFarEvery(k)
-	g.farEvery = max(k, 1)
-}
+func (g *Game) SetFarEvery(k int) { g.enc.SetFarEvery(k) }
 
 // FarView is the far rule welcomes announce; nil when every entity is near.
 func (g *Game) FarView() *wire.FarView {
-	if g.farRadius <= 0 || g.farEvery <= 1 {
+	if g.farRadius <= 0 || g.enc.FarEvery() <= 1 {
 		return nil
 	}
-	return &wire.FarView{Radius: float64(g.farRadius) / sim.QuantaPerUnit, Every: g.farEvery}
+	return &wire.FarView{Radius: float64(g.farRadius) / sim.QuantaPerUnit, Every: g.enc.FarEvery()}
 }

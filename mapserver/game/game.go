@@ -62,11 +62,9 @@ type Game struct {
 	chaseValid bool
 	// views counts the views made, to stagger their reselection.
 	views int
-	// farRadius is the distance beyond which a view sees an entity from afar, and
-	// farEvery how many snapshots apart it then sees it move; keep is nearAlways's
-	// scratch.
+	// farRadius is the distance beyond which a view sees an entity from afar (how
+	// often it then sees it move is the encoder's); keep is nearAlways's scratch.
 	farRadius int32
-	farEvery  int
 	keep      []int32
 }
 
@@ -88,7 +86,7 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 		world: w, mapID: cfg.MapID, state: st, grid: grid, enc: wire.NewEncoder(wire.DefaultClientRing),
 		slots: make(map[string]int32), attrs: make(map[string]json.RawMessage),
 		items: newItemState(items.DefaultCatalog(), cfg.InstanceID), viewCap: DefaultViewCap,
-		farRadius: DefaultFarRadius, farEvery: wire.DefaultFarEvery,
+		farRadius: DefaultFarRadius,
 	}
 	g.items.seed = GenerateItems(cfg, w, st.Colliders(), g.items.catalog)
 	g.place()

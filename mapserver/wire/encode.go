@@ -176,6 +176,10 @@ func NewEncoder(ring int) *Encoder {
 // It takes effect at the next Begin.
 func (e *Encoder) SetFarEvery(k int) { e.farEvery = uint32(max(k, 1)) }
 
+// FarEvery returns how many snapshots apart an entity seen from afar has its movement
+// sent.
+func (e *Encoder) FarEvery() int { return int(e.farEvery) }
+
 // Begin starts the snapshot of tick, which must be above the previous one. Slots not
 // Set before the next Begin are empty at tick.
 func (e *Encoder) Begin(tick uint32) {
@@ -498,8 +502,8 @@ func (c *Client) newSet() *slotSet {
 	return &slotSet{}
 }
 
-// marks makes the client's near and far bitsets cover every slot of cur (they are
-// all clear between two Encodes).
+// marks makes the encoder's near and far bitsets, and c's lastFar, cover every slot of
+// cur (the bitsets are all clear between two Encodes).
 func (e *Encoder) marks(c *Client, cur *table) {
 	words := (len(cur.slots) + 63) / 64
 	if len(e.mark) < words {
@@ -510,7 +514,7 @@ func (e *Encoder) marks(c *Client, cur *table) {
 	}
 }
 
-// viewSorted fills set with the slots marked in the client's bitsets (about n),
+// viewSorted fills set with the slots marked in the encoder's bitsets (about n),
 // sorted, and clears the bitsets. It marks the far ones: those only in the far bitset
 // that the client saw from afar in its last snapshot (if last, there is one: lastFar)
 // or whose sampled state is their current one; lastFar then holds them.

@@ -71,20 +71,12 @@ func (f *flusher) wake() {
 // round's first frames at once and share the processor with the rest of the encoding,
 // so the round, and the tick after it, would last as long as encoding and writing
 // together. Replies a reader writes itself (pongs) are not held.
-// A Server made by NewServer holds from the start; one made otherwise, not before its
-// first connection.
-func (s *Server) HoldWrites() {
-	if s.flusher != nil {
-		s.flusher.held.Store(true)
-	}
-}
+func (s *Server) HoldWrites() { s.flusher.held.Store(true) }
 
 // ReleaseWrites ends HoldWrites and wakes the flusher.
 func (s *Server) ReleaseWrites() {
-	if s.flusher != nil {
-		s.flusher.held.Store(false)
-		s.flusher.wake()
-	}
+	s.flusher.held.Store(false)
+	s.flusher.wake()
 }
 
 // run is the flusher goroutine. It also pings, every half idle timeout, the connections

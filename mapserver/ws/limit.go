@@ -12,8 +12,9 @@ import (
 // mapserver/client): a moving player that acknowledged every snapshot and pinged once a
 // second sent 46 messages and 4.7 KB a second (30 input batches, 15 acks, 1 ping); an
 // idle one 16 messages and 0.5 KB (fewer now that an idle client acks only snapshots
-// that changed its view, and one in 8 of the others). The rates leave twice that or more, the bursts absorb
-// a few seconds of that stream arriving at once after the network stalled.
+// that changed its view, and one in 8 of the others). The rates leave twice that or
+// more, the bursts absorb a few seconds of that stream arriving at once after the
+// network stalled.
 const (
 	// DefaultMsgRate is the messages a connection may send per second, sustained.
 	DefaultMsgRate = 100

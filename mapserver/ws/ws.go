@@ -45,8 +45,8 @@ const (
 	writeBufferSize = 256
 )
 
-// Server is the http.Handler of GET /ws. Set the fields before serving; zero durations
-// and sizes take the defaults above.
+// Server is the http.Handler of GET /ws, made by NewServer. Set the fields before
+// serving; zero durations and sizes take the defaults above.
 type Server struct {
 	Handshaker mapserver.Handshaker
 	Log        *slog.Logger
@@ -116,9 +116,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if s.Metrics == nil {
 			s.Metrics = NewMetrics(nil)
-		}
-		if s.flusher == nil {
-			s.flusher = newFlusher(s)
 		}
 		go s.flusher.run(orDuration(s.IdleTimeout, DefaultIdleTimeout) / 2)
 		s.refused = make(map[string]prometheus.Counter)

@@ -130,7 +130,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 			const live = mapyardDebug.session, fv = live.welcome.farView;
 			if (!fv) return {farView: {radius: 0, every: 0}, far: [], near: [], perFrame: 0};
 			const s = Object.create(Object.getPrototypeOf(live));
-			Object.assign(s, {welcome: {snapshotHz: 15, farView: fv}, server: {x: 0, y: 0}, selfId: -1,
+			Object.assign(s, {wasm: live.wasm, welcome: {snapshotHz: 15, farView: fv}, server: {x: 0, y: 0}, selfId: -1,
 				tracks: new Map(), snapshots: [], clockOffset: 0});
 			const Q = 16, dt = 1000 / 15, v = 3 * Q / 1000; // 3 units/s, in quanta per ms
 			const farX = (fv.radius + 40) * Q, nearX = 10 * Q;

@@ -19,7 +19,6 @@ const SNAPSHOT_BUFFER = 32;
 // no change is sent twice, and one that changed nothing only after IDLE_ACK_QUIET of them
 // (the map keeps baselines for 16): an idle crowd where nothing moves acks an eighth.
 const IDLE_ACK_QUIET = 8;
-const QUANTA_PER_UNIT = 16;
 const TRACK_POINTS = 6;   // the last position changes kept per entity for interpolation
 
 // Connection states, as the status line and the overlay show them.
@@ -380,8 +379,8 @@ export class Session {
   period(e) {
     const fv = this.welcome && this.welcome.farView;
     if (!fv || !this.server) return 1;
-    const dx = (e.x - this.server.x) / QUANTA_PER_UNIT, dy = (e.y - this.server.y) / QUANTA_PER_UNIT;
-    return dx * dx + dy * dy > fv.radius * fv.radius ? fv.every : 1;
+    const r = fv.radius * this.wasm.quantaPerUnit, dx = e.x - this.server.x, dy = e.y - this.server.y;
+    return dx * dx + dy * dy > r * r ? fv.every : 1;
   }
 
   // track records, for every other entity, the snapshot times at which its position
