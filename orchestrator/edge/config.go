@@ -26,6 +26,7 @@ type Config struct {
 	Procs          int    `env:"EDGE_PROCS" envDefault:"2" help:"threads running the edge's Go code at once (GOMAXPROCS); with 2 or more the loop engine waits in epoll_wait on a thread of its own (one wait per wake-up instead of two) and the rest of the edge runs on the other; 1 parks the loop in Go's poller instead"`
 	Engine         string `env:"EDGE_ENGINE" envDefault:"loop" help:"how WebSocket bytes are copied after the upgrade: loop (one epoll event loop on one thread for every connection; Linux) or goroutine (two goroutines per connection; the fallback elsewhere)"`
 	MapDial        string `env:"EDGE_MAP_DIAL" envDefault:"network" help:"how the edge reaches a map: network (the map container's own address on the map network, falling back to loopback for good if that cannot be dialled, e.g. under rootless Docker) or loopback (the game port published on 127.0.0.1, through Docker's userland proxy)"`
+	MapLink        string `env:"EDGE_MAP_LINK" envDefault:"on" help:"on: the players forwarded to a map share one connection to it (a link; with the loop engine, and maps that serve one: others get a connection per player); off: a connection per player"`
 	LogLevel       string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
 	JoinRatePerMin   int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
@@ -78,6 +79,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MapDial != "" && c.MapDial != MapDialNetwork && c.MapDial != MapDialLoopback {
 		return fmt.Errorf("EDGE_MAP_DIAL=%q: must be network or loopback", c.MapDial)
+	}
+	if c.MapLink != "" && c.MapLink != "on" && c.MapLink != "off" {
+		return fmt.Errorf("EDGE_MAP_LINK=%q: must be on or off", c.MapLink)
 	}
 	if c.Engine != "" && c.Engine != EngineLoop && c.Engine != EngineGoroutine {
 		return fmt.Errorf("EDGE_ENGINE=%q: must be loop or goroutine", c.Engine)

@@ -53,6 +53,12 @@ type loop struct {
 	// Owned by the loop goroutine.
 	fds   map[int32]*loopPair
 	pairs map[*loopPair]struct{}
+	// links and clients are the descriptors of links to maps and of the clients of
+	// their streams (looplink_linux.go); dirty lists the links with records to write
+	// once the current batch of events is handled.
+	links   map[int32]*linkConn
+	clients map[int32]*linkStream
+	dirty   []*linkConn
 	// more says a read filled the whole buffer: the socket, level-triggered, is
 	// still ready, and the set is polled again before the loop parks.
 	more    bool
@@ -63,6 +69,13 @@ type loop struct {
 type loopCmd struct {
 	pair *loopPair
 	add  bool
+	// op, when set, is a link command (looplink_linux.go) on link or stream.
+	op     int
+	link   *linkConn
+	stream *linkStream
+	splice *splice
+	fd     int
+	early  []byte
 }
 
 // loopPair is one client/map connection pair; side 0 is the client, side 1 the map,
@@ -116,6 +129,7 @@ func newLoop(idle, wto time.Duration, bufs *sync.Pool) (*loop, error) {
 	l := &loop{
 		epfd: epfd, wakefd: int(wfd), idle: idle, wto: wto, bufs: bufs, blocking: runtime.GOMAXPROCS(0) >= 2,
 		fds: map[int32]*loopPair{}, pairs: map[*loopPair]struct{}{},
+		links: map[int32]*linkConn{}, clients: map[int32]*linkStream{},
 		scratch: make([]byte, BufferSize), done: make(chan struct{}),
 	}
 	go l.run()
@@ -344,7 +358,15 @@ func (l *loop) dispatch(events []syscall.EpollEvent, now int64) bool {
 			continue
 		}
 		lp := l.fds[ev.Fd]
-		if lp == nil || lp.closed {
+		if lp == nil {
+			if lk := l.links[ev.Fd]; lk != nil {
+				l.pumpLink(lk, ev.Events, now)
+			} else if st := l.clients[ev.Fd]; st != nil {
+				l.pumpClient(st, ev.Events, now)
+			}
+			continue
+		}
+		if lp.closed {
 			continue
 		}
 		side := 0
@@ -353,6 +375,7 @@ func (l *loop) dispatch(events []syscall.EpollEvent, now int64) bool {
 		}
 		l.pump(lp, side, ev.Events, now)
 	}
+	l.writeLinks(now)
 	return false
 }
 
@@ -377,6 +400,8 @@ func (l *loop) commands(now int64) bool {
 	l.mu.Unlock()
 	for _, c := range q {
 		switch {
+		case c.op != 0:
+			l.linkCommand(c, now)
 		case c.add && c.pair.closeReq:
 			l.register(c.pair, now)
 			l.finish(c.pair)
@@ -557,6 +582,8 @@ func (l *loop) timeouts(now int64) {
 			l.finish(lp)
 		}
 	}
+	l.linkTimeouts(now)
+	l.writeLinks(now)
 }
 
 // finish closes lp's sockets and ends its splice.
@@ -583,12 +610,16 @@ func (l *loop) closeAll() {
 	for lp := range l.pairs {
 		l.finish(lp)
 	}
+	l.closeLinks()
 	l.mu.Lock()
 	q := l.queue
 	l.queue, l.stopped = nil, true
 	l.mu.Unlock()
 	for _, c := range q {
-		if c.add && !c.pair.closed {
+		switch {
+		case c.op != 0:
+			l.abandon(c)
+		case c.add && !c.pair.closed:
 			l.register(c.pair, time.Now().UnixNano())
 			l.finish(c.pair)
 		}

@@ -4,6 +4,7 @@ package edge
 
 import (
 	"errors"
+	"net"
 	"sync"
 	"time"
 )
@@ -22,3 +23,12 @@ func (*loop) adopt(*splice) error { return errors.New("the loop engine needs Lin
 func (*loop) close(*loopPair)     {}
 func (*loop) stop()               {}
 func (*loop) paused() int64       { return 0 }
+
+func (*loop) addLink(*linkConn) bool      { return false }
+func (*loop) openStream(*linkStream) bool { return false }
+func (*loop) closeStream(*linkStream)     {}
+func (*loop) adoptStream(*linkStream, *splice, []byte) error {
+	return errors.New("the loop engine needs Linux")
+}
+
+func dupConn(net.Conn) (int, error) { return -1, errors.New("the loop engine needs Linux") }

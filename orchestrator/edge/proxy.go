@@ -60,12 +60,17 @@ type Proxy struct {
 	// per connection); empty is EngineLoop. Read when the first connection is
 	// forwarded.
 	Engine string
+	// Link carries the players forwarded to a map over one link to it (link.go), when
+	// the loop engine runs and the map serves links; otherwise each player gets a
+	// connection of its own to the map. Read at each Forward.
+	Link bool
 	// Metrics, when not nil, counts connections and bytes.
 	Metrics *Metrics
 	Log     *slog.Logger
 
 	loopOnce sync.Once
 	loop     *loop
+	links    linkTable
 
 	slots chan struct{}
 	bufs  sync.Pool
@@ -83,11 +88,11 @@ func NewProxy(maxConns int, log *slog.Logger) *Proxy {
 	}
 	return &Proxy{
 		IdleTimeout: DefaultIdleTimeout, WriteTimeout: DefaultWriteTimeout, DialTimeout: DefaultDialTimeout,
-		Engine: EngineLoop,
-		Log:    log,
-		slots:  make(chan struct{}, maxConns),
-		bufs:   sync.Pool{New: func() any { b := make([]byte, BufferSize); return &b }},
-		conns:  make(map[*splice]struct{}),
+		Engine: EngineLoop, Link: true,
+		Log:   log,
+		slots: make(chan struct{}, maxConns),
+		bufs:  sync.Pool{New: func() any { b := make([]byte, BufferSize); return &b }},
+		conns: make(map[*splice]struct{}),
 	}
 }
 
@@ -107,6 +112,9 @@ func (p *Proxy) Forward(w http.ResponseWriter, r *http.Request, instanceID, addr
 	if !p.acquire() {
 		p.Metrics.refused("limit")
 		return apierr.Errorf(apierr.EUNAVAILABLE, "the edge is at its connection limit or shutting down; try again shortly")
+	}
+	if handled, err := p.forwardLink(w, r, instanceID, addr); handled {
+		return err
 	}
 	backend, br, err := p.handshake(r, instanceID, addr)
 	if err != nil {
@@ -362,8 +370,9 @@ type splice struct {
 	closeOnce       sync.Once
 
 	mu   sync.Mutex
-	loop *loop     // the loop engine that owns the connections, if any
-	lp   *loopPair // their pair in it
+	loop *loop       // the loop engine that owns the connections, if any
+	lp   *loopPair   // their pair in it
+	ls   *linkStream // or the client's stream on a link, with backend nil
 }
 
 // start replays the map's 101 (and any bytes the map sent right after it) to the client
@@ -491,9 +500,13 @@ func ioFor(c net.Conn) connIO {
 
 func (s *splice) closeBoth() {
 	s.mu.Lock()
-	l, lp := s.loop, s.lp
+	l, lp, ls := s.loop, s.lp, s.ls
 	s.mu.Unlock()
-	if l != nil {
+	switch {
+	case l != nil && ls != nil:
+		l.closeStream(ls)
+		return
+	case l != nil:
 		l.close(lp)
 		return
 	}

@@ -1,0 +1,495 @@
+//go:build linux
+
+package edge
+
+import (
+	"bytes"
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/mapyard/mapyard/mapserver/link"
+)
+
+// Link commands of the loop (loopCmd.op).
+const (
+	cmdAddLink = iota + 1
+	cmdOpen
+	cmdAdopt
+	cmdCloseStream
+)
+
+// addLink hands lk's descriptor to the loop; false once the loop has stopped.
+func (l *loop) addLink(lk *linkConn) bool {
+	if l.send(loopCmd{op: cmdAddLink, link: lk}) {
+		return true
+	}
+	syscall.Close(lk.fd)
+	lk.p.dropLink(lk)
+	return false
+}
+
+// openStream asks the loop to open st on its link; the map's answer arrives on st.hs.
+func (l *loop) openStream(st *linkStream) bool { return l.send(loopCmd{op: cmdOpen, stream: st}) }
+
+// closeStream asks the loop to end st (and tell the map); safe from any goroutine.
+func (l *loop) closeStream(st *linkStream) { l.send(loopCmd{op: cmdCloseStream, stream: st}) }
+
+// adoptStream hands the client of st, whose 101 is written, to the loop, with the
+// bytes the client sent before it. From then on the loop ends s. On an error the
+// client is closed and s ended.
+func (l *loop) adoptStream(st *linkStream, s *splice, early []byte) error {
+	fd, err := dupConn(s.client)
+	s.mu.Lock()
+	s.loop, s.ls = l, st
+	s.mu.Unlock()
+	took := false
+	s.closeOnce.Do(func() {
+		took = true
+		s.client.Close()
+	})
+	switch {
+	case err == nil && !took:
+		syscall.Close(fd)
+		err = errAdoptClosed
+	case err == nil && l.send(loopCmd{op: cmdAdopt, stream: st, splice: s, fd: fd, early: early}):
+		return nil
+	case err == nil:
+		syscall.Close(fd)
+		err = errors.New("the loop has stopped")
+	}
+	l.closeStream(st)
+	s.p.Metrics.closed(0, 0, time.Since(s.started))
+	s.p.untrack(s)
+	return err
+}
+
+// linkCommand runs one of the link commands.
+func (l *loop) linkCommand(c loopCmd, now int64) {
+	st := c.stream
+	switch c.op {
+	case cmdAddLink:
+		lk := c.link
+		l.links[int32(lk.fd)] = lk
+		lk.events = syscall.EPOLLIN
+		ev := syscall.EpollEvent{Events: lk.events, Fd: int32(lk.fd)}
+		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, lk.fd, &ev); err != nil {
+			l.endLink(lk)
+		}
+	case cmdOpen:
+		lk := st.lk
+		if lk.dead {
+			l.endStream(st)
+			return
+		}
+		lk.next++
+		st.id, st.last = lk.next, now
+		lk.streams[st.id] = st
+		l.record(lk, link.KindOpen, st.id, st.req)
+		st.req = nil
+	case cmdAdopt:
+		st.s = c.splice
+		if st.closed || st.closeReq {
+			syscall.Close(c.fd)
+			l.endStream(st)
+			l.endSplice(c.splice, 0, 0)
+			return
+		}
+		st.fd, st.last = c.fd, now
+		l.clients[int32(st.fd)] = st
+		st.evs = syscall.EPOLLIN
+		ev := syscall.EpollEvent{Events: st.evs, Fd: int32(st.fd)}
+		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, st.fd, &ev); err != nil {
+			l.endStream(st)
+			return
+		}
+		if len(c.early) > 0 && !st.mapClosed {
+			st.up += int64(len(c.early))
+			l.record(st.lk, link.KindData, st.id, c.early)
+		}
+		if len(st.pending) > 0 {
+			l.flushClient(st, now)
+		} else if st.mapClosed {
+			l.drainClient(st, now)
+		}
+	case cmdCloseStream:
+		st.closeReq = true
+		l.endStream(st)
+	}
+}
+
+// pumpLink handles the readiness ev of lk: records waiting are written, records read
+// are passed on.
+func (l *loop) pumpLink(lk *linkConn, ev uint32, now int64) {
+	if ev&syscall.EPOLLERR != 0 {
+		l.endLink(lk)
+		return
+	}
+	if ev&syscall.EPOLLOUT != 0 {
+		l.writeLink(lk, now)
+	}
+	if lk.dead || ev&(syscall.EPOLLIN|syscall.EPOLLHUP|syscall.EPOLLRDHUP) == 0 {
+		return
+	}
+	if cap(lk.rbuf)-len(lk.rbuf) < linkReadSize/4 {
+		lk.rbuf = append(make([]byte, 0, 2*cap(lk.rbuf)), lk.rbuf...)
+	}
+	free := lk.rbuf[len(lk.rbuf):cap(lk.rbuf)]
+	n, e := rawRead(lk.fd, free)
+	switch {
+	case e == syscall.EAGAIN:
+		return
+	case e != 0 || n == 0:
+		lk.p.Log.Warn("link to map ended", "addr", lk.addr, "err", errnoErr(e))
+		l.endLink(lk)
+		return
+	}
+	if n == len(free) {
+		l.more = true
+	}
+	buf := lk.rbuf[:len(lk.rbuf)+n]
+	for len(buf) >= link.HeaderSize && !lk.dead {
+		h, err := link.ParseHeader(buf)
+		if err != nil {
+			lk.p.Log.Warn("link to map broken", "addr", lk.addr, "err", err)
+			l.endLink(lk)
+			return
+		}
+		end := link.HeaderSize + h.Len
+		if len(buf) < end {
+			if cap(lk.rbuf) < end {
+				lk.rbuf = make([]byte, 0, end+linkReadSize)
+			}
+			break
+		}
+		l.linkRecord(lk, h, buf[link.HeaderSize:end], now)
+		buf = buf[end:]
+	}
+	if lk.dead {
+		return
+	}
+	lk.rbuf = append(lk.rbuf[:0], buf...) // copy (or move) of the partial record
+}
+
+// errnoErr names e for a log line; zero is the end of the stream.
+func errnoErr(e syscall.Errno) error {
+	if e == 0 {
+		return errors.New("closed by the map")
+	}
+	return e
+}
+
+// linkRecord handles one record from the map.
+func (l *loop) linkRecord(lk *linkConn, h link.Header, payload []byte, now int64) {
+	st := lk.streams[h.Stream]
+	switch {
+	case h.Kind == link.KindOpen:
+		lk.p.Log.Warn("link to map broken", "addr", lk.addr, "err", "the map opened a stream")
+		l.endLink(lk)
+	case st == nil:
+		// A stream the edge already ended.
+	case h.Kind == link.KindData && !st.answered:
+		st.answered = true
+		st.hs <- bytes.Clone(payload)
+	case h.Kind == link.KindData:
+		st.down += int64(len(payload))
+		st.last = now
+		if lk.down != nil {
+			lk.down.Add(float64(len(payload)))
+		}
+		l.toClient(st, payload, now)
+	case h.Kind == link.KindClose:
+		delete(lk.streams, h.Stream)
+		st.mapClosed = true
+		switch {
+		case !st.answered || st.closeReq:
+			l.endStream(st)
+		case st.fd >= 0 && len(st.pending) == 0:
+			l.drainClient(st, now)
+		}
+	}
+}
+
+// record appends a record to lk's output, written once the current batch of events
+// is handled.
+func (l *loop) record(lk *linkConn, kind byte, id uint32, payload []byte) {
+	if lk.dead {
+		return
+	}
+	lk.out = link.AppendHeader(lk.out, kind, id, len(payload))
+	lk.out = append(lk.out, payload...)
+	if !lk.queued {
+		lk.queued = true
+		l.dirty = append(l.dirty, lk)
+	}
+}
+
+// writeLinks writes what the batch of events queued for the maps, one write per link.
+func (l *loop) writeLinks(now int64) {
+	for i, lk := range l.dirty {
+		lk.queued = false
+		l.dirty[i] = nil
+		if !lk.dead {
+			l.writeLink(lk, now)
+		}
+	}
+	l.dirty = l.dirty[:0]
+}
+
+// writeLink writes lk's output; what the socket does not take waits for it to be
+// writable again, up to maxLinkOut and the write timeout.
+func (l *loop) writeLink(lk *linkConn, now int64) {
+	if len(lk.out) == 0 {
+		return
+	}
+	w, e := writeAll(lk.fd, lk.out)
+	if e != 0 && e != syscall.EAGAIN {
+		lk.p.Log.Warn("link to map failed", "addr", lk.addr, "err", e)
+		l.endLink(lk)
+		return
+	}
+	lk.out = lk.out[:copy(lk.out, lk.out[w:])]
+	want := uint32(syscall.EPOLLIN)
+	switch {
+	case len(lk.out) > maxLinkOut:
+		lk.p.Log.Warn("link to map cut: the map does not read", "addr", lk.addr, "waiting", len(lk.out))
+		l.endLink(lk)
+		return
+	case len(lk.out) > 0:
+		want |= syscall.EPOLLOUT
+		if lk.outSince == 0 {
+			lk.outSince = now
+		}
+	default:
+		lk.outSince = 0
+		if cap(lk.out) > 4*linkReadSize {
+			lk.out = nil // a burst's buffer is not kept
+		}
+	}
+	if want != lk.events {
+		lk.events = want
+		ev := syscall.EpollEvent{Events: want, Fd: int32(lk.fd)}
+		if syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, lk.fd, &ev) != nil {
+			l.endLink(lk)
+		}
+	}
+}
+
+// endLink closes lk: a client with a stream on it gets what the map sent it and then
+// the end of its connection, as if its own connection to the map had ended.
+func (l *loop) endLink(lk *linkConn) {
+	if lk.dead {
+		return
+	}
+	lk.dead = true
+	delete(l.links, int32(lk.fd))
+	syscall.Close(lk.fd)
+	lk.out, lk.rbuf = nil, nil
+	for id, st := range lk.streams {
+		delete(lk.streams, id)
+		st.mapClosed = true
+		switch {
+		case !st.answered || st.closeReq:
+			l.endStream(st)
+		case st.fd >= 0 && len(st.pending) == 0:
+			l.drainClient(st, time.Now().UnixNano())
+		}
+	}
+	lk.p.dropLink(lk)
+}
+
+// pumpClient handles the readiness ev of a stream's client.
+func (l *loop) pumpClient(st *linkStream, ev uint32, now int64) {
+	if ev&syscall.EPOLLERR != 0 {
+		l.endStream(st)
+		return
+	}
+	if ev&(syscall.EPOLLOUT|syscall.EPOLLHUP) != 0 && len(st.pending) > 0 {
+		l.flushClient(st, now)
+		if st.closed {
+			return
+		}
+	}
+	if ev&(syscall.EPOLLIN|syscall.EPOLLHUP|syscall.EPOLLRDHUP) == 0 {
+		return
+	}
+	n, e := rawRead(st.fd, l.scratch)
+	switch {
+	case e == syscall.EAGAIN:
+		return
+	case e != 0 || n == 0:
+		l.endStream(st) // the client is gone: the map is told
+		return
+	case st.draining || st.mapClosed:
+		return // after the map's end: read and dropped
+	}
+	if n == len(l.scratch) {
+		l.more = true
+	}
+	st.up += int64(n)
+	st.last = now
+	if st.lk.up != nil {
+		st.lk.up.Add(float64(n))
+	}
+	l.record(st.lk, link.KindData, st.id, l.scratch[:n])
+}
+
+// toClient writes b to st's client, or keeps it while the client is not adopted yet
+// or has not taken what came before. A client that leaves more than maxStreamPending
+// unread is dropped.
+func (l *loop) toClient(st *linkStream, b []byte, now int64) {
+	if st.fd >= 0 && len(st.pending) == 0 {
+		w, e := writeAll(st.fd, b)
+		if e != 0 && e != syscall.EAGAIN {
+			l.endStream(st)
+			return
+		}
+		if w == len(b) {
+			return
+		}
+		b = b[w:]
+		l.pauses.Add(1)
+	}
+	if len(st.pending)+len(b) > maxStreamPending {
+		st.lk.p.Log.Warn("dropping a client that does not read what its map sends", "waiting", len(st.pending)+len(b))
+		l.endStream(st)
+		return
+	}
+	if len(st.pending) == 0 {
+		st.since = now
+	}
+	st.pending = append(st.pending, b...)
+	l.watchClient(st)
+}
+
+// flushClient writes what waits for st's client; once all of it is written after the
+// map ended the stream, the client's side is shut.
+func (l *loop) flushClient(st *linkStream, now int64) {
+	w, e := writeAll(st.fd, st.pending)
+	if e != 0 && e != syscall.EAGAIN {
+		l.endStream(st)
+		return
+	}
+	st.pending = st.pending[w:]
+	if len(st.pending) > 0 {
+		l.watchClient(st)
+		return
+	}
+	st.pending, st.since = nil, 0
+	l.watchClient(st)
+	if st.mapClosed {
+		l.drainClient(st, now)
+	}
+}
+
+// drainClient ends a stream the map ended, once everything it sent is written: the
+// client's side is shut for writing and what it still sends is read and dropped until
+// it closes or closeGrace passes, so that closing with unread input does not reset the
+// connection before the client read the map's last frames.
+func (l *loop) drainClient(st *linkStream, now int64) {
+	if st.draining || st.fd < 0 {
+		return
+	}
+	st.draining = true
+	st.grace = now + int64(closeGrace)
+	_ = syscall.Shutdown(st.fd, syscall.SHUT_WR)
+}
+
+// watchClient sets what the epoll set watches on st's client: input always, output
+// while bytes wait for it.
+func (l *loop) watchClient(st *linkStream) {
+	if st.fd < 0 {
+		return
+	}
+	want := uint32(syscall.EPOLLIN)
+	if len(st.pending) > 0 {
+		want |= syscall.EPOLLOUT
+	}
+	if want == st.evs {
+		return
+	}
+	st.evs = want
+	ev := syscall.EpollEvent{Events: want, Fd: int32(st.fd)}
+	if syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, st.fd, &ev) != nil {
+		l.endStream(st)
+	}
+}
+
+// endStream ends st: the map is told unless it ended it, a handshake still waiting
+// is answered with nothing, and an adopted client is closed and its splice ended.
+func (l *loop) endStream(st *linkStream) {
+	if st.closed {
+		return
+	}
+	st.closed = true
+	lk := st.lk
+	if st.id != 0 && !st.mapClosed {
+		delete(lk.streams, st.id)
+		l.record(lk, link.KindClose, st.id, nil)
+	}
+	if !st.answered {
+		st.answered = true
+		close(st.hs)
+	}
+	st.pending = nil
+	if st.fd >= 0 {
+		delete(l.clients, int32(st.fd))
+		syscall.Close(st.fd)
+		st.fd = -1
+		l.endSplice(st.s, st.up, st.down)
+	}
+}
+
+// endSplice counts a stream's splice out of the proxy.
+func (l *loop) endSplice(s *splice, up, down int64) {
+	s.p.Metrics.closed(up, down, time.Since(s.started))
+	s.p.untrack(s)
+}
+
+// linkTimeouts closes streams idle both ways for the idle timeout, whose client has
+// not taken a write for the write timeout, or past their close grace, and links the
+// map has not read from for the write timeout.
+func (l *loop) linkTimeouts(now int64) {
+	for _, st := range l.clients {
+		switch {
+		case st.draining && now >= st.grace,
+			!st.draining && now-st.last >= int64(l.idle),
+			st.since != 0 && now-st.since >= int64(l.wto):
+			l.endStream(st)
+		}
+	}
+	for _, lk := range l.links {
+		if lk.outSince != 0 && now-lk.outSince >= int64(l.wto) {
+			lk.p.Log.Warn("link to map cut: the map does not read", "addr", lk.addr)
+			l.endLink(lk)
+		}
+	}
+}
+
+// closeLinks ends every link and stream when the loop stops.
+func (l *loop) closeLinks() {
+	for _, st := range l.clients {
+		l.endStream(st)
+	}
+	for _, lk := range l.links {
+		l.endLink(lk)
+	}
+}
+
+// abandon undoes a link command queued when the loop stopped.
+func (l *loop) abandon(c loopCmd) {
+	switch c.op {
+	case cmdAddLink:
+		syscall.Close(c.link.fd)
+		c.link.dead = true
+		c.link.p.dropLink(c.link)
+	case cmdOpen:
+		if !c.stream.answered {
+			c.stream.answered = true
+			close(c.stream.hs)
+		}
+	case cmdAdopt:
+		syscall.Close(c.fd)
+		l.endSplice(c.splice, 0, 0)
+	}
+}
