@@ -207,7 +207,9 @@ func (p *Proxy) linkTo(l *loop, addr, instanceID string) (*linkConn, error) {
 	case !e.refused.IsZero() && time.Since(e.refused) < linkRetry:
 		t.mu.Unlock()
 		return nil, nil
-	case e.conn != nil && !e.conn.dead:
+	case e.conn != nil:
+		// Up, or ended a moment ago (the loop then answers the stream's open with
+		// nothing, and drops the entry).
 		t.mu.Unlock()
 		return e.conn, nil
 	case e.conn == nil && e.err == nil && e.refused.IsZero():
