@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
 // lingerTimeout bounds how long a closing connection waits for the client's side of the
@@ -22,70 +19,31 @@ import (
 // frames just written before the client reads them.
 const lingerTimeout = time.Second
 
-// urgentQueue bounds a connection's urgent lane (Reply): pongs and errors, a few at a
-// time for a live client.
-const urgentQueue = 16
-
-// outFrame is one entry of a connection's lanes: a frame's opcode and payload (the
-// close frame's payload is its code and reason). It stays 32 bytes: every connection
-// holds room for full lanes of them.
-type outFrame struct {
-	data []byte
-	op   byte
-}
-
 // conn is one player's connection. Its own goroutine is its only reader (run); the
 // Server's flusher writes what is queued (flush.go). Everything else talks to it
-// through Send, Reply and Close, which never block.
+// through Send, Reply and Close (peer), which never block.
 type conn struct {
-	s   *Server
+	peer
 	ws  *websocket.Conn
 	raw rawConn // the socket's non-blocking writev; nil: every write takes the slow path
-	log *slog.Logger
-
-	queue     chan outFrame
-	urgent    chan outFrame // small replies and control frames, written before queue's
-	scheduled atomic.Bool   // in the flusher's list
-	dropped   atomic.Bool
-	closing   atomic.Bool
-	lastWrite atomic.Int64 // unix nanoseconds of the last write, for keepalive pings
-	limit     *limiter
-	buf       []byte // the reader's message buffer (read)
+	buf []byte  // the reader's message buffer (read)
 
 	// wmu orders every write. The flusher and the reader hold it only to take frames
 	// and make one non-blocking write; while slow is set, drainSlow (or, at the end,
 	// finish, which never clears it) alone writes.
-	wmu       sync.Mutex
-	slowDone  *sync.Cond // on wmu: broadcast when slow clears
-	slow      bool       // a goroutine is writing what the socket did not take
-	pending   []byte     // what the socket did not take, for drainSlow
-	closeSent bool       // the close frame is taken: nothing may follow it
-
-	helloTimeout, idleTimeout, writeTimeout time.Duration
+	wmu      sync.Mutex
+	slowDone *sync.Cond // on wmu: broadcast when slow clears
+	slow     bool       // a goroutine is writing what the socket did not take
+	pending  []byte     // what the socket did not take, for drainSlow
 }
 
 var _ mapserver.Peer = (*conn)(nil)
 
 func newConn(s *Server, ws *websocket.Conn) *conn {
-	limit := s.ReadLimit
-	if limit <= 0 {
-		limit = DefaultReadLimit
-	}
-	ws.SetReadLimit(limit)
-	size := s.SendQueue
-	if size <= 0 {
-		size = DefaultSendQueue
-	}
-	c := &conn{
-		s: s, ws: ws, raw: newRawConn(ws.NetConn()), log: s.logger().With("remote", ws.RemoteAddr().String()),
-		queue: make(chan outFrame, size), urgent: make(chan outFrame, urgentQueue),
-		limit:        newLimiter(s.Limits),
-		helloTimeout: orDuration(s.HelloTimeout, DefaultHelloTimeout),
-		idleTimeout:  orDuration(s.IdleTimeout, DefaultIdleTimeout),
-		writeTimeout: orDuration(s.WriteTimeout, DefaultWriteTimeout),
-	}
+	ws.SetReadLimit(s.readLimit())
+	c := &conn{ws: ws, raw: newRawConn(ws.NetConn())}
+	c.init(s, c, s.logger().With("remote", ws.RemoteAddr().String()))
 	c.slowDone = sync.NewCond(&c.wmu)
-	c.lastWrite.Store(time.Now().UnixNano())
 	// gorilla's own handlers would answer pings and closes with writes of their own,
 	// beside the flusher's: the answers go through the urgent lane instead.
 	ws.SetPingHandler(func(data string) error {
@@ -102,78 +60,10 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 	return c
 }
 
-// Send queues a frame without blocking. A full queue means the client does not read
-// what it is sent: it is dropped, so that no sender ever waits for it. Frames sent after
-// Close are discarded.
-func (c *conn) Send(frame []byte, binary bool) bool {
-	if c.dropped.Load() {
-		return false
-	}
-	if c.closing.Load() {
-		return !c.dropped.Load()
-	}
-	op := byte(opText)
-	if binary {
-		op = opBinary
-	}
-	return c.enqueue(c.queue, outFrame{data: frame, op: op})
-}
-
-// Reply queues a small text frame in the urgent lane, which is written before anything
-// in the send queue: a pong measures the network, not the backlog of snapshots ahead of
-// it. A full lane drops the client, as a full queue does.
-func (c *conn) Reply(frame []byte) bool {
-	if c.dropped.Load() {
-		return false
-	}
-	if c.closing.Load() {
-		return !c.dropped.Load()
-	}
-	return c.enqueue(c.urgent, outFrame{data: frame, op: opText})
-}
-
-// offer queues a frame the connection can do without (a ping, the pong to a client's
-// ping, a rate_limited error) in the urgent lane; a full lane loses the frame, not the
-// connection.
-func (c *conn) offer(op byte, data []byte) {
-	if c.dropped.Load() || c.closing.Load() {
-		return
-	}
-	select {
-	case c.urgent <- outFrame{data: data, op: op}:
-		c.schedule()
-	default:
-	}
-}
-
-// Close queues the close frame; the connection ends once the client answers it or
-// lingerTimeout passes.
-func (c *conn) Close(code int, reason string) {
-	if c.closing.CompareAndSwap(false, true) {
-		c.enqueue(c.queue, outFrame{data: websocket.FormatCloseMessage(code, reason), op: opClose})
-	}
-}
-
 // Remote is the client's address as the listener saw it (the edge's, behind it).
 func (c *conn) Remote() string { return c.ws.RemoteAddr().String() }
 
-func (c *conn) enqueue(q chan outFrame, f outFrame) bool {
-	select {
-	case q <- f:
-		c.schedule()
-		return true
-	default:
-		c.drop()
-		return false
-	}
-}
-
-// schedule puts the connection in the flusher's next pass, once.
-func (c *conn) schedule() {
-	if c.scheduled.CompareAndSwap(false, true) {
-		c.s.flusher.add(c)
-	}
-}
+func (c *conn) flushTo(f *flusher) { c.flush(&f.b) }
 
 // drop closes the socket at once: the reader and any write fail out of their calls
 // and the connection ends without a close handshake.
@@ -219,8 +109,7 @@ func (c *conn) handshake(ctx context.Context) mapserver.Session {
 	typ, data, err := c.ws.ReadMessage()
 	if err != nil {
 		if isTimeout(err) {
-			c.Send(wire.ErrorFrame("bad_request", "no hello within "+c.helloTimeout.String(), 0), false)
-			c.Close(mapserver.ClosePolicy, "hello timeout")
+			c.helloTimedOut()
 		}
 		return nil
 	}
@@ -251,9 +140,7 @@ func (c *conn) readLoop(sess mapserver.Session) {
 		if c.closing.Load() {
 			continue // closing: what the client still sends is read and ignored
 		}
-		now := time.Now()
-		if reason := c.limit.allow(now, len(data)); reason != "" {
-			c.refuse(now, reason)
+		if !c.admit(time.Now(), len(data)) {
 			c.replyNow()
 			continue
 		}
@@ -268,7 +155,7 @@ func (c *conn) readLoop(sess mapserver.Session) {
 // take longer than the round trip a pong measures, and answers leave in the order of
 // the messages they answer.
 func (c *conn) replyNow() {
-	if len(c.urgent)+len(c.queue) == 0 {
+	if c.queued() == 0 {
 		return
 	}
 	b := batchPool.Get().(*batch)
@@ -302,25 +189,6 @@ func (c *conn) read() (int, []byte, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-	}
-}
-
-// refuse answers a message over the limits with rate_limited instead of handing it to
-// the session, and closes the connection with 1008 once refusals pile up. The error
-// goes in the urgent lane when it has room; a flooder that does not read its errors
-// loses some of them, never the connection for that.
-func (c *conn) refuse(now time.Time, reason string) {
-	c.s.counter(reason).Inc()
-	msg := refusedMessage(reason, c.s.Limits)
-	closing := c.limit.strike(now)
-	if closing {
-		msg += "; closing: too many messages refused"
-	}
-	c.offer(opText, wire.ErrorFrame(wire.CodeRateLimited, msg, 0))
-	if closing {
-		c.s.counter(ReasonClosed).Inc()
-		c.log.Info("closing a client that goes on over its rate limits", "reason", reason)
-		c.Close(mapserver.ClosePolicy, wire.CodeRateLimited)
 	}
 }
 

@@ -37,9 +37,9 @@ type flusher struct {
 	held atomic.Bool
 
 	mu    sync.Mutex
-	dirty []*conn
+	dirty []writer
 
-	spare []*conn // the flusher goroutine's: the list swapped out last pass
+	spare []writer // the flusher goroutine's: the list swapped out last pass
 	b     batch
 }
 
@@ -48,7 +48,7 @@ func newFlusher(s *Server) *flusher {
 }
 
 // add schedules c for the next pass.
-func (f *flusher) add(c *conn) {
+func (f *flusher) add(c writer) {
 	f.mu.Lock()
 	f.dirty = append(f.dirty, c)
 	f.mu.Unlock()
@@ -79,16 +79,20 @@ func (s *Server) ReleaseWrites() {
 	s.flusher.wake()
 }
 
-// run is the flusher goroutine. It also pings, every half idle timeout, the connections
-// written nothing to since the last sweep, so that idle middleboxes keep them.
-func (f *flusher) run(keepalive time.Duration) {
-	tick := time.NewTicker(keepalive)
+// sweeps is how many keepalive sweeps the flusher makes per idle timeout.
+const sweeps = 8
+
+// run is the flusher goroutine. Every sweep (an eighth of the idle timeout) it also
+// pings the connections written nothing to for half the idle timeout, so that idle
+// middleboxes keep them, and closes the streams idle for longer than the timeout.
+func (f *flusher) run(sweep time.Duration) {
+	tick := time.NewTicker(sweep)
 	defer tick.Stop()
 	for {
 		select {
 		case <-f.notify:
 		case now := <-tick.C:
-			f.s.keepalive(now.Add(-keepalive))
+			f.s.keepalive(now, now.Add(-sweep*sweeps/2))
 			continue
 		}
 		f.mu.Lock()
@@ -96,8 +100,8 @@ func (f *flusher) run(keepalive time.Duration) {
 		f.dirty = f.spare[:0]
 		f.mu.Unlock()
 		for i, c := range list {
-			c.scheduled.Store(false)
-			c.flush(&f.b)
+			c.base().scheduled.Store(false)
+			c.flushTo(f)
 			list[i] = nil
 		}
 		f.spare = list[:0]
@@ -153,16 +157,16 @@ func (b *batch) flatten(skip int) []byte {
 }
 
 // keepalive queues a ping for every connection written nothing to since before.
-func (s *Server) keepalive(before time.Time) {
+func (s *Server) keepalive(now, before time.Time) {
 	s.mu.Lock()
-	idle := make([]*conn, 0, 16)
+	idle := make([]*peer, 0, 16)
 	for c := range s.conns {
-		if c.lastWrite.Load() < before.UnixNano() {
-			idle = append(idle, c)
+		if p := c.base(); p.lastWrite.Load() < before.UnixNano() {
+			idle = append(idle, p)
 		}
 	}
 	s.mu.Unlock()
-	for _, c := range idle {
-		c.offer(opPing, nil)
+	for _, p := range idle {
+		p.offer(opPing, nil)
 	}
 }

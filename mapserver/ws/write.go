@@ -4,28 +4,6 @@ import (
 	"time"
 )
 
-// take moves frames from the lanes into b, urgent first, up to one flush's bounds or
-// the close frame, which ends the batch and marks the connection closeSent. Held: wmu.
-func (c *conn) take(b *batch) {
-	b.reset()
-	for n := 0; n < flushFrames && b.size < flushBytes && !b.close; n++ {
-		var f outFrame
-		select {
-		case f = <-c.urgent:
-		default:
-			select {
-			case f = <-c.queue:
-			default:
-				return
-			}
-		}
-		b.add(f.op, f.data)
-		if f.op == opClose {
-			b.close, c.closeSent = true, true
-		}
-	}
-}
-
 // flush writes what the lanes hold with non-blocking writevs until they are empty or
 // the socket takes no more; what it did not take goes to drainSlow.
 func (c *conn) flush(b *batch) {
@@ -93,7 +71,7 @@ func (c *conn) drainSlow() {
 		}
 		if len(data) == 0 || c.dropped.Load() {
 			c.endSlow()
-			if len(c.queue)+len(c.urgent) > 0 {
+			if c.queued() > 0 {
 				c.schedule()
 			}
 			return

@@ -71,7 +71,7 @@ type Server struct {
 	flusher *flusher
 
 	mu     sync.Mutex
-	conns  map[*conn]struct{} // every connection being served, for keepalive pings
+	conns  map[writer]struct{} // every connection and stream being served, for keepalive
 	active int
 	idle   chan struct{} // closed when active drops to zero, for Drain
 }
@@ -106,23 +106,7 @@ func ParseOrigins(list string) []string {
 // gorilla's own control writes need no buffer, so gorilla is given a write buffer pool
 // it never draws from: without one it would keep the hijacked 4 KiB write buffer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.upgradeOnce.Do(func() {
-		s.upgrader = websocket.Upgrader{
-			HandshakeTimeout: 10 * time.Second,
-			CheckOrigin:      s.checkOrigin,
-			ReadBufferSize:   readBufferSize,
-			WriteBufferSize:  writeBufferSize,
-			WriteBufferPool:  &sync.Pool{},
-		}
-		if s.Metrics == nil {
-			s.Metrics = NewMetrics(nil)
-		}
-		go s.flusher.run(orDuration(s.IdleTimeout, DefaultIdleTimeout) / 2)
-		s.refused = make(map[string]prometheus.Counter)
-		for _, r := range []string{ReasonMessages, ReasonBytes, ReasonClosed} {
-			s.refused[r] = s.Metrics.RateLimited.WithLabelValues(r)
-		}
-	})
+	s.start()
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		// The upgrader already answered with the HTTP error.
@@ -137,7 +121,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go c.run(ctx, func() { s.track(c, -1) })
 }
 
-// Active is the number of connections being served.
+// start completes the Server's set-up on its first connection or link, and starts the
+// flusher.
+func (s *Server) start() {
+	s.upgradeOnce.Do(func() {
+		s.upgrader = websocket.Upgrader{
+			HandshakeTimeout: 10 * time.Second,
+			CheckOrigin:      s.checkOrigin,
+			ReadBufferSize:   readBufferSize,
+			WriteBufferSize:  writeBufferSize,
+			WriteBufferPool:  &sync.Pool{},
+		}
+		if s.Metrics == nil {
+			s.Metrics = NewMetrics(nil)
+		}
+		go s.flusher.run(orDuration(s.IdleTimeout, DefaultIdleTimeout) / sweeps)
+		s.refused = make(map[string]prometheus.Counter)
+		for _, r := range []string{ReasonMessages, ReasonBytes, ReasonClosed} {
+			s.refused[r] = s.Metrics.RateLimited.WithLabelValues(r)
+		}
+	})
+}
+
+// Active is the number of connections being served, streams of links included.
 func (s *Server) Active() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -165,11 +171,11 @@ func (s *Server) Drain(ctx context.Context) error {
 	}
 }
 
-func (s *Server) track(c *conn, delta int) {
+func (s *Server) track(c writer, delta int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conns == nil {
-		s.conns = make(map[*conn]struct{})
+		s.conns = make(map[writer]struct{})
 	}
 	if delta > 0 {
 		s.conns[c] = struct{}{}
@@ -181,6 +187,14 @@ func (s *Server) track(c *conn, delta int) {
 		close(s.idle)
 		s.idle = nil
 	}
+}
+
+// readLimit bounds one client message.
+func (s *Server) readLimit() int64 {
+	if s.ReadLimit > 0 {
+		return s.ReadLimit
+	}
+	return DefaultReadLimit
 }
 
 // counter is the rate-limit counter of reason.
