@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/link"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
@@ -103,6 +105,8 @@ func (m *Main) Open() error {
 	m.Players.Metrics = ws.NewMetrics(m.Registry)
 	m.Loop.Writes = m.Players
 	m.HTTP.HandleGame(mapcontrol.GamePath, m.Players)
+	// The edge's link: every player it forwards to this map, on one connection.
+	m.HTTP.HandleGame(link.Path, http.HandlerFunc(m.Players.ServeLink))
 	m.HTTP.OnStart = m.start
 	if err := m.HTTP.Open(); err != nil {
 		return err

@@ -126,9 +126,14 @@ func (c *conn) readLoop(sess mapserver.Session) {
 	slack := c.idleTimeout / 8
 	var set time.Time // when the deadline was last moved
 	for {
-		if now := time.Now(); now.Sub(set) >= slack {
+		if now := time.Now(); now.Sub(set) >= slack && !c.closing.Load() {
 			_ = c.ws.SetReadDeadline(now.Add(c.idleTimeout + slack))
 			set = now
+			// A close frame written since the check set the linger deadline, which
+			// this one may have replaced.
+			if c.closing.Load() {
+				_ = c.ws.SetReadDeadline(time.Now().Add(lingerTimeout))
+			}
 		}
 		typ, data, err := c.read()
 		if err != nil {

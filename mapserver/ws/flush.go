@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mapyard/mapyard/mapserver"
 )
 
 // WebSocket opcodes of the frames the server writes (RFC 6455, section 5.2).
@@ -41,6 +43,8 @@ type flusher struct {
 
 	spare []writer // the flusher goroutine's: the list swapped out last pass
 	b     batch
+	links []*edgeLink // the links this pass appended to, written after it
+	ended []*stream   // the streams whose close frame this pass took
 }
 
 func newFlusher(s *Server) *flusher {
@@ -105,6 +109,28 @@ func (f *flusher) run(sweep time.Duration) {
 			list[i] = nil
 		}
 		f.spare = list[:0]
+		f.writeLinks()
+	}
+}
+
+// writeLinks writes, with one write each, the links the pass appended streams' frames
+// to, then ends the streams whose close frame went. Ending one tells its session,
+// which may wait for the tick: that is done on a goroutine of its own, never here.
+func (f *flusher) writeLinks() {
+	for i, l := range f.links {
+		l.inPass = false
+		l.writeOut()
+		f.links[i] = nil
+	}
+	f.links = f.links[:0]
+	if len(f.ended) > 0 {
+		ended := f.ended
+		f.ended = nil
+		go func() {
+			for _, st := range ended {
+				st.end()
+			}
+		}()
 	}
 }
 
@@ -156,17 +182,27 @@ func (b *batch) flatten(skip int) []byte {
 	return out
 }
 
-// keepalive queues a ping for every connection written nothing to since before.
+// keepalive queues a ping for every connection written nothing to since before, and
+// closes the streams whose client sent nothing for the idle timeout (a conn's read
+// deadline does that for it). Sweeping every eighth of the timeout, a stream is closed
+// after between the idle timeout and 9/8 of it, as a conn is.
 func (s *Server) keepalive(now, before time.Time) {
 	s.mu.Lock()
 	idle := make([]*peer, 0, 16)
+	var expired []*stream
 	for c := range s.conns {
 		if p := c.base(); p.lastWrite.Load() < before.UnixNano() {
 			idle = append(idle, p)
+		}
+		if st, ok := c.(*stream); ok && st.idle(now) {
+			expired = append(expired, st)
 		}
 	}
 	s.mu.Unlock()
 	for _, p := range idle {
 		p.offer(opPing, nil)
+	}
+	for _, st := range expired {
+		st.Close(mapserver.CloseNormal, "idle timeout")
 	}
 }

@@ -105,6 +105,8 @@ type Metrics struct {
 	// RateLimited counts refused messages by reason (messages, bytes) and connections
 	// closed for refusing to slow down (closed).
 	RateLimited *prometheus.CounterVec
+	// Links is the number of open links from the edge.
+	Links prometheus.Gauge
 }
 
 // NewMetrics creates the transport's metrics and registers them with reg; a nil reg
@@ -115,12 +117,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mapyard_map_rate_limited_total",
 			Help: "Client messages refused over the per-connection limits, by reason (messages, bytes), and connections closed with 1008 for going on (closed).",
 		}, []string{"reason"}),
+		Links: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mapyard_map_links",
+			Help: "Open links from the edge, each carrying many players' connections as streams.",
+		}),
 	}
 	for _, r := range []string{ReasonMessages, ReasonBytes, ReasonClosed} {
 		m.RateLimited.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.RateLimited)
+		reg.MustRegister(m.RateLimited, m.Links)
 	}
 	return m
 }

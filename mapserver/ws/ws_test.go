@@ -24,6 +24,9 @@ import (
 // (answering "ping" with a "pong" Reply) and remembers its peer so tests can send from
 // outside, as the tick does.
 type fakeGame struct {
+	// gate, when set, holds every Hello until it is closed (a slow ticket redemption).
+	gate chan struct{}
+
 	mu      sync.Mutex
 	peers   []mapserver.Peer
 	closed  int
@@ -31,6 +34,9 @@ type fakeGame struct {
 }
 
 func (g *fakeGame) Hello(_ context.Context, first []byte, binary bool, p mapserver.Peer) mapserver.Session {
+	if g.gate != nil {
+		<-g.gate
+	}
 	if binary || string(first) != "good" {
 		p.Send(wire.ErrorFrame("bad_request", "expected good", 0), false)
 		p.Close(mapserver.ClosePolicy, "bad hello")
