@@ -251,13 +251,13 @@ func (l *edgeLink) writeOut() {
 }
 
 // writeLocked writes the output with one non-blocking write; what the socket does not
-// take is written by drainSlow. Held: wmu.
+// take is written by drainSlow. Output over maxLinkPending (drainSlow is stuck in a
+// write while records pile up) closes the link. Held: wmu.
 func (l *edgeLink) writeLocked() {
-	if l.failed || l.slow || len(l.out) == 0 {
-		return
-	}
-	if len(l.out) > maxLinkPending {
+	if !l.failed && len(l.out) > maxLinkPending {
 		l.fail(errors.New("the edge reads too slowly: over the pending bound"))
+	}
+	if l.failed || l.slow || len(l.out) == 0 {
 		return
 	}
 	var n int
@@ -287,10 +287,6 @@ func (l *edgeLink) drainSlow() {
 	defer l.wmu.Unlock()
 	timeout := orDuration(l.s.WriteTimeout, DefaultWriteTimeout)
 	for !l.failed && len(l.out) > 0 {
-		if len(l.out) > maxLinkPending {
-			l.fail(errors.New("the edge reads too slowly: over the pending bound"))
-			break
-		}
 		data := l.out
 		l.out = l.spare[:0]
 		l.wmu.Unlock()

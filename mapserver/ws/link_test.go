@@ -513,3 +513,55 @@ func TestLink_RecordsInTheUpgrade(t *testing.T) {
 		t.Fatalf("got %q, want the link's 101 and the stream's", got)
 	}
 }
+
+// TestLink_SlowEdge stops reading the link while the streams are sent far more than
+// the sockets' buffers hold: what the socket does not take waits for the edge, which
+// gets every frame, in order, once it reads again.
+func TestLink_SlowEdge(t *testing.T) {
+	h := newLinkHarness(t, nil)
+	l := h.dialLink(t)
+	const streams, frames = 8, 24
+	ss := make([]*testStream, streams)
+	for i := range ss {
+		ss[i] = l.welcomed(uint32(i + 1))
+	}
+	peers := h.game.Peers()
+	l.paused.Lock()
+	frame := make([]byte, 64<<10) // 12 MiB in all, under the pending bound
+	for i := range frames {
+		for _, p := range peers {
+			frame := append([]byte{byte(i)}, frame...)
+			if !p.Send(frame, true) {
+				t.Fatal("a stream was dropped")
+			}
+		}
+	}
+	l.paused.Unlock()
+	for _, s := range ss {
+		for i := range frames {
+			if _, m := s.frame(); len(m) != len(frame)+1 || m[0] != byte(i) {
+				t.Fatalf("stream %d: frame %d has %d bytes, numbered %d", s.id, i, len(m), m[0])
+			}
+		}
+	}
+}
+
+// TestLink_EdgeTooSlow stops reading the link for good while its streams are sent more
+// than the pending bound: the link is closed, and every session ends.
+func TestLink_EdgeTooSlow(t *testing.T) {
+	h := newLinkHarness(t, func(s *ws.Server) { s.SendQueue = 64 })
+	l := h.dialLink(t)
+	const streams = 8
+	for i := range streams {
+		l.welcomed(uint32(i + 1))
+	}
+	l.paused.Lock()
+	defer l.paused.Unlock()
+	frame := make([]byte, 64<<10)
+	for range 64 { // 32 MiB in all, against a bound of 16 MiB and the socket buffers
+		for _, p := range h.game.Peers() {
+			p.Send(frame, true)
+		}
+	}
+	waitFor(t, "every session to end", func() bool { return h.game.Closed() == streams && h.srv.Active() == 0 })
+}

@@ -59,6 +59,8 @@ type testLink struct {
 	mu   sync.Mutex
 	recs map[uint32]chan record
 	done chan struct{} // closed when the map ends the link
+	// paused, while a test holds it, keeps the client from reading the link.
+	paused sync.Mutex
 }
 
 // dialLink opens a link to h, checking the 101 answer.
@@ -88,6 +90,8 @@ func (l *testLink) read(br *bufio.Reader) {
 	defer close(l.done)
 	var hdr [link.HeaderSize]byte
 	for {
+		l.paused.Lock()
+		l.paused.Unlock() // waits for a test's pause to end
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			return
 		}
