@@ -7,6 +7,11 @@
 // ticket and welcomes the player), every later one to the Session it returns. A client
 // that cannot keep up with its queue is dropped rather than allowed to stall the sender
 // (the tick).
+//
+// The same players can also arrive through the edge's link (ServeLink, package
+// mapserver/link): one connection carrying each player as a stream, served by the same
+// rules (stream.go, frames.go, link.go), the flusher writing a whole round to the link
+// with one write.
 package ws
 
 import (
