@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/link"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 )
 
 // TestMain_Link joins a player through the map's link, as the edge forwards players:
@@ -29,23 +29,23 @@ func TestMain_Link(t *testing.T) {
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(nc, "GET "+link.Path+" HTTP/1.1\r\nHost: "+addr+"\r\nConnection: Upgrade\r\nUpgrade: "+link.Protocol+"\r\n\r\n")
+	_, _ = io.WriteString(nc, "GET "+edgelink.Path+" HTTP/1.1\r\nHost: "+addr+"\r\nConnection: Upgrade\r\nUpgrade: "+edgelink.Protocol+"\r\n\r\n")
 	br := bufio.NewReader(nc)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("link upgrade: %v %v", resp, err)
 	}
 	write := func(kind byte, payload []byte) {
-		if _, err := nc.Write(append(link.AppendHeader(nil, kind, 1, len(payload)), payload...)); err != nil {
+		if _, err := nc.Write(append(edgelink.AppendHeader(nil, kind, 1, len(payload)), payload...)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	read := func() (byte, []byte) {
-		var hdr [link.HeaderSize]byte
+		var hdr [edgelink.HeaderSize]byte
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			t.Fatal(err)
 		}
-		h, err := link.ParseHeader(hdr[:])
+		h, err := edgelink.ParseHeader(hdr[:])
 		if err != nil || h.Stream != 1 {
 			t.Fatalf("record %+v: %v", h, err)
 		}
@@ -55,20 +55,20 @@ func TestMain_Link(t *testing.T) {
 		}
 		return h.Kind, b
 	}
-	write(link.KindOpen, []byte("GET /ws HTTP/1.1\r\nHost: "+addr+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+	write(edgelink.KindOpen, []byte("GET /ws HTTP/1.1\r\nHost: "+addr+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
 		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"))
-	if kind, b := read(); kind != link.KindData || !strings.HasPrefix(string(b), "HTTP/1.1 101 ") {
+	if kind, b := read(); kind != edgelink.KindData || !strings.HasPrefix(string(b), "HTTP/1.1 101 ") {
 		t.Fatalf("stream upgrade answered %d %q", kind, b)
 	}
 	// The hello as one masked text frame (a zero mask leaves the payload as it is).
 	hello := []byte(`{"v":1,"kind":"hello","ticket":"` + j.Ticket + `"}`)
 	frame := binary.BigEndian.AppendUint16([]byte{0x81, 0x80 | 126}, uint16(len(hello)))
-	write(link.KindData, append(append(frame, 0, 0, 0, 0), hello...))
+	write(edgelink.KindData, append(append(frame, 0, 0, 0, 0), hello...))
 	var got []byte
 	var payload []byte
 	for payload == nil {
 		kind, b := read()
-		if kind != link.KindData {
+		if kind != edgelink.KindData {
 			t.Fatalf("record kind %d before the welcome", kind)
 		}
 		got = append(got, b...)

@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/mapserver/link"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/mapgen"
@@ -106,7 +106,7 @@ func (m *Main) Open() error {
 	m.Loop.Writes = m.Players
 	m.HTTP.HandleGame(mapcontrol.GamePath, m.Players)
 	// The edge's link: every player it forwards to this map, on one connection.
-	m.HTTP.HandleGame(link.Path, http.HandlerFunc(m.Players.ServeLink))
+	m.HTTP.HandleGame(edgelink.Path, http.HandlerFunc(m.Players.ServeLink))
 	m.HTTP.OnStart = m.start
 	if err := m.HTTP.Open(); err != nil {
 		return err

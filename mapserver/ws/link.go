@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/link"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
@@ -24,18 +24,18 @@ const (
 )
 
 // linkSwitching is the answer to a link's upgrade.
-const linkSwitching = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + link.Protocol + "\r\n\r\n"
+const linkSwitching = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + edgelink.Protocol + "\r\n\r\n"
 
-// ServeLink is the handler of GET link.Path: it upgrades the edge's request to a link
+// ServeLink is the handler of GET edgelink.Path: it upgrades the edge's request to a link
 // (see package link) and serves it on a goroutine of its own, its reader; the handler
 // returns at once. Every stream of the link is served as a connection of its own
 // would be, and counts as one in Active and Drain.
 func (s *Server) ServeLink(w http.ResponseWriter, r *http.Request) {
 	s.start()
-	if r.Method != http.MethodGet || !hasToken(r.Header, "Connection", "upgrade") || !hasToken(r.Header, "Upgrade", link.Protocol) {
+	if r.Method != http.MethodGet || !hasToken(r.Header, "Connection", "upgrade") || !hasToken(r.Header, "Upgrade", edgelink.Protocol) {
 		s.logger().Debug("link upgrade refused", "method", r.Method, "upgrade", r.Header.Get("Upgrade"))
 		writeError(w, http.StatusBadRequest, apierr.EBADREQUEST,
-			"a link is GET "+link.Path+" with Connection: Upgrade and Upgrade: "+link.Protocol)
+			"a link is GET "+edgelink.Path+" with Connection: Upgrade and Upgrade: "+edgelink.Protocol)
 		return
 	}
 	hj, ok := w.(http.Hijacker)
@@ -144,26 +144,26 @@ func (l *edgeLink) run(early []byte) {
 		}
 		early = nil
 		off := 0
-		for n-off >= link.HeaderSize {
-			h, perr := link.ParseHeader(buf[off:n])
+		for n-off >= edgelink.HeaderSize {
+			h, perr := edgelink.ParseHeader(buf[off:n])
 			if perr != nil {
 				l.log.Warn("closing a link that broke its protocol", "err", perr)
 				l.flushTouched()
 				return
 			}
-			end := off + link.HeaderSize + h.Len
+			end := off + edgelink.HeaderSize + h.Len
 			if end > n {
 				break
 			}
-			l.record(h, buf[off+link.HeaderSize:end])
+			l.record(h, buf[off+edgelink.HeaderSize:end])
 			off = end
 		}
 		n = copy(buf, buf[off:n])
 		// A record larger than the buffer gets a buffer of its size; the usual one
 		// comes back once the large record is read.
-		if n >= link.HeaderSize {
-			h, _ := link.ParseHeader(buf[:n])
-			if need := link.HeaderSize + h.Len; need > len(buf) {
+		if n >= edgelink.HeaderSize {
+			h, _ := edgelink.ParseHeader(buf[:n])
+			if need := edgelink.HeaderSize + h.Len; need > len(buf) {
 				buf = append(make([]byte, 0, need), buf[:n]...)[:need]
 			}
 		} else if len(buf) > linkReadBuffer {
@@ -180,11 +180,11 @@ func (l *edgeLink) run(early []byte) {
 }
 
 // record handles one record of the edge.
-func (l *edgeLink) record(h link.Header, payload []byte) {
+func (l *edgeLink) record(h edgelink.Header, payload []byte) {
 	switch h.Kind {
-	case link.KindOpen:
+	case edgelink.KindOpen:
 		l.open(h.Stream, payload)
-	case link.KindData:
+	case edgelink.KindData:
 		if st := l.stream(h.Stream); st != nil {
 			st.feed(payload)
 			if !st.touched {
@@ -192,24 +192,25 @@ func (l *edgeLink) record(h link.Header, payload []byte) {
 				l.touched = append(l.touched, st)
 			}
 		}
-	case link.KindClose:
+	case edgelink.KindClose:
 		if st := l.stream(h.Stream); st != nil {
 			st.closedByEdge()
 		}
 	}
 }
 
-// flushTouched writes, after a read's records, the replies they were answered with
-// (pongs, errors, the responses to upgrades) with one write for every stream, as a
-// connection of its own writes its replies from its reader (conn.replyNow): a pong
-// does not wait for the flusher's next pass.
+// flushTouched writes, after a read's records, what the streams they reached have
+// queued (the replies they were answered with: pongs, errors, the responses to
+// upgrades) with one write for every stream, as a connection of its own writes its
+// replies from its reader (conn.replyNow): a pong does not wait for the flusher's next
+// pass.
 func (l *edgeLink) flushTouched() {
 	var ended []*stream
 	l.wmu.Lock()
 	for i, st := range l.touched {
 		st.touched = false
 		l.touched[i] = nil
-		if len(st.urgent) > 0 && l.take(st, &l.rb) {
+		if st.queued() > 0 && l.take(st, &l.rb) {
 			ended = append(ended, st)
 		}
 	}
@@ -230,13 +231,13 @@ func (l *edgeLink) take(st *stream, b *batch) bool {
 		if b.size == 0 {
 			return false
 		}
-		l.out = link.AppendHeader(l.out, link.KindData, st.id, b.size)
+		l.out = edgelink.AppendHeader(l.out, edgelink.KindData, st.id, b.size)
 		for _, v := range b.iov {
 			l.out = append(l.out, v...)
 		}
 		st.lastWrite.Store(time.Now().UnixNano())
 		if b.close {
-			l.out = link.AppendHeader(l.out, link.KindClose, st.id, 0)
+			l.out = edgelink.AppendHeader(l.out, edgelink.KindClose, st.id, 0)
 			return true
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/mapserver/link"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/mapserver/ws"
 )
 
@@ -160,7 +160,7 @@ func TestLink_StreamUpgradeRefused(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &env); err != nil || env.Error.Code == "" {
 			t.Fatalf("case %d: body %q, want the error envelope", i, body)
 		}
-		if r := s.record(); r.kind != link.KindClose {
+		if r := s.record(); r.kind != edgelink.KindClose {
 			t.Fatalf("case %d: record kind %d after the refusal, want Close", i, r.kind)
 		}
 	}
@@ -181,7 +181,7 @@ func TestLink_UpgradeRefused(t *testing.T) {
 		{},
 		{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}},
 	} {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+h.addr+link.Path, nil)
+		req, _ := http.NewRequest(http.MethodGet, "http://"+h.addr+edgelink.Path, nil)
 		req.Header = header
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -190,7 +190,7 @@ func TestLink_UpgradeRefused(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":"bad_request"`) ||
-			!strings.Contains(string(body), link.Protocol) {
+			!strings.Contains(string(body), edgelink.Protocol) {
 			t.Fatalf("answered %d %s", resp.StatusCode, body)
 		}
 	}
@@ -247,11 +247,11 @@ func TestLink_EdgeClose(t *testing.T) {
 	l := h.dialLink(t)
 	s := l.welcomed(1)
 	other := l.welcomed(2)
-	l.write(link.KindClose, 1, nil)
+	l.write(edgelink.KindClose, 1, nil)
 	waitFor(t, "Closed", func() bool { return h.game.Closed() == 1 && h.srv.Active() == 1 })
 	s.send(text("late"))
-	l.write(link.KindClose, 1, nil)
-	l.write(link.KindData, 99, text("unknown"))
+	l.write(edgelink.KindClose, 1, nil)
+	l.write(edgelink.KindData, 99, text("unknown"))
 	other.send(text("still here"))
 	if _, m := other.frame(); m != "still here" {
 		t.Fatalf("got %q", m)
@@ -472,7 +472,7 @@ func TestLink_SlowStreamDropped(t *testing.T) {
 	}
 	for {
 		r := s.record()
-		if r.kind == link.KindClose {
+		if r.kind == edgelink.KindClose {
 			break
 		}
 	}
@@ -492,9 +492,9 @@ func TestLink_RecordsInTheUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	req := "GET " + link.Path + " HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: " + link.Protocol + "\r\n\r\n"
+	req := "GET " + edgelink.Path + " HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: " + edgelink.Protocol + "\r\n\r\n"
 	open := upgradeRequest()
-	msg := append([]byte(req), link.AppendHeader(nil, link.KindOpen, 3, len(open))...)
+	msg := append([]byte(req), edgelink.AppendHeader(nil, edgelink.KindOpen, 3, len(open))...)
 	msg = append(msg, open...)
 	if _, err := nc.Write(msg); err != nil {
 		t.Fatal(err)

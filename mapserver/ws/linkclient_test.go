@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/link"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/mapserver/ws"
 )
 
@@ -40,7 +40,7 @@ func newLinkHarness(t testing.TB, tune func(*ws.Server)) *linkHarness {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ws", h.srv)
-	mux.HandleFunc(link.Path, h.srv.ServeLink)
+	mux.HandleFunc(edgelink.Path, h.srv.ServeLink)
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 	h.addr = strings.TrimPrefix(ts.URL, "http://")
@@ -71,13 +71,13 @@ func (h *linkHarness) dialLink(t testing.TB) *testLink {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	_, _ = io.WriteString(nc, "GET "+link.Path+" HTTP/1.1\r\nHost: "+h.addr+"\r\nConnection: Upgrade\r\nUpgrade: "+link.Protocol+"\r\n\r\n")
+	_, _ = io.WriteString(nc, "GET "+edgelink.Path+" HTTP/1.1\r\nHost: "+h.addr+"\r\nConnection: Upgrade\r\nUpgrade: "+edgelink.Protocol+"\r\n\r\n")
 	br := bufio.NewReader(nc)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != link.Protocol ||
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != edgelink.Protocol ||
 		!strings.EqualFold(resp.Header.Get("Connection"), "upgrade") {
 		t.Fatalf("link upgrade answered %s %v", resp.Status, resp.Header)
 	}
@@ -88,14 +88,14 @@ func (h *linkHarness) dialLink(t testing.TB) *testLink {
 
 func (l *testLink) read(br *bufio.Reader) {
 	defer close(l.done)
-	var hdr [link.HeaderSize]byte
+	var hdr [edgelink.HeaderSize]byte
 	for {
 		l.paused.Lock()
 		l.paused.Unlock() // waits for a test's pause to end
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			return
 		}
-		h, err := link.ParseHeader(hdr[:])
+		h, err := edgelink.ParseHeader(hdr[:])
 		if err != nil {
 			l.t.Errorf("map sent a bad record: %v", err)
 			return
@@ -104,7 +104,7 @@ func (l *testLink) read(br *bufio.Reader) {
 		if _, err := io.ReadFull(br, data); err != nil {
 			return
 		}
-		if h.Kind == link.KindOpen {
+		if h.Kind == edgelink.KindOpen {
 			l.t.Errorf("map sent an Open record")
 		}
 		l.mu.Lock()
@@ -122,7 +122,7 @@ func (l *testLink) read(br *bufio.Reader) {
 func (l *testLink) write(kind byte, id uint32, payload []byte) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if _, err := l.nc.Write(append(link.AppendHeader(nil, kind, id, len(payload)), payload...)); err != nil {
+	if _, err := l.nc.Write(append(edgelink.AppendHeader(nil, kind, id, len(payload)), payload...)); err != nil {
 		l.t.Fatalf("link write: %v", err)
 	}
 }
@@ -149,9 +149,9 @@ func (l *testLink) open(id uint32, req []byte) *testStream {
 	l.mu.Lock()
 	l.recs[id] = s.recs
 	l.mu.Unlock()
-	l.write(link.KindOpen, id, req)
+	l.write(edgelink.KindOpen, id, req)
 	r := s.record()
-	if r.kind != link.KindData {
+	if r.kind != edgelink.KindData {
 		l.t.Fatalf("stream %d: first record is kind %d", id, r.kind)
 	}
 	s.resp = string(r.data)
@@ -203,7 +203,7 @@ func (s *testStream) send(b ...[]byte) {
 	for _, x := range b {
 		all = append(all, x...)
 	}
-	s.l.write(link.KindData, s.id, all)
+	s.l.write(edgelink.KindData, s.id, all)
 }
 
 // frame reads the next server frame (which must be unmasked and whole).
@@ -215,7 +215,7 @@ func (s *testStream) frame() (byte, string) {
 			return op, string(payload)
 		}
 		r := s.record()
-		if r.kind != link.KindData {
+		if r.kind != edgelink.KindData {
 			s.l.t.Fatalf("stream %d: record kind %d while a frame was expected (%d bytes left)", s.id, r.kind, len(s.buf))
 		}
 		s.buf = append(s.buf, r.data...)
@@ -241,7 +241,7 @@ func (s *testStream) wantClose(code int) []string {
 	if len(s.buf) != 0 {
 		s.l.t.Fatalf("stream %d: %d bytes after the close frame", s.id, len(s.buf))
 	}
-	if r := s.record(); r.kind != link.KindClose || len(r.data) != 0 {
+	if r := s.record(); r.kind != edgelink.KindClose || len(r.data) != 0 {
 		s.l.t.Fatalf("stream %d: record kind %d after the close frame, want Close", s.id, r.kind)
 	}
 	return before

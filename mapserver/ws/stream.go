@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/mapserver/link"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
@@ -112,7 +112,7 @@ func (l *edgeLink) open(id uint32, payload []byte) {
 		base64.StdEncoding.EncodeToString(accept[:]) + "\r\n\r\n"
 	// The 101 is in the output before anything else can be written for the stream.
 	l.wmu.Lock()
-	l.out = link.AppendHeader(l.out, link.KindData, id, len(resp))
+	l.out = edgelink.AppendHeader(l.out, edgelink.KindData, id, len(resp))
 	l.out = append(l.out, resp...)
 	l.wmu.Unlock()
 
@@ -173,9 +173,9 @@ func errorBody(code, msg string) []byte {
 func (l *edgeLink) refuseStream(id uint32, status int, code, msg string) {
 	resp := refusal(status, code, msg)
 	l.wmu.Lock()
-	l.out = link.AppendHeader(l.out, link.KindData, id, len(resp))
+	l.out = edgelink.AppendHeader(l.out, edgelink.KindData, id, len(resp))
 	l.out = append(l.out, resp...)
-	l.out = link.AppendHeader(l.out, link.KindClose, id, 0)
+	l.out = edgelink.AppendHeader(l.out, edgelink.KindClose, id, 0)
 	l.wmu.Unlock()
 }
 
@@ -311,7 +311,7 @@ func (st *stream) drop() {
 	l.wmu.Lock()
 	if !st.closeSent {
 		st.closeSent = true
-		l.out = link.AppendHeader(l.out, link.KindClose, st.id, 0)
+		l.out = edgelink.AppendHeader(l.out, edgelink.KindClose, st.id, 0)
 	}
 	l.writeLocked()
 	l.wmu.Unlock()

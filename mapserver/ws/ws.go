@@ -9,7 +9,7 @@
 // (the tick).
 //
 // The same players can also arrive through the edge's link (ServeLink, package
-// mapserver/link): one connection carrying each player as a stream, served by the same
+// mapserver/edgelink): one connection carrying each player as a stream, served by the same
 // rules (stream.go, frames.go, link.go), the flusher writing a whole round to the link
 // with one write.
 package ws

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator/edge"
@@ -41,20 +42,33 @@ func (g benchGame) Receive(data []byte, _ bool) {
 
 func (benchGame) Closed() {}
 
+// gameListener serves srv as a map's game listener does: its WebSocket at /ws and
+// the edge's link at edgelink.Path.
+func gameListener(tb testing.TB, srv *ws.Server) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/ws", srv)
+	mux.HandleFunc(edgelink.Path, srv.ServeLink)
+	ts := httptest.NewServer(mux)
+	tb.Cleanup(ts.Close)
+	return ts
+}
+
 // BenchmarkPingPong measures one ping/pong round trip of a single welcomed client
 // (C=1) against the real map WebSocket server, directly on its game port and through
-// the edge (with each copy engine), so the proxy hop's cost per message is the difference.
+// the edge (over a link to the map, over a connection of the client's own with each
+// copy engine), so the proxy hop's cost per message is the difference.
 func BenchmarkPingPong(b *testing.B) {
 	srv := ws.NewServer(benchGame{}, slog.New(slog.DiscardHandler))
 	srv.Limits = ws.Limits{} // a benchmark client sends as fast as it can
-	game := httptest.NewServer(srv)
-	defer game.Close()
+	game := gameListener(b, srv)
 	routes := "bench-1=" + strconv.Itoa(portOf(b, game))
-	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = routes })
+	el := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = routes })
+	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes, c.MapLink = routes, "off" })
 	eg := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes, c.Engine = routes, edge.EngineGoroutine })
 
 	for _, tc := range []struct{ name, url string }{
 		{"direct", "ws" + strings.TrimPrefix(game.URL, "http") + "/ws"},
+		{"edge-link", wsURL(el, "bench-1")},
 		{"edge", wsURL(e, "bench-1")},
 		{"edge-goroutine", wsURL(eg, "bench-1")},
 	} {
@@ -178,6 +192,112 @@ func BenchmarkThroughput(b *testing.B) {
 			sec := time.Since(start).Seconds()
 			b.ReportMetric(float64(b.N)/sec, "msg/s")
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
+		})
+	}
+}
+
+// roundGame welcomes every client and counts their inputs, for BenchmarkRound.
+type roundGame struct {
+	mu    sync.Mutex
+	peers []mapserver.Peer
+	in    chan struct{}
+}
+
+func (g *roundGame) Hello(_ context.Context, _ []byte, _ bool, p mapserver.Peer) mapserver.Session {
+	g.mu.Lock()
+	g.peers = append(g.peers, p)
+	g.mu.Unlock()
+	p.Send([]byte(`{"v":1,"kind":"welcome"}`), false)
+	return g
+}
+
+func (g *roundGame) Receive([]byte, bool) { g.in <- struct{}{} }
+func (g *roundGame) Closed()              {}
+
+// BenchmarkRound is a map's traffic in one process: 200 welcomed clients each send one
+// input and then read one 200-byte snapshot, which the server sends to every client
+// once it has every input, writes held while it queues them as the tick does. One op
+// is one client's round; cpu-µs/op is this process's CPU (clients, map transport and
+// edge) per client and round, directly on the map's port, through the edge over a
+// link, and through the edge with a connection per client: the edge's cost per
+// client-round is the difference to direct.
+func BenchmarkRound(b *testing.B) {
+	const clients = 200
+	g := &roundGame{in: make(chan struct{}, clients)}
+	srv := ws.NewServer(g, slog.New(slog.DiscardHandler))
+	srv.Limits = ws.Limits{}
+	game := gameListener(b, srv)
+	routes := "bench-1=" + strconv.Itoa(portOf(b, game))
+	el := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes, c.MaxConns = routes, 1000 })
+	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes, c.MaxConns, c.MapLink = routes, 1000, "off" })
+	snapshot := make([]byte, 200)
+	input := []byte(`{"v":1,"kind":"input","seq":1}`)
+	for _, tc := range []struct{ name, url string }{
+		{"direct", "ws" + strings.TrimPrefix(game.URL, "http") + "/ws"},
+		{"edge-link", wsURL(el, "bench-1")},
+		{"edge", wsURL(e, "bench-1")},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			g.mu.Lock()
+			g.peers = nil
+			g.mu.Unlock()
+			cs := make([]*websocket.Conn, clients)
+			for i := range cs {
+				c, _, err := websocket.DefaultDialer.Dial(tc.url, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				if err := c.WriteMessage(websocket.TextMessage, []byte(`{"v":1,"kind":"hello","ticket":"t"}`)); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := c.ReadMessage(); err != nil {
+					b.Fatal(err)
+				}
+				cs[i] = c
+			}
+			rounds := max(1, b.N/clients)
+			errs := make(chan error, clients)
+			var wg sync.WaitGroup
+			cpu0 := processCPU()
+			b.ResetTimer()
+			for _, c := range cs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range rounds {
+						if err := c.WriteMessage(websocket.TextMessage, input); err != nil {
+							errs <- err
+							return
+						}
+						if _, _, err := c.ReadMessage(); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			g.mu.Lock()
+			peers := g.peers
+			g.mu.Unlock()
+			for range rounds {
+				for range clients {
+					<-g.in
+				}
+				srv.HoldWrites()
+				for _, p := range peers {
+					p.Send(snapshot, true)
+				}
+				srv.ReleaseWrites()
+			}
+			wg.Wait()
+			b.StopTimer()
+			select {
+			case err := <-errs:
+				b.Fatal(err)
+			default:
+			}
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(rounds*clients), "cpu-µs/op")
 		})
 	}
 }

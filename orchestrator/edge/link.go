@@ -13,12 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mapyard/mapyard/mapserver/link"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // A link is one connection from the edge to a map that carries every player the edge
-// forwards there, each as a stream (mapserver/link has the format). Through it the map
+// forwards there, each as a stream (mapserver/edgelink has the format). Through it the map
 // reads the inputs of many players with one system call and writes a snapshot round
 // with another, and the edge writes what many clients sent in one write: with a
 // connection per player, both sides of the hop paid a read and a wake-up per input and
@@ -270,7 +270,7 @@ func (p *Proxy) dialLink(addr, instanceID string) (lk *linkConn, refused bool, e
 	}
 	defer c.Close() // the loop works on a duplicate of the descriptor
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
-	req := "GET " + link.Path + " HTTP/1.1\r\nHost: " + addr + "\r\nConnection: Upgrade\r\nUpgrade: " + link.Protocol + "\r\n\r\n"
+	req := "GET " + edgelink.Path + " HTTP/1.1\r\nHost: " + addr + "\r\nConnection: Upgrade\r\nUpgrade: " + edgelink.Protocol + "\r\n\r\n"
 	if _, err := c.Write([]byte(req)); err != nil {
 		return nil, false, p.linkFailed(instanceID, addr, err)
 	}
@@ -280,7 +280,7 @@ func (p *Proxy) dialLink(addr, instanceID string) (lk *linkConn, refused bool, e
 		return nil, false, p.linkFailed(instanceID, addr, err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSwitchingProtocols || !headerHasToken(resp.Header, "Upgrade", link.Protocol) {
+	if resp.StatusCode != http.StatusSwitchingProtocols || !headerHasToken(resp.Header, "Upgrade", edgelink.Protocol) {
 		p.Log.Info("map does not serve links; forwarding with a connection per player", "addr", addr, "status", resp.StatusCode)
 		return nil, true, nil
 	}

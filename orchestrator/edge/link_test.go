@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,8 +18,10 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/mapyard/mapyard/mapserver/link"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
+	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 )
 
@@ -41,7 +44,7 @@ type linkMap struct {
 func newLinkMap(t testing.TB) *linkMap {
 	m := &linkMap{t: t, got: map[uint32][]byte{}, closed: map[uint32]bool{}, changed: make(chan struct{})}
 	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != link.Path || r.Header.Get("Upgrade") != link.Protocol {
+		if r.URL.Path != edgelink.Path || r.Header.Get("Upgrade") != edgelink.Protocol {
 			http.Error(w, "not a link", http.StatusNotFound)
 			return
 		}
@@ -49,7 +52,7 @@ func newLinkMap(t testing.TB) *linkMap {
 		if err != nil {
 			return
 		}
-		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+link.Protocol+"\r\n\r\n")
+		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+edgelink.Protocol+"\r\n\r\n")
 		m.mu.Lock()
 		m.links = append(m.links, c)
 		m.mu.Unlock()
@@ -69,12 +72,12 @@ func (m *linkMap) notify() {
 
 func (m *linkMap) serve(c net.Conn, br *bufio.Reader) {
 	defer c.Close()
-	hdr := make([]byte, link.HeaderSize)
+	hdr := make([]byte, edgelink.HeaderSize)
 	for {
 		if _, err := io.ReadFull(br, hdr); err != nil {
 			return
 		}
-		h, err := link.ParseHeader(hdr)
+		h, err := edgelink.ParseHeader(hdr)
 		if err != nil {
 			m.t.Errorf("edge sent a bad record: %v", err)
 			return
@@ -84,7 +87,7 @@ func (m *linkMap) serve(c net.Conn, br *bufio.Reader) {
 			return
 		}
 		switch h.Kind {
-		case link.KindOpen:
+		case edgelink.KindOpen:
 			req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(payload)))
 			if err != nil {
 				m.t.Errorf("stream %d opened with a bad request: %v", h.Stream, err)
@@ -96,19 +99,19 @@ func (m *linkMap) serve(c net.Conn, br *bufio.Reader) {
 			m.mu.Unlock()
 			if status != 0 {
 				body := `{"error":"refused"}`
-				m.send(c, link.KindData, h.Stream, []byte("HTTP/1.1 "+strconv.Itoa(status)+" "+http.StatusText(status)+
+				m.send(c, edgelink.KindData, h.Stream, []byte("HTTP/1.1 "+strconv.Itoa(status)+" "+http.StatusText(status)+
 					"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body))
-				m.send(c, link.KindClose, h.Stream, nil)
+				m.send(c, edgelink.KindClose, h.Stream, nil)
 				continue
 			}
 			sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
-			m.send(c, link.KindData, h.Stream, []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "+
+			m.send(c, edgelink.KindData, h.Stream, []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "+
 				base64.StdEncoding.EncodeToString(sum[:])+"\r\n\r\n"))
-		case link.KindData:
+		case edgelink.KindData:
 			m.mu.Lock()
 			m.got[h.Stream] = append(m.got[h.Stream], unmask(m.t, payload)...)
 			m.mu.Unlock()
-		case link.KindClose:
+		case edgelink.KindClose:
 			m.mu.Lock()
 			m.closed[h.Stream] = true
 			m.mu.Unlock()
@@ -142,7 +145,7 @@ func unmask(t testing.TB, b []byte) []byte {
 
 // send writes one record on link c.
 func (m *linkMap) send(c net.Conn, kind byte, id uint32, payload []byte) {
-	b := link.AppendHeader(nil, kind, id, len(payload))
+	b := edgelink.AppendHeader(nil, kind, id, len(payload))
 	if _, err := c.Write(append(b, payload...)); err != nil {
 		m.t.Logf("link write: %v", err)
 	}
@@ -221,7 +224,7 @@ func TestLink_CarriesEveryPlayer(t *testing.T) {
 		return true
 	})
 	for i := range players {
-		m.send(m.link(0), link.KindData, uint32(i+1), text("to player "+strconv.Itoa(i+1)))
+		m.send(m.link(0), edgelink.KindData, uint32(i+1), text("to player "+strconv.Itoa(i+1)))
 	}
 	for i, c := range players {
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -248,8 +251,8 @@ func TestLink_Ends(t *testing.T) {
 	}
 	a, b := dial(), dial()
 
-	m.send(m.link(0), link.KindData, 1, append(text("bye"), 0x88, 2, 0x03, 0xE8))
-	m.send(m.link(0), link.KindClose, 1, nil)
+	m.send(m.link(0), edgelink.KindData, 1, append(text("bye"), 0x88, 2, 0x03, 0xE8))
+	m.send(m.link(0), edgelink.KindClose, 1, nil)
 	_ = a.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, got, err := a.ReadMessage(); err != nil || string(got) != "bye" {
 		t.Fatalf("last frame: %q, %v", got, err)
@@ -306,10 +309,10 @@ func TestLink_SlowPlayerDropped(t *testing.T) {
 	defer other.Close()
 	frame := append([]byte{0x82, 126, 0xFF, 0xFF}, make([]byte, 0xFFFF)...)
 	for i := 0; i < 200 && !m.isClosed(1); i++ {
-		m.send(m.link(0), link.KindData, 1, frame)
+		m.send(m.link(0), edgelink.KindData, 1, frame)
 	}
 	m.wait("the slow player's Close record", func() bool { return m.closed[1] })
-	m.send(m.link(0), link.KindData, 2, text("still here"))
+	m.send(m.link(0), edgelink.KindData, 2, text("still here"))
 	_ = other.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, got, err := other.ReadMessage(); err != nil || string(got) != "still here" {
 		t.Fatalf("other player read %q, %v", got, err)
@@ -320,4 +323,59 @@ func (m *linkMap) isClosed(id uint32) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.closed[id]
+}
+
+// TestLink_RealMapTransport: players forwarded by the edge to the map's own transport
+// (mapserver/ws) share one link, are welcomed, and are answered, each on its own
+// connection; a player the map closes gets its close code.
+func TestLink_RealMapTransport(t *testing.T) {
+	g := &roundGame{in: make(chan struct{}, 64)}
+	srv := ws.NewServer(g, slog.New(slog.DiscardHandler))
+	game := gameListener(t, srv)
+	orch := newFakeOrch(t, ready("forest-1", portOf(t, game)))
+	e := MustOpenEdge(t, orch.URL, nil)
+	var players []*websocket.Conn
+	for range 5 {
+		c, _, err := websocket.DefaultDialer.Dial(wsURL(e, "forest-1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.WriteMessage(websocket.TextMessage, []byte(`{"v":1,"kind":"hello","ticket":"t"}`)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, got, err := c.ReadMessage(); err != nil || !strings.Contains(string(got), "welcome") {
+			t.Fatalf("welcome: %q, %v", got, err)
+		}
+		players = append(players, c)
+	}
+	if n := testutil.ToFloat64(srv.Metrics.Links); n != 1 {
+		t.Fatalf("the map has %v links from the edge, want 1", n)
+	}
+	if n := srv.Active(); n != 5 {
+		t.Fatalf("the map serves %d players, want 5", n)
+	}
+	g.mu.Lock()
+	peers := g.peers
+	g.mu.Unlock()
+	for i, p := range peers {
+		p.Send([]byte("to "+strconv.Itoa(i)), false)
+	}
+	for _, c := range players {
+		_, got, err := c.ReadMessage()
+		if err != nil || !strings.HasPrefix(string(got), "to ") {
+			t.Fatalf("player read %q, %v", got, err)
+		}
+	}
+	// The peers were welcomed in the order the players dialled.
+	peers[0].Close(4000, "replaced")
+	if _, _, err := players[0].ReadMessage(); !websocket.IsCloseError(err, 4000) {
+		t.Fatalf("closed player: %v, want close 4000", err)
+	}
+	peers[1].Send([]byte("still here"), false)
+	if _, got, err := players[1].ReadMessage(); err != nil || string(got) != "still here" {
+		t.Fatalf("next player read %q, %v", got, err)
+	}
+	waitFor(t, "the map to count the closed player out", func() bool { return srv.Active() == 4 })
 }

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/link"
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 )
 
 // Link commands of the loop (loopCmd.op).
@@ -85,7 +85,7 @@ func (l *loop) linkCommand(c loopCmd, now int64) {
 		lk.next++
 		st.id, st.last = lk.next, now
 		lk.streams[st.id] = st
-		l.record(lk, link.KindOpen, st.id, st.req)
+		l.record(lk, edgelink.KindOpen, st.id, st.req)
 		st.req = nil
 	case cmdAdopt:
 		st.s = c.splice
@@ -105,7 +105,7 @@ func (l *loop) linkCommand(c loopCmd, now int64) {
 		}
 		if len(c.early) > 0 && !st.mapClosed {
 			st.up += int64(len(c.early))
-			l.record(st.lk, link.KindData, st.id, c.early)
+			l.record(st.lk, edgelink.KindData, st.id, c.early)
 		}
 		if len(st.pending) > 0 {
 			l.flushClient(st, now)
@@ -148,21 +148,21 @@ func (l *loop) pumpLink(lk *linkConn, ev uint32, now int64) {
 		l.more = true
 	}
 	buf := lk.rbuf[:len(lk.rbuf)+n]
-	for len(buf) >= link.HeaderSize && !lk.dead {
-		h, err := link.ParseHeader(buf)
+	for len(buf) >= edgelink.HeaderSize && !lk.dead {
+		h, err := edgelink.ParseHeader(buf)
 		if err != nil {
 			lk.p.Log.Warn("link to map broken", "addr", lk.addr, "err", err)
 			l.endLink(lk)
 			return
 		}
-		end := link.HeaderSize + h.Len
+		end := edgelink.HeaderSize + h.Len
 		if len(buf) < end {
 			if cap(lk.rbuf) < end {
 				lk.rbuf = make([]byte, 0, end+linkReadSize)
 			}
 			break
 		}
-		l.linkRecord(lk, h, buf[link.HeaderSize:end], now)
+		l.linkRecord(lk, h, buf[edgelink.HeaderSize:end], now)
 		buf = buf[end:]
 	}
 	if lk.dead {
@@ -180,25 +180,25 @@ func errnoErr(e syscall.Errno) error {
 }
 
 // linkRecord handles one record from the map.
-func (l *loop) linkRecord(lk *linkConn, h link.Header, payload []byte, now int64) {
+func (l *loop) linkRecord(lk *linkConn, h edgelink.Header, payload []byte, now int64) {
 	st := lk.streams[h.Stream]
 	switch {
-	case h.Kind == link.KindOpen:
+	case h.Kind == edgelink.KindOpen:
 		lk.p.Log.Warn("link to map broken", "addr", lk.addr, "err", "the map opened a stream")
 		l.endLink(lk)
 	case st == nil:
 		// A stream the edge already ended.
-	case h.Kind == link.KindData && !st.answered:
+	case h.Kind == edgelink.KindData && !st.answered:
 		st.answered = true
 		st.hs <- bytes.Clone(payload)
-	case h.Kind == link.KindData:
+	case h.Kind == edgelink.KindData:
 		st.down += int64(len(payload))
 		st.last = now
 		if lk.down != nil {
 			lk.down.Add(float64(len(payload)))
 		}
 		l.toClient(st, payload, now)
-	case h.Kind == link.KindClose:
+	case h.Kind == edgelink.KindClose:
 		delete(lk.streams, h.Stream)
 		st.mapClosed = true
 		switch {
@@ -216,7 +216,7 @@ func (l *loop) record(lk *linkConn, kind byte, id uint32, payload []byte) {
 	if lk.dead {
 		return
 	}
-	lk.out = link.AppendHeader(lk.out, kind, id, len(payload))
+	lk.out = edgelink.AppendHeader(lk.out, kind, id, len(payload))
 	lk.out = append(lk.out, payload...)
 	if !lk.queued {
 		lk.queued = true
@@ -331,7 +331,7 @@ func (l *loop) pumpClient(st *linkStream, ev uint32, now int64) {
 	if st.lk.up != nil {
 		st.lk.up.Add(float64(n))
 	}
-	l.record(st.lk, link.KindData, st.id, l.scratch[:n])
+	l.record(st.lk, edgelink.KindData, st.id, l.scratch[:n])
 }
 
 // toClient writes b to st's client, or keeps it while the client is not adopted yet
@@ -425,7 +425,7 @@ func (l *loop) endStream(st *linkStream) {
 	lk := st.lk
 	if st.id != 0 && !st.mapClosed {
 		delete(lk.streams, st.id)
-		l.record(lk, link.KindClose, st.id, nil)
+		l.record(lk, edgelink.KindClose, st.id, nil)
 	}
 	if !st.answered {
 		st.answered = true

@@ -1,4 +1,4 @@
-// Package link is the contract of a map's link: one connection from the edge to a map
+// Package edgelink is the contract of a map's link: one connection from the edge to a map
 // server that carries every player connection the edge forwards to that map, each as a
 // stream of its own. Through one link, the map reads the inputs of hundreds of players
 // with one system call and writes a whole snapshot round with another, where a
@@ -23,7 +23,7 @@
 // too and does not answer. Records of a stream a side does not know (already ended) are
 // ignored. A record with an unknown kind or a payload over MaxPayload is a protocol
 // error: the receiver closes the link, which ends every stream on it.
-package link
+package edgelink
 
 import (
 	"encoding/binary"
@@ -90,11 +90,11 @@ func ParseHeader(b []byte) (Header, error) {
 	n := binary.BigEndian.Uint32(b[5:9])
 	switch {
 	case h.Kind < KindOpen || h.Kind > KindClose:
-		return h, fmt.Errorf("link: unknown record kind %d", h.Kind)
+		return h, fmt.Errorf("edgelink: unknown record kind %d", h.Kind)
 	case h.Stream == 0:
-		return h, fmt.Errorf("link: record for stream 0")
+		return h, fmt.Errorf("edgelink: record for stream 0")
 	case n > MaxPayload:
-		return h, fmt.Errorf("link: record of %d bytes, over the %d limit", n, MaxPayload)
+		return h, fmt.Errorf("edgelink: record of %d bytes, over the %d limit", n, MaxPayload)
 	}
 	h.Len = int(n)
 	return h, nil
