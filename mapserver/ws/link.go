@@ -12,6 +12,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 const (
@@ -32,7 +33,7 @@ const linkSwitching = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r
 // would be, and counts as one in Active and Drain.
 func (s *Server) ServeLink(w http.ResponseWriter, r *http.Request) {
 	s.start()
-	if r.Method != http.MethodGet || !hasToken(r.Header, "Connection", "upgrade") || !hasToken(r.Header, "Upgrade", edgelink.Protocol) {
+	if r.Method != http.MethodGet || !httpkit.HeaderHasToken(r.Header, "Connection", "upgrade") || !httpkit.HeaderHasToken(r.Header, "Upgrade", edgelink.Protocol) {
 		s.logger().Debug("link upgrade refused", "method", r.Method, "upgrade", r.Header.Get("Upgrade"))
 		writeError(w, http.StatusBadRequest, apierr.EBADREQUEST,
 			"a link is GET "+edgelink.Path+" with Connection: Upgrade and Upgrade: "+edgelink.Protocol)
@@ -293,6 +294,9 @@ func (l *edgeLink) drainSlow() {
 		l.wmu.Unlock()
 		_ = l.nc.SetWriteDeadline(time.Now().Add(timeout))
 		_, err := l.nc.Write(data)
+		// The deadline bounds this write only: left set, it would fail every later
+		// non-blocking write once it passed.
+		_ = l.nc.SetWriteDeadline(time.Time{})
 		l.wmu.Lock()
 		if err != nil {
 			l.fail(err)

@@ -518,7 +518,8 @@ func TestLink_RecordsInTheUpgrade(t *testing.T) {
 // the sockets' buffers hold: what the socket does not take waits for the edge, which
 // gets every frame, in order, once it reads again.
 func TestLink_SlowEdge(t *testing.T) {
-	h := newLinkHarness(t, nil)
+	const writeTimeout = 300 * time.Millisecond
+	h := newLinkHarness(t, func(s *ws.Server) { s.WriteTimeout = writeTimeout })
 	l := h.dialLink(t)
 	const streams, frames = 8, 24
 	ss := make([]*testStream, streams)
@@ -542,6 +543,17 @@ func TestLink_SlowEdge(t *testing.T) {
 			if _, m := s.frame(); len(m) != len(frame)+1 || m[0] != byte(i) {
 				t.Fatalf("stream %d: frame %d has %d bytes, numbered %d", s.id, i, len(m), m[0])
 			}
+		}
+	}
+	// The blocking writes of the backlog had a deadline; once it has passed, the
+	// link's writes go on as before.
+	time.Sleep(writeTimeout + 100*time.Millisecond)
+	for _, p := range peers {
+		p.Send([]byte("after"), true)
+	}
+	for _, s := range ss {
+		if _, m := s.frame(); string(m) != "after" {
+			t.Fatalf("stream %d: after the write timeout got %q", s.id, m)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // Bounds of the messages a stream keeps while its hello is being answered: a client
@@ -128,9 +129,9 @@ func badUpgrade(r *http.Request) string {
 	switch {
 	case r.Method != http.MethodGet:
 		return "a WebSocket upgrade is a GET"
-	case !hasToken(r.Header, "Connection", "upgrade"):
+	case !httpkit.HeaderHasToken(r.Header, "Connection", "upgrade"):
 		return "missing Connection: Upgrade"
-	case !hasToken(r.Header, "Upgrade", "websocket"):
+	case !httpkit.HeaderHasToken(r.Header, "Upgrade", "websocket"):
 		return "missing Upgrade: websocket"
 	case r.Header.Get("Sec-WebSocket-Version") != "13":
 		return "unsupported Sec-WebSocket-Version (13 expected)"
@@ -138,18 +139,6 @@ func badUpgrade(r *http.Request) string {
 		return "missing Sec-WebSocket-Key"
 	}
 	return ""
-}
-
-// hasToken reports whether the comma-separated header name holds token, in any case.
-func hasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // refusal is a complete HTTP error response with the JSON error envelope of every

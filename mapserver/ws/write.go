@@ -98,6 +98,9 @@ func (c *conn) writeUnlocked(data []byte) error {
 	nc := c.ws.NetConn()
 	_ = nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 	_, err := nc.Write(data)
+	// The deadline bounds this write only: left set, it would fail the flusher's later
+	// non-blocking writes once it passed.
+	_ = nc.SetWriteDeadline(time.Time{})
 	return err
 }
 

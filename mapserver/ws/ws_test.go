@@ -284,6 +284,32 @@ func TestSlowClient_Dropped(t *testing.T) {
 	}
 }
 
+// TestSlowClient_CaughtUp: a client that stops reading for a moment has its backlog
+// written with blocking writes bounded by the write timeout; once it read it all and
+// that timeout has passed, frames still reach it.
+func TestSlowClient_CaughtUp(t *testing.T) {
+	const writeTimeout = 300 * time.Millisecond
+	h := newHarness(t, func(s *ws.Server) { s.SendQueue, s.WriteTimeout = 256, writeTimeout })
+	c := welcomed(t, h)
+	p := h.game.Peers()[0]
+	frame := []byte(strings.Repeat("x", 64<<10))
+	for range 200 { // 12.5 MiB, more than the sockets hold
+		if !p.Send(frame, true) {
+			t.Fatal("client dropped")
+		}
+	}
+	for range 200 {
+		if _, m := recv(t, c); len(m) != len(frame) {
+			t.Fatalf("got %d bytes", len(m))
+		}
+	}
+	time.Sleep(writeTimeout + 100*time.Millisecond)
+	p.Send([]byte("after"), true)
+	if _, m := recv(t, c); m != "after" {
+		t.Fatalf("after the write timeout got %q", m)
+	}
+}
+
 func TestOrigin(t *testing.T) {
 	h := newHarness(t, func(s *ws.Server) { s.AllowedOrigins = ws.ParseOrigins(" https://Play.example.com/ ,") })
 	host := strings.TrimPrefix(h.url, "ws://")

@@ -42,6 +42,26 @@ func (g benchGame) Receive(data []byte, _ bool) {
 
 func (benchGame) Closed() {}
 
+// dialWelcomed connects to url, says hello and reads the welcome; the connection is
+// closed when the test ends.
+func dialWelcomed(tb testing.TB, url string) *websocket.Conn {
+	tb.Helper()
+	c, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"v":1,"kind":"hello","ticket":"t"}`)); err != nil {
+		tb.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, got, err := c.ReadMessage(); err != nil || !strings.Contains(string(got), "welcome") {
+		tb.Fatalf("welcome: %q, %v", got, err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return c
+}
+
 // gameListener serves srv as a map's game listener does: its WebSocket at /ws and
 // the edge's link at edgelink.Path.
 func gameListener(tb testing.TB, srv *ws.Server) *httptest.Server {
@@ -73,17 +93,7 @@ func BenchmarkPingPong(b *testing.B) {
 		{"edge-goroutine", wsURL(eg, "bench-1")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			c, _, err := websocket.DefaultDialer.Dial(tc.url, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			if err := c.WriteMessage(websocket.TextMessage, []byte(`{"v":1,"kind":"hello","ticket":"t"}`)); err != nil {
-				b.Fatal(err)
-			}
-			if _, _, err := c.ReadMessage(); err != nil {
-				b.Fatal(err)
-			}
+			c := dialWelcomed(b, tc.url)
 			ping := []byte(`{"v":1,"kind":"ping","t":1}`)
 			b.ReportAllocs()
 			start := time.Now()
@@ -243,18 +253,7 @@ func BenchmarkRound(b *testing.B) {
 			g.mu.Unlock()
 			cs := make([]*websocket.Conn, clients)
 			for i := range cs {
-				c, _, err := websocket.DefaultDialer.Dial(tc.url, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				if err := c.WriteMessage(websocket.TextMessage, []byte(`{"v":1,"kind":"hello","ticket":"t"}`)); err != nil {
-					b.Fatal(err)
-				}
-				if _, _, err := c.ReadMessage(); err != nil {
-					b.Fatal(err)
-				}
-				cs[i] = c
+				cs[i] = dialWelcomed(b, tc.url)
 			}
 			rounds := max(1, b.N/clients)
 			errs := make(chan error, clients)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // A link is one connection from the edge to a map that carries every player the edge
@@ -280,7 +281,7 @@ func (p *Proxy) dialLink(addr, instanceID string) (lk *linkConn, refused bool, e
 		return nil, false, p.linkFailed(instanceID, addr, err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSwitchingProtocols || !headerHasToken(resp.Header, "Upgrade", edgelink.Protocol) {
+	if resp.StatusCode != http.StatusSwitchingProtocols || !httpkit.HeaderHasToken(resp.Header, "Upgrade", edgelink.Protocol) {
 		p.Log.Info("map does not serve links; forwarding with a connection per player", "addr", addr, "status", resp.StatusCode)
 		return nil, true, nil
 	}

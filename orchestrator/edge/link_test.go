@@ -336,19 +336,7 @@ func TestLink_RealMapTransport(t *testing.T) {
 	e := MustOpenEdge(t, orch.URL, nil)
 	var players []*websocket.Conn
 	for range 5 {
-		c, _, err := websocket.DefaultDialer.Dial(wsURL(e, "forest-1"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		if err := c.WriteMessage(websocket.TextMessage, []byte(`{"v":1,"kind":"hello","ticket":"t"}`)); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, got, err := c.ReadMessage(); err != nil || !strings.Contains(string(got), "welcome") {
-			t.Fatalf("welcome: %q, %v", got, err)
-		}
-		players = append(players, c)
+		players = append(players, dialWelcomed(t, wsURL(e, "forest-1")))
 	}
 	if n := testutil.ToFloat64(srv.Metrics.Links); n != 1 {
 		t.Fatalf("the map has %v links from the edge, want 1", n)
@@ -363,6 +351,7 @@ func TestLink_RealMapTransport(t *testing.T) {
 		p.Send([]byte("to "+strconv.Itoa(i)), false)
 	}
 	for _, c := range players {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		_, got, err := c.ReadMessage()
 		if err != nil || !strings.HasPrefix(string(got), "to ") {
 			t.Fatalf("player read %q, %v", got, err)

@@ -12,13 +12,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // Proxy defaults; see the fields of Proxy.
@@ -270,19 +270,8 @@ func mapRefusal(instanceID string, status int) error {
 }
 
 func isWebSocketUpgrade(r *http.Request) bool {
-	return r.Method == http.MethodGet && headerHasToken(r.Header, "Connection", "upgrade") &&
-		headerHasToken(r.Header, "Upgrade", "websocket")
-}
-
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
+	return r.Method == http.MethodGet && httpkit.HeaderHasToken(r.Header, "Connection", "upgrade") &&
+		httpkit.HeaderHasToken(r.Header, "Upgrade", "websocket")
 }
 
 // prefixConn carries the 101 head that start writes to the client.

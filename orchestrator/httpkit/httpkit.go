@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -138,4 +139,17 @@ func Unmarshal(body []byte, v any) error {
 		return apierr.Errorf(apierr.EBADREQUEST, "invalid JSON: trailing data after the value")
 	}
 	return nil
+}
+
+// HeaderHasToken reports whether the comma-separated header name of h holds token, in
+// any case (Connection: keep-alive, Upgrade).
+func HeaderHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -28,6 +28,8 @@ kit_stop() {
 	if [ -n "$DEP" ]; then
 		local ids
 		ids=$(docker ps -aq --filter "label=io.mapyard.deployment=$DEP")
+		# The map containers' logs are kept with the results, for what went wrong.
+		for id in $ids; do docker logs "$id" >>"$OUT/map-$DEP.log" 2>&1 || true; done
 		if [ -n "$ids" ]; then docker rm -f $ids >/dev/null || true; fi
 		docker network rm "$DEP" >/dev/null 2>&1 || true
 	fi
