@@ -206,6 +206,9 @@ func TestLink_CarriesEveryPlayer(t *testing.T) {
 	if links != 1 || opened != 3 {
 		t.Fatalf("%d links carry %d streams, want 1 link and 3 streams", links, opened)
 	}
+	if got := metricValue(t, e, "mapyard_edge_map_links"); got != "1" {
+		t.Fatalf("mapyard_edge_map_links = %q, want 1", got)
+	}
 	if req.URL.Path != "/ws" || req.URL.RawQuery != "ticket=secret-ticket" || req.Header.Get("X-Forwarded-For") != "127.0.0.1" ||
 		!strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
 		t.Fatalf("stream opened with %s %s, X-Forwarded-For %q, Upgrade %q", req.Method, req.URL, req.Header.Get("X-Forwarded-For"), req.Header.Get("Upgrade"))
@@ -312,6 +315,9 @@ func TestLink_SlowPlayerDropped(t *testing.T) {
 		m.send(m.link(0), edgelink.KindData, 1, frame)
 	}
 	m.wait("the slow player's Close record", func() bool { return m.closed[1] })
+	if got := metricValue(t, e, "mapyard_edge_slow_players_dropped_total"); got != "1" {
+		t.Fatalf("mapyard_edge_slow_players_dropped_total = %q, want 1", got)
+	}
 	m.send(m.link(0), edgelink.KindData, 2, text("still here"))
 	_ = other.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, got, err := other.ReadMessage(); err != nil || string(got) != "still here" {
@@ -367,4 +373,21 @@ func TestLink_RealMapTransport(t *testing.T) {
 		t.Fatalf("next player read %q, %v", got, err)
 	}
 	waitFor(t, "the map to count the closed player out", func() bool { return srv.Active() == 4 })
+}
+
+// metricValue returns the value of the unlabelled series name on e's metrics listener.
+func metricValue(tb testing.TB, e *edge.Edge, name string) string {
+	tb.Helper()
+	resp, err := http.Get(e.MetricsURL() + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -73,6 +73,7 @@ func (l *loop) linkCommand(c loopCmd, now int64) {
 		l.links[int32(lk.fd)] = lk
 		lk.events = syscall.EPOLLIN
 		ev := syscall.EpollEvent{Events: lk.events, Fd: int32(lk.fd)}
+		lk.p.Metrics.link(1)
 		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, lk.fd, &ev); err != nil {
 			l.endLink(lk)
 		}
@@ -282,7 +283,10 @@ func (l *loop) endLink(lk *linkConn) {
 		return
 	}
 	lk.dead = true
-	delete(l.links, int32(lk.fd))
+	if _, ok := l.links[int32(lk.fd)]; ok {
+		delete(l.links, int32(lk.fd))
+		lk.p.Metrics.link(-1)
+	}
 	syscall.Close(lk.fd)
 	lk.out, lk.rbuf = nil, nil
 	for id, st := range lk.streams {
@@ -352,6 +356,7 @@ func (l *loop) toClient(st *linkStream, b []byte, now int64) {
 	}
 	if len(st.pending)+len(b) > maxStreamPending {
 		st.lk.p.Log.Warn("dropping a client that does not read what its map sends", "waiting", len(st.pending)+len(b))
+		st.lk.p.Metrics.slowDropped()
 		l.endStream(st)
 		return
 	}
@@ -453,8 +458,11 @@ func (l *loop) linkTimeouts(now int64) {
 	for _, st := range l.clients {
 		switch {
 		case st.draining && now >= st.grace,
-			!st.draining && now-st.last >= int64(l.idle),
-			st.since != 0 && now-st.since >= int64(l.wto):
+			!st.draining && now-st.last >= int64(l.idle):
+			l.endStream(st)
+		case st.since != 0 && now-st.since >= int64(l.wto):
+			st.lk.p.Log.Warn("dropping a client that took nothing its map sent for the write timeout", "waiting", len(st.pending))
+			st.lk.p.Metrics.slowDropped()
 			l.endStream(st)
 		}
 	}

@@ -18,6 +18,8 @@ type Metrics struct {
 	connTime   prometheus.Histogram
 	orchUp     prometheus.Gauge
 	routes     prometheus.Gauge
+	links      prometheus.Gauge
+	linkDrops  prometheus.Counter
 }
 
 // NewMetrics registers the edge's series with reg.
@@ -40,8 +42,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while the edge's route watch reaches the orchestrator, 0 while it serves its last table."}),
 		routes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_edge_routes",
 			Help: "Map instances in the edge's route table."}),
+		links: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_edge_map_links",
+			Help: "Links open to maps, each carrying every player the edge forwards to that map."}),
+		linkDrops: prometheus.NewCounter(prometheus.CounterOpts{Name: "mapyard_edge_slow_players_dropped_total",
+			Help: "Players on a link dropped because they did not read what their map sent them (256 KiB unread, or nothing taken for the write timeout)."}),
 	}
-	reg.MustRegister(m.open, m.proxied, m.refusals, m.bytesTotal, m.connBytes, m.connTime, m.orchUp, m.routes)
+	reg.MustRegister(m.open, m.proxied, m.refusals, m.bytesTotal, m.connBytes, m.connTime, m.orchUp, m.routes,
+		m.links, m.linkDrops)
 	m.up, m.down = m.bytesTotal.WithLabelValues(dirUp), m.bytesTotal.WithLabelValues(dirDown)
 	return m
 }
@@ -87,5 +94,19 @@ func (m *Metrics) table(online bool, routes int) {
 		}
 		m.orchUp.Set(v)
 		m.routes.Set(float64(routes))
+	}
+}
+
+// link counts a link opened (+1) or ended (-1).
+func (m *Metrics) link(delta int) {
+	if m != nil {
+		m.links.Add(float64(delta))
+	}
+}
+
+// slowDropped counts a player dropped for not reading.
+func (m *Metrics) slowDropped() {
+	if m != nil {
+		m.linkDrops.Inc()
 	}
 }
