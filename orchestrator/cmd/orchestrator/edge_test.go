@@ -192,6 +192,11 @@ func TestEdge_PlayersSurviveOrchestratorRestart(t *testing.T) {
 	player := startPinger(joinAndPlay(t, e))
 	t.Cleanup(func() { close(player.stop); <-player.done })
 	player.check(t, "before any restart", 5)
+	// The edge carries the player over its link to the map container (the map image
+	// serves one), not over a connection of the player's own.
+	if body := scrape(t, e.MetricsURL()+"/metrics", ""); !strings.Contains(string(body), "\nmapyard_edge_map_links 1\n") {
+		t.Fatalf("the edge has no link to the map open:\n%s", body)
+	}
 	parent := t
 
 	for _, tc := range []struct {
