@@ -22,6 +22,13 @@ const (
 	// maxLinkPending bounds what a link holds that its socket did not take yet; an edge
 	// that falls that far behind is cut off, which ends every stream on it.
 	maxLinkPending = 16 << 20
+	// linkBacklog is how much may wait for a slow edge before the streams' frames stop
+	// moving into the link's output: they wait in each stream's own queue instead,
+	// which drops that one client when it fills (two seconds of snapshots), as a
+	// connection of its own whose socket filled would. An edge that falls behind for a
+	// moment (a burst of joins, a busy core) then costs no one anything, and one that
+	// stays behind loses clients one by one rather than the link at once.
+	linkBacklog = 1 << 20
 )
 
 // linkSwitching is the answer to a link's upgrade.
@@ -108,6 +115,10 @@ type edgeLink struct {
 	failed bool // the link is closed: nothing is written any more
 
 	inPass bool // the flusher's: the link is in its list of links to write
+
+	// waiting are the streams whose frames stay in their queues while the output is
+	// over linkBacklog; drainSlow schedules them again once it is written. Held: wmu.
+	waiting []*stream
 
 	// The reader's.
 	touched []*stream // streams a read gave bytes to, for its replies
@@ -224,10 +235,14 @@ func (l *edgeLink) flushTouched() {
 }
 
 // take moves what st's lanes hold into the link's output, one Data record per batch
-// of frames, and reports whether the close frame went, followed by the stream's Close
+// of frames, until the output holds linkBacklog (the rest waits in the lanes, see
+// wait), and reports whether the close frame went, followed by the stream's Close
 // record: the stream is then over, and the caller ends it. Held: wmu.
 func (l *edgeLink) take(st *stream, b *batch) bool {
 	for !st.closeSent && !l.failed {
+		if l.wait(st) {
+			return false
+		}
 		st.take(b)
 		if b.size == 0 {
 			return false
@@ -243,6 +258,30 @@ func (l *edgeLink) take(st *stream, b *batch) bool {
 		}
 	}
 	return false
+}
+
+// wait reports whether the output holds linkBacklog or more, and if so keeps st to be
+// scheduled again once the output is written (resume). Held: wmu.
+func (l *edgeLink) wait(st *stream) bool {
+	if len(l.out) < linkBacklog {
+		return false
+	}
+	if !st.waiting {
+		st.waiting = true
+		l.waiting = append(l.waiting, st)
+	}
+	return true
+}
+
+// resume puts the streams that waited for the backlog into the flusher's next pass,
+// once the output is written. Held: wmu.
+func (l *edgeLink) resume() {
+	for i, st := range l.waiting {
+		st.waiting = false
+		st.schedule()
+		l.waiting[i] = nil
+	}
+	l.waiting = l.waiting[:0]
 }
 
 // writeOut writes the link's output.
@@ -275,6 +314,7 @@ func (l *edgeLink) writeLocked() {
 	}
 	if n == len(l.out) {
 		l.out = l.out[:0]
+		l.resume()
 		return
 	}
 	l.out, l.slow = l.out[n:], true
@@ -305,6 +345,7 @@ func (l *edgeLink) drainSlow() {
 		l.spare = data[:0]
 	}
 	l.slow = false
+	l.resume()
 }
 
 // fail closes the link after a failed write: its reader wakes and ends every stream.

@@ -558,8 +558,10 @@ func TestLink_SlowEdge(t *testing.T) {
 	}
 }
 
-// TestLink_EdgeTooSlow stops reading the link for good while its streams are sent more
-// than the pending bound: the link is closed, and every session ends.
+// TestLink_EdgeTooSlow stops reading the link for good while its streams are sent
+// frames: what does not fit the link's backlog waits in each stream's queue, and each
+// client whose queue fills is dropped, one by one, as a connection of its own whose
+// socket filled would be; every session ends.
 func TestLink_EdgeTooSlow(t *testing.T) {
 	h := newLinkHarness(t, func(s *ws.Server) { s.SendQueue = 64 })
 	l := h.dialLink(t)
@@ -570,10 +572,48 @@ func TestLink_EdgeTooSlow(t *testing.T) {
 	l.paused.Lock()
 	defer l.paused.Unlock()
 	frame := make([]byte, 64<<10)
-	for range 64 { // 32 MiB in all, against a bound of 16 MiB and the socket buffers
-		for _, p := range h.game.Peers() {
-			p.Send(frame, true)
+	for _, p := range h.game.Peers() {
+		for n := 0; p.Send(frame, true); n++ {
+			if n > 10000 {
+				t.Fatal("a client that can take nothing more was never dropped")
+			}
 		}
 	}
 	waitFor(t, "every session to end", func() bool { return h.game.Closed() == streams && h.srv.Active() == 0 })
+}
+
+// TestLink_BacklogWaitsInQueues: an edge that stops reading for a moment while its
+// streams are sent more than the link may hold (40 MiB against 16) loses nothing:
+// beyond the backlog, frames wait in each stream's queue, and every one arrives, in
+// order, once the edge reads again.
+func TestLink_BacklogWaitsInQueues(t *testing.T) {
+	h := newLinkHarness(t, func(s *ws.Server) { s.SendQueue = 96 })
+	l := h.dialLink(t)
+	const streams, frames = 8, 80
+	ss := make([]*testStream, streams)
+	for i := range ss {
+		ss[i] = l.welcomed(uint32(i + 1))
+	}
+	peers := h.game.Peers()
+	l.paused.Lock()
+	frame := make([]byte, 64<<10)
+	for i := range frames {
+		for _, p := range peers {
+			if !p.Send(append([]byte{byte(i)}, frame...), true) {
+				l.paused.Unlock()
+				t.Fatal("a stream was dropped")
+			}
+		}
+	}
+	l.paused.Unlock()
+	for _, s := range ss {
+		for i := range frames {
+			if _, m := s.frame(); len(m) != len(frame)+1 || m[0] != byte(i) {
+				t.Fatalf("stream %d: frame %d has %d bytes, numbered %d", s.id, i, len(m), m[0])
+			}
+		}
+	}
+	if n := h.game.Closed(); n != 0 {
+		t.Fatalf("%d sessions ended", n)
+	}
 }

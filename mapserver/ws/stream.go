@@ -52,6 +52,7 @@ type stream struct {
 	msgOp   byte   // the opcode of that message's first frame, 0 between messages
 	broken  bool   // a protocol error or a close frame: what follows is not read
 	touched bool   // in the link's list of streams a read gave bytes to
+	waiting bool   // in the link's list of streams waiting for its backlog (l.wmu)
 
 	lastRead atomic.Int64 // unix nanoseconds of the last message, for the idle sweep
 	live     atomic.Bool  // a session is serving it
