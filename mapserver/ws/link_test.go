@@ -336,7 +336,7 @@ func TestLink_TooManyMessagesDuringHello(t *testing.T) {
 	l := h.dialLink(t)
 	s := l.accept(1)
 	msgs := [][]byte{text("good")}
-	for range 20 {
+	for range 100 {
 		msgs = append(msgs, text("early"))
 	}
 	s.send(msgs...)

@@ -19,12 +19,14 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
-// Bounds of the messages a stream keeps while its hello is being answered: a client
-// waits for its welcome before it plays, so a few at most arrive meanwhile. One more
-// closes the stream with 1008.
+// Bounds of the messages a stream keeps while its hello is being answered. A client
+// plays once it has its welcome, which the tick sends before the Handshaker returns:
+// on a busy map that can be a few ticks, a few of a playing client's messages (30
+// inputs a second and its acks). The bounds leave a second of that; one more closes
+// the stream with 1008.
 const (
-	earlyMessages = 8
-	earlyBytes    = 8 << 10
+	earlyMessages = 64
+	earlyBytes    = 16 << 10
 )
 
 // wsGUID is what a WebSocket accept key is derived with (RFC 6455, section 4.2.2).
