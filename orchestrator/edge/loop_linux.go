@@ -357,16 +357,17 @@ func (l *loop) dispatch(events []syscall.EpollEvent, now int64) bool {
 			}
 			continue
 		}
-		lp := l.fds[ev.Fd]
-		if lp == nil {
-			if lk := l.links[ev.Fd]; lk != nil {
-				l.pumpLink(lk, ev.Events, now)
-			} else if st := l.clients[ev.Fd]; st != nil {
-				l.pumpClient(st, ev.Events, now)
-			}
+		// Clients of links first: with links, they are nearly every event.
+		if st := l.clients[ev.Fd]; st != nil {
+			l.pumpClient(st, ev.Events, now)
 			continue
 		}
-		if lp.closed {
+		if lk := l.links[ev.Fd]; lk != nil {
+			l.pumpLink(lk, ev.Events, now)
+			continue
+		}
+		lp := l.fds[ev.Fd]
+		if lp == nil || lp.closed {
 			continue
 		}
 		side := 0
