@@ -153,11 +153,9 @@ func refusal(status int, code, msg string) []byte {
 		strconv.Itoa(len(body)) + "\r\n\r\n" + string(body))
 }
 
-// errorBody is {"error":{"code","message"}}, as httpkit answers errors.
+// errorBody is the JSON error envelope every mapyard listener answers errors with.
 func errorBody(code, msg string) []byte {
-	b, _ := json.Marshal(struct {
-		Error apierr.Error `json:"error"`
-	}{apierr.Error{Code: code, Message: msg}})
+	b, _ := json.Marshal(httpkit.ErrorResponse{Error: apierr.Error{Code: code, Message: msg}})
 	return b
 }
 

@@ -92,7 +92,6 @@ type linkStream struct {
 	grace     int64
 	up, down  int64
 	closed    bool
-	closeReq  bool // Proxy.Close or a failed hand-off asked for the end
 }
 
 // linkTable is the proxy's links by map address.

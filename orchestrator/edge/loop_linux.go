@@ -178,8 +178,7 @@ func (l *loop) adopt(s *splice) error {
 	if !l.send(loopCmd{pair: lp, add: true}) {
 		syscall.Close(cfd)
 		syscall.Close(bfd)
-		s.p.untrack(s)
-		s.p.Metrics.closed(0, 0, time.Since(s.started))
+		s.ended(0, 0)
 	}
 	return nil
 }
@@ -603,8 +602,7 @@ func (l *loop) finish(lp *loopPair) {
 		}
 	}
 	s := lp.s
-	s.p.Metrics.closed(lp.dir[0].total, lp.dir[1].total, time.Since(s.started))
-	s.p.untrack(s)
+	s.ended(lp.dir[0].total, lp.dir[1].total)
 }
 
 func (l *loop) closeAll() {

@@ -59,8 +59,7 @@ func (l *loop) adoptStream(st *linkStream, s *splice, early []byte) error {
 		err = errors.New("the loop has stopped")
 	}
 	l.closeStream(st)
-	s.p.Metrics.closed(0, 0, time.Since(s.started))
-	s.p.untrack(s)
+	s.ended(0, 0)
 	return err
 }
 
@@ -90,10 +89,9 @@ func (l *loop) linkCommand(c loopCmd, now int64) {
 		st.req = nil
 	case cmdAdopt:
 		st.s = c.splice
-		if st.closed || st.closeReq {
+		if st.closed {
 			syscall.Close(c.fd)
-			l.endStream(st)
-			l.endSplice(c.splice, 0, 0)
+			c.splice.ended(0, 0)
 			return
 		}
 		st.fd, st.last = c.fd, now
@@ -114,7 +112,6 @@ func (l *loop) linkCommand(c loopCmd, now int64) {
 			l.drainClient(st, now)
 		}
 	case cmdCloseStream:
-		st.closeReq = true
 		l.endStream(st)
 	}
 }
@@ -203,7 +200,7 @@ func (l *loop) linkRecord(lk *linkConn, h edgelink.Header, payload []byte, now i
 		delete(lk.streams, h.Stream)
 		st.mapClosed = true
 		switch {
-		case !st.answered || st.closeReq:
+		case !st.answered:
 			l.endStream(st)
 		case st.fd >= 0 && len(st.pending) == 0:
 			l.drainClient(st, now)
@@ -293,7 +290,7 @@ func (l *loop) endLink(lk *linkConn) {
 		delete(lk.streams, id)
 		st.mapClosed = true
 		switch {
-		case !st.answered || st.closeReq:
+		case !st.answered:
 			l.endStream(st)
 		case st.fd >= 0 && len(st.pending) == 0:
 			l.drainClient(st, time.Now().UnixNano())
@@ -441,14 +438,8 @@ func (l *loop) endStream(st *linkStream) {
 		delete(l.clients, int32(st.fd))
 		syscall.Close(st.fd)
 		st.fd = -1
-		l.endSplice(st.s, st.up, st.down)
+		st.s.ended(st.up, st.down)
 	}
-}
-
-// endSplice counts a stream's splice out of the proxy.
-func (l *loop) endSplice(s *splice, up, down int64) {
-	s.p.Metrics.closed(up, down, time.Since(s.started))
-	s.p.untrack(s)
 }
 
 // linkTimeouts closes streams idle both ways for the idle timeout, whose client has
@@ -498,6 +489,6 @@ func (l *loop) abandon(c loopCmd) {
 		}
 	case cmdAdopt:
 		syscall.Close(c.fd)
-		l.endSplice(c.splice, 0, 0)
+		c.splice.ended(0, 0)
 	}
 }

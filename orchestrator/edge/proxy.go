@@ -395,13 +395,18 @@ func (s *splice) start(backend *bufio.Reader, client *bufio.Reader) error {
 // run copies both ways until both directions ended: client to map on the calling
 // goroutine, map to client on one more.
 func (s *splice) run() {
-	defer s.p.untrack(s)
 	down := make(chan int64, 1)
 	go func() { down <- s.copy(s.client, s.backend, dirDown) }()
 	up := s.copy(s.backend, s.client, dirUp)
 	dn := <-down
 	s.closeBoth()
-	s.p.Metrics.closed(up, dn, time.Since(s.started))
+	s.ended(up, dn)
+}
+
+// ended counts s out of the proxy once it is over, with the bytes it carried each way.
+func (s *splice) ended(up, down int64) {
+	s.p.Metrics.closed(up, down, time.Since(s.started))
+	s.p.untrack(s)
 }
 
 // Directions of a splice, as metric labels.
