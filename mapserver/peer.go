@@ -43,9 +43,9 @@ type Peer interface {
 }
 
 // Session is a connection after a successful hello. The transport calls Receive for
-// every message, from the connection's one reader goroutine, and Closed once when the
-// connection has ended. Receive's data is valid only during the call: the transport
-// reads the next message into the same buffer.
+// every message, from the connection's one reader goroutine (never two calls at once),
+// and Closed once when the connection has ended. Receive's data is valid only during
+// the call: the transport reads the next message into the same buffer.
 type Session interface {
 	Receive(data []byte, binary bool)
 	Closed()

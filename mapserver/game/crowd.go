@@ -80,6 +80,7 @@ func (v *view) viewSlots(self int32) []int32 {
 		}
 	}
 	visible := g.grid.Query(self, g.visible[:0])
+	g.visible = visible // the grid query's buffer, kept at the size a crowd needs
 	if g.viewCap <= 0 || len(visible) <= g.viewCap {
 		v.kept, v.keptIDs = v.kept[:0], v.keptIDs[:0]
 		v.report(len(visible), len(visible))

@@ -184,3 +184,41 @@ func offerSword(t *testing.T, g *game.Game, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestGame_CrowdSnapshotsDoNotAllocate: once a standing crowd beyond the cap has been
+// sent a few rounds, building its snapshots allocates nothing per client: the grid
+// query, the cap's selection and the encoder's records all reuse the game's scratch.
+// (A view's slot list once landed in the cap's buffer, so the next grid query of a
+// thousand slots grew a fresh array for every capped client, every snapshot.)
+func TestGame_CrowdSnapshotsDoNotAllocate(t *testing.T) {
+	g, _ := mustNewGame(t)
+	g.SetViewCap(32)
+	at := clearSpot(t, g.Sim(), 10)
+	unit := func(q int32) float64 { return float64(q) / sim.QuantaPerUnit }
+	views := make([]loop.View, 0, 200)
+	for i := range 200 {
+		id := fmt.Sprintf("p%d", i)
+		st := &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: unit(at.X) + float64(i%20)/4, Y: unit(at.Y) + float64(i/20)/4}
+		if err := g.Spawn(id, st); err != nil {
+			t.Fatal(err)
+		}
+		views = append(views, g.NewView(id))
+	}
+	buf := make([]byte, 0, 1<<16)
+	round := func() {
+		g.Step()
+		for _, v := range views {
+			frame, _ := v.Snapshot(buf[:0])
+			if len(frame) == 0 {
+				t.Fatal("a crowd member was sent no snapshot")
+			}
+			v.Ack(g.Sim().Tick())
+		}
+	}
+	for range 20 {
+		round()
+	}
+	if perClient := testing.AllocsPerRun(10, round) / float64(len(views)); perClient > 0.05 {
+		t.Fatalf("%.2f allocations per client and snapshot, want none", perClient)
+	}
+}

@@ -373,8 +373,10 @@ func (v *view) Snapshot(dst []byte) ([]byte, bool) {
 		return dst, false
 	}
 	g.begin()
-	g.visible = v.viewSlots(slot)
-	return g.enc.EncodeWithin(dst, v.client, g.state.Players[slot].LastSeq, slot, g.visible, g.farRadius, g.nearAlways(slot))
+	// The slots live in the game's scratch (the grid query's buffer, or the cap's
+	// selection), which the next view reuses: no view allocates its list.
+	visible := v.viewSlots(slot)
+	return g.enc.EncodeWithin(dst, v.client, g.state.Players[slot].LastSeq, slot, visible, g.farRadius, g.nearAlways(slot))
 }
 
 // Ack records the newest snapshot tick the client decoded.

@@ -120,7 +120,8 @@ func (l *Loop) command(m message) {
 			return
 		}
 	}
-	if cg, ok := l.game.(Criticals); ok && l.critical(cg, p, m) {
+	// Movement, nearly every command, is never critical: it draws no event id.
+	if cg, ok := l.game.(Criticals); ok && m.feature != FeatureMovement && l.critical(cg, p, m) {
 		return
 	}
 	if err := l.game.Apply(p.id, m.cmd); err != nil {

@@ -28,6 +28,10 @@ type session struct {
 	acked atomic.Uint64
 	// characterID is written and read by the tick goroutine only.
 	characterID string
+	// in is Receive's envelope, reused: the transport never calls Receive twice at
+	// once, and a crowd's inputs would otherwise allocate one per message (decoding
+	// through an interface moves it to the heap), tens of thousands a second.
+	in wire.Inbound
 }
 
 var _ mapserver.Session = (*session)(nil)
@@ -177,8 +181,9 @@ func (s *session) Receive(data []byte, binary bool) {
 		s.fail(apierr.EBADREQUEST, "messages are JSON text frames", 0)
 		return
 	}
-	var in wire.Inbound
-	if err := wire.DecodeInbound(data, &in); err != nil {
+	in := &s.in
+	*in = wire.Inbound{}
+	if err := wire.DecodeInbound(data, in); err != nil {
 		s.fail(apierr.EBADREQUEST, "invalid JSON: "+err.Error(), 0)
 		return
 	}
@@ -208,7 +213,7 @@ func (s *session) Receive(data []byte, binary bool) {
 			s.acked.Store(in.Tick)
 		}
 	case wire.KindCommand:
-		s.command(&in)
+		s.command(in)
 	case wire.KindHello, wire.KindResume:
 		s.fail(apierr.EBADREQUEST, "already welcomed", 0)
 	default:
