@@ -181,8 +181,7 @@ func (s *session) Receive(data []byte, binary bool) {
 		s.fail(apierr.EBADREQUEST, "messages are JSON text frames", 0)
 		return
 	}
-	in := &s.in
-	*in = wire.Inbound{}
+	in := &s.in // DecodeInbound starts it afresh
 	if err := wire.DecodeInbound(data, in); err != nil {
 		s.fail(apierr.EBADREQUEST, "invalid JSON: "+err.Error(), 0)
 		return
