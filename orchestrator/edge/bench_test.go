@@ -229,8 +229,8 @@ func (g *roundGame) Closed()              {}
 // once it has every input, writes held while it queues them as the tick does. One op
 // is one client's round; cpu-µs/op is this process's CPU (clients, map transport and
 // edge) per client and round, directly on the map's port, through the edge over a
-// link, and through the edge with a connection per client: the edge's cost per
-// client-round is the difference to direct.
+// link (paced, and with EDGE_LINK_BATCH_MS=0), and through the edge with a connection
+// per client: the edge's cost per client-round is the difference to direct.
 func BenchmarkRound(b *testing.B) {
 	const clients = 200
 	g := &roundGame{in: make(chan struct{}, clients)}
@@ -239,12 +239,14 @@ func BenchmarkRound(b *testing.B) {
 	game := gameListener(b, srv)
 	routes := "bench-1=" + strconv.Itoa(portOf(b, game))
 	el := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes, c.MaxConns = routes, 1000 })
+	eu := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes, c.MaxConns, c.LinkBatchMS = routes, 1000, 0 })
 	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes, c.MaxConns, c.MapLink = routes, 1000, "off" })
 	snapshot := make([]byte, 200)
 	input := []byte(`{"v":1,"kind":"input","seq":1}`)
 	for _, tc := range []struct{ name, url string }{
 		{"direct", "ws" + strings.TrimPrefix(game.URL, "http") + "/ws"},
 		{"edge-link", wsURL(el, "bench-1")},
+		{"edge-link-unpaced", wsURL(eu, "bench-1")},
 		{"edge", wsURL(e, "bench-1")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

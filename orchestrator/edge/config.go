@@ -27,6 +27,7 @@ type Config struct {
 	Engine         string `env:"EDGE_ENGINE" envDefault:"loop" help:"how WebSocket bytes are copied after the upgrade: loop (one epoll event loop on one thread for every connection; Linux) or goroutine (two goroutines per connection; the fallback elsewhere)"`
 	MapDial        string `env:"EDGE_MAP_DIAL" envDefault:"network" help:"how the edge reaches a map: network (the map container's own address on the map network, falling back to loopback for good if that cannot be dialled, e.g. under rootless Docker) or loopback (the game port published on 127.0.0.1, through Docker's userland proxy)"`
 	MapLink        string `env:"EDGE_MAP_LINK" envDefault:"on" help:"on: the players forwarded to a map share one connection to it (a link; with the loop engine, and maps that serve one: others get a connection per player); off: a connection per player"`
+	LinkBatchMS    int    `env:"EDGE_LINK_BATCH_MS" envDefault:"1" help:"while players' messages to and from maps arrive faster than this, the loop engine handles them once per this many ms, so that one wake-up and one write to a link carry many players' messages (the cost a host pays per message); 0 handles every wake-up at once"`
 	LogLevel       string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
 	JoinRatePerMin   int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
@@ -64,6 +65,7 @@ func (c *Config) Validate() error {
 		{"EDGE_IDLE_TIMEOUT_MS", c.IdleTimeoutMS, 100},
 		{"EDGE_WRITE_TIMEOUT_MS", c.WriteTimeoutMS, 100},
 		{"EDGE_DRAIN_TIMEOUT_MS", c.DrainTimeoutMS, 0},
+		{"EDGE_LINK_BATCH_MS", c.LinkBatchMS, 0},
 		{"EDGE_PROCS", c.Procs, 1},
 		{"EDGE_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 0},
 		{"EDGE_JOIN_RATE_BURST", c.JoinRateBurst, 0},

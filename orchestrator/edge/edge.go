@@ -127,6 +127,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.Proxy.WriteTimeout = orchestrator.Ms(cfg.WriteTimeoutMS)
 	e.Proxy.Engine = cfg.Engine
 	e.Proxy.Link = cfg.MapLink != "off"
+	e.Proxy.LinkBatch = orchestrator.Ms(cfg.LinkBatchMS)
 	e.dialNetwork.Store(cfg.MapDial != MapDialLoopback)
 	e.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	e.Proxy.Metrics = NewMetrics(e.Registry)

@@ -41,6 +41,12 @@ type loop struct {
 	bufs         *sync.Pool
 	// blocking says the loop waits in epoll_wait itself rather than in Go's poller.
 	blocking bool
+	// batch is the least time between two passes while link traffic is busy (pace).
+	batch time.Duration
+	// passAt is when the current pass began (unix nanos); linkEvents counts the
+	// events of link streams and links it handled.
+	passAt     int64
+	linkEvents int
 
 	// pauses counts the times a destination did not take a whole write, so that a
 	// source was paused.
@@ -106,7 +112,7 @@ type loopDir struct {
 	counter prometheus.Counter
 }
 
-func newLoop(idle, wto time.Duration, bufs *sync.Pool) (*loop, error) {
+func newLoop(idle, wto, batch time.Duration, bufs *sync.Pool) (*loop, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -127,7 +133,7 @@ func newLoop(idle, wto time.Duration, bufs *sync.Pool) (*loop, error) {
 		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
 	}
 	l := &loop{
-		epfd: epfd, wakefd: int(wfd), idle: idle, wto: wto, bufs: bufs, blocking: runtime.GOMAXPROCS(0) >= 2,
+		epfd: epfd, wakefd: int(wfd), idle: idle, wto: wto, batch: batch, bufs: bufs, blocking: runtime.GOMAXPROCS(0) >= 2,
 		fds: map[int32]*loopPair{}, pairs: map[*loopPair]struct{}{},
 		links: map[int32]*linkConn{}, clients: map[int32]*linkStream{},
 		scratch: make([]byte, BufferSize), done: make(chan struct{}),
@@ -291,6 +297,9 @@ func (l *loop) run() {
 				l.timeouts(now)
 				next = t.Add(tick)
 			}
+			if stop || l.pace() {
+				continue // events may wait: poll again
+			}
 			if n < len(events) && !l.more {
 				return stop // nothing known to wait: park until the set signals again
 			}
@@ -341,13 +350,42 @@ func (l *loop) runBlocking() {
 			l.timeouts(now)
 			next = t.Add(tick)
 		}
+		l.pace()
 	}
+}
+
+// pace keeps passes over the ready sockets at least l.batch apart while the last pass
+// handled two or more events of players on links: it sleeps out the rest of the
+// batch time and says so. Under load a pass then handles every message that arrived
+// meanwhile, with one wake-up of the loop and one write to each link (and so one
+// read by each map) instead of one for every few messages; a game's inputs and
+// snapshots, a tick (tens of ms) apart, wait at most the batch time more. A lone
+// player's message is handled at once, as is all other traffic.
+func (l *loop) pace() bool {
+	if l.batch <= 0 || l.linkEvents < 2 {
+		return false
+	}
+	rest := time.Duration(l.passAt + int64(l.batch) - time.Now().UnixNano())
+	if rest <= 0 {
+		return false
+	}
+	if l.blocking {
+		// A thread of its own: it sleeps in the kernel, as it waits in epoll_wait,
+		// without the scheduler's timers and hand-offs.
+		ts := syscall.NsecToTimespec(int64(rest))
+		for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
+		}
+		return true
+	}
+	time.Sleep(rest)
+	return true
 }
 
 // dispatch handles one batch of events; true
 // when the loop is to end.
 func (l *loop) dispatch(events []syscall.EpollEvent, now int64) bool {
 	l.more = false
+	l.passAt, l.linkEvents = now, 0
 	for i := range events {
 		ev := &events[i]
 		if int(ev.Fd) == l.wakefd {
@@ -358,10 +396,12 @@ func (l *loop) dispatch(events []syscall.EpollEvent, now int64) bool {
 		}
 		// Clients of links first: with links, they are nearly every event.
 		if st := l.clients[ev.Fd]; st != nil {
+			l.linkEvents++
 			l.pumpClient(st, ev.Events, now)
 			continue
 		}
 		if lk := l.links[ev.Fd]; lk != nil {
+			l.linkEvents++
 			l.pumpLink(lk, ev.Events, now)
 			continue
 		}

@@ -15,7 +15,7 @@ type loop struct{}
 
 type loopPair struct{}
 
-func newLoop(time.Duration, time.Duration, *sync.Pool) (*loop, error) {
+func newLoop(time.Duration, time.Duration, time.Duration, *sync.Pool) (*loop, error) {
 	return nil, errors.New("the loop engine needs Linux")
 }
 

@@ -27,6 +27,7 @@ const (
 	DefaultWriteTimeout = 10 * time.Second
 	DefaultDialTimeout  = 2 * time.Second
 	DefaultMaxConns     = 10000
+	DefaultLinkBatch    = time.Millisecond
 	// BufferSize is the size of each pooled copy buffer; one is held per direction of
 	// each connection. Game messages are small, and a larger one only grows memory.
 	BufferSize = 8 << 10
@@ -64,6 +65,10 @@ type Proxy struct {
 	// the loop engine runs and the map serves links; otherwise each player gets a
 	// connection of its own to the map. Read at each Forward.
 	Link bool
+	// LinkBatch is the least time between two passes of the loop over ready sockets
+	// while players' messages to and from links arrive faster than that (zero: no
+	// least time). See loop.pace.
+	LinkBatch time.Duration
 	// Metrics, when not nil, counts connections and bytes.
 	Metrics *Metrics
 	Log     *slog.Logger
@@ -87,7 +92,7 @@ func NewProxy(maxConns int, log *slog.Logger) *Proxy {
 		maxConns = DefaultMaxConns
 	}
 	return &Proxy{
-		IdleTimeout: DefaultIdleTimeout, WriteTimeout: DefaultWriteTimeout, DialTimeout: DefaultDialTimeout,
+		IdleTimeout: DefaultIdleTimeout, WriteTimeout: DefaultWriteTimeout, DialTimeout: DefaultDialTimeout, LinkBatch: DefaultLinkBatch,
 		Engine: EngineLoop, Link: true,
 		Log:   log,
 		slots: make(chan struct{}, maxConns),
@@ -162,7 +167,7 @@ func (p *Proxy) eventLoop() *loop {
 		if p.Engine == EngineGoroutine {
 			return
 		}
-		l, err := newLoop(p.IdleTimeout, p.WriteTimeout, &p.bufs)
+		l, err := newLoop(p.IdleTimeout, p.WriteTimeout, p.LinkBatch, &p.bufs)
 		if err != nil {
 			p.Log.Warn("event loop unavailable, copying with goroutines", "err", err)
 			return
