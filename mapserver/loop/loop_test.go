@@ -315,6 +315,16 @@ func TestJoin_MoveAckFullThenDelta(t *testing.T) {
 		if d.Base != s.Tick || d.Tick <= s.Tick {
 			t.Fatalf("delta %+v after acking %d", d, s.Tick)
 		}
+		m := h.loop.Metrics
+		waitFor(t, "snapshots counted by mode", func() bool {
+			return testutil.ToFloat64(m.Snapshots.WithLabelValues("full")) >= 1 && testutil.ToFloat64(m.Snapshots.WithLabelValues("delta")) >= 1
+		})
+		for _, mode := range []string{"full", "delta"} {
+			frames, bytes := testutil.ToFloat64(m.Snapshots.WithLabelValues(mode)), testutil.ToFloat64(m.SnapshotBytes.WithLabelValues(mode))
+			if bytes < frames {
+				t.Fatalf("%s: %v frames counted with %v bytes", mode, frames, bytes)
+			}
+		}
 	})
 	t.Run("AckOtherCommands", func(t *testing.T) {
 		c.send(`{"v":1,"kind":"command","seq":3,"feature":"test","action":"other"}`)

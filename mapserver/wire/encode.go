@@ -295,9 +295,13 @@ func (c *Client) Reset() {
 	}
 }
 
+// find returns the record of tick, or nil. It looks from the newest record back: a
+// client acknowledges what it was sent last, so the first or second look finds it, and
+// the rest of the ring stays out of the cache.
 func (c *Client) find(tick uint32) *sent {
-	for i := range c.ring {
-		if s := &c.ring[i]; s.valid && s.tick == tick {
+	n := len(c.ring)
+	for i := 1; i <= n; i++ {
+		if s := &c.ring[(c.next+n-i)%n]; s.valid && s.tick == tick {
 			return s
 		}
 	}
