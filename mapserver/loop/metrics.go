@@ -27,6 +27,22 @@ type Metrics struct {
 	Dropped       prometheus.Counter
 	Commands      *prometheus.CounterVec
 	InputsDropped prometheus.Counter
+
+	// outcomes are Commands by outcome, in the order of outcomeNames, resolved once:
+	// a labelled lookup per command cost the tick loop as much as deciding it.
+	outcomes [len(outcomeNames)]prometheus.Counter
+}
+
+var outcomeNames = [...]string{OutcomeApplied, OutcomeDuplicate, OutcomeMalformed, OutcomeRejected, OutcomeIgnored}
+
+// command is the Commands counter of outcome, one of the Outcome constants.
+func (m *Metrics) command(outcome string) prometheus.Counter {
+	for i, name := range outcomeNames {
+		if name == outcome {
+			return m.outcomes[i]
+		}
+	}
+	return m.Commands.WithLabelValues(outcome)
 }
 
 // NewMetrics creates the loop's metrics and registers them with reg; a nil reg keeps
@@ -75,6 +91,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		InputsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mapyard_map_inputs_dropped_total", Help: "Movement inputs never walked: sent faster than the tick past the jitter buffer, or shed as a standing delay.",
 		}),
+	}
+	for i, name := range outcomeNames {
+		m.outcomes[i] = m.Commands.WithLabelValues(name)
 	}
 	if reg != nil {
 		reg.MustRegister(m.TickDuration, m.TickInterval, m.Overruns, m.SkippedTicks, m.Ticks, m.Players, m.Connections,

@@ -79,7 +79,7 @@ func (l *Loop) attach(p *player, sess *session, transferID string, resumed bool)
 	p.token = newToken()
 	l.tokens[p.token] = p
 	p.sess, p.expires = sess, time.Time{}
-	sess.characterID = p.id
+	sess.player = p
 	p.view = l.game.NewView(p.id)
 	cfg := l.world.Config
 	w := wire.Welcome{
@@ -173,10 +173,10 @@ func (l *Loop) pushInstance() {
 // playerOf returns the character sess is attached to, or nil for a connection that
 // was replaced, dropped or never admitted.
 func (l *Loop) playerOf(sess *session) *player {
-	if sess == nil || sess.characterID == "" {
+	if sess == nil {
 		return nil
 	}
-	if p := l.chars[sess.characterID]; p != nil && p.sess == sess {
+	if p := sess.player; p != nil && p.sess == sess {
 		return p
 	}
 	return nil

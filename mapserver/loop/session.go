@@ -26,8 +26,9 @@ type session struct {
 	// the reader leaves the newest here for it instead of waking the tick goroutine:
 	// an idle crowd of a thousand sends fifteen thousand a second.
 	acked atomic.Uint64
-	// characterID is written and read by the tick goroutine only.
-	characterID string
+	// player is the character this connection was attached to; written and read by
+	// the tick goroutine only. It saves a lookup by character id per command.
+	player *player
 	// in is Receive's envelope, reused: the transport never calls Receive twice at
 	// once, and a crowd's inputs would otherwise allocate one per message (decoding
 	// through an interface moves it to the heap), tens of thousands a second.
@@ -223,13 +224,13 @@ func (s *session) Receive(data []byte, binary bool) {
 // command decodes a command here, on the connection's goroutine, and posts it.
 func (s *session) command(in *wire.Inbound) {
 	if in.Seq == 0 {
-		s.l.Metrics.Commands.WithLabelValues(OutcomeMalformed).Inc()
+		s.l.Metrics.command(OutcomeMalformed).Inc()
 		s.fail(apierr.EBADREQUEST, "a command needs a seq of 1 or more", 0)
 		return
 	}
 	cmd, err := s.l.decoder.Decode(in.Feature, in.Action, in.Payload)
 	if err != nil {
-		s.l.Metrics.Commands.WithLabelValues(OutcomeMalformed).Inc()
+		s.l.Metrics.command(OutcomeMalformed).Inc()
 		s.fail(apierr.Code(err), apierr.Message(err), in.Seq)
 		return
 	}
