@@ -292,16 +292,18 @@ func (l *loop) run() {
 			}
 			t := time.Now()
 			now := t.UnixNano()
-			stop = l.dispatch(events[:n], now)
-			if !stop && !t.Before(next) {
+			if stop = l.dispatch(events[:n], now); stop {
+				return true
+			}
+			if !t.Before(next) {
 				l.timeouts(now)
 				next = t.Add(tick)
 			}
-			if stop || l.pace() {
+			if l.pace() {
 				continue // events may wait: poll again
 			}
 			if n < len(events) && !l.more {
-				return stop // nothing known to wait: park until the set signals again
+				return false // nothing known to wait: park until the set signals again
 			}
 		}
 		return true
