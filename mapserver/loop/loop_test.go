@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,6 +158,7 @@ type client struct {
 	msgs chan map[string]any
 	snap chan fakeSnapshot
 	end  chan error
+	bad  atomic.Int64 // binary frames that were not a snapshot
 }
 
 func (h *harness) dial(t *testing.T, hello string) *client {
@@ -176,11 +178,13 @@ func (h *harness) dial(t *testing.T, hello string) *client {
 			}
 			if typ == websocket.BinaryMessage {
 				var s fakeSnapshot
-				if json.Unmarshal(data, &s) == nil {
-					select {
-					case cl.snap <- s:
-					default:
-					}
+				if json.Unmarshal(data, &s) != nil {
+					cl.bad.Add(1)
+					continue
+				}
+				select {
+				case cl.snap <- s:
+				default:
 				}
 				continue
 			}
@@ -654,4 +658,37 @@ func TestTakeover_ReplacedAndFreshSeq(t *testing.T) {
 func (f *fakeOrch) Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error {
 	go done(mapcontract.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
 	return nil
+}
+
+// TestSnapshots_QueuedFramesIntact: the tick encodes every round into buffers it reuses,
+// and a buffer is written again only once the transport holds none of its frames. With
+// the writes held for more rounds than the loop keeps buffers, every frame queued
+// meanwhile still reaches the client as it was encoded, in order.
+func TestSnapshots_QueuedFramesIntact(t *testing.T) {
+	var srv *ws.Server
+	h := newHarness(t, func(_ *harness, s *ws.Server) { srv = s })
+	c := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
+	c.welcome()
+	last := c.snapshotWhere("a first snapshot", func(fakeSnapshot) bool { return true }).Tick
+
+	srv.HoldWrites()
+	start := h.loop.Tick()
+	waitFor(t, "twelve snapshot rounds", func() bool { return h.loop.Tick() >= start+24 })
+	srv.ReleaseWrites()
+
+	var got int
+	for last < start+24 {
+		s := c.snapshotWhere("the rounds held back", func(fakeSnapshot) bool { return true })
+		if s.Tick <= last {
+			t.Fatalf("snapshot of tick %d after tick %d: a queued frame was written over", s.Tick, last)
+		}
+		last = s.Tick
+		got++
+	}
+	if got < 10 {
+		t.Fatalf("%d snapshots for 24 ticks", got)
+	}
+	if n := c.bad.Load(); n != 0 {
+		t.Fatalf("%d binary frames were not snapshots: a queued frame was written over", n)
+	}
 }
