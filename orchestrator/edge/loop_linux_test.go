@@ -4,8 +4,11 @@ package edge
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mapyard/mapyard/mapserver/edgelink"
 )
 
 // TestLoop_PaceBusyLinks: in both ways the loop waits (its own thread, Go's poller), a
@@ -44,5 +47,46 @@ func TestLoop_PaceBusyLinks(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestLoop_LinkReadWhole: a pass reads a link until the map's socket is empty, not one
+// buffer of it, so that a crowd's snapshot round (hundreds of kilobytes) is not spread
+// over several passes paced a millisecond apart.
+func TestLoop_LinkReadWhole(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	// Records of a stream the edge no longer has: read and dropped.
+	payload := make([]byte, 1000)
+	var records []byte
+	for len(records) < 2*linkReadSize+linkReadSize/2 { // three reads
+		records = edgelink.AppendHeader(records, edgelink.KindData, 99, len(payload))
+		records = append(records, payload...)
+	}
+	for sent := 0; sent < len(records); {
+		n, err := syscall.Write(fds[1], records[sent:])
+		if err != nil {
+			t.Fatalf("writing the records: %v after %d bytes", err, sent)
+		}
+		sent += n
+	}
+	l := &loop{}
+	lk := &linkConn{fd: fds[0], rbuf: make([]byte, 0, linkReadSize), streams: map[uint32]*linkStream{}}
+	l.pumpLink(lk, syscall.EPOLLIN, time.Now().UnixNano())
+	if lk.dead {
+		t.Fatal("the link ended")
+	}
+	if n, e := rawRead(fds[0], make([]byte, 1)); e != syscall.EAGAIN {
+		t.Fatalf("after one pass the socket still held bytes (read %d, %v)", n, e)
+	}
+	if l.more {
+		t.Fatal("the loop was told to poll again with nothing left to read")
+	}
+	if len(lk.rbuf) != 0 {
+		t.Fatalf("%d bytes of a partial record kept, want none", len(lk.rbuf))
 	}
 }

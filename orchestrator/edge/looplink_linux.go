@@ -117,7 +117,10 @@ func (l *loop) linkCommand(c loopCmd, now int64) {
 }
 
 // pumpLink handles the readiness ev of lk: records waiting are written, records read
-// are passed on.
+// are passed on. The link is read until the map's socket is empty, up to
+// maxLinkReads reads: a snapshot round of a crowd is hundreds of kilobytes, and read
+// one buffer per pass, with passes paced a millisecond apart under load, its last
+// clients (and a pong queued behind it) would wait several milliseconds more.
 func (l *loop) pumpLink(lk *linkConn, ev uint32, now int64) {
 	if ev&syscall.EPOLLERR != 0 {
 		l.endLink(lk)
@@ -129,6 +132,26 @@ func (l *loop) pumpLink(lk *linkConn, ev uint32, now int64) {
 	if lk.dead || ev&(syscall.EPOLLIN|syscall.EPOLLHUP|syscall.EPOLLRDHUP) == 0 {
 		return
 	}
+	for reads := 1; ; reads++ {
+		full, ok := l.readLink(lk, now)
+		if !ok || !full {
+			return
+		}
+		if reads == maxLinkReads {
+			l.more = true // still ready: polled again before the loop parks
+			return
+		}
+	}
+}
+
+// maxLinkReads bounds the reads of one link in one pass (a megabyte), so that a map
+// sending without pause cannot keep the loop from everything else.
+const maxLinkReads = 16
+
+// readLink makes one read of lk and passes on the whole records it completes. full
+// says the read filled the buffer (the socket may hold more); ok is false when
+// nothing more is to be read now: the socket is empty, or the link has ended.
+func (l *loop) readLink(lk *linkConn, now int64) (full, ok bool) {
 	if cap(lk.rbuf)-len(lk.rbuf) < linkReadSize/4 {
 		lk.rbuf = append(make([]byte, 0, 2*cap(lk.rbuf)), lk.rbuf...)
 	}
@@ -136,14 +159,11 @@ func (l *loop) pumpLink(lk *linkConn, ev uint32, now int64) {
 	n, e := rawRead(lk.fd, free)
 	switch {
 	case e == syscall.EAGAIN:
-		return
+		return false, false
 	case e != 0 || n == 0:
 		lk.p.Log.Warn("link to map ended", "addr", lk.addr, "err", errnoErr(e))
 		l.endLink(lk)
-		return
-	}
-	if n == len(free) {
-		l.more = true
+		return false, false
 	}
 	buf := lk.rbuf[:len(lk.rbuf)+n]
 	for len(buf) >= edgelink.HeaderSize && !lk.dead {
@@ -151,7 +171,7 @@ func (l *loop) pumpLink(lk *linkConn, ev uint32, now int64) {
 		if err != nil {
 			lk.p.Log.Warn("link to map broken", "addr", lk.addr, "err", err)
 			l.endLink(lk)
-			return
+			return false, false
 		}
 		end := edgelink.HeaderSize + h.Len
 		if len(buf) < end {
@@ -164,9 +184,10 @@ func (l *loop) pumpLink(lk *linkConn, ev uint32, now int64) {
 		buf = buf[end:]
 	}
 	if lk.dead {
-		return
+		return false, false
 	}
 	lk.rbuf = append(lk.rbuf[:0], buf...) // copy (or move) of the partial record
+	return n == len(free), true
 }
 
 // errnoErr names e for a log line; zero is the end of the stream.
