@@ -103,17 +103,17 @@ func (l *Loop) command(m message) {
 		p.view.Ack(m.tick)
 	}
 	if m.seq <= p.lastSeq {
-		l.Metrics.command(OutcomeDuplicate).Inc()
+		l.Metrics.command(cmdDuplicate).Inc()
 		return
 	}
 	p.lastSeq = m.seq
 	if p.transfer != "" {
-		l.Metrics.command(OutcomeIgnored).Inc()
+		l.Metrics.command(cmdIgnored).Inc()
 		return
 	}
 	if eg, ok := l.game.(Equipment); ok {
 		if frame, mine := eg.Equip(p.id, m.seq, m.cmd); mine {
-			l.Metrics.command(OutcomeApplied).Inc()
+			l.Metrics.command(cmdApplied).Inc()
 			if frame != nil {
 				l.send(p, frame, false)
 			}
@@ -125,11 +125,11 @@ func (l *Loop) command(m message) {
 		return
 	}
 	if err := l.game.Apply(p.id, m.cmd); err != nil {
-		l.Metrics.command(OutcomeRejected).Inc()
+		l.Metrics.command(cmdRejected).Inc()
 		l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), m.seq), false)
 		return
 	}
-	l.Metrics.command(OutcomeApplied).Inc()
+	l.Metrics.command(cmdApplied).Inc()
 	if m.feature != FeatureMovement {
 		l.send(p, wire.AckFrame(m.seq), false)
 	}
@@ -244,7 +244,7 @@ func (l *Loop) critical(cg Criticals, p *player, m message) bool {
 		}
 		_, _ = cg.Settle(eventID, err)
 	}
-	l.Metrics.command(OutcomeRejected).Inc()
+	l.Metrics.command(cmdRejected).Inc()
 	l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), m.seq), false)
 	return true
 }
@@ -290,13 +290,13 @@ func (l *Loop) settle(eventID string, answer error) {
 	ev, err := cg.Settle(eventID, answer)
 	p := l.chars[cmd.characterID]
 	if err != nil {
-		l.Metrics.command(OutcomeRejected).Inc()
+		l.Metrics.command(cmdRejected).Inc()
 		if p != nil {
 			l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), cmd.seq), false)
 		}
 		return
 	}
-	l.Metrics.command(OutcomeApplied).Inc()
+	l.Metrics.command(cmdApplied).Inc()
 	if p != nil {
 		l.send(p, wire.AckFrame(cmd.seq), false)
 	}

@@ -660,10 +660,10 @@ func (f *fakeOrch) Critical(ev mapcontract.CriticalEvent, done func(mapcontract.
 	return nil
 }
 
-// TestSnapshots_QueuedFramesIntact: the tick encodes every round into buffers it reuses,
-// and a buffer is written again only once the transport holds none of its frames. With
-// the writes held for more rounds than the loop keeps buffers, every frame queued
-// meanwhile still reaches the client as it was encoded, in order.
+// TestSnapshots_QueuedFramesIntact: the tick encodes a round's frames into one arena
+// and queues them without a copy, so no later round may write where a queued frame
+// lies. With the writes held for twelve rounds, every frame queued meanwhile still
+// reaches the client as it was encoded, in order.
 func TestSnapshots_QueuedFramesIntact(t *testing.T) {
 	var srv *ws.Server
 	h := newHarness(t, func(_ *harness, s *ws.Server) { srv = s })

@@ -28,22 +28,31 @@ type Metrics struct {
 	Commands      *prometheus.CounterVec
 	InputsDropped prometheus.Counter
 
-	// outcomes are Commands by outcome, in the order of outcomeNames, resolved once:
-	// a labelled lookup per command cost the tick loop as much as deciding it.
+	// outcomes are Commands by outcome, resolved once: a labelled lookup per command
+	// cost the tick loop as much as deciding it.
 	outcomes [len(outcomeNames)]prometheus.Counter
 }
 
-var outcomeNames = [...]string{OutcomeApplied, OutcomeDuplicate, OutcomeMalformed, OutcomeRejected, OutcomeIgnored}
+// outcome is a command outcome as the loop counts it: an index into the counters
+// resolved when the metrics are made.
+type outcome int
 
-// command is the Commands counter of outcome, one of the Outcome constants.
-func (m *Metrics) command(outcome string) prometheus.Counter {
-	for i, name := range outcomeNames {
-		if name == outcome {
-			return m.outcomes[i]
-		}
-	}
-	return m.Commands.WithLabelValues(outcome)
+const (
+	cmdApplied outcome = iota
+	cmdDuplicate
+	cmdMalformed
+	cmdRejected
+	cmdIgnored
+)
+
+// outcomeNames are the Commands labels of the outcomes.
+var outcomeNames = [...]string{
+	cmdApplied: OutcomeApplied, cmdDuplicate: OutcomeDuplicate, cmdMalformed: OutcomeMalformed,
+	cmdRejected: OutcomeRejected, cmdIgnored: OutcomeIgnored,
 }
+
+// command is the Commands counter of o.
+func (m *Metrics) command(o outcome) prometheus.Counter { return m.outcomes[o] }
 
 // NewMetrics creates the loop's metrics and registers them with reg; a nil reg keeps
 // them unregistered (counted but not served).

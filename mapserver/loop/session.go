@@ -224,13 +224,13 @@ func (s *session) Receive(data []byte, binary bool) {
 // command decodes a command here, on the connection's goroutine, and posts it.
 func (s *session) command(in *wire.Inbound) {
 	if in.Seq == 0 {
-		s.l.Metrics.command(OutcomeMalformed).Inc()
+		s.l.Metrics.command(cmdMalformed).Inc()
 		s.fail(apierr.EBADREQUEST, "a command needs a seq of 1 or more", 0)
 		return
 	}
 	cmd, err := s.l.decoder.Decode(in.Feature, in.Action, in.Payload)
 	if err != nil {
-		s.l.Metrics.command(OutcomeMalformed).Inc()
+		s.l.Metrics.command(cmdMalformed).Inc()
 		s.fail(apierr.Code(err), apierr.Message(err), in.Seq)
 		return
 	}
