@@ -161,7 +161,39 @@ type Encoder struct {
 	// is refreshed.
 	n        uint32
 	farEvery uint32
+	// shared holds, by slot, the near update records of the current table made so far, for
+	// the next client with the same baseline (see sharedRecord); gen tells them apart
+	// from the records of tables changed since.
+	shared []sharedRecord
+	gen    uint32
 }
+
+// sharedRecord is the update record of one slot between a baseline and the current
+// table, as a client seeing the slot near at both is sent it, but for the slot gap,
+// which depends on the client's other slots. Clients that see one entity mostly
+// acknowledged the same snapshot, so the first of them to need a slot's record makes
+// it and the rest copy it: comparing the two states and writing the deltas is then
+// done once per entity and round rather than once per viewer. A slot seen from afar is
+// not shared: its sampled state changes one snapshot in farEvery, and comparing two
+// equal states costs less than looking a record up.
+type sharedRecord struct {
+	gen  uint32 // Encoder.gen when made; records of another gen are stale
+	base uint32 // the baseline's tick
+	// what is 0 (the same state: no record), spawnRecord (another entity holds the
+	// slot), or the update bits of the record; body[:n] follows the slot gap.
+	what uint8
+	n    uint8
+	body [maxUpdateBody]byte
+}
+
+// maxUpdateBody bounds what follows an update record's slot gap: two coordinate deltas
+// (zigzag varints of at most 33 bits, 5 bytes each) and the state fields behind their
+// mask (1 + 1 + 1 + a template of at most 5 bytes).
+const maxUpdateBody = 5 + 5 + 8
+
+// spawnRecord marks a shared record whose slot holds another entity than at the
+// baseline: the client is sent a spawn record instead.
+const spawnRecord = 1 << 7
 
 // NewEncoder returns an encoder keeping ring snapshot tables (DefaultRing if ring <= 0).
 func NewEncoder(ring int) *Encoder {
@@ -188,6 +220,7 @@ func (e *Encoder) Begin(tick uint32) {
 	t := &e.hist[e.cur]
 	t.tick, t.valid = tick, true
 	clear(t.slots)
+	e.gen++
 }
 
 // Set records the state of slot at the current tick. Slots outside [0, MaxSlots) and
@@ -197,6 +230,7 @@ func (e *Encoder) Set(slot int32, s EntityState) {
 		return
 	}
 	t := &e.hist[e.cur]
+	e.gen++ // records shared so far may show the slot's earlier state
 	if int(slot) >= len(t.slots) {
 		t.slots = slices.Grow(t.slots, int(slot)+1-len(t.slots))[:slot+1]
 	}
@@ -457,33 +491,61 @@ func (e *Encoder) encode(dst []byte, c *Client, seq uint64, self int32, cur *tab
 	// mask. Entities at rest cost nothing.
 	dst = binary.AppendUvarint(dst, uint64(len(e.updates)))
 	prev = -1
+	var body [maxUpdateBody]byte
 	for _, r := range e.updates {
 		s := uint16(r)
-		b, n := base.state(s, r&baseFar != 0), cur.state(s, r&recordFar != 0)
-		var m uint64
-		if b.X != n.X {
-			m |= updateDX
-		}
-		if b.Y != n.Y {
-			m |= updateDY
-		}
-		fields := changed(b, n)
-		if fields != 0 {
-			m |= updateFields
-		}
-		dst = binary.AppendUvarint(dst, uint64(int32(s)-prev-1)<<updateBits|m)
-		if m&updateDX != 0 {
-			dst = binary.AppendVarint(dst, int64(n.X)-int64(b.X))
-		}
-		if m&updateDY != 0 {
-			dst = binary.AppendVarint(dst, int64(n.Y)-int64(b.Y))
-		}
-		if fields != 0 {
-			dst = appendFields(dst, fields, n)
-		}
+		gap := uint64(int32(s)-prev-1) << updateBits
 		prev = int32(s)
+		if r&(recordFar|baseFar) == 0 {
+			sr := &e.shared[s] // made by classify for this Encode
+			dst = binary.AppendUvarint(dst, gap|uint64(sr.what))
+			dst = append(dst, sr.body[:sr.n]...)
+			continue
+		}
+		b, m := updateBody(body[:0], base.state(s, r&baseFar != 0), cur.state(s, r&recordFar != 0))
+		dst = binary.AppendUvarint(dst, gap|m)
+		dst = append(dst, b...)
 	}
 	return dst, full
+}
+
+// updateBody appends what follows an update record's slot gap from b to n (the
+// coordinates' zigzag deltas, then the changed state fields behind their mask) and
+// returns it with the record's update bits.
+func updateBody(dst []byte, b, n *EntityState) ([]byte, uint64) {
+	var m uint64
+	if b.X != n.X {
+		m |= updateDX
+		dst = binary.AppendVarint(dst, int64(n.X)-int64(b.X))
+	}
+	if b.Y != n.Y {
+		m |= updateDY
+		dst = binary.AppendVarint(dst, int64(n.Y)-int64(b.Y))
+	}
+	if fields := changed(b, n); fields != 0 {
+		m |= updateFields
+		dst = appendFields(dst, fields, n)
+	}
+	return dst, m
+}
+
+// record returns slot s's shared record from base to cur, seen near at both, making it
+// if no client made it for this baseline since the tables last changed. s lies in both
+// tables.
+func (e *Encoder) record(base, cur *table, s uint16) *sharedRecord {
+	sr := &e.shared[s]
+	if sr.gen == e.gen && sr.base == base.tick {
+		return sr
+	}
+	sr.gen, sr.base, sr.what, sr.n = e.gen, base.tick, 0, 0
+	switch b, n := &base.slots[s].now, &cur.slots[s].now; {
+	case b.ID != n.ID:
+		sr.what = spawnRecord
+	case *b != *n:
+		body, m := updateBody(sr.body[:0], b, n)
+		sr.what, sr.n = uint8(m), uint8(len(body))
+	}
+	return sr
 }
 
 // release forgets a record, keeping its set for reuse once no record refers to it.
@@ -515,6 +577,9 @@ func (e *Encoder) marks(c *Client, cur *table) {
 	}
 	if len(c.lastFar) < words {
 		c.lastFar = append(c.lastFar, make([]uint64, words-len(c.lastFar))...)
+	}
+	if n := len(cur.slots); len(e.shared) < n {
+		e.shared = append(e.shared, make([]sharedRecord, n-len(e.shared))...)
 	}
 }
 
@@ -603,6 +668,15 @@ func (e *Encoder) classify(base, cur *table, was, now *slotSet) {
 		i++
 		if int(s) >= len(base.slots) {
 			e.spawns = append(e.spawns, r)
+			continue
+		}
+		if r&(recordFar|baseFar) == 0 {
+			switch sr := e.record(base, cur, s); {
+			case sr.what == spawnRecord:
+				e.spawns = append(e.spawns, r)
+			case sr.what != 0:
+				e.updates = append(e.updates, r)
+			}
 			continue
 		}
 		// A sampled state has its slot's id, so the ids compare in the states shown: a
