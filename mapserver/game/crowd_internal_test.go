@@ -1,20 +1,26 @@
 package game
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"testing"
 )
 
 // TestNearest: the k nearest candidates, ties broken by slot, end up in c[:k], for
-// every k, on inputs with many equal distances and already sorted ones.
+// every k, on inputs with many equal distances, with distances from tiny to beyond
+// what a candidate holds, and already sorted ones.
 func TestNearest(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for round := range 300 {
+	for round := range 600 {
 		n := r.IntN(200)
 		c := make([]candidate, n)
 		for i := range c {
-			c[i] = candidate{d2: int64(r.IntN(1 + round%40)), slot: int32(i)}
+			d2 := int64(r.IntN(1 + round%40)) // many equal distances
+			if round%2 == 1 {
+				d2 = r.Int64N(1 << (round % 48)) // distances a histogram bucket mixes
+			}
+			c[i] = newCandidate(d2, int32(i))
 		}
 		if round%3 == 0 {
 			slices.SortFunc(c, cmpCandidate)
@@ -41,11 +47,25 @@ func TestNearest(t *testing.T) {
 }
 
 func cmpCandidate(a, b candidate) int {
-	switch {
-	case a.less(b):
-		return -1
-	case b.less(a):
-		return 1
+	switch da, db := a>>candidateSlotBits, b>>candidateSlotBits; {
+	case da != db:
+		return cmp.Compare(da, db)
 	}
-	return 0
+	return cmp.Compare(a.slot(), b.slot())
+}
+
+// BenchmarkNearest selects the 127 nearest of a thousand candidates spread over a disc
+// (a crowd in one spot).
+func BenchmarkNearest(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	src := make([]candidate, 1000)
+	for i := range src {
+		dx, dy := r.Int64N(1281)-640, r.Int64N(1281)-640
+		src[i] = newCandidate(dx*dx+dy*dy, int32(i))
+	}
+	c := make([]candidate, len(src))
+	for range b.N {
+		copy(c, src)
+		nearest(c, 127)
+	}
 }
