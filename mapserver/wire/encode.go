@@ -161,9 +161,9 @@ type Encoder struct {
 	// is refreshed.
 	n        uint32
 	farEvery uint32
-	// shared holds, by slot, the near update records of the current table made so far, for
-	// the next client with the same baseline (see sharedRecord); gen tells them apart
-	// from the records of tables changed since.
+	// shared holds, two by slot (for two baselines), the near update records of the
+	// current table made so far, for the next client with the same baseline (see
+	// sharedRecord); gen tells them apart from the records of tables changed since.
 	shared []sharedRecord
 	gen    uint32
 }
@@ -346,6 +346,9 @@ func (c *Client) find(tick uint32) *sent {
 const (
 	recordFar = 1 << 16 // the frame shows the slot's sampled state
 	baseFar   = 1 << 17 // the baseline showed the slot's sampled state
+	// secondWay: the update's shared record is the second of its slot's two
+	secondWay      = 1 << secondWayShift
+	secondWayShift = 18
 )
 
 // Encode appends the current tick's snapshot for client c to dst: a delta against the
@@ -497,7 +500,7 @@ func (e *Encoder) encode(dst []byte, c *Client, seq uint64, self int32, cur *tab
 		gap := uint64(int32(s)-prev-1) << updateBits
 		prev = int32(s)
 		if r&(recordFar|baseFar) == 0 {
-			sr := &e.shared[s] // made by classify for this Encode
+			sr := &e.shared[2*int(s)+int(r&secondWay)>>secondWayShift] // made by classify for this Encode
 			dst = binary.AppendUvarint(dst, gap|uint64(sr.what))
 			dst = append(dst, sr.body[:sr.n]...)
 			continue
@@ -529,13 +532,22 @@ func updateBody(dst []byte, b, n *EntityState) ([]byte, uint64) {
 	return dst, m
 }
 
-// record returns slot s's shared record from base to cur, seen near at both, making it
-// if no client made it for this baseline since the tables last changed. s lies in both
-// tables.
-func (e *Encoder) record(base, cur *table, s uint16) *sharedRecord {
-	sr := &e.shared[s]
-	if sr.gen == e.gen && sr.base == base.tick {
-		return sr
+// record returns slot s's shared record from base to cur, seen near at both, and which
+// of the slot's two it is (0 or secondWay), making it if no client made it for this
+// baseline since the tables last changed. s lies in both tables.
+func (e *Encoder) record(base, cur *table, s uint16) (*sharedRecord, uint32) {
+	first, second := &e.shared[2*int(s)], &e.shared[2*int(s)+1]
+	switch {
+	case first.gen == e.gen && first.base == base.tick:
+		return first, 0
+	case second.gen == e.gen && second.base == base.tick:
+		return second, secondWay
+	}
+	// A baseline of its own: in the first way unless another baseline of this round
+	// holds it, else in the second (a third baseline takes the second's place).
+	sr, way := first, uint32(0)
+	if first.gen == e.gen {
+		sr, way = second, secondWay
 	}
 	sr.gen, sr.base, sr.what, sr.n = e.gen, base.tick, 0, 0
 	switch b, n := &base.slots[s].now, &cur.slots[s].now; {
@@ -545,7 +557,7 @@ func (e *Encoder) record(base, cur *table, s uint16) *sharedRecord {
 		body, m := updateBody(sr.body[:0], b, n)
 		sr.what, sr.n = uint8(m), uint8(len(body))
 	}
-	return sr
+	return sr, way
 }
 
 // release forgets a record, keeping its set for reuse once no record refers to it.
@@ -578,7 +590,7 @@ func (e *Encoder) marks(c *Client, cur *table) {
 	if len(c.lastFar) < words {
 		c.lastFar = append(c.lastFar, make([]uint64, words-len(c.lastFar))...)
 	}
-	if n := len(cur.slots); len(e.shared) < n {
+	if n := 2 * len(cur.slots); len(e.shared) < n {
 		e.shared = append(e.shared, make([]sharedRecord, n-len(e.shared))...)
 	}
 }
@@ -671,11 +683,11 @@ func (e *Encoder) classify(base, cur *table, was, now *slotSet) {
 			continue
 		}
 		if r&(recordFar|baseFar) == 0 {
-			switch sr := e.record(base, cur, s); {
+			switch sr, way := e.record(base, cur, s); {
 			case sr.what == spawnRecord:
 				e.spawns = append(e.spawns, r)
 			case sr.what != 0:
-				e.updates = append(e.updates, r)
+				e.updates = append(e.updates, r|way)
 			}
 			continue
 		}
