@@ -17,9 +17,7 @@ func TestFarSlotsLagButNeverStepBack(t *testing.T) {
 	const k = 3
 	for seed := range uint64(20) {
 		w := newWorld(seed, 80)
-		w.calm = seed%2 == 1
-		enc := wire.NewEncoder(8)
-		enc.SetFarEvery(k)
+		enc := farEncoder(k)
 		cl, dec := wire.NewClient(8), wire.NewDecoder(8)
 		farSide := make([]bool, len(w.ents))
 		var hist [][]wire.EntityState // the world at each snapshot
@@ -143,4 +141,12 @@ func TestFarSlotsCostLess(t *testing.T) {
 	if ratio := farRecords / nearRecords; ratio > 1.2/wire.DefaultFarEvery {
 		t.Fatalf("far updates cost %.0f bytes, near %.0f: %.2f of it, want about 1/%d", farRecords, nearRecords, ratio, wire.DefaultFarEvery)
 	}
+}
+
+// farEncoder returns an encoder of 8 tables whose distant entities move every k
+// snapshots.
+func farEncoder(k int) *wire.Encoder {
+	enc := wire.NewEncoder(8)
+	enc.SetFarEvery(k)
+	return enc
 }

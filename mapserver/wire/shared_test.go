@@ -17,15 +17,12 @@ func TestSharedRecordsMatchOneClient(t *testing.T) {
 	const clients = 6
 	for seed := range uint64(12) {
 		w := newWorld(seed, 90)
-		w.calm = seed%2 == 1
-		shared := wire.NewEncoder(8)
-		shared.SetFarEvery(3)
+		shared := farEncoder(3)
 		alone := make([]*wire.Encoder, clients)
 		var viaShared, viaAlone [clients]*wire.Client
 		var pending [clients][]uint32
 		for k := range clients {
-			alone[k] = wire.NewEncoder(8)
-			alone[k].SetFarEvery(3)
+			alone[k] = farEncoder(3)
 			viaShared[k], viaAlone[k] = wire.NewClient(8), wire.NewClient(8)
 		}
 		var a, b []byte
