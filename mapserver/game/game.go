@@ -66,9 +66,13 @@ type Game struct {
 	// often it then sees it move is the encoder's); keep is nearAlways's scratch.
 	farRadius int32
 	keep      []int32
+	tickHz    int
 }
 
-var _ loop.Game = (*Game)(nil)
+var (
+	_ loop.Game          = (*Game)(nil)
+	_ loop.SnapshotPaced = (*Game)(nil)
+)
 
 // New builds the game of world w, generated from cfg, stepped tickHz times a second:
 // NPCs from the config's density, seeded by its seed.
@@ -90,8 +94,16 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 	}
 	g.items.seed = GenerateItems(cfg, w, st.Colliders(), g.items.catalog)
 	g.place()
+	g.tickHz = tickHz
+	g.SetSnapshotHz(max(tickHz/2, 1)) // the map's defaults: 15 Hz snapshots of 30 Hz ticks
 	return g, nil
 }
+
+// SetSnapshotHz says how many snapshots a second each view is sent, which the loop
+// builds at every tick for some of the views (see loop.Loop): the encoder then samples
+// distant entities so that each view sees them move once in wire.DefaultFarEvery of its
+// own snapshots. Call it before the first snapshot.
+func (g *Game) SetSnapshotHz(hz int) { g.enc.SetRates(g.tickHz, hz) }
 
 // Factory is New as the app's game factory.
 func Factory(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.Game, error) {

@@ -88,6 +88,13 @@ type Writes interface {
 	ReleaseWrites()
 }
 
+// SnapshotPaced is a Game told how many snapshots a second each view is sent, before
+// the first: the loop builds them at every tick for some of the views, not at one
+// tick for all, and what a snapshot shows may depend on the rate.
+type SnapshotPaced interface {
+	SetSnapshotHz(hz int)
+}
+
 // FarViewer is a Game whose snapshots show distant entities from afar; the loop puts its
 // rule in every welcome.
 type FarViewer interface {

@@ -21,6 +21,9 @@ func (l *Loop) handle(m message) {
 	switch m.op {
 	case opWorld:
 		l.game = m.game
+		if p, ok := l.game.(SnapshotPaced); ok {
+			p.SetSnapshotHz(l.SnapshotHz)
+		}
 	case opJoin:
 		m.admit.result <- l.join(m.sess, m.admit.res, m.admit.held)
 	case opResume:
@@ -68,7 +71,7 @@ func (l *Loop) join(sess *session, res *mapcontract.RedeemResult, held []items.I
 		if hg, ok := l.game.(Holdings); ok {
 			hg.Carry(res.CharacterID, held)
 		}
-		p = &player{id: res.CharacterID}
+		p = &player{id: res.CharacterID, phase: l.nextPhase()}
 		l.chars[p.id] = p
 	}
 	p.epoch, p.disposable, p.lastSeq = res.Epoch, res.Disposable, 0

@@ -82,7 +82,8 @@ type Loop struct {
 	chars     map[string]*player
 	tokens    map[string]*player
 	pending   map[string]pendingCommand // critical event id → the command it answers
-	snapshots uint64                    // snapshots due so far, to spread SnapshotHz over TickHz
+	lastRound uint64                    // the tick of the last snapshot round
+	phased    uint64                    // players given a snapshot phase so far (see nextPhase)
 	arena     []byte                    // the frames of the last snapshot round
 	dropped   uint64                    // the game's InputsDropped already counted in Metrics
 }
@@ -175,7 +176,7 @@ func (l *Loop) post(m message) bool {
 }
 
 // run is the tick goroutine: it wakes at every tick deadline, runs the steps that are
-// due (at most MaxCatchUp), then the snapshots, and sleeps until the next deadline.
+// due (at most MaxCatchUp), then the snapshots due, and sleeps until the next deadline.
 func (l *Loop) run(ctx context.Context) {
 	defer close(l.done)
 	period := time.Second / time.Duration(l.TickHz)
@@ -195,9 +196,9 @@ func (l *Loop) run(ctx context.Context) {
 		l.Metrics.TickInterval.Observe(now.Sub(lastWake).Seconds())
 		lastWake = now
 
-		steps, snapshot := 0, false
+		steps := 0
 		for !now.Before(next) && steps < l.MaxCatchUp {
-			snapshot = l.step() || snapshot
+			l.step()
 			next = next.Add(period)
 			steps++
 		}
@@ -210,7 +211,7 @@ func (l *Loop) run(ctx context.Context) {
 			l.Metrics.SkippedTicks.Add(float64(behind/period + 1))
 			next = now.Add(period)
 		}
-		if snapshot {
+		if steps > 0 {
 			l.snapshot()
 		}
 		l.Metrics.TickDuration.Observe(time.Since(now).Seconds())
@@ -219,12 +220,12 @@ func (l *Loop) run(ctx context.Context) {
 }
 
 // step runs one tick: the messages that arrived since the last one, then the
-// simulation. It reports whether a snapshot is due after this tick.
-func (l *Loop) step() bool {
+// simulation.
+func (l *Loop) step() {
 	for n := len(l.inbox); n > 0; n-- {
 		l.handle(<-l.inbox)
 	}
-	t := l.tick.Add(1)
+	l.tick.Add(1)
 	l.Metrics.Ticks.Inc()
 	if l.game != nil {
 		for _, ev := range l.game.Step() {
@@ -243,18 +244,44 @@ func (l *Loop) step() bool {
 			l.pushAll()
 		}
 	}
-	due := t * uint64(l.SnapshotHz) / uint64(l.TickHz)
-	if due == l.snapshots {
-		return false
-	}
-	l.snapshots = due
-	return true
 }
 
-// snapshot sends every connected player its snapshot of the current tick, releases
-// characters whose resume window has passed, and updates the gauges.
+// nextPhase returns the snapshot phase of a new player: the offset, in ticks times
+// SnapshotHz, of the ticks its snapshots are built at (see due). The players are dealt
+// round the TickHz/gcd(TickHz, SnapshotHz) distinct phases in turn, so at the default
+// 30 Hz ticks and 15 Hz snapshots half of them have their snapshot built at each tick
+// instead of all of them at every second tick: a round, the tick's longest part, is
+// half as long, and what waits behind it (the next tick, a ping) waits half as long.
+func (l *Loop) nextPhase() uint64 {
+	g := gcd(l.TickHz, l.SnapshotHz)
+	phases := uint64(l.TickHz / g)
+	phase := l.phased % phases * uint64(g)
+	l.phased++
+	return phase
+}
+
+// due reports whether the player of phase has a snapshot due in the ticks (prev, t]:
+// whether (tick*SnapshotHz + phase)/TickHz grew, which it does SnapshotHz times a
+// second, evenly spaced, whatever the phase.
+func (l *Loop) due(phase, prev, t uint64) bool {
+	s, hz := uint64(l.SnapshotHz), uint64(l.TickHz)
+	return (t*s+phase)/hz > (prev*s+phase)/hz
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return max(a, 1)
+}
+
+// snapshot sends every connected player whose snapshot is due its snapshot of the
+// current tick, releases characters whose resume window has passed, and updates the
+// gauges.
 func (l *Loop) snapshot() {
 	now := l.Now()
+	t, prev := l.tick.Load(), l.lastRound
+	l.lastRound = t
 	connected := 0
 	// A fresh arena each round, sized for what the last round wrote.
 	l.arena = make([]byte, 0, max(len(l.arena)+len(l.arena)/4, 4096))
@@ -273,7 +300,7 @@ func (l *Loop) snapshot() {
 			continue
 		}
 		connected++
-		if p.view == nil {
+		if p.view == nil || !l.due(p.phase, prev, t) {
 			continue
 		}
 		if t := p.sess.acked.Swap(0); t != 0 {

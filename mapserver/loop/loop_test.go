@@ -692,3 +692,37 @@ func TestSnapshots_QueuedFramesIntact(t *testing.T) {
 		t.Fatalf("%d binary frames were not snapshots: a queued frame was written over", n)
 	}
 }
+
+// TestSnapshots_StaggeredByPlayer: at 15 snapshots a second of 30 ticks, two players
+// have their snapshots built at alternate ticks, each one every second tick, not both at
+// every second tick (a late wake-up that runs two steps at once may build both).
+func TestSnapshots_StaggeredByPlayer(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
+	a.welcome()
+	b := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-2"}`)
+	b.welcome()
+	start := h.loop.Tick() + 2
+	ticks := func(c *client) map[uint64]bool {
+		got := map[uint64]bool{}
+		prev := uint64(0)
+		for len(got) < 12 {
+			s := c.snapshotWhere("a snapshot after both joined", func(s fakeSnapshot) bool { return s.Tick > start })
+			if prev != 0 && s.Tick-prev < 2 {
+				t.Fatalf("snapshots of ticks %d and %d: one a tick, want one every second tick", prev, s.Tick)
+			}
+			got[s.Tick], prev = true, s.Tick
+		}
+		return got
+	}
+	ta, tb := ticks(a), ticks(b)
+	both := 0
+	for tk := range ta {
+		if tb[tk] {
+			both++
+		}
+	}
+	if both > 2 {
+		t.Fatalf("%d of 12 snapshot ticks were both players', want them on alternate ticks", both)
+	}
+}

@@ -69,6 +69,8 @@ type player struct {
 	// transfer, the portal counts again only once the character has left it.
 	portalTick uint64
 	denied     bool
+	// phase places the ticks the player's snapshots are built at (see Loop.due).
+	phase uint64
 }
 
 // attach makes sess p's connection and welcomes it with a fresh resume token.

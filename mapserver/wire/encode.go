@@ -23,8 +23,10 @@ const (
 	// client, so how old an acknowledged baseline may be: about 1 s at 15 snapshots per
 	// second, several round trips of any live connection. An older ack gets a full
 	// snapshot. Every connected client holds this ring (the slots each snapshot
-	// showed), so it is kept short; a map's encoder keeps as many shared tables, since
-	// an older one would never be a baseline.
+	// showed), so it is kept short; a map's encoder keeps the shared tables of as many
+	// snapshots of one client (twice as many tables when each client's snapshot comes
+	// every second tick, see Encoder.SetRates), since an older one would never be a
+	// baseline.
 	DefaultClientRing = 16
 	// DefaultFarEvery is how many snapshots apart a distant entity's movement reaches a
 	// client (see Encoder.EncodeFar): 12, so 1.25 times a second at 15 snapshots per
@@ -157,10 +159,12 @@ type Encoder struct {
 	mark, farMark   []uint64
 	despawns        []uint16
 	spawns, updates []uint32
-	// n counts the snapshots begun; farEvery is how many apart a slot's sampled state
-	// is refreshed.
-	n        uint32
-	farEvery uint32
+	// farEvery is how many of a client's snapshots apart a slot's sampled state is
+	// refreshed, farTicks how many ticks that is (see SetRates); ring is the client
+	// snapshots a baseline may lie back, tickHz and snapshotHz the rates.
+	farEvery, farTicks uint32
+	ring               int
+	tickHz, snapshotHz int
 	// shared holds, two by slot (for two baselines), the near update records of the
 	// current table made so far, for the next client with the same baseline (see
 	// sharedRecord); gen tells them apart from the records of tables changed since.
@@ -168,28 +172,21 @@ type Encoder struct {
 	gen    uint32
 }
 
-// NewEncoder returns an encoder keeping ring snapshot tables (DefaultRing if ring <= 0).
+// NewEncoder returns an encoder keeping the tables of ring snapshots of a client
+// (DefaultRing if ring <= 0): ring tables at one snapshot a tick, more after SetRates.
 func NewEncoder(ring int) *Encoder {
 	if ring <= 0 {
 		ring = DefaultRing
 	}
-	return &Encoder{hist: make([]table, ring), cur: -1, farEvery: DefaultFarEvery}
+	e := &Encoder{hist: make([]table, ring), cur: -1, ring: ring, tickHz: 1, snapshotHz: 1}
+	e.SetFarEvery(DefaultFarEvery)
+	return e
 }
-
-// SetFarEvery sets how many snapshots apart an entity seen from afar has its movement
-// sent (DefaultFarEvery at first); k <= 1 sends it every snapshot, like a near one.
-// It takes effect at the next Begin.
-func (e *Encoder) SetFarEvery(k int) { e.farEvery = uint32(max(k, 1)) }
-
-// FarEvery returns how many snapshots apart an entity seen from afar has its movement
-// sent.
-func (e *Encoder) FarEvery() int { return int(e.farEvery) }
 
 // Begin starts the snapshot of tick, which must be above the previous one. Slots not
 // Set before the next Begin are empty at tick.
 func (e *Encoder) Begin(tick uint32) {
 	e.cur = (e.cur + 1) % len(e.hist)
-	e.n++
 	t := &e.hist[e.cur]
 	t.tick, t.valid = tick, true
 	clear(t.slots)
@@ -208,14 +205,12 @@ func (e *Encoder) Set(slot int32, s EntityState) {
 		t.slots = slices.Grow(t.slots, int(slot)+1-len(t.slots))[:slot+1]
 	}
 	t.slots[slot].now = s
-	// The sampled state keeps the previous snapshot's position and facing but on the
-	// slot's refresh, one snapshot in farEvery; a slot's phase is its number, so the
-	// refreshes of a crowd spread evenly over the snapshots.
-	if (e.n+uint32(slot))%e.farEvery != 0 {
-		if prev := &e.hist[(e.cur+len(e.hist)-1)%len(e.hist)]; prev.valid && int(slot) < len(prev.slots) {
-			if p := &prev.slots[slot].far; p.ID == s.ID {
-				s.X, s.Y, s.Facing = p.X, p.Y, p.Facing
-			}
+	// The sampled state keeps the previous table's position and facing but on the
+	// slot's refresh, once every farTicks ticks; a slot's phase is its number, so the
+	// refreshes of a crowd spread evenly over the ticks.
+	if prev := &e.hist[(e.cur+len(e.hist)-1)%len(e.hist)]; prev.valid && int(slot) < len(prev.slots) && !e.refreshed(uint16(slot), prev.tick, t.tick) {
+		if p := &prev.slots[slot].far; p.ID == s.ID {
+			s.X, s.Y, s.Facing = p.X, p.Y, p.Facing
 		}
 	}
 	t.slots[slot].far = s
@@ -407,12 +402,13 @@ func (e *Encoder) encode(dst []byte, c *Client, seq uint64, self int32, cur *tab
 	// mark the visible slots in a bitset and read it back in order, which costs far
 	// less than sorting.
 	var lastSet *slotSet
+	var lastTick uint32
 	if last.valid {
-		lastSet = last.set
+		lastSet, lastTick = last.set, last.tick
 	}
 	c.release(rec)
 	set := c.newSet()
-	e.viewSorted(c, set, cur, n, lastSet != nil)
+	e.viewSorted(c, set, cur, n, lastSet != nil, lastTick)
 	if lastSet != nil && lastSet.same(set) {
 		c.free = append(c.free, set)
 		set = lastSet
@@ -539,9 +535,11 @@ func (e *Encoder) marks(c *Client, cur *table) {
 
 // viewSorted fills set with the slots marked in the encoder's bitsets (about n),
 // sorted, and clears the bitsets. It marks the far ones: those only in the far bitset
-// that the client saw from afar in its last snapshot (if last, there is one: lastFar)
-// or whose sampled state is their current one; lastFar then holds them.
-func (e *Encoder) viewSorted(c *Client, set *slotSet, cur *table, n int, last bool) {
+// that the client saw from afar in its last snapshot (if last, there is one, of
+// lastTick: lastFar), whose sampled state is their current one, or whose sampled
+// state was taken since lastTick (what the client was last shown of them is older);
+// lastFar then holds them. A slot turned far so never steps back.
+func (e *Encoder) viewSorted(c *Client, set *slotSet, cur *table, n int, last bool, lastTick uint32) {
 	if cap(set.slots) < n {
 		// A little room beyond this snapshot's view, so that a ring entry grows rarely
 		// in a view that only changes by a few entities.
@@ -571,7 +569,7 @@ func (e *Encoder) viewSorted(c *Client, set *slotSet, cur *table, n int, last bo
 			if f&(1<<b) == 0 {
 				continue
 			}
-			if was&(1<<b) != 0 || cur.settled(s) {
+			if was&(1<<b) != 0 || cur.settled(s) || last && e.refreshed(s, lastTick, cur.tick) {
 				farBits[i>>6] |= 1 << (i & 63)
 				now |= 1 << b
 			}

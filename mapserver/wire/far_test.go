@@ -99,6 +99,7 @@ func TestFarSlotsLagButNeverStepBack(t *testing.T) {
 // change of state of a far entity reaches it at once.
 func TestFarSlotsCostLess(t *testing.T) {
 	enc := wire.NewEncoder(8)
+	enc.SetRates(30, 15) // a snapshot every second tick
 	near, far := wire.NewClient(8), wire.NewClient(8)
 	nearDec, farDec := wire.NewDecoder(8), wire.NewDecoder(8)
 	slots := []int32{1, 2, 3, 4, 5, 6, 7, 8}
@@ -149,4 +150,61 @@ func farEncoder(k int) *wire.Encoder {
 	enc := wire.NewEncoder(8)
 	enc.SetFarEvery(k)
 	return enc
+}
+
+// TestFarSlotsStaggeredClients: with a table every tick and each client sent every
+// second one (half of a map's clients at one tick, half at the next), a client that sees
+// every entity from afar sees each of them move once in farEvery of its own snapshots,
+// odd and even slots alike, never step back, and never lag more than farEvery of its
+// snapshots.
+func TestFarSlotsStaggeredClients(t *testing.T) {
+	const k, snapshots = 4, 120
+	enc := farEncoder(k)
+	enc.SetRates(30, 15)
+	slots := []int32{0, 1, 2, 3, 4, 5, 6, 7}
+	type client struct {
+		cl    *wire.Client
+		dec   *wire.Decoder
+		shown map[int32]int32 // slot → the tick whose position it was last shown
+		moves map[int32]int
+	}
+	clients := [2]*client{}
+	for i := range clients {
+		clients[i] = &client{cl: wire.NewClient(8), dec: wire.NewDecoder(8), shown: map[int32]int32{}, moves: map[int32]int{}}
+	}
+	var buf []byte
+	for tick := uint32(1); tick <= 2*snapshots; tick++ {
+		enc.Begin(tick)
+		for _, s := range slots {
+			enc.Set(s, wire.EntityState{ID: uint64(s) + 1, Kind: 2, X: 3 * int32(tick), Y: s})
+		}
+		c := clients[tick%2]
+		buf, _ = enc.EncodeFar(buf[:0], c.cl, 0, -1, nil, slots)
+		snap, err := c.dec.Decode(buf)
+		if err != nil {
+			t.Fatalf("tick %d: %v", tick, err)
+		}
+		c.cl.Ack(tick)
+		for _, e := range snap.Entities {
+			at := e.X / 3 // the tick whose position this is
+			last, seen := c.shown[e.Slot]
+			switch {
+			case at > int32(tick) || at <= int32(tick)-2*k:
+				t.Fatalf("tick %d: slot %d shows tick %d's position, want one of the last %d snapshots'", tick, e.Slot, at, k)
+			case seen && at < last:
+				t.Fatalf("tick %d: slot %d stepped back from tick %d to %d", tick, e.Slot, last, at)
+			case seen && at != last && tick > 4*k:
+				c.moves[e.Slot]++
+			}
+			c.shown[e.Slot] = at
+		}
+	}
+	counted := snapshots - 2*k // the snapshots after the first 4k ticks
+	for i, c := range clients {
+		for _, s := range slots {
+			if m := c.moves[s]; m < counted/k-1 || m > counted/k+1 {
+				t.Fatalf("client %d: slot %d moved on %d of %d snapshots, want about %d", i, s, m, counted, counted/k)
+			}
+		}
+	}
 }
