@@ -66,7 +66,6 @@ type Game struct {
 	// often it then sees it move is the encoder's); keep is nearAlways's scratch.
 	farRadius int32
 	keep      []int32
-	tickHz    int
 }
 
 var (
@@ -94,7 +93,6 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 	}
 	g.items.seed = GenerateItems(cfg, w, st.Colliders(), g.items.catalog)
 	g.place()
-	g.tickHz = tickHz
 	g.SetSnapshotHz(max(tickHz/2, 1)) // the map's defaults: 15 Hz snapshots of 30 Hz ticks
 	return g, nil
 }
@@ -103,7 +101,7 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 // builds at every tick for some of the views (see loop.Loop): the encoder then samples
 // distant entities so that each view sees them move once in wire.DefaultFarEvery of its
 // own snapshots. Call it before the first snapshot.
-func (g *Game) SetSnapshotHz(hz int) { g.enc.SetRates(g.tickHz, hz) }
+func (g *Game) SetSnapshotHz(hz int) { g.enc.SetRates(g.state.Options().TickHz, hz) }
 
 // Factory is New as the app's game factory.
 func Factory(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.Game, error) {

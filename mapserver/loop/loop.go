@@ -268,6 +268,7 @@ func (l *Loop) due(phase, prev, t uint64) bool {
 	return (t*s+phase)/hz > (prev*s+phase)/hz
 }
 
+// gcd is the greatest common divisor of a and b, at least 1.
 func gcd(a, b int) int {
 	for b != 0 {
 		a, b = b, a%b
@@ -303,8 +304,8 @@ func (l *Loop) snapshot() {
 		if p.view == nil || !l.due(p.phase, prev, t) {
 			continue
 		}
-		if t := p.sess.acked.Swap(0); t != 0 {
-			p.view.Ack(t)
+		if ack := p.sess.acked.Swap(0); ack != 0 {
+			p.view.Ack(ack)
 		}
 		// Every frame of a round is encoded into one arena: one allocation per round
 		// instead of one per client. A frame is capped at its own length, and the
