@@ -69,8 +69,8 @@ type Link struct {
 	// /orch/persist-critical-events): the events queued while the last request was in
 	// flight go together. 0 means DefaultMaxBatch; 1 sends every event on its own.
 	MaxBatch int
-	// QueueSize bounds each queue: distinct pending snapshot partitions, critical
-	// events and reports, and transfer requests.
+	// QueueSize bounds each queue: distinct pending snapshot partitions other than
+	// characters' (see queuePush), critical events and reports, and transfer requests.
 	QueueSize int
 	// PushEvery is MAP_SNAPSHOT_PUSH_MS: how often PushDue says periodic pushes are due.
 	PushEvery time.Duration

@@ -303,6 +303,47 @@ func TestLink_Push(t *testing.T) {
 			t.Fatalf("a newer state of a pending partition must always fit: %v", err)
 		}
 	})
+	t.Run("CharactersBeyondQueueSizeAllPushed", func(t *testing.T) {
+		// A map holding more characters than QueueSize pushes them all every period;
+		// none is refused, and the other partitions keep their bound.
+		f, c := newFakeOrch(t)
+		f.hold, f.held = make(chan struct{}), make(chan struct{}, 100)
+		l := openLink(t, c) // QueueSize 4
+		var release sync.Once
+		defer release.Do(func() { close(f.hold) })
+		if _, err := l.Push("p0", 1, json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		<-f.held // the pusher waits on p0: everything below stays pending
+		const chars = 10
+		for i := range chars {
+			id := fmt.Sprintf("c%02d", i)
+			if _, err := l.PushCharacter(id, 1, 1, mapcontract.CharacterStatePayload{X: float64(i)}); err != nil {
+				t.Fatalf("character %d of %d, QueueSize 4: %v", i+1, chars, err)
+			}
+		}
+		for i := 1; i <= 4; i++ {
+			if _, err := l.Push(fmt.Sprintf("p%d", i), 1, json.RawMessage(`{}`)); err != nil {
+				t.Fatalf("push %d beside %d pending characters: %v", i, chars, err)
+			}
+		}
+		if _, err := l.Push("p9", 1, json.RawMessage(`{}`)); !errors.Is(err, orchlink.ErrQueueFull) {
+			t.Fatalf("fifth pending partition beside characters: err=%v, want ErrQueueFull", err)
+		}
+		release.Do(func() { close(f.hold) })
+		flush(t, l)
+		got := map[string]bool{}
+		f.mu.Lock()
+		for _, s := range f.snaps {
+			got[s.Partition] = true
+		}
+		f.mu.Unlock()
+		for i := range chars {
+			if p := mapcontract.CharacterPartitionPrefix + fmt.Sprintf("c%02d", i); !got[p] {
+				t.Fatalf("character partition %s never reached the orchestrator (got %v)", p, got)
+			}
+		}
+	})
 	t.Run("PushDueOncePerPeriod", func(t *testing.T) {
 		_, c := newFakeOrch(t)
 		now := time.Unix(1000, 0)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,6 +110,18 @@ func (o *outbox) revision(now time.Time) int64 {
 func (o *outbox) nextRevLocked(now time.Time) int64 {
 	o.lastRev = max(o.lastRev+1, now.UnixMicro())
 	return o.lastRev
+}
+
+// pendingOthersLocked counts the pending partitions that are not characters'. It walks
+// the pending set, so it is called only when that set is at least QueueSize.
+func (o *outbox) pendingOthersLocked() int {
+	n := 0
+	for k := range o.pending {
+		if !strings.HasPrefix(k, mapcontract.CharacterPartitionPrefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // abandon fails everything still queued once the goroutines have stopped.
