@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -117,11 +116,17 @@ func (o *outbox) nextRevLocked(now time.Time) int64 {
 func (o *outbox) pendingOthersLocked() int {
 	n := 0
 	for k := range o.pending {
-		if !strings.HasPrefix(k, mapcontract.CharacterPartitionPrefix) {
+		if !isCharacter(k) {
 			n++
 		}
 	}
 	return n
+}
+
+// isCharacter reports whether partition is a character's.
+func isCharacter(partition string) bool {
+	_, ok := mapcontract.CharacterOfPartition(partition)
+	return ok
 }
 
 // abandon fails everything still queued once the goroutines have stopped.

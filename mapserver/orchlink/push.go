@@ -36,23 +36,23 @@ func (l *Link) PushCharacter(characterID string, epoch, mapTick int64, st mapcon
 	if st.MapID == "" {
 		st.MapID = l.Ready().MapID
 	}
-	return l.queuePush(mapcontract.CharacterPartitionPrefix+characterID, false, epoch, mapTick, nil, st)
+	return l.queuePush(mapcontract.CharacterPartitionPrefix+characterID, epoch, mapTick, nil, st)
 }
 
 // Push queues one partition's payload (a JSON object the caller does not change
 // afterwards). It returns the revision it stamped. Pushes coalesce: only the newest
 // pending payload of a partition is sent.
 func (l *Link) Push(partition string, mapTick int64, payload json.RawMessage) (int64, error) {
-	return l.queuePush(partition, true, 0, mapTick, payload, nil)
+	return l.queuePush(partition, 0, mapTick, payload, nil)
 }
 
-// queuePush queues p's partition. Pending partitions other than characters' are bounded
-// by QueueSize (ErrQueueFull past it). A character's partition always has room: pushes
+// queuePush queues one push of partition. Pending partitions other than characters' are
+// bounded by QueueSize (ErrQueueFull past it). A character's partition always has room: pushes
 // coalesce, so there is at most one pending push per character the map held since the
 // orchestrator last took them, and no new character joins while it does not answer.
 // Bounded like the rest, the periodic push of a map holding more characters than
 // QueueSize would refuse the checkpoints of the surplus every period.
-func (l *Link) queuePush(partition string, bounded bool, epoch, mapTick int64, raw json.RawMessage, value any) (int64, error) {
+func (l *Link) queuePush(partition string, epoch, mapTick int64, raw json.RawMessage, value any) (int64, error) {
 	now := l.Now()
 	p := &push{
 		instanceID: l.Ready().InstanceID, partition: partition, epoch: epoch,
@@ -65,7 +65,7 @@ func (l *Link) queuePush(partition string, bounded bool, epoch, mapTick int64, r
 		return 0, ErrClosed
 	}
 	if _, ok := o.pending[partition]; !ok {
-		if bounded && len(o.pending) >= o.size && o.pendingOthersLocked() >= o.size {
+		if !isCharacter(partition) && len(o.pending) >= o.size && o.pendingOthersLocked() >= o.size {
 			o.mu.Unlock()
 			return 0, ErrQueueFull
 		}

@@ -90,6 +90,12 @@ const (
 	MaxKeyLen = record.MaxKeyLen
 )
 
+// CharacterOfPartition returns the character id of a per-character snapshot partition
+// ("character:<id>"), as the orchestrator reads it (record.CharacterOfPartition).
+func CharacterOfPartition(partition string) (characterID string, ok bool) {
+	return record.CharacterOfPartition(partition)
+}
+
 // NewSnapshotEnvelope returns the envelope a map pushes for payload, at the current
 // schema version with its hash computed over the very bytes sent
 // (record.NewSnapshotEnvelope).
