@@ -46,10 +46,10 @@ type Config struct {
 	MapPidsLimit      int    `env:"ORCH_MAP_PIDS_LIMIT" envDefault:"256" help:"process/thread limit of each map container"`
 	MapStopGraceMS    int    `env:"ORCH_MAP_STOP_GRACE_MS" envDefault:"10000" help:"time a stopping map gets to flush before it is killed"`
 	DefaultMapID      string `env:"ORCH_DEFAULT_MAP_ID" envDefault:"default" help:"map that new characters join"`
-	DefaultInstanceID string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"default-1" help:"instance id of the default map (container mapyard-map-<id>)"`
+	DefaultInstanceID string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"default-1" help:"instance id of the default map (container mapyard-map-<id>, with .<deployment> after it outside the default deployment)"`
 	LogLevel          string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
-	Deployment        string         `env:"ORCH_DEPLOYMENT" envDefault:"mapyard" help:"name of this deployment: the orchestrator adopts and removes only map containers labelled with it"`
+	Deployment        string         `env:"ORCH_DEPLOYMENT" envDefault:"mapyard" help:"name of this deployment: the orchestrator lists, adopts, stops and removes only map containers labelled with it; other deployments name their containers mapyard-map-<id>.<deployment>"`
 	MapProbeMS        int            `env:"ORCH_MAP_PROBE_MS" envDefault:"2000" help:"interval between HTTP probes of each map's /health"`
 	MapStartTimeoutMS int            `env:"ORCH_MAP_START_TIMEOUT_MS" envDefault:"30000" help:"a map that does not become ready this long after its start is unhealthy; also bounds how long a join waits for a lazily started map"`
 	MapOrphanGraceMS  int            `env:"ORCH_MAP_ORPHAN_GRACE_MS" envDefault:"10000" help:"labelled map containers of unknown instances found at start are removed after this long"`

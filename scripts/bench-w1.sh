@@ -141,7 +141,7 @@ run_edge() {
 	kit_map "$inst"
 	if [ "$PIN" = 1 ]; then
 		taskset -a -p -c 0 "$EDGE_PID" >/dev/null
-		docker update --cpuset-cpus 0 "mapyard-map-$inst" >/dev/null
+		docker update --cpuset-cpus 0 "$(kit_name "$inst")" >/dev/null
 	fi
 	echo "mapyard through the edge N=$N: map container pid $MAP_PID, edge pid $EDGE_PID" >&2
 	if MAP_CREDENTIAL="$spreadCred" MAP_ORCH_CREDENTIAL="$ORCH_CRED" "${BOT_CPUS[@]}" bin/mapbots -json \

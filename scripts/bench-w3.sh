@@ -47,7 +47,7 @@ for N in $NS; do
 		kit_map "$DEP-d"
 		bots_cpus=()
 		if [ "${PIN:-0}" = 1 ]; then
-			docker update --cpuset-cpus 0 "mapyard-map-$DEP-d" >/dev/null
+			docker update --cpuset-cpus 0 "$(kit_name "$DEP-d")" >/dev/null
 			taskset -a -p -c 1 "$EDGE_PID" >/dev/null
 			taskset -a -p -c 1 "$ORCH_PID" >/dev/null
 			bots_cpus=(taskset -c 1)

@@ -6,30 +6,71 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
+// DefaultDeployment is ORCH_DEPLOYMENT's default. Its containers carry the plain names
+// ops type (`docker logs mapyard-map-default-1`); every other deployment's names end in
+// ".<deployment>", so two deployments on one engine never want the same name.
+const DefaultDeployment = "mapyard"
+
 // ContainerNamePrefix starts the Docker name of every map container.
 const ContainerNamePrefix = "mapyard-map-"
 
-// ContainerName is the Docker container name of a map instance, the name ops type in
-// `docker logs`. A warm-pool container is renamed to it when it is handed the
-// instance, so the name says which instance every map container runs.
-func ContainerName(instanceID string) string { return ContainerNamePrefix + instanceID }
+// poolNamePrefix starts the Docker name of every blank warm-pool container (the pool id
+// itself starts with "pool-").
+const poolNamePrefix = "mapyard-"
 
-// PoolContainerName is the Docker container name of a blank warm-pool container,
-// mapyard-pool-<hex> for pool id pool-<hex>: not a map's name, so `docker ps` tells
-// blank containers from maps and no name points at an instance they do not run.
-func PoolContainerName(poolID string) string { return "mapyard-" + poolID }
-
-// poolFromContainerName returns the pool id of a blank pool container's name.
-func poolFromContainerName(name string) (id string, ok bool) {
-	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), "mapyard-")
-	return id, ok && strings.HasPrefix(id, "pool-") && record.ValidName(id)
+// nameSuffix is what a deployment adds to its container names: nothing for the
+// default deployment, ".<deployment>" for any other. Ids and deployments are
+// a-z, 0-9 and '-' only (record.IDRule), so the '.' cannot be part of either and a name
+// reads back unambiguously.
+func nameSuffix(deployment string) string {
+	if deployment == DefaultDeployment || deployment == "" {
+		return ""
+	}
+	return "." + deployment
 }
 
-// InstanceFromContainerName returns the instance id of a map container name as Docker
-// reports it (with or without the leading "/"), or ok=false for other names.
-func InstanceFromContainerName(name string) (id string, ok bool) {
-	id, ok = strings.CutPrefix(strings.TrimPrefix(name, "/"), ContainerNamePrefix)
-	return id, ok && record.ValidName(id)
+// ContainerName is the Docker container name of a map instance of a deployment, the
+// name ops type in `docker logs`: mapyard-map-<instanceId> in the default deployment,
+// mapyard-map-<instanceId>.<deployment> in any other. A warm-pool container is renamed
+// to it when it is handed the instance, so the name says which instance every map
+// container runs.
+func ContainerName(deployment, instanceID string) string {
+	return ContainerNamePrefix + instanceID + nameSuffix(deployment)
+}
+
+// PoolContainerName is the Docker container name of a blank warm-pool container,
+// mapyard-pool-<hex>[.<deployment>] for pool id pool-<hex>: not a map's name, so
+// `docker ps` tells blank containers from maps and no name points at an instance they
+// do not run.
+func PoolContainerName(deployment, poolID string) string {
+	return poolNamePrefix + poolID + nameSuffix(deployment)
+}
+
+// poolFromContainerName returns the pool id of a blank pool container's name.
+func poolFromContainerName(deployment, name string) (id string, ok bool) {
+	id, ok = idFromName(deployment, name, poolNamePrefix)
+	return id, ok && strings.HasPrefix(id, "pool-")
+}
+
+// InstanceFromContainerName returns the instance id of a map container name of
+// deployment as Docker reports it (with or without the leading "/"), or ok=false for
+// other names. A name without the deployment's suffix is read too: containers that
+// versions before deployment-scoped names started are still adopted (by their label).
+func InstanceFromContainerName(deployment, name string) (id string, ok bool) {
+	return idFromName(deployment, name, ContainerNamePrefix)
+}
+
+// idFromName cuts prefix and the deployment's suffix off a container name and checks
+// what is left is an id.
+func idFromName(deployment, name, prefix string) (string, bool) {
+	id, ok := strings.CutPrefix(strings.TrimPrefix(name, "/"), prefix)
+	if !ok {
+		return "", false
+	}
+	if s := nameSuffix(deployment); s != "" {
+		id = strings.TrimSuffix(id, s)
+	}
+	return id, record.ValidName(id)
 }
 
 // Container labels. The orchestrator owns containers by label, never by name alone, so
@@ -54,3 +95,10 @@ const (
 	LabelGeneration = "io.mapyard.generation"
 	LabelKeyID      = "io.mapyard.keyid"
 )
+
+// Owns reports whether a container with labels belongs to deployment: a map container
+// (managed) labelled with that deployment. Nothing else may be stopped, renamed or
+// removed, whatever its name.
+func Owns(deployment string, labels map[string]string) bool {
+	return labels[LabelManaged] == "true" && labels[LabelDeployment] == deployment
+}

@@ -70,11 +70,17 @@ var _ supervise.Runtime = (*Runtime)(nil)
 // NewRuntime returns a Runtime creating containers from t through api.
 func NewRuntime(api API, t Template) *Runtime { return &Runtime{API: api, Template: t} }
 
-// Start removes whatever container holds the instance's name (a stale one), then
-// creates and starts the container of spec and reads back its published ports.
+// ErrNameTaken is why a map does not start when the container name it needs is held by
+// a container this deployment does not own (another deployment's map, or anything
+// else): that container is left alone, whatever its name.
+var ErrNameTaken = errors.New("container name taken by a container this deployment does not own")
+
+// Start removes a stale container of this deployment holding the instance's name, then
+// creates and starts the container of spec and reads back its published ports. A name
+// held by a container of anyone else is ErrNameTaken, and nothing is removed.
 func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Container, error) {
-	name := specName(spec)
-	if err := r.Remove(ctx, name); err != nil {
+	name := r.specName(spec)
+	if err := r.clearName(ctx, name, ""); err != nil {
 		return supervise.Container{}, err
 	}
 	id, err := r.create(ctx, spec)
@@ -82,7 +88,7 @@ func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Con
 		return supervise.Container{}, err
 	}
 	if err := r.start(ctx, id); err != nil {
-		_ = r.Remove(context.WithoutCancel(ctx), id)
+		_ = r.remove(context.WithoutCancel(ctx), id)
 		return supervise.Container{}, err
 	}
 	info, err := r.API.ContainerInspect(ctx, id)
@@ -146,8 +152,12 @@ func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) 
 		cfg.Labels[LabelInstance], cfg.Labels[LabelMap] = s.InstanceID, s.MapID
 	}
 	netcfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{t.Network: {}}}
-	name := specName(s)
+	name := r.specName(s)
 	created, err := r.API.ContainerCreate(ctx, cfg, host, netcfg, nil, name)
+	if errdefs.IsConflict(err) {
+		// Taken between clearName and here: never removed, whoever holds it.
+		return "", fmt.Errorf("create container %q: %w: %w", name, ErrNameTaken, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("create container %q: %w", name, err)
 	}
@@ -162,12 +172,70 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 	return nil
 }
 
-// specName is the container name of spec: the instance's, or a pool container's.
-func specName(s supervise.Spec) string {
+// specName is the container name of spec in this deployment: the instance's, or a pool
+// container's.
+func (r *Runtime) specName(s supervise.Spec) string {
 	if s.Pool {
-		return PoolContainerName(s.InstanceID)
+		return PoolContainerName(r.Template.Deployment, s.InstanceID)
 	}
-	return ContainerName(s.InstanceID)
+	return ContainerName(r.Template.Deployment, s.InstanceID)
+}
+
+// clearName makes name free for a container of this deployment: a container of this
+// deployment holding it (other than keep) is removed; one of anyone else is
+// ErrNameTaken, with a message that says whose it is, and is left alone.
+func (r *Runtime) clearName(ctx context.Context, name, keep string) error {
+	info, err := r.API.ContainerInspect(ctx, name)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect container %q: %w", name, err)
+	}
+	if info.ContainerJSONBase == nil || info.ID == keep {
+		return nil
+	}
+	var labels map[string]string
+	if info.Config != nil {
+		labels = info.Config.Labels
+	}
+	if !Owns(r.Template.Deployment, labels) {
+		return fmt.Errorf("container name %q is held by container %s (%s), not a map of deployment %q: %w; "+
+			"it is left alone: remove or rename it, or give this kit another ORCH_DEPLOYMENT",
+			name, shortID(info.ID), ownerOf(labels), r.Template.Deployment, ErrNameTaken)
+	}
+	return r.remove(ctx, info.ID)
+}
+
+// ErrNotOwned is why a container this deployment does not own is not stopped or removed.
+var ErrNotOwned = errors.New("container not owned by this deployment")
+
+// foreign returns ErrNotOwned, saying whose it is, for an inspected container this
+// deployment does not own, and nil for one of its own.
+func (r *Runtime) foreign(info container.InspectResponse) error {
+	if info.ContainerJSONBase == nil {
+		return nil
+	}
+	var labels map[string]string
+	if info.Config != nil {
+		labels = info.Config.Labels
+	}
+	if Owns(r.Template.Deployment, labels) {
+		return nil
+	}
+	return fmt.Errorf("it is %s, not a map of deployment %q; left alone: %w", ownerOf(labels), r.Template.Deployment, ErrNotOwned)
+}
+
+// ownerOf says in words whose a container is, from its labels, for error messages.
+func ownerOf(labels map[string]string) string {
+	switch {
+	case labels[LabelManaged] != "true":
+		return "not a mapyard map"
+	case labels[LabelDeployment] == "":
+		return "a mapyard map of no deployment"
+	default:
+		return fmt.Sprintf("a map of deployment %q", labels[LabelDeployment])
+	}
 }
 
 // List returns every map container (running or not) of the deployment. A container's
@@ -191,8 +259,8 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 		if len(s.Names) > 0 {
 			c.Name = strings.TrimPrefix(s.Names[0], "/")
 			var ok bool
-			if c.InstanceID, ok = InstanceFromContainerName(s.Names[0]); !ok {
-				c.InstanceID, _ = poolFromContainerName(s.Names[0])
+			if c.InstanceID, ok = InstanceFromContainerName(r.Template.Deployment, s.Names[0]); !ok {
+				c.InstanceID, _ = poolFromContainerName(r.Template.Deployment, s.Names[0])
 			}
 		}
 		if s.NetworkSettings != nil {
@@ -222,10 +290,16 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 	return out, nil
 }
 
-// Stop stops a container cleanly: SIGTERM, then SIGKILL once grace has passed. A
+// Stop stops a container of this deployment cleanly (one of anyone else is ErrNotOwned,
+// left running): SIGTERM, then SIGKILL once grace has passed. A
 // container that is gone or already stopped counts as stopped. The exit is read back
 // from the engine (Code -1 when the container is gone).
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (supervise.Exit, error) {
+	if info, err := r.API.ContainerInspect(ctx, id); err == nil {
+		if err := r.foreign(info); err != nil {
+			return supervise.Exit{Code: -1}, fmt.Errorf("stop container %s: %w", shortID(id), err)
+		}
+	}
 	secs := int((grace + time.Second - 1) / time.Second)
 	err := r.API.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs})
 	if err != nil && !errdefs.IsNotFound(err) && !errdefs.IsNotModified(err) {
@@ -238,9 +312,26 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (sup
 	return supervise.Exit{Code: info.State.ExitCode, OOM: info.State.OOMKilled}, nil
 }
 
-// Remove force-removes a container (by id or name). A container that is already gone
-// is not an error.
+// Remove force-removes a container of this deployment. A container that is already
+// gone is not an error; one this deployment does not own is an error and is left alone
+// (the supervisor names only containers it listed or started, so this guards the rule
+// where it is kept rather than a known path).
 func (r *Runtime) Remove(ctx context.Context, id string) error {
+	info, err := r.API.ContainerInspect(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect container %s: %w", shortID(id), err)
+	}
+	if err := r.foreign(info); err != nil {
+		return fmt.Errorf("remove container %s: %w", shortID(id), err)
+	}
+	return r.remove(ctx, info.ID)
+}
+
+// remove force-removes a container known to be this deployment's.
+func (r *Runtime) remove(ctx context.Context, id string) error {
 	err := r.API.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 	if err != nil && !errdefs.IsNotFound(err) && !errdefs.IsConflict(err) {
 		return fmt.Errorf("remove container %s: %w", id, err)
@@ -249,15 +340,14 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 }
 
 // Assign renames a handed-out pool container to the instance's container name, after
-// removing whatever stale container held that name. Labels cannot change after
-// create, so the name is what says which instance a handed-out container runs (its
-// labels name no instance, only the pool id its credentials were minted for).
+// removing a stale container of this deployment that held that name (a name held by
+// anyone else is ErrNameTaken). Labels cannot change after create, so the name is what
+// says which instance a handed-out container runs (its labels name no instance, only
+// the pool id its credentials were minted for).
 func (r *Runtime) Assign(ctx context.Context, id, instanceID string) error {
-	name := ContainerName(instanceID)
-	if info, err := r.API.ContainerInspect(ctx, name); err == nil && info.ContainerJSONBase != nil && info.ID != id {
-		if err := r.Remove(ctx, info.ID); err != nil {
-			return err
-		}
+	name := ContainerName(r.Template.Deployment, instanceID)
+	if err := r.clearName(ctx, name, id); err != nil {
+		return err
 	}
 	if err := r.API.ContainerRename(ctx, id, name); err != nil {
 		return fmt.Errorf("rename container %s to %q: %w", shortID(id), name, err)

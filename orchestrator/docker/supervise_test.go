@@ -206,7 +206,7 @@ func TestSupervisor_WarmPool(t *testing.T) {
 	var info container.InspectResponse
 	h.waitFor("rename to the instance's name", 5*time.Second, func() bool {
 		info = h.inspect(inst.ContainerID)
-		return info.Name == "/"+docker.ContainerName(id)
+		return info.Name == "/"+docker.ContainerName(h.deployment, id)
 	})
 	poolID := info.Config.Labels[docker.LabelPool]
 	if !strings.HasPrefix(poolID, supervise.PoolIDPrefix) || info.Config.Labels[docker.LabelInstance] != "" || info.Config.Labels[docker.LabelMap] != "" {
@@ -284,8 +284,8 @@ func (h *harness) requireLabelled(id, cid string) {
 	if err != nil {
 		h.tb.Fatal(err)
 	}
-	if len(list) != 1 || list[0].ID != cid || list[0].Names[0] != "/"+docker.ContainerName(id) {
-		h.tb.Fatalf("containers labelled %s: %+v, want %s named %s", id, list, cid, docker.ContainerName(id))
+	if len(list) != 1 || list[0].ID != cid || list[0].Names[0] != "/"+docker.ContainerName(h.deployment, id) {
+		h.tb.Fatalf("containers labelled %s: %+v, want %s named %s", id, list, cid, docker.ContainerName(h.deployment, id))
 	}
 	if info := h.inspect(cid); !slices.Contains(info.Config.Env, "MAP_INSTANCE_ID="+id) {
 		h.tb.Fatalf("container of %s lacks MAP_INSTANCE_ID=%s", id, id)
@@ -356,11 +356,11 @@ func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 	var info container.InspectResponse
 	h.waitFor("rename", 5*time.Second, func() bool {
 		info = h.inspect(inst.ContainerID)
-		return info.Name == "/"+docker.ContainerName(id)
+		return info.Name == "/"+docker.ContainerName(h.deployment, id)
 	})
 	h.sup.Close()
 	// Put the pool name back, as if the rename never happened.
-	if err := h.cli.ContainerRename(ctx, inst.ContainerID, docker.PoolContainerName(info.Config.Labels[docker.LabelPool])); err != nil {
+	if err := h.cli.ContainerRename(ctx, inst.ContainerID, docker.PoolContainerName(h.deployment, info.Config.Labels[docker.LabelPool])); err != nil {
 		t.Fatal(err)
 	}
 
@@ -377,7 +377,7 @@ func TestSupervisor_AdoptHandedOutBeforeRename(t *testing.T) {
 		t.Fatalf("after adoption: %+v %v, want ready on container %s", got, err, inst.ContainerID)
 	}
 	h.waitFor("rename after adoption", 5*time.Second, func() bool {
-		return h.inspect(inst.ContainerID).Name == "/"+docker.ContainerName(id)
+		return h.inspect(inst.ContainerID).Name == "/"+docker.ContainerName(h.deployment, id)
 	})
 	if now := h.inspect(inst.ContainerID); now.State.StartedAt != info.State.StartedAt {
 		t.Fatal("adopted container was restarted")

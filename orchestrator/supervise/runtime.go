@@ -15,7 +15,8 @@ import (
 // container ids and instance ids only.
 type Runtime interface {
 	// Start creates and starts a container for spec and returns it with its published
-	// ports. Whatever container held the instance's name before is removed first.
+	// ports. A stale container of this deployment holding the instance's name is
+	// removed first; a name held by anyone else's container is an error, never a removal.
 	Start(ctx context.Context, spec Spec) (Container, error)
 
 	// Stop stops a container cleanly: SIGTERM, then SIGKILL once grace has passed. A

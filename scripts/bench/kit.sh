@@ -56,8 +56,15 @@ kit_start() {
 	scripts/wait-ready.sh "http://127.0.0.1:$EP/readyz" 120 >/dev/null
 }
 
+# kit_name prints the container name of the kit's instance $1: mapyard-map-<id>, with
+# ".<deployment>" after it for any deployment but the default one (docs/operations.md).
+kit_name() {
+	if [ "$DEP" = mapyard ]; then echo "mapyard-map-$1"; else echo "mapyard-map-$1.$DEP"; fi
+}
+
 kit_map() {
-	local name="mapyard-map-$1" env
+	local name env
+	name=$(kit_name "$1")
 	MAP_PID=$(docker inspect -f '{{.State.Pid}}' "$name")
 	MAP_CTL=$(docker port "$name" 9100/tcp | head -n 1)
 	env=$(docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$name")

@@ -59,7 +59,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 	waitInstance(t, first.control, secret, created, orchestrator.StateReady, 30*time.Second)
 	waitMetric(t, first.control, secret, "mapyard_warm_pool_ready 1", 30*time.Second)
 	for _, id := range []string{def, created} {
-		if got, want := byInstanceLabel(t, cli, id), getInstance(t, first.control, secret, id).ContainerID; len(got) != 1 || got[0] != want {
+		if got, want := byInstanceLabel(t, cli, deployment, id), getInstance(t, first.control, secret, id).ContainerID; len(got) != 1 || got[0] != want {
 			t.Fatalf("docker ps --filter label=%s=%s: %v, want its container %s", docker.LabelInstance, id, got, want)
 		}
 	}
@@ -122,7 +122,7 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 		})
 	}
 	t.Run("FoundByLabelAfterAdoption", func(t *testing.T) {
-		if got := byInstanceLabel(t, cli, created); len(got) != 1 || got[0] != before[created].ID {
+		if got := byInstanceLabel(t, cli, deployment, created); len(got) != 1 || got[0] != before[created].ID {
 			t.Fatalf("by label: %v, want %s", got, before[created].ID)
 		}
 	})
@@ -179,19 +179,19 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 }
 
 // poolContainers lists the deployment's blank pool containers as `docker ps` shows
-// them: named mapyard-pool-<hex>, with a pool label and no instance label.
+// them: named mapyard-pool-<hex>.<deployment>, with a pool label and no instance label.
 func poolContainers(t *testing.T, cli *client.Client, deployment string) []string {
 	t.Helper()
 	list, err := cli.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", docker.LabelDeployment+"="+deployment),
 		filters.Arg("label", docker.LabelPool),
-		filters.Arg("name", docker.PoolContainerName(supervise.PoolIDPrefix)))})
+		filters.Arg("name", "^/mapyard-"+supervise.PoolIDPrefix))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
 	for _, c := range list {
-		if c.Labels[docker.LabelInstance] != "" || c.Labels[docker.LabelPool] != strings.TrimPrefix(c.Names[0], "/mapyard-") {
+		if c.Labels[docker.LabelInstance] != "" || "/"+docker.PoolContainerName(deployment, c.Labels[docker.LabelPool]) != c.Names[0] {
 			t.Fatalf("pool container %v: labels %v", c.Names, c.Labels)
 		}
 		ids = append(ids, c.ID)
@@ -200,8 +200,9 @@ func poolContainers(t *testing.T, cli *client.Client, deployment string) []strin
 }
 
 // byInstanceLabel lists the running containers `docker ps --filter
-// label=io.mapyard.instance=<id>` shows, checking each is named after the instance.
-func byInstanceLabel(t *testing.T, cli *client.Client, id string) []string {
+// label=io.mapyard.instance=<id>` shows, checking each is named after the instance and
+// its deployment.
+func byInstanceLabel(t *testing.T, cli *client.Client, deployment, id string) []string {
 	t.Helper()
 	list, err := cli.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", docker.LabelInstance+"="+id))})
@@ -210,7 +211,7 @@ func byInstanceLabel(t *testing.T, cli *client.Client, id string) []string {
 	}
 	var ids []string
 	for _, c := range list {
-		if len(c.Names) != 1 || c.Names[0] != "/"+docker.ContainerName(id) {
+		if len(c.Names) != 1 || c.Names[0] != "/"+docker.ContainerName(deployment, id) {
 			t.Fatalf("container labelled %s is named %v", id, c.Names)
 		}
 		ids = append(ids, c.ID)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/mapcontract"
@@ -111,6 +112,8 @@ func TestDocs_ShellExamples(t *testing.T) {
 		"127.0.0.1:9101", host(e.MetricsURL()),
 		"127.0.0.1:8081", host(orch.public),
 		"127.0.0.1:9000", host(orch.control),
+		"mapyard-map-default-1", docker.ContainerName(deployment, def),
+		"mapyard-map-forest-1", docker.ContainerName(deployment, deployment+"-f1"),
 		"default-1", def,
 		"forest-1", deployment+"-f1",
 	)

@@ -97,7 +97,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	cli := dockertest.Client(t)
 	ctx := context.Background()
 	instance := "test-" + randomHex(t, 4)
-	name := docker.ContainerName(instance)
+	name := docker.ContainerName(instance, instance)
 	t.Cleanup(func() { dockertest.RemoveDeployment(t, cli, instance) })
 
 	secret := randomHex(t, 16)

@@ -49,11 +49,17 @@ type kit struct {
 }
 
 // newKit starts a kit and waits until its default map is ready and the edge has the
-// route table. extra adds orchestrator (ORCH_*) and map (MAP_*) variables.
+// route table. extra adds orchestrator (ORCH_*) and map (MAP_*) variables; the default
+// instance is <deployment>-d unless extra sets ORCH_DEFAULT_INSTANCE_ID.
 func newKit(t *testing.T, extra ...string) *kit {
 	t.Helper()
 	k := &kit{cli: dockertest.Client(t), deployment: "s0-" + randomHex(t, 4), secret: randomHex(t, 16)}
 	k.def = k.deployment + "-d"
+	for _, kv := range extra { // a test may pick the default instance itself
+		if id, ok := strings.CutPrefix(kv, "ORCH_DEFAULT_INSTANCE_ID="); ok {
+			k.def = id
+		}
+	}
 	t.Cleanup(func() { dockertest.RemoveDeployment(t, k.cli, k.deployment) })
 	k.dbPath = filepath.Join(t.TempDir(), "mapyard.db")
 	k.env = childEnv(k.deployment, "127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)), k.dbPath, k.secret, append([]string{
