@@ -44,6 +44,12 @@ const (
 	// EFORBIDDEN refuses a caller that is who it says but acts for someone else: a map
 	// calling for another instance, or for a character whose lease it does not hold.
 	EFORBIDDEN = "forbidden"
+	// EEDGEUNAUTHORIZED refuses the credential presented on the routes the edge calls
+	// (the route watch, the join and the character API on the control listener). It is
+	// a code of its own, not EUNAUTHORIZED, because the edge forwards players' calls
+	// there: their own refusals (a ticket, a key) must reach them unchanged, and only
+	// this one is the edge's to handle.
+	EEDGEUNAUTHORIZED = "edge_unauthorized"
 
 	// ECHARACTERLIMIT refuses a new character to an identity that already has as many as
 	// a host allows (ORCH_MAX_CHARACTERS_PER_KEY); deleting one makes room.
@@ -129,6 +135,8 @@ var statuses = map[string]int{
 
 	EMETHODNOTALLOWED: http.StatusMethodNotAllowed,
 	EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
+
+	EEDGEUNAUTHORIZED: http.StatusUnauthorized,
 }
 
 // ItemCodePrefix begins the codes of item rule refusals (mapserver/items: a pickup of

@@ -57,7 +57,9 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Header.Get(httpkit.SecretHeader) != secret {
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"code":"edge_unauthorized","message":"missing or wrong X-Mapyard-Secret header"}}`)
 		return
 	}
 	switch r.URL.Path {
