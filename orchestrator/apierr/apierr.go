@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -137,6 +138,17 @@ var statuses = map[string]int{
 	EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
 
 	EEDGEUNAUTHORIZED: http.StatusUnauthorized,
+}
+
+// Codes returns every code of the table above, sorted, so that tests can hold each
+// one against what serves or forwards it.
+func Codes() []string {
+	out := make([]string, 0, len(statuses))
+	for c := range statuses {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ItemCodePrefix begins the codes of item rule refusals (mapserver/items: a pickup of
