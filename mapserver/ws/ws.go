@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // Defaults of the Server's tunables.
@@ -112,6 +113,13 @@ func ParseOrigins(list string) []string {
 // it never draws from: without one it would keep the hijacked 4 KiB write buffer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.start()
+	// Refused here rather than by the upgrader, which would answer a bare 403: the edge
+	// passes a map's refusal on by the code of its answer.
+	if !s.checkOrigin(r) {
+		s.logger().Debug("websocket upgrade refused: origin", "origin", r.Header.Get("Origin"))
+		writeError(w, http.StatusForbidden, apierr.EFORBIDDEN, "origin not allowed")
+		return
+	}
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		// The upgrader already answered with the HTTP error.
@@ -133,6 +141,7 @@ func (s *Server) start() {
 		s.upgrader = websocket.Upgrader{
 			HandshakeTimeout: 10 * time.Second,
 			CheckOrigin:      s.checkOrigin,
+			Error:            upgradeError,
 			ReadBufferSize:   readBufferSize,
 			WriteBufferSize:  writeBufferSize,
 			WriteBufferPool:  &sync.Pool{},
@@ -210,6 +219,19 @@ func (s *Server) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return s.Log
+}
+
+// upgradeError answers what the upgrader refuses (a request that is no WebSocket
+// upgrade) with the error envelope, as every other refusal of the map is answered.
+func upgradeError(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+	code := apierr.EBADREQUEST
+	switch {
+	case status == http.StatusMethodNotAllowed:
+		code = apierr.EMETHODNOTALLOWED
+	case status >= 500:
+		code = apierr.EINTERNAL
+	}
+	writeError(w, status, code, reason.Error())
 }
 
 // checkOrigin admits non-browser clients (no Origin), the map's own host (the Host the

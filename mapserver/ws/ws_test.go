@@ -17,6 +17,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/mapserver/ws"
+	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // fakeGame admits a first message "good" (answering "welcome") and refuses anything
@@ -339,8 +341,49 @@ func TestOrigin(t *testing.T) {
 			if c != nil {
 				c.Close()
 			}
+		} else if code := errorCode(t, resp); code != apierr.EFORBIDDEN {
+			// The edge passes a map's refusal on by this code.
+			t.Errorf("origin %q: refused with code %q, want %q", tc.origin, code, apierr.EFORBIDDEN)
 		}
 	}
+}
+
+// TestUpgradeRefusedWithEnvelope checks that a request that is no WebSocket upgrade is
+// answered with the error envelope, whose code the edge passes on.
+func TestUpgradeRefusedWithEnvelope(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, tc := range []struct {
+		name, method string
+		status       int
+		code         string
+	}{
+		{"ErrBadRequest", http.MethodGet, http.StatusBadRequest, apierr.EBADREQUEST},
+		{"ErrMethodNotAllowed", http.MethodPost, http.StatusMethodNotAllowed, apierr.EMETHODNOTALLOWED},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, "http"+strings.TrimPrefix(h.url, "ws"), nil)
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := errorCode(t, resp); resp.StatusCode != tc.status || got != tc.code {
+				t.Fatalf("answer %d %q, want %d %q", resp.StatusCode, got, tc.status, tc.code)
+			}
+		})
+	}
+}
+
+// errorCode reads resp's error envelope and returns its code ("" without one).
+func errorCode(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	var e httpkit.ErrorResponse
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		return ""
+	}
+	return e.Error.Code
 }
 
 // TestLimits_FlooderRefusedThenClosed floods a connection over its message rate: the

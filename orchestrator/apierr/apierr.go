@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -44,6 +45,12 @@ const (
 	// EFORBIDDEN refuses a caller that is who it says but acts for someone else: a map
 	// calling for another instance, or for a character whose lease it does not hold.
 	EFORBIDDEN = "forbidden"
+	// EEDGEUNAUTHORIZED refuses the credential presented on the routes the edge calls
+	// (the route watch, the join and the character API on the control listener). It is
+	// a code of its own, not EUNAUTHORIZED, because the edge forwards players' calls
+	// there: their own refusals (a ticket, a key) must reach them unchanged, and only
+	// this one is the edge's to handle.
+	EEDGEUNAUTHORIZED = "edge_unauthorized"
 
 	// ECHARACTERLIMIT refuses a new character to an identity that already has as many as
 	// a host allows (ORCH_MAX_CHARACTERS_PER_KEY); deleting one makes room.
@@ -129,6 +136,19 @@ var statuses = map[string]int{
 
 	EMETHODNOTALLOWED: http.StatusMethodNotAllowed,
 	EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
+
+	EEDGEUNAUTHORIZED: http.StatusUnauthorized,
+}
+
+// Codes returns every code of the table above, sorted, so that tests can hold each
+// one against what serves or forwards it.
+func Codes() []string {
+	out := make([]string, 0, len(statuses))
+	for c := range statuses {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ItemCodePrefix begins the codes of item rule refusals (mapserver/items: a pickup of

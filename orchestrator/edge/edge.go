@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -305,7 +306,11 @@ func (e *Edge) watch(ctx context.Context) {
 		e.Routes.setOffline()
 		e.Proxy.Metrics.table(false, e.Routes.Len())
 		if online {
-			e.Log.Warn("orchestrator unreachable; serving the last route table", "err", err)
+			if apierr.Code(err) == apierr.EEDGEUNAUTHORIZED {
+				e.Log.Error("the orchestrator refused the edge's credential; serving the last route table", "err", err)
+			} else {
+				e.Log.Warn("orchestrator unreachable; serving the last route table", "err", err)
+			}
 			online = false
 		}
 		select {
@@ -409,7 +414,10 @@ func (e *Edge) handleCharacters(c echo.Context) error { return e.forward(c, "cha
 
 // forward passes a player's call (a join or the character API) to the orchestrator's
 // control listener with the secret and the client's address, and its answer back as it
-// is. While the orchestrator is away it fails fast with unavailable.
+// is, error answers included: a refused ticket or key is the player's to handle. Only
+// a refusal of the edge's own credential (edge_unauthorized, the one code the
+// orchestrator answers for it alone) becomes unavailable and is logged as the
+// operator's error. While the orchestrator is away it fails fast with unavailable.
 func (e *Edge) forward(c echo.Context, what string) error {
 	r := c.Request()
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -457,20 +465,37 @@ func (e *Edge) forward(c echo.Context, what string) error {
 		e.Log.Warn(what+": read orchestrator answer", "err", err)
 		return unavailable
 	}
-	if resp.StatusCode == http.StatusUnauthorized {
-		// A player's missing or malformed authKey is refused with a Bearer challenge;
-		// a 401 without one is the edge's own: a wrong secret.
-		challenge := resp.Header.Get(echo.HeaderWWWAuthenticate)
-		if challenge == "" {
-			e.Log.Error(what + ": the orchestrator refused the edge's secret")
-			return unavailable
+	if resp.StatusCode/100 != 2 && errorCode(answer) == apierr.EEDGEUNAUTHORIZED {
+		// The one answer that is the edge's own: its credential was refused. Every other
+		// error (a 401 for a player's ticket or key included) is the player's.
+		e.Log.Error(what+": the orchestrator refused the edge's credential (EDGE_CREDENTIAL or EDGE_CREDENTIAL_FILE is not this orchestrator's)",
+			"status", resp.StatusCode)
+		return apierr.Errorf(apierr.EUNAVAILABLE, "the orchestrator does not admit this edge; try again shortly")
+	}
+	for _, h := range forwardedAnswerHeaders {
+		if v := resp.Header.Get(h); v != "" {
+			c.Response().Header().Set(h, v)
 		}
-		c.Response().Header().Set(echo.HeaderWWWAuthenticate, challenge)
 	}
 	if len(answer) == 0 {
 		return c.NoContent(resp.StatusCode)
 	}
 	return c.Blob(resp.StatusCode, echo.MIMEApplicationJSON, answer)
+}
+
+// forwardedAnswerHeaders are the headers of the orchestrator's answer that tell the
+// player how to call again: the Bearer challenge of the character API (RFC 6750) and
+// when to come back after a refusal for load.
+var forwardedAnswerHeaders = []string{echo.HeaderWWWAuthenticate, echo.HeaderRetryAfter}
+
+// errorCode returns the code of an error envelope ({"error":{"code",...}}), or "" when
+// body is none.
+func errorCode(body []byte) string {
+	var e httpkit.ErrorResponse
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Error.Code
 }
 
 // handleIndex serves the browser client's page.

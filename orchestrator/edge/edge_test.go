@@ -57,7 +57,9 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Header.Get(httpkit.SecretHeader) != secret {
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"code":"edge_unauthorized","message":"missing or wrong X-Mapyard-Secret header"}}`)
 		return
 	}
 	switch r.URL.Path {
@@ -317,23 +319,34 @@ func TestEdge_Refusals(t *testing.T) {
 		_, _ = (&websocket.Upgrader{}).Upgrade(w, r, nil)
 	}))
 	t.Cleanup(strict.Close)
+	// A map that answers its refusal with the error envelope, as maps of this version
+	// do: its code and message reach the client.
+	enveloped := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"error":{"code":"forbidden","message":"origin not allowed by the map"}}`)
+	}))
+	t.Cleanup(enveloped.Close)
 	e := MustOpenEdge(t, newFakeOrch(t,
 		edgeapi.Route{InstanceID: "quarantined-1", State: "quarantined", GamePort: 1, Code: apierr.EMAPQUARANTINED, Message: "map instance \"quarantined-1\" is quarantined"},
 		edgeapi.Route{InstanceID: "starting-1", State: "starting", Code: apierr.EMAPUNAVAILABLE, Message: "map instance \"starting-1\" is starting"},
 		ready("gone-1", deadPort),
 		ready("strict-1", portOf(t, strict)),
+		ready("enveloped-1", portOf(t, enveloped)),
 	).URL, nil)
 	for _, tc := range []struct {
 		name, id string
 		status   int
 		code     string
+		message  string // a part of the message, when it matters
 	}{
-		{"ErrMapUnavailableUnknown", "nowhere-1", 503, apierr.EMAPUNAVAILABLE},
-		{"ErrMapQuarantined", "quarantined-1", 503, apierr.EMAPQUARANTINED},
-		{"ErrMapUnavailableStarting", "starting-1", 503, apierr.EMAPUNAVAILABLE},
-		{"ErrMapUnavailableNoAnswer", "gone-1", 503, apierr.EMAPUNAVAILABLE},
-		{"ErrNotFoundBadID", "Not_An_Id", 404, apierr.ENOTFOUND},
-		{"ErrForbiddenOrigin", "strict-1", 403, apierr.EFORBIDDEN},
+		{"ErrMapUnavailableUnknown", "nowhere-1", 503, apierr.EMAPUNAVAILABLE, ""},
+		{"ErrMapQuarantined", "quarantined-1", 503, apierr.EMAPQUARANTINED, ""},
+		{"ErrMapUnavailableStarting", "starting-1", 503, apierr.EMAPUNAVAILABLE, ""},
+		{"ErrMapUnavailableNoAnswer", "gone-1", 503, apierr.EMAPUNAVAILABLE, ""},
+		{"ErrNotFoundBadID", "Not_An_Id", 404, apierr.ENOTFOUND, ""},
+		{"ErrForbiddenOrigin", "strict-1", 403, apierr.EFORBIDDEN, ""},
+		{"ErrForbiddenMapsOwnAnswer", "enveloped-1", 403, apierr.EFORBIDDEN, "origin not allowed by the map"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, resp, err := websocket.DefaultDialer.Dial(wsURL(e, tc.id), http.Header{"Origin": {"http://elsewhere.example"}})
@@ -344,6 +357,9 @@ func TestEdge_Refusals(t *testing.T) {
 			body := errorOf(t, resp, tc.status, tc.code)
 			if strings.Contains(body, strconv.Itoa(deadPort)) {
 				t.Fatalf("answer %s leaks the map's port", body)
+			}
+			if !strings.Contains(body, tc.message) {
+				t.Fatalf("answer %s, want the map's message %q", body, tc.message)
 			}
 		})
 	}

@@ -185,10 +185,10 @@ func (p *Proxy) streamAnswer(st *linkStream, instanceID string) ([]byte, error) 
 	if err != nil {
 		return nil, unavailable(err.Error())
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		p.Metrics.refused("map_refused")
-		return nil, mapRefusal(instanceID, resp.StatusCode)
+		return nil, mapRefusal(instanceID, resp)
 	}
 	return head, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -223,11 +224,11 @@ func (p *Proxy) handshake(r *http.Request, instanceID, addr string) (net.Conn, *
 		return fail(err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		err := mapRefusal(instanceID, resp)
 		resp.Body.Close()
 		backend.Close()
 		p.Metrics.refused("map_refused")
-		return nil, nil, mapRefusal(instanceID, resp.StatusCode)
+		return nil, nil, err
 	}
 	// The map's 101 is replayed to the client as it is, with its headers.
 	var head bytes.Buffer
@@ -262,9 +263,17 @@ func upgradeRequest(r *http.Request) *http.Request {
 	return out
 }
 
-// mapRefusal turns a map's non-101 answer into the error the client gets.
-func mapRefusal(instanceID string, status int) error {
-	switch status {
+// mapRefusal turns a map's non-101 answer into the error the client gets: the map's
+// own code and message when the answer is an error envelope, as every refusal of a
+// map of this version is. Only an answer without one (a map of an earlier version, or
+// something else on its port) is named by its status.
+func mapRefusal(instanceID string, resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	var e httpkit.ErrorResponse
+	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+		return apierr.Errorf(e.Error.Code, "map instance %q refused the upgrade: %s", instanceID, e.Error.Message)
+	}
+	switch status := resp.StatusCode; status {
 	case http.StatusForbidden:
 		return apierr.Errorf(apierr.EFORBIDDEN, "map instance %q refused this page's origin", instanceID)
 	case http.StatusBadRequest:

@@ -59,12 +59,15 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 
 // requireEdge is the middleware of the routes the edge calls (the route-table watch,
 // join and character API forwarding): the request must carry the edge credential, or the root secret
-// (an operator, or an edge run by hand with it).
+// (an operator, or an edge run by hand with it). Its refusal has a code of its own,
+// EEDGEUNAUTHORIZED: the handlers behind it refuse players with 401s too (a bad
+// ticket, a missing key), which the edge passes on, and the edge must tell its own
+// refusal from theirs by what the answer says, not by what it lacks.
 func (s *Server) requireEdge(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		got := c.Request().Header.Get(httpkit.SecretHeader)
 		if !s.Root.IsEdge(got) && !s.Root.IsRoot(got) {
-			return apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong %s header", httpkit.SecretHeader)
+			return apierr.Errorf(apierr.EEDGEUNAUTHORIZED, "missing or wrong %s header: neither the edge credential nor the root secret", httpkit.SecretHeader)
 		}
 		return next(c)
 	}

@@ -65,8 +65,8 @@ func authKeyOf(r *http.Request) string {
 }
 
 // bearer answers an unauthorized call of the character API with the WWW-Authenticate
-// challenge of RFC 6750, which is also how the edge tells a player's missing key from
-// its own wrong secret (both are 401 unauthorized).
+// challenge of RFC 6750 (the scheme the key is to be sent with), which the edge passes
+// on with the answer.
 func (s *Server) bearer(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := next(c)

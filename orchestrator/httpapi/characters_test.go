@@ -70,6 +70,10 @@ func TestCharacters(t *testing.T) {
 		used = append(used, testutil.CharacterFlows(t, testutil.CharacterAPI{Base: s.ControlURL(), Secret: secret}, 4, redeemAs(s))...)
 		var e struct{ Error apierr.Error }
 		testutil.GetJSON(t, s.ControlURL()+edgeapi.PathCharacters, "", http.StatusUnauthorized, &e)
+		if e.Error.Code != apierr.EEDGEUNAUTHORIZED {
+			// The edge tells the refusal of its own credential from a player's by it.
+			t.Fatalf("a call without the edge's credential: %+v, want %s", e.Error, apierr.EEDGEUNAUTHORIZED)
+		}
 	})
 	t.Run("WWWAuthenticate", func(t *testing.T) {
 		resp, err := http.Get(s.PublicURL() + edgeapi.PathCharacters)

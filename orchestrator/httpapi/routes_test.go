@@ -85,10 +85,10 @@ func TestRoutes_Watch(t *testing.T) {
 			t.Fatalf("got %+v, %v; want the quarantined table", got, err)
 		}
 	})
-	t.Run("ErrUnauthorized", func(t *testing.T) {
+	t.Run("ErrEdgeUnauthorized", func(t *testing.T) {
 		_, err := edgeapi.NewClient(s.ControlURL(), "wrong").WatchRoutes(ctx, "", 0)
-		if apierr.Code(err) != apierr.EUNAUTHORIZED {
-			t.Fatalf("err %v, want unauthorized", err)
+		if apierr.Code(err) != apierr.EEDGEUNAUTHORIZED {
+			t.Fatalf("err %v, want edge_unauthorized", err)
 		}
 	})
 	t.Run("NotOnPublicListener", func(t *testing.T) {

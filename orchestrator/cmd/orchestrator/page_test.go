@@ -36,7 +36,8 @@ import (
 // joins with the browser's own key, draws the generated world (whose hash equals the
 // server's: seed 000's criterion 9), walks with the keyboard (the server's saved state follows),
 // comes back by itself after `docker kill` of its map, comes back as the same character
-// after a reload, and walks through a portal onto the second map. It saves screenshots
+// after a reload, plays again within 2 s when the orchestrator refuses its rejoin
+// credential, and walks through a portal onto the second map. It saves screenshots
 // and prints where.
 func TestPage_PlaysInChromium(t *testing.T) {
 	chromium := findChromium(t)
@@ -218,6 +219,8 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("RefusedRejoinPlaysAgain", func(t *testing.T) { refusedRejoinPlaysAgain(page.in(t), e.PublicURL()) })
+
 	t.Run("ReconcilesUnderLatency", func(t *testing.T) { reconcilesUnderLatency(t, page) })
 
 	t.Run("CharacterList", func(t *testing.T) {
@@ -327,11 +330,18 @@ func (p *page) exec(stmt string) {
 	p.eval("(() => { "+stmt+"; return true; })()", new(bool))
 }
 
-// wait polls the page until the JavaScript condition holds.
+// wait polls the page until the JavaScript condition holds. It is generous: on a
+// loaded host a killed map may take a minute to come back.
 func (p *page) wait(what, cond string) {
 	p.t.Helper()
-	// Generous: on a loaded host a killed map may take a minute to come back.
-	deadline := time.Now().Add(120 * time.Second)
+	p.waitWithin(what, 120*time.Second, cond)
+}
+
+// waitWithin polls the page until the JavaScript condition holds, failing the test
+// when it does not within d.
+func (p *page) waitWithin(what string, d time.Duration, cond string) {
+	p.t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		var ok bool
 		p.eval(`(() => { try { return !!(`+cond+`); } catch (e) { return false; } })()`, &ok)

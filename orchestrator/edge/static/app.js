@@ -74,10 +74,20 @@ function direction() {
   return [dx, dy];
 }
 
-function play(wasm, view, identity) {
+// play runs the game for identity until the server refuses it for good; then it stops
+// every loop of this game and calls back(message) to let the player choose again.
+function play(wasm, view, identity, back) {
   debug.playAt = performance.now();
   const status = $("status");
   let lastReconnect = "";
+  let running = true;
+  const leave = (message) => {
+    running = false;
+    controls.pickup = null;
+    $("inventory").hidden = true;
+    $("trade").hidden = true;
+    back(message);
+  };
   const session = new Session(wasm, identity, {
     onState(s, detail) {
       debug.state = s;
@@ -93,7 +103,7 @@ function play(wasm, view, identity) {
       lastReconnect = s === State.reconnecting ? detail : "";
       if (s === State.playing) hud.render();
       if (s === State.stopped) banner(detail);
-      if (s === State.error) banner(detail);
+      if (s === State.error) leave(detail);
     },
     onWorld(world, welcome) {
       const t0 = performance.now();
@@ -123,6 +133,7 @@ function play(wasm, view, identity) {
   // Inputs at the simulation's tick rate.
   let nextStep = performance.now();
   const stepLoop = () => {
+    if (!running) return;
     const hz = (session.welcome && session.welcome.tickHz) || 30;
     const now = performance.now();
     if (now - nextStep > 250) nextStep = now; // the tab slept: no burst of old inputs
@@ -136,6 +147,7 @@ function play(wasm, view, identity) {
   stepLoop();
 
   const frame = (now) => {
+    if (!running) return;
     const t0 = performance.now();
     const self = session.selfPosition(now);
     const target = hud.pickable();
@@ -199,9 +211,15 @@ async function main() {
     const wasm = await loadModule();
     $("status").textContent = "ready";
     debug.state = "menu";
+    // A join the server refused for good comes back here, its reason shown in the menu.
+    const back = (message) => {
+      debug.state = "menu";
+      menu.show();
+      menu.error(`join refused: ${message}`);
+    };
     const menu = new Menu(authKey, () => !!localStorage.getItem(KEY_STORE), (identity) => {
       try {
-        play(wasm, view, identity);
+        play(wasm, view, identity, back);
       } catch (err) {
         banner(`the game did not start: ${err.message || err}`);
         debug.state = "error";

@@ -33,7 +33,7 @@ const GAME_EVENTS = new Set(["inventory", "item_picked", "item_dropped", "trade_
 // Commands kept for their answer (an ack or an error naming their seq), at most this many.
 const MAX_COMMANDS = 64;
 
-// Codes after which joining again with the same identity is the way back.
+// Codes of a refused hello after which joining again is the way back.
 const REJOIN = new Set(["ticket_invalid", "ticket_expired", "ticket_used", "wrong_map"]);
 
 export class Session {
@@ -104,7 +104,11 @@ export class Session {
 
   // join asks the edge for a ticket: with the session's rejoin credential the same
   // character (a guest's too, from its last pushed state), else the character of the
-  // key (or a new guest).
+  // key (or a new guest). Whether to try again is read from the answer's status, never
+  // from a list of codes: a 4xx is the server's final word on what was sent, so a
+  // refused rejoin credential is dropped at once for a plain join, and a refused plain
+  // join ends the session with the server's message (the page goes back to the menu);
+  // a 5xx, 429 (after its Retry-After) or no answer at all is tried again.
   async join() {
     if (this.state !== State.reconnecting) this.setState(State.joining);
     const rejoin = this.rejoinCred;
@@ -113,35 +117,49 @@ export class Session {
       body = this.identity.authKey ? { authKey: this.identity.authKey } : {};
       Object.assign(body, this.identity.joinExtra || {});
     }
-    let answer;
+    let r = null, answer = null, failure = "";
     try {
-      const r = await fetch("/api/v1/join", {
+      r = await fetch("/api/v1/join", {
         method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
       });
-      answer = await r.json();
-      if (!r.ok) throw new ServerError(answer.error || { code: "internal", message: `join: HTTP ${r.status}` });
+      answer = await r.json().catch(() => null);
     } catch (err) {
-      const e = err instanceof ServerError ? err : new ServerError({ code: "unavailable", message: String(err) });
-      this.hooks.onEvent(`${rejoin ? "rejoin" : "join"} refused: ${e.code}: ${e.message}`, "error");
-      if (rejoin && (REJOIN.has(e.code) || e.code === "bad_request")) {
-        // The session is over (used up, expired, a guest forgotten): join afresh, which
-        // brings a key's character back and makes a guest a new guest.
+      failure = String(err.message || err);
+    }
+    if (this.state === State.stopped) return;
+    if (r && r.ok && answer && answer.ws) {
+      this.rejoinCred = answer.rejoin || null;
+      if (rejoin) { this.stats.rejoins++; this.rejoined = true; }
+      this.freshSequences();
+      this.connect(answer.ws, { ticket: answer.ticket });
+      return;
+    }
+    const e = (answer && answer.error) ||
+      (r ? { code: "internal", message: `HTTP ${r.status}` } : { code: "unavailable", message: `no answer (${failure})` });
+    this.hooks.onEvent(`${rejoin ? "rejoin" : "join"} refused: ${e.code}: ${e.message}`, "error");
+    if (r && r.status >= 400 && r.status < 500 && r.status !== 429) {
+      if (rejoin) {
+        // The session is over (used up, expired, a guest forgotten, not ours): join
+        // afresh, which brings a key's character back and makes a guest a new guest.
         this.rejoinCred = null;
         this.join();
         return;
       }
-      if (e.code === "bad_request" || e.code === "unauthorized" || e.code === "forbidden") {
-        this.setState(State.error, `${e.code}: ${e.message}`);
-        return;
-      }
-      this.setState(State.reconnecting, `${e.code}: ${e.message}`);
-      this.retry(() => this.join());
+      this.end(`${e.code}: ${e.message}`);
       return;
     }
-    this.rejoinCred = answer.rejoin || null;
-    if (rejoin) { this.stats.rejoins++; this.rejoined = true; }
-    this.freshSequences();
-    this.connect(answer.ws, { ticket: answer.ticket });
+    this.setState(State.reconnecting, `${e.code}: ${e.message}`);
+    const wait = r && r.status === 429 ? Number(r.headers.get("Retry-After")) * 1000 || 0 : 0;
+    this.retry(() => this.join(), wait);
+  }
+
+  // end stops the session for good with the server's refusal (State.error), which the
+  // page shows where the player can choose again.
+  end(detail) {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    if (this.ws) { this.ws.onclose = null; this.ws.close(1000); this.ws = null; }
+    this.setState(State.error, detail);
   }
 
   // freshSequences starts the command and input seqs of a new session (a join or a
@@ -157,11 +175,12 @@ export class Session {
     this.predStride = [0, 0, 0];
   }
 
-  // retry runs fn after a growing delay.
-  retry(fn) {
+  // retry runs fn after a growing delay, or after atLeast ms when the server asked for
+  // longer.
+  retry(fn, atLeast = 0) {
     const d = this.reconnectDelay * (0.8 + 0.4 * Math.random());
     this.reconnectDelay = Math.min(RECONNECT_MAX_MS, this.reconnectDelay * 2);
-    this.later(fn, d);
+    this.later(fn, Math.max(d, atLeast));
   }
 
   // connect opens the map's WebSocket (through the edge) and says hello.
@@ -206,7 +225,7 @@ export class Session {
       if (this.ws !== ws) return;
       this.ws = null;
       if (transfer) return this.follow(transfer);
-      if (refused) return this.refused(refused, hello);
+      if (refused) return this.refused(refused, hello, ev.code);
       this.dropped(ev, welcomed);
     };
   }
@@ -278,8 +297,8 @@ export class Session {
     this.connect(t.ws, { ticket: t.token });
   }
 
-  // refused handles a hello the map answered with an error.
-  refused(e, hello) {
+  // refused handles a hello the map answered with an error and closed with closeCode.
+  refused(e, hello, closeCode) {
     if (e.code === "replaced") {
       this.stop("this character is now played elsewhere (another tab or device)");
       return;
@@ -293,6 +312,9 @@ export class Session {
       this.join();
       return;
     }
+    // 1008 is the map's final word on what was presented: a resume token it refused
+    // is never presented again. 1013 (try again later) keeps it for the next try.
+    if (closeCode === 1008) this.resume = null;
     this.setState(State.reconnecting, `${e.code}: ${e.message}`);
     this.retry(() => this.reconnect());
   }
@@ -607,10 +629,6 @@ export class Session {
     const s = this.snapshots[this.snapshots.length - 1];
     return s ? s.entities.size : 0;
   }
-}
-
-class ServerError extends Error {
-  constructor(e) { super(e.message); this.code = e.code; }
 }
 
 // pointAt interpolates a track's points (sorted by time) at time t, holding the first
