@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -56,10 +58,58 @@ func TestDocs_ArchitectureRowPerPackage(t *testing.T) {
 				file, r.line, pkg, importsCell(want), importsCell(got), missing, extra)
 		}
 	}
-	for _, pkg := range sortedKeys(pkgs) {
+	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
 		if _, ok := rows[pkg]; !ok {
 			t.Errorf("%s, %q: no row for the package %s; add | `%s` | what it holds | %s |",
 				file, section, pkg, pkg, importsCell(pkgs[pkg]))
+		}
+	}
+}
+
+// TestDocs_ReadmeLayoutListsPackagesAndScripts checks the Layout table of the README:
+// every package of the module (`go list ./...`) and every script under scripts/ (a
+// file ending in .sh) has a row naming it in full in its first column, and every path
+// a row names exists, as a package when it lies in one of the module's trees.
+func TestDocs_ReadmeLayoutListsPackagesAndScripts(t *testing.T) {
+	root := testutil.ModuleRoot(t)
+	pkgs := modulePackages(t, root)
+	const file, section = "README.md", "## Layout"
+	table := markdownTable(t, filepath.Join(root, file), section)
+	listed := map[string]int{}
+	for _, r := range table.rows {
+		for _, name := range codeSpans(r.cells[0]) {
+			listed[strings.TrimSuffix(name, "/")] = r.line
+		}
+	}
+	trees := map[string]bool{}
+	for pkg := range pkgs {
+		top, _, _ := strings.Cut(pkg, "/")
+		trees[top] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(listed)) {
+		line := listed[name]
+		info, err := os.Stat(filepath.Join(root, filepath.FromSlash(name)))
+		top, _, _ := strings.Cut(name, "/")
+		_, isPkg := pkgs[name]
+		switch {
+		case err != nil:
+			t.Errorf("%s:%d: the row names %s, which does not exist: fix its path or remove it", file, line, name)
+		case info.IsDir() && trees[top] && !isPkg:
+			t.Errorf("%s:%d: the row names %s, which is not a package of the module (go list ./...): fix its path or remove it", file, line, name)
+		}
+	}
+	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
+		if _, ok := listed[pkg]; !ok {
+			t.Errorf("%s, %q: no row for the package %s; add | `%s` | what it is |", file, section, pkg, pkg)
+		}
+	}
+	scripts := scriptFiles(t, root)
+	if len(scripts) == 0 {
+		t.Fatal("no script found under scripts/: the rule would check nothing")
+	}
+	for _, s := range scripts {
+		if _, ok := listed[s]; !ok {
+			t.Errorf("%s, %q: no row for the script %s; add | `%s` | what it does |", file, section, s, s)
 		}
 	}
 }
@@ -98,6 +148,30 @@ func modulePackages(t *testing.T, root string) map[string][]string {
 		t.Fatalf("go list ./... found %d packages: the rule would check nothing", len(pkgs))
 	}
 	return pkgs
+}
+
+// scriptFiles returns the scripts under root/scripts (files ending in .sh), by their
+// slash-separated path from root.
+func scriptFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(filepath.Join(root, "scripts"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".sh") {
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // mdTable is the first Markdown table of a section: its header cells and its rows.
@@ -221,14 +295,4 @@ func setDiff(a, b []string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// sortedKeys returns the keys of m in order.
-func sortedKeys(m map[string][]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
