@@ -26,7 +26,9 @@ const instanceSuffix = "-1"
 
 // InstanceOfMap is the id of the instance that serves a map, "<mapId>-1": mapyard runs
 // one instance per map, so a portal or a derived map that names only the map reaches
-// it. Every place that turns a map id into an instance id asks this function.
+// it. Every place that turns a map id into an instance id asks this function; the
+// orchestrator asks it for every map but the deployment's default one, which its
+// ORCH_DEFAULT_INSTANCE_ID serves whatever it is called.
 func InstanceOfMap(mapID string) string { return mapID + instanceSuffix }
 
 // MaxSeed is the largest accepted seed: 2^53-1, the largest integer a JavaScript

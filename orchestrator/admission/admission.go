@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -81,6 +82,10 @@ type Service struct {
 
 	JoinTTL, TransferTTL time.Duration
 	DefaultInstanceID    string
+	// DefaultMapID is the map DefaultInstanceID runs (ORCH_DEFAULT_MAP_ID). A portal to
+	// it leads to DefaultInstanceID, whatever that instance is called, so a deployment
+	// runs one default map, never a second one named after the map id.
+	DefaultMapID string
 	// GuestLeaseTTL bounds the memory disposable characters hold: a guest lease not
 	// renewed for this long is forgotten by Sweep (its player re-joins as a new guest).
 	GuestLeaseTTL time.Duration
@@ -122,7 +127,7 @@ func NewService(root *keys.Root, store Store, maps Maps, defaultInstanceID strin
 		Signer: ticket.NewSigner(root.TicketKey()), Keys: ticket.NewKeyHasher(root.AuthKeyHashKey()),
 		Store: store, Maps: maps, Log: log, Now: time.Now,
 		JoinTTL: DefaultTTL, TransferTTL: DefaultTTL, DefaultInstanceID: defaultInstanceID,
-		seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
+		DefaultMapID: mapgen.DefaultMapID, seed: maphash.MakeSeed(), guests: make(map[string]guestLease), GuestLeaseTTL: DefaultGuestLeaseTTL, MaxGuests: DefaultMaxGuests,
 		handovers: make(map[string]*record.CharacterState), SweepInterval: DefaultSweepInterval,
 		MaxCharactersPerKey: orchestrator.DefaultMaxCharactersPerKey, SessionIdle: DefaultSessionIdle, RejoinTTL: DefaultRejoinTTL,
 		Wanted: wanted(store),

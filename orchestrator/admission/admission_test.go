@@ -28,12 +28,13 @@ const (
 type fakeMaps struct {
 	mu      sync.Mutex
 	states  map[string]orchestrator.InstanceState
+	mapIDs  map[string]string // map of an instance not named "<mapId>-1"
 	created []string
 	configs map[string]json.RawMessage // configs of created instances
 }
 
 func newFakeMaps(ids ...string) *fakeMaps {
-	m := &fakeMaps{states: map[string]orchestrator.InstanceState{}, configs: map[string]json.RawMessage{}}
+	m := &fakeMaps{states: map[string]orchestrator.InstanceState{}, configs: map[string]json.RawMessage{}, mapIDs: map[string]string{}}
 	for _, id := range ids {
 		m.states[id] = orchestrator.StateReady
 	}
@@ -53,7 +54,11 @@ func (m *fakeMaps) Instance(id string) (orchestrator.Instance, error) {
 	if !ok {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no instance %q", id)
 	}
-	return orchestrator.Instance{ID: id, MapID: id[:len(id)-2], State: st}, nil
+	mapID, ok := m.mapIDs[id]
+	if !ok {
+		mapID = id[:len(id)-2]
+	}
+	return orchestrator.Instance{ID: id, MapID: mapID, State: st}, nil
 }
 
 // Gate answers from the instance's state the way the supervisor's gate does.
@@ -122,6 +127,8 @@ type env struct {
 	clock *clock
 	logs  *bytes.Buffer
 	path  string
+	// defaultInstance is the deployment's default instance; "" is default-1.
+	defaultInstance string
 }
 
 // newEnv opens a real SQLite store in a temporary directory and a Service over it, with
@@ -129,6 +136,17 @@ type env struct {
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
 	e := &env{maps: newFakeMaps("default-1", "frontier-1", "cave-1"), clock: &clock{t: time.UnixMilli(1_800_000_000_000)}, logs: &bytes.Buffer{}}
+	e.path = filepath.Join(tb.TempDir(), "mapyard.db")
+	e.open(tb)
+	return e
+}
+
+// newEnvDefault is newEnv for a deployment whose default instance is id
+// (ORCH_DEFAULT_INSTANCE_ID), running the default map, beside frontier-1 and cave-1.
+func newEnvDefault(tb testing.TB, id string) *env {
+	tb.Helper()
+	e := &env{maps: newFakeMaps(id, "frontier-1", "cave-1"), clock: &clock{t: time.UnixMilli(1_800_000_000_000)}, logs: &bytes.Buffer{}, defaultInstance: id}
+	e.maps.mapIDs[id] = "default"
 	e.path = filepath.Join(tb.TempDir(), "mapyard.db")
 	e.open(tb)
 	return e
@@ -144,7 +162,11 @@ func (e *env) open(tb testing.TB) {
 	db := e.db
 	tb.Cleanup(func() { db.Close() })
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.svc = admission.NewService(testutil.Root(tb, secret), e.db, e.maps, "default-1", log)
+	def := e.defaultInstance
+	if def == "" {
+		def = "default-1"
+	}
+	e.svc = admission.NewService(testutil.Root(tb, secret), e.db, e.maps, def, log)
 	e.svc.Now = e.clock.Now
 }
 

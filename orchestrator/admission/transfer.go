@@ -36,7 +36,7 @@ func (s *Service) RequestTransfer(ctx context.Context, r mapcontract.TransferReq
 func (s *Service) requestTransfer(ctx context.Context, r mapcontract.TransferRequest) (*mapcontract.TransferAnswer, error) {
 	toMapID := r.ToMapID
 	if r.ToInstanceID == "" && r.ToMapID != "" {
-		r.ToInstanceID = mapgen.InstanceOfMap(r.ToMapID)
+		r.ToInstanceID = s.instanceOfMap(r.ToMapID)
 	}
 	for _, f := range []struct{ name, v string }{{"transferId", r.TransferID}, {"characterId", r.CharacterID}} {
 		if !record.ValidKey(f.v) {
@@ -120,7 +120,7 @@ func (s *Service) destination(ctx context.Context, fromInstanceID, instanceID, m
 	if apierr.Code(err) != apierr.ENOTFOUND {
 		return inst, err
 	}
-	if mapID == "" || instanceID != mapgen.InstanceOfMap(mapID) {
+	if mapID == "" || instanceID != s.instanceOfMap(mapID) {
 		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q does not exist", instanceID)
 	}
 	var config json.RawMessage
@@ -136,6 +136,16 @@ func (s *Service) destination(ctx context.Context, fromInstanceID, instanceID, m
 	}
 	s.Log.Info("map instance created for a transfer", "instance", instanceID, "map", mapID, "derived", config != nil)
 	return s.Maps.Acquire(ctx, instanceID)
+}
+
+// instanceOfMap is the instance a portal naming only mapID leads to: the deployment's
+// default instance for its default map (which need not be called "<mapId>-1"), else
+// mapgen.InstanceOfMap's one instance of the map.
+func (s *Service) instanceOfMap(mapID string) string {
+	if mapID == s.DefaultMapID && s.DefaultInstanceID != "" {
+		return s.DefaultInstanceID
+	}
+	return mapgen.InstanceOfMap(mapID)
 }
 
 // retry answers a repeated request: the same token while it is valid.

@@ -171,3 +171,40 @@ func TestTransfer_Failures(t *testing.T) {
 		wantCode(t, err, apierr.EBADREQUEST)
 	})
 }
+
+// TestTransfer_ToDefaultMap walks a character from the default map to frontier and back
+// in a deployment whose default instance is not "default-1" (ORCH_DEFAULT_INSTANCE_ID=home):
+// the portal back names only the map, and must lead to the running default instance
+// rather than start a second default map.
+func TestTransfer_ToDefaultMap(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvDefault(t, "home")
+
+	j := e.join(t, authKey)
+	if j.InstanceID != "home" || j.MapID != "default" {
+		t.Fatalf("join landed in %s (map %s), want home (map default)", j.InstanceID, j.MapID)
+	}
+	r := e.redeem(t, "home", j.Ticket)
+	a, err := e.svc.RequestTransfer(ctx, transferReq("tr-out", r, "home", "frontier", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := e.redeem(t, "frontier-1", a.Token)
+	if err := e.svc.TransferResult(ctx, mapcontract.TransferResult{TransferID: "tr-out", InstanceID: "frontier-1", Success: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	back, err := e.svc.RequestTransfer(ctx, transferReq("tr-back", in, "frontier-1", "default", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ToInstanceID != "home" || back.WS != "/maps/home/ws" {
+		t.Fatalf("portal to the default map leads to %s (%s), want home", back.ToInstanceID, back.WS)
+	}
+	if len(e.maps.created) != 0 {
+		t.Fatalf("created %v, want no new instance", e.maps.created)
+	}
+	if res := e.redeem(t, "home", back.Token); res.TransferID != "tr-back" {
+		t.Fatalf("redeem at home %+v", res)
+	}
+}

@@ -184,6 +184,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = supervise.NewMetrics(m.Registry)
 	m.Admission = admission.NewService(root, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
+	m.Admission.DefaultMapID = cfg.DefaultMapID
 	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
 	m.Admission.MaxGuests = cfg.MaxGuests
