@@ -2,8 +2,10 @@ package app_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/items"
 )
@@ -71,4 +73,61 @@ func TestEquip_OverTheWire(t *testing.T) {
 func result(ev map[string]any) map[string]any {
 	d, _ := ev["data"].(map[string]any)
 	return d
+}
+
+// TestEquip_SurvivesMapCrash wears an item on a map whose periodic push is an hour
+// away, then stops the map with the orchestrator unreachable (a crash: nothing more
+// reaches it) and joins the character on the map started afresh: it arrives wearing the
+// item, because the map pushed its state when the equipment changed.
+func TestEquip_SurvivesMapCrash(t *testing.T) {
+	f := mustOpenFakeOrch(t)
+	proxy, orchURL := openProxy(t, f)
+	tune := func(c *mapserver.Config) { c.OrchURL, c.SnapshotPushMS = orchURL, 3_600_000 }
+	m := mustOpenMap(t, f, tune)
+	it, slot := unGatedEquipment(t, f)
+	const key = "EqCrK3yAbCdEfGhIjKlMnOpQ"
+	a, id := joinNear(t, f, m, key, it, 0)
+	wantKind(t, "pickup", a.itemCommand(1, "pickup", `{"itemId":"`+it.ID+`"}`), "ack", "")
+	a.send(`{"v":1,"kind":"command","seq":2,"feature":"equipment","action":"equip","payload":{"itemId":"` + it.ID + `","slot":"` + slot + `"}}`)
+	for {
+		if r := a.next(); r["name"] == game.EventEquipResult {
+			if result(r)["success"] != true {
+				t.Fatalf("equip: %v", r)
+			}
+			break
+		}
+	}
+	waitFor(t, "the orchestrator to hold the character wearing the item", func() bool {
+		st, err := f.DB.CharacterState(context.Background(), id)
+		return err == nil && strings.Contains(string(st.Attributes), `"equipment":{"`+slot+`":"`+it.ID+`"}`)
+	})
+
+	proxy.set(proxyDown)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	proxy.set(proxyPass)
+	again := mustOpenMap(t, f, tune)
+	b, _ := joinNear(t, f, again, key, it, 0)
+	eq, _ := b.nextInventory()["equipment"].(map[string]any)
+	if eq[slot] != it.ID {
+		t.Fatalf("after the crash the character wears %v, want %s in %s", eq, it.ID, slot)
+	}
+}
+
+// unGatedEquipment returns an item the map seeded that a character without skills can
+// wear, and its slot.
+func unGatedEquipment(t *testing.T, f *fakeOrch) (items.Item, string) {
+	t.Helper()
+	list, err := f.DB.InstanceItems(context.Background(), "dev-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range list {
+		if tpl, _ := items.DefaultCatalog().Template(x.TemplateID); tpl.Slot != items.SlotNone && tpl.Requires == nil {
+			return x, string(tpl.Slot)
+		}
+	}
+	t.Fatal("the map seeded no equipment without a skill gate")
+	return items.Item{}, ""
 }

@@ -44,7 +44,8 @@ const (
 // (mapcontract.CharacterState.Attributes, a JSON object): the skill levels that gate
 // equipment, and the equipment itself, slot → item id. Equipment is not an ownership
 // change (the item stays the character's), so it travels with the character's state
-// rather than as a critical event.
+// rather than as a critical event; the loop pushes that state as soon as the
+// equipment changes (see Equip's changed).
 const (
 	AttrSkills    = "skills"
 	AttrEquipment = "equipment"
@@ -111,13 +112,13 @@ func decodeEquipment(action string, payload json.RawMessage) (any, error) {
 
 // Equip applies an equipment command of a character, the seq-th of its session, and
 // returns the "equip_result" frame to send it (ok false: cmd is not an equipment
-// command). A seq among the character's last EquipSeqWindow is a duplicate: nothing is
-// applied and no frame is returned. Checks, in order: the slot exists (illegal_slot),
+// command) and whether its equipment changed. A seq among the character's last
+// EquipSeqWindow is a duplicate: nothing is applied and no frame is returned. Checks, in order: the slot exists (illegal_slot),
 // the slot is not locked (equip_locked), the item is in the inventory (item_not_found),
 // it is made for that slot (illegal_slot), the character's skill (skill_gate), backpack
 // room for what the slot held (inventory_full). A change locks the slot for
 // EquipCooldownTicks.
-func (g *Game) Equip(characterID string, seq uint64, cmd any) (result []byte, ok bool) {
+func (g *Game) Equip(characterID string, seq uint64, cmd any) (result []byte, changed, ok bool) {
 	var op string
 	var slot items.Slot
 	switch c := cmd.(type) {
@@ -126,13 +127,13 @@ func (g *Game) Equip(characterID string, seq uint64, cmd any) (result []byte, ok
 	case Unequip:
 		op, slot = ActionUnequip, c.Slot
 	default:
-		return nil, false
+		return nil, false, false
 	}
 	if _, here := g.slots[characterID]; !here {
-		return nil, true
+		return nil, false, true
 	}
 	if g.equip.duplicate(characterID, seq) {
-		return nil, true
+		return nil, false, true
 	}
 	res := EquipResult{Seq: seq, Operation: op, Slot: slot}
 	if err := g.applyEquip(characterID, cmd); err != nil {
@@ -141,7 +142,7 @@ func (g *Game) Equip(characterID string, seq uint64, cmd any) (result []byte, ok
 		res.Success = true
 	}
 	b, _ := json.Marshal(wire.Event{V: wire.Version, Kind: wire.KindEvent, Name: EventEquipResult, Data: res})
-	return b, true
+	return b, res.Success, true
 }
 
 // applyEquip checks and applies one equipment command.

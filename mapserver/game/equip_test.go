@@ -45,11 +45,14 @@ func give(t *testing.T, g *game.Game, characterID string, pairs ...string) {
 // equipResult applies cmd as command seq of c1 and decodes its answer.
 func equipResult(t *testing.T, g *game.Game, characterID string, seq uint64, cmd any) (game.EquipResult, bool) {
 	t.Helper()
-	frame, ok := g.Equip(characterID, seq, cmd)
+	frame, changed, ok := g.Equip(characterID, seq, cmd)
 	if !ok {
 		t.Fatalf("%T is not an equipment command", cmd)
 	}
 	if frame == nil {
+		if changed {
+			t.Fatal("an ignored command reports a change")
+		}
 		return game.EquipResult{}, false
 	}
 	var ev struct {
@@ -58,6 +61,9 @@ func equipResult(t *testing.T, g *game.Game, characterID string, seq uint64, cmd
 	}
 	if err := json.Unmarshal(frame, &ev); err != nil || ev.Kind != "event" || ev.Name != game.EventEquipResult {
 		t.Fatalf("frame %s: %v", frame, err)
+	}
+	if changed != ev.Data.Success {
+		t.Fatalf("equip_result success %v, but changed %v: the loop pushes the state on a change", ev.Data.Success, changed)
 	}
 	return ev.Data, true
 }

@@ -184,8 +184,11 @@ var _ Redeemer = (*mapcontract.Client)(nil)
 type Equipment interface {
 	// Equip applies cmd, the seq-th command of a character, if it is an equipment
 	// command (ok; otherwise the other paths take it), and returns the frame to send
-	// the character, nil for a duplicate seq that was ignored.
-	Equip(characterID string, seq uint64, cmd any) (result []byte, ok bool)
+	// the character, nil for a duplicate seq that was ignored. Changed says the
+	// character's equipment changed: the loop then pushes its state at once, since
+	// equipment travels only in that state and a crash before the next periodic push
+	// would otherwise take it back.
+	Equip(characterID string, seq uint64, cmd any) (result []byte, changed, ok bool)
 }
 
 // Recoveries is a Game with a maintenance pass that sends critical events of its own:

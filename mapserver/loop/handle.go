@@ -115,8 +115,14 @@ func (l *Loop) command(m message) {
 		return
 	}
 	if eg, ok := l.game.(Equipment); ok {
-		if frame, mine := eg.Equip(p.id, m.seq, m.cmd); mine {
+		if frame, changed, mine := eg.Equip(p.id, m.seq, m.cmd); mine {
 			l.Metrics.command(cmdApplied).Inc()
+			if changed {
+				// Equipment changes are rare and live only in the character's state:
+				// pushed now, a crash rolls them back no further than a critical
+				// event, not a whole push period.
+				l.push(p)
+			}
 			if frame != nil {
 				l.send(p, frame, false)
 			}
