@@ -52,7 +52,7 @@ type Config struct {
 	ConnMsgRate   float64 `env:"MAP_CONN_MSG_RATE" envDefault:"100" help:"messages per second one player connection may send, sustained; more are refused with rate_limited (0 = no limit)"`
 	ConnMsgBurst  int     `env:"MAP_CONN_MSG_BURST" envDefault:"200" help:"messages one player connection may send at once above MAP_CONN_MSG_RATE"`
 	ConnByteRate  float64 `env:"MAP_CONN_BYTE_RATE" envDefault:"16384" help:"payload bytes per second one player connection may send, sustained; more are refused with rate_limited (0 = no limit)"`
-	ConnByteBurst int     `env:"MAP_CONN_BYTE_BURST" envDefault:"65536" help:"payload bytes one player connection may send at once above MAP_CONN_BYTE_RATE; at least 4096 (one frame of the read limit)"`
+	ConnByteBurst int     `env:"MAP_CONN_BYTE_BURST" envDefault:"65536" help:"payload bytes one player connection may send at once above MAP_CONN_BYTE_RATE; at least 4096 (one message of the read limit)"`
 
 	AllowedOrigins string `env:"MAP_ALLOWED_ORIGINS" envDefault:"" help:"comma-separated browser origins (scheme://host[:port]) allowed to open player WebSockets besides the host the page came from; empty = same host only"`
 
@@ -124,7 +124,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("MAP_CONN_MSG_BURST=%d: must be between 1 and 1000000", c.ConnMsgBurst)
 	}
 	if c.ConnByteRate > 0 && (c.ConnByteBurst < MinConnByteBurst || c.ConnByteBurst > 1e9) {
-		return fmt.Errorf("MAP_CONN_BYTE_BURST=%d: must be between %d (one frame of the read limit) and 1000000000", c.ConnByteBurst, MinConnByteBurst)
+		return fmt.Errorf("MAP_CONN_BYTE_BURST=%d: must be between %d (one message of the read limit) and 1000000000", c.ConnByteBurst, MinConnByteBurst)
 	}
 	if c.SnapshotHz > c.TickHz {
 		return fmt.Errorf("MAP_SNAPSHOT_HZ=%d: must not exceed MAP_TICK_HZ=%d", c.SnapshotHz, c.TickHz)

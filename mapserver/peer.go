@@ -13,7 +13,11 @@ const (
 	// ticket the orchestrator refused: the error frame before it says which), or that
 	// went on sending over its rate limits (rate_limited).
 	ClosePolicy = 1008
-	// CloseTooBig ends a connection that sent a frame over the read limit.
+	// CloseInvalidPayload ends a connection that sent a text message that is not valid
+	// UTF-8 (RFC 6455 section 8.1: the endpoint must fail the connection, with 1007).
+	CloseInvalidPayload = 1007
+	// CloseTooBig ends a connection that sent a message over the read limit, whether in
+	// one frame or in fragments that add up to more.
 	CloseTooBig = 1009
 	// CloseTryAgain ends a connection the map cannot take yet (map_unavailable).
 	CloseTryAgain = 1013

@@ -3,7 +3,6 @@ package loop_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -362,51 +361,6 @@ func TestJoin_MoveAckFullThenDelta(t *testing.T) {
 func jsonNum(v uint64) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-func TestHello_Refused(t *testing.T) {
-	h := newHarness(t, nil)
-	for _, tc := range []struct {
-		name, hello, code string
-		close             int
-	}{
-		{"ErrTicketInvalid", `{"v":1,"kind":"hello","ticket":"forged"}`, "ticket_invalid", websocket.ClosePolicyViolation},
-		{"ErrBadHello", `{"v":1,"kind":"ping"}`, "bad_request", websocket.ClosePolicyViolation},
-		{"ErrResumeUnknown", `{"v":1,"kind":"hello","resume":"nope"}`, "ticket_invalid", websocket.ClosePolicyViolation},
-		{"ErrUnsupportedFormat", `{"v":1,"kind":"hello","ticket":"char-1","formats":[1]}`, "unsupported_format", websocket.ClosePolicyViolation},
-		{"ErrUnsupportedFormatNone", `{"v":1,"kind":"hello","ticket":"char-1","formats":[]}`, "unsupported_format", websocket.ClosePolicyViolation},
-		{"ErrUnsupportedFormatResume", `{"v":1,"kind":"hello","resume":"nope","formats":[3]}`, "unsupported_format", websocket.ClosePolicyViolation},
-		{"ErrFormatsNotNumbers", `{"v":1,"kind":"hello","ticket":"char-1","formats":["2"]}`, "bad_request", websocket.ClosePolicyViolation},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := h.dial(t, tc.hello)
-			if m := c.next(); m["kind"] != "error" || m["code"] != tc.code {
-				t.Fatalf("got %v, want error %s", m, tc.code)
-			}
-			c.wantClose(tc.close)
-		})
-	}
-	h.orch.mu.Lock()
-	defer h.orch.mu.Unlock()
-	if h.orch.used["char-1"] {
-		t.Fatal("a hello refused for its formats used its ticket")
-	}
-}
-
-// TestHello_FormatsListingTheMapsIsWelcomed: a hello listing the map's snapshot format
-// among others (or null) is welcomed, its ticket used, and snapshots follow.
-func TestHello_FormatsListingTheMapsIsWelcomed(t *testing.T) {
-	h := newHarness(t, nil)
-	for i, hello := range []string{
-		`{"v":1,"kind":"hello","ticket":"char-1","formats":[1,2,3]}`,
-		`{"v":1,"kind":"hello","ticket":"char-2","formats":null}`,
-	} {
-		c := h.dial(t, hello)
-		if w := c.welcome(); w["characterId"] != fmt.Sprintf("char-%d", i+1) || w["snapshotFormat"] != float64(wire.FormatVersion) {
-			t.Fatalf("%s: welcome %v", hello, w)
-		}
-		c.snapshotWhere("any", func(fakeSnapshot) bool { return true })
-	}
 }
 
 func TestResume_OnceWithinTTL(t *testing.T) {

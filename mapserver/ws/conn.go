@@ -40,7 +40,10 @@ type conn struct {
 var _ mapserver.Peer = (*conn)(nil)
 
 func newConn(s *Server, ws *websocket.Conn) *conn {
-	ws.SetReadLimit(s.readLimit())
+	// No limit of gorilla's own: on a message over it, gorilla would write its close
+	// frame itself, beside the flusher, and close with the rest of the message unread
+	// (a reset that can destroy that frame). read enforces the limit instead.
+	ws.SetReadLimit(0)
 	c := &conn{ws: ws, raw: newRawConn(ws.NetConn())}
 	c.init(s, c, s.logger().With("remote", ws.RemoteAddr().String()))
 	c.slowDone = sync.NewCond(&c.wmu)
@@ -106,14 +109,16 @@ func (c *conn) end() {
 // handshake reads the first message and hands it to the Handshaker.
 func (c *conn) handshake(ctx context.Context) mapserver.Session {
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.helloTimeout))
-	typ, data, err := c.ws.ReadMessage()
+	typ, data, err := c.read()
 	if err != nil {
 		if isTimeout(err) {
 			c.helloTimedOut()
 		}
 		return nil
 	}
-	return c.s.Handshaker.Hello(ctx, data, typ == websocket.BinaryMessage, c)
+	// The Handshaker may keep its first message; the buffer is the next read's.
+	first := append([]byte(nil), data...)
+	return c.s.Handshaker.Hello(ctx, first, typ == websocket.BinaryMessage, c)
 }
 
 // readLoop hands every message to the session until the connection ends.
@@ -175,20 +180,34 @@ var batchPool = sync.Pool{New: func() any { return new(batch) }}
 // one buffer instead of a fresh one per message spares the collector tens of thousands
 // of small allocations a second on a busy map. The buffer keeps the size of the largest
 // message read, at most the read limit.
+//
+// A message is refused whole, the connection closed and the error errRefused returned,
+// when its fragments add up to more than the read limit (1009) or it is a text message
+// that is not valid UTF-8 (1007), as the link's streams do (frames.go).
 func (c *conn) read() (int, []byte, error) {
 	typ, r, err := c.ws.NextReader()
 	if err != nil {
 		return 0, nil, err
 	}
+	limit := int(c.s.readLimit())
 	b := c.buf[:0]
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
-		n, err := r.Read(b[len(b):cap(b)])
+		n, err := r.Read(b[len(b):min(cap(b), limit+1)])
 		b = b[:len(b)+n]
+		if len(b) > limit {
+			c.buf = b[:0]
+			c.Close(mapserver.CloseTooBig, "")
+			return 0, nil, errRefused
+		}
 		if err == io.EOF {
 			c.buf = b
+			if !validMessage(byte(typ), b) {
+				c.Close(mapserver.CloseInvalidPayload, invalidTextReason)
+				return 0, nil, errRefused
+			}
 			return typ, b, nil
 		}
 		if err != nil {
@@ -196,6 +215,9 @@ func (c *conn) read() (int, []byte, error) {
 		}
 	}
 }
+
+// errRefused is read's error for a message it refused and closed the connection for.
+var errRefused = errors.New("ws: message refused")
 
 // linger reads and discards what the client still sends after the server closed, up
 // to the end of the stream or lingerTimeout (gorilla's reader may already be in a

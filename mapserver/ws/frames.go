@@ -27,6 +27,9 @@ func protocolError(reason string) *frameError {
 
 var errTooBig = &frameError{code: mapserver.CloseTooBig}
 
+// errInvalidText is a text message that is not valid UTF-8.
+var errInvalidText = &frameError{code: mapserver.CloseInvalidPayload, reason: invalidTextReason}
+
 // feed parses the client's bytes as the edge passed them on: a frame may be split
 // across records, and a record may hold several. What ends in the middle of a frame
 // waits in partial for the next record. Only the link's reader calls it.
@@ -123,6 +126,9 @@ func (st *stream) frame(p []byte) (int, *frameError) {
 		}
 	case fin && op != opContinuation:
 		// A whole message in one frame, the common case: handed on where it lies.
+		if !validMessage(op, payload) {
+			return 0, errInvalidText
+		}
 		st.message(payload, op == opBinary)
 	default:
 		st.msg = append(st.msg, payload...)
@@ -130,6 +136,10 @@ func (st *stream) frame(p []byte) (int, *frameError) {
 			st.msgOp = op
 		}
 		if fin {
+			// Checked whole: a character may be split across fragments.
+			if !validMessage(st.msgOp, st.msg) {
+				return 0, errInvalidText
+			}
 			st.message(st.msg, st.msgOp == opBinary)
 			st.msg, st.msgOp = st.msg[:0], 0
 		}

@@ -22,7 +22,7 @@ const (
 	DefaultMsgBurst = 200
 	// DefaultByteRate is the payload bytes a connection may send per second, sustained.
 	DefaultByteRate = 16 << 10
-	// DefaultByteBurst is the payload bytes it may send at once; at least one frame of
+	// DefaultByteBurst is the payload bytes it may send at once; at least one message of
 	// the read limit.
 	DefaultByteBurst = 64 << 10
 )

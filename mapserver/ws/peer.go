@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -14,6 +15,16 @@ import (
 // urgentQueue bounds a player's urgent lane (Reply): pongs and errors, a few at a time
 // for a live client.
 const urgentQueue = 16
+
+// invalidTextReason is the reason of the close (1007) of a connection whose text
+// message is not valid UTF-8.
+const invalidTextReason = "text message is not valid UTF-8"
+
+// validMessage reports whether a client message of opcode op may be handed on: a text
+// message must be valid UTF-8, and a connection that sends one that is not is failed
+// with 1007 (RFC 6455 section 8.1) by both transports, rather than answered like a
+// malformed message, since no endpoint may act on it.
+func validMessage(op byte, data []byte) bool { return op != opText || utf8.Valid(data) }
 
 // outFrame is one entry of a player's lanes: a frame's opcode and payload (the close
 // frame's payload is its code and reason). It stays 32 bytes: every player holds room

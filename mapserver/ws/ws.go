@@ -40,8 +40,9 @@ const (
 	// (its baselines are older than the server keeps by then). Every connection holds
 	// room for a full queue.
 	DefaultSendQueue = 32
-	// DefaultReadLimit bounds one client frame; a larger one closes the connection with
-	// 1009. Client messages are small commands, so 4 KiB leaves ample room.
+	// DefaultReadLimit bounds one client message, all its fragments together; a larger
+	// one closes the connection with 1009. Client messages are small commands, so 4 KiB
+	// leaves ample room.
 	DefaultReadLimit = 4 << 10
 	// readBufferSize is a connection's own read buffer: room for a few of the small
 	// messages clients send (inputs, acks, pings); a larger message is read through it.
