@@ -56,7 +56,7 @@ const (
 	watchRetry     = 250 * time.Millisecond
 	refreshTimeout = time.Second
 	joinTimeout    = 60 * time.Second // a join may wait for a lazily started map
-	maxJoinBody    = 4 << 10
+	maxJoinBody    = edgeapi.MaxPlayerBody
 )
 
 // How the edge reaches maps (EDGE_MAP_DIAL). A map container publishes its game port on

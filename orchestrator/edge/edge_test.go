@@ -397,7 +397,7 @@ func TestEdge_Errors(t *testing.T) {
 		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "text/plain", "{}"), 415, apierr.EUNSUPPORTEDMEDIA)
 	})
 	t.Run("ErrTooLarge", func(t *testing.T) {
-		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "application/json", `{"name":"`+strings.Repeat("a", 8<<10)+`"}`), 413, apierr.ETOOLARGE)
+		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "application/json", `{"name":"`+strings.Repeat("a", edgeapi.MaxPlayerBody)+`"}`), 413, apierr.ETOOLARGE)
 	})
 	t.Run("JoinForwardedWithSecret", func(t *testing.T) {
 		for _, ct := range []string{"", "application/json; charset=utf-8"} {

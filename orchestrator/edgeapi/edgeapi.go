@@ -26,6 +26,13 @@ const PathJoin = "/api/v1/join"
 // PathCharacters/{id} deletes. The edge forwards it like joins.
 const PathCharacters = "/api/v1/characters"
 
+// MaxPlayerBody bounds the body of a player's call (a join, the character API), at the
+// edge and at the orchestrator alike. It is far above any valid body (a few hundred
+// bytes) on purpose: a name or key that is merely too long is refused for what it is
+// (400 bad_request, naming the rule), and only a body no client would send is
+// too_large (413).
+const MaxPlayerBody = 64 << 10
+
 // PathRoutes is the orchestrator's route-table watch, served on the control listener
 // behind the secret: the edge long-polls it to learn where each map's players go.
 const PathRoutes = "/orch/routes"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/critical"
+	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/record"
@@ -34,10 +35,11 @@ type Persistence interface {
 	critical.Store
 }
 
-// Body limits. A join is tiny; a snapshot partition may carry up to
-// MaxSnapshotPayloadBytes of payload plus its envelope.
+// Body limits. A player's call (a join, the character API) has the limit the edge
+// applies too; a snapshot partition may carry up to MaxSnapshotPayloadBytes of payload
+// plus its envelope.
 const (
-	maxJoinBody     = 4 << 10
+	maxJoinBody     = edgeapi.MaxPlayerBody
 	maxSnapshotBody = record.MaxSnapshotPayloadBytes + 16<<10
 	maxCriticalBody = record.MaxCriticalPayloadBytes + 16<<10
 )

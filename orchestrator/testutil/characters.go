@@ -138,7 +138,8 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 	})
 	t.Run("ErrBadRequestNames", func(t *testing.T) {
 		seen := map[string]bool{}
-		for _, name := range []string{"", "   ", strings.Repeat("n", orchestrator.MaxCharacterNameLen+1), "bad\x00name", "<script>", "-dash", "two  spaces"} {
+		// A name of 8 KiB is too long a name, not too large a body.
+		for _, name := range []string{"", "   ", strings.Repeat("n", orchestrator.MaxCharacterNameLen+1), strings.Repeat("n", 8<<10), "bad\x00name", "<script>", "-dash", "two  spaces"} {
 			msg := api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, map[string]string{"name": name}, apierr.EBADREQUEST)
 			seen[msg] = true
 		}
@@ -146,6 +147,11 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 			t.Fatalf("bad names got %d different reasons, want one per rule: %v", len(seen), seen)
 		}
 		api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, `{"name":"x","extra":1}`, apierr.EBADREQUEST)
+	})
+	t.Run("ErrTooLarge", func(t *testing.T) {
+		body := `{"name":"` + strings.Repeat("n", edgeapi.MaxPlayerBody) + `"}`
+		api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, body, apierr.ETOOLARGE)
+		api.WantError(t, http.MethodPost, edgeapi.PathJoin, "", body, apierr.ETOOLARGE)
 	})
 	t.Run("ErrCharacterLimit", func(t *testing.T) {
 		for i := len(api.List(t, key)); i < max; i++ {
