@@ -53,12 +53,16 @@ const (
 // instance and every instance created through the admin API. It is what survives an
 // orchestrator restart and decides which labelled containers are adopted.
 type WantedInstance struct {
-	ID        string          `json:"instanceId"`
-	MapID     string          `json:"mapId"`
-	Config    json.RawMessage `json:"config,omitempty"`
-	Status    string          `json:"status"`
-	CreatedAt time.Time       `json:"createdAt"`
-	UpdatedAt time.Time       `json:"updatedAt"`
+	ID     string          `json:"instanceId"`
+	MapID  string          `json:"mapId"`
+	Config json.RawMessage `json:"config,omitempty"`
+	Status string          `json:"status"`
+	// Restarts is how many times the supervisor restarted the instance after a crash
+	// or failed health, kept so that an orchestrator restart does not forget it (the
+	// store sets it apart from the rest: see supervise.Store.SetInstanceRestarts).
+	Restarts  int       `json:"restarts"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // CreateInstance is an admin request for a new map instance.

@@ -9,8 +9,9 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
-// PutInstance inserts or updates a wanted map instance. The creation time of an existing
-// row is kept; its map, config and status are replaced.
+// PutInstance inserts or updates a wanted map instance. The creation time and restart
+// count of an existing row are kept (see SetInstanceRestarts); its map, config and
+// status are replaced.
 func (db *DB) PutInstance(ctx context.Context, w orchestrator.WantedInstance) error {
 	now := db.Now().UnixMilli()
 	cfg := string(w.Config)
@@ -33,6 +34,21 @@ func (db *DB) PutInstance(ctx context.Context, w orchestrator.WantedInstance) er
 	return nil
 }
 
+// SetInstanceRestarts records that instance id has been restarted n times after a crash
+// or failed health. The count only grows: a write that arrives after a later one (the
+// supervisor writes in the background) leaves the larger count; a missing instance is
+// not an error.
+func (db *DB) SetInstanceRestarts(ctx context.Context, id string, n int) error {
+	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE map_instances SET restarts = max(restarts, ?) WHERE instance_id = ?`, n, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set restarts of map instance %q: %w", id, err)
+	}
+	return nil
+}
+
 // DeleteInstance removes a wanted map instance; a missing one is not an error.
 func (db *DB) DeleteInstance(ctx context.Context, id string) error {
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -48,7 +64,7 @@ func (db *DB) DeleteInstance(ctx context.Context, id string) error {
 // ListInstances returns every wanted map instance, ordered by id.
 func (db *DB) ListInstances(ctx context.Context) ([]orchestrator.WantedInstance, error) {
 	rows, err := db.read.QueryContext(ctx, `
-		SELECT instance_id, map_id, config_json, status, created_at_ms, updated_at_ms
+		SELECT instance_id, map_id, config_json, status, restarts, created_at_ms, updated_at_ms
 		FROM map_instances ORDER BY instance_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list map instances: %w", err)
@@ -59,7 +75,7 @@ func (db *DB) ListInstances(ctx context.Context) ([]orchestrator.WantedInstance,
 		var w orchestrator.WantedInstance
 		var cfg string
 		var created, updated int64
-		if err := rows.Scan(&w.ID, &w.MapID, &cfg, &w.Status, &created, &updated); err != nil {
+		if err := rows.Scan(&w.ID, &w.MapID, &cfg, &w.Status, &w.Restarts, &created, &updated); err != nil {
 			return nil, fmt.Errorf("list map instances: %w", err)
 		}
 		if cfg != "{}" { // stored for "no config": the map runs its template

@@ -3,9 +3,11 @@ package sqlite_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
 func TestDB_Instances(t *testing.T) {
@@ -39,5 +41,44 @@ func TestDB_Instances(t *testing.T) {
 	}
 	if got, _ := db.ListInstances(ctx); len(got) != 1 {
 		t.Fatalf("after delete: %+v", got)
+	}
+}
+
+// TestDB_InstanceRestarts checks that an instance's restart count survives reopening the
+// database (an orchestrator restart), only grows whatever order its writes arrive in,
+// and is kept when the instance's status is written again.
+func TestDB_InstanceRestarts(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mapyard.db")
+	db := sqlite.NewDB(path)
+	if err := db.Open(); err != nil {
+		t.Fatal(err)
+	}
+	w := orchestrator.WantedInstance{ID: "a-1", MapID: "default", Status: orchestrator.StatusRunning}
+	if err := db.PutInstance(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 3, 2} { // the write of 2 arrives after the write of 3
+		if err := db.SetInstanceRestarts(ctx, "a-1", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Status = orchestrator.StatusStopped
+	if err := db.PutInstance(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetInstanceRestarts(ctx, "missing", 1); err != nil {
+		t.Fatalf("restarts of a missing instance: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := MustOpenDBAt(t, path).ListInstances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Restarts != 3 || got[0].Status != orchestrator.StatusStopped {
+		t.Fatalf("after reopening: %+v, want a-1 stopped with 3 restarts", got)
 	}
 }

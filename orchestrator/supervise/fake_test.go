@@ -264,7 +264,18 @@ func (m *memStore) PutInstance(_ context.Context, w orchestrator.WantedInstance)
 	if m.rows == nil {
 		m.rows = map[string]orchestrator.WantedInstance{}
 	}
+	w.Restarts = m.rows[w.ID].Restarts // kept, as the SQLite store keeps it
 	m.rows[w.ID] = w
+	return nil
+}
+
+func (m *memStore) SetInstanceRestarts(_ context.Context, id string, n int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w, ok := m.rows[id]; ok && n > w.Restarts {
+		w.Restarts = n
+		m.rows[id] = w
+	}
 	return nil
 }
 

@@ -458,3 +458,34 @@ func TestRules_ColdCreateSkipsPool(t *testing.T) {
 		t.Fatalf("the pool container was handed out: pool %+v", r.Pool())
 	}
 }
+
+// TestRules_RestartsOutliveTheSupervisor crashes the default map twice and opens a new
+// supervisor over the same store, as an orchestrator restart does: it reports the two
+// restarts, and counts on from them.
+func TestRules_RestartsOutliveTheSupervisor(t *testing.T) {
+	r := newRig(t, nil)
+	r.ready(t, "d-1")
+	for i := 1; i <= 2; i++ {
+		old := r.state("d-1").ContainerID
+		r.rt.exit(old, Exit{Code: 3})
+		r.waitFor(t, "restart on a new container", func() bool {
+			inst := r.state("d-1")
+			return inst.Restarts == i && inst.ContainerID != "" && inst.ContainerID != old
+		})
+		r.clock.Add(time.Second)
+		r.ready(t, "d-1")
+	}
+	r.waitFor(t, "the count stored", func() bool {
+		w, _ := r.store.ListInstances(context.Background())
+		return len(w) == 1 && w[0].Restarts == 2
+	})
+	r.Close()
+
+	next := newRig(t, func(n *rig) { n.store, n.Store = r.store, r.store })
+	if got := next.state("d-1").Restarts; got != 2 {
+		t.Fatalf("a new supervisor reports %d restarts, want 2", got)
+	}
+	next.ready(t, "d-1")
+	next.rt.exit(next.state("d-1").ContainerID, Exit{Code: 3})
+	next.waitFor(t, "the third restart", func() bool { return next.state("d-1").Restarts == 3 })
+}

@@ -28,6 +28,10 @@ type Store interface {
 	PutInstance(ctx context.Context, w orchestrator.WantedInstance) error
 	DeleteInstance(ctx context.Context, id string) error
 	ListInstances(ctx context.Context) ([]orchestrator.WantedInstance, error)
+	// SetInstanceRestarts records an instance's restart count (Instance.Restarts),
+	// which ListInstances returns, so that the count outlives the process. The stored
+	// count never goes down, whatever order the writes arrive in.
+	SetInstanceRestarts(ctx context.Context, id string, n int) error
 }
 
 // MapRPC is the part of the control RPC's map client the supervisor uses: health
@@ -203,9 +207,27 @@ func (s *Supervisor) persistStatus(in *instance, status string) {
 	})
 }
 
+// persistRestarts writes in's restart count in the background, like persistStatus. The
+// caller holds s.mu.
+func (s *Supervisor) persistRestarts(in *instance) {
+	if s.Store == nil {
+		return
+	}
+	id, n := in.ID, in.Restarts
+	s.group.Go(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Store.SetInstanceRestarts(ctx, id, n); err != nil {
+			s.Log.Error("persist map restarts", "instance", id, "restarts", n, "err", err)
+		}
+		return nil
+	})
+}
+
 func (s *Supervisor) addLocked(w orchestrator.WantedInstance, env []string) *instance {
 	in := &instance{
-		Instance:  orchestrator.Instance{ID: w.ID, MapID: w.MapID, State: orchestrator.StateStopped, Reason: "not started", Since: s.Now()},
+		Instance: orchestrator.Instance{ID: w.ID, MapID: w.MapID, State: orchestrator.StateStopped, Reason: "not started", Since: s.Now(),
+			Restarts: w.Restarts},
 		config:    w.Config,
 		env:       env,
 		status:    w.Status,
@@ -356,6 +378,7 @@ func (s *Supervisor) failed(in *instance, reason string) {
 	}
 	in.Restarts++
 	s.Metrics.Restarts.WithLabelValues(in.ID).Inc()
+	s.persistRestarts(in)
 	s.spawn(in, orchestrator.StateRestarting, reason)
 }
 

@@ -270,3 +270,35 @@ func waitMetric(t *testing.T, controlURL, secret, line string, timeout time.Dura
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestOrchestrator_RestartsKeptAcrossRestart kills a map's container, which the
+// orchestrator restarts (restarts 1 in /admin/maps), then kills the orchestrator with
+// SIGKILL and starts it again on the same database: /admin/maps still says 1, since
+// the count is what an operator reads after an incident.
+func TestOrchestrator_RestartsKeptAcrossRestart(t *testing.T) {
+	k := newKit(t)
+	crashed := k.instance(t, k.def)
+	if err := k.cli.ContainerKill(context.Background(), crashed.ContainerID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the map restarted in a new container", 60*time.Second, func() bool {
+		i := k.instance(t, k.def)
+		return i.State == orchestrator.StateReady && i.ContainerID != crashed.ContainerID && i.Restarts == 1
+	})
+	if err := k.orch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	k.orch.wait(10 * time.Second)
+	k.restart(t)
+
+	if got := k.instance(t, k.def); got.Restarts != 1 {
+		t.Fatalf("after the orchestrator restart %s shows %d restarts, want 1", k.def, got.Restarts)
+	}
+	var list struct{ Instances []orchestrator.Instance }
+	testutil.GetJSON(t, k.orch.control+httpapi.PathAdminMaps, k.secret, http.StatusOK, &list)
+	for _, i := range list.Instances {
+		if i.ID == k.def && i.Restarts != 1 {
+			t.Fatalf("GET /admin/maps lists %s with %d restarts, want 1", k.def, i.Restarts)
+		}
+	}
+}
