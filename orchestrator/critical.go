@@ -32,3 +32,28 @@ type ItemRecovery struct {
 	InstanceID string    `json:"instanceId"`
 	At         time.Time `json:"at"`
 }
+
+// ItemRecord is what the orchestrator knows of one item, as an operator asks for it
+// (GET /admin/items): the item itself (template, quantity, state, place), who holds it,
+// and the last critical event that changed it, so that "who has the crown, and since
+// when" has an answer without reading the database.
+type ItemRecord struct {
+	items.Item
+	// Holder is the saved character that holds the item now; "" for an item lying in a
+	// world or used up (its place then says where it lies, or last lay).
+	Holder string `json:"holder"`
+	// UpdatedAt is when the orchestrator last wrote the item.
+	UpdatedAt time.Time `json:"updatedAt"`
+	// LastEvent is the last critical event that moved, recovered or used up the item;
+	// nil for an item its map seeded and nothing changed since.
+	LastEvent *ItemEvent `json:"lastEvent"`
+}
+
+// ItemEvent names a committed critical event that changed an item.
+type ItemEvent struct {
+	EventID     string    `json:"eventId"`
+	Kind        string    `json:"kind"`
+	InstanceID  string    `json:"instanceId"`
+	MapTick     int64     `json:"mapTick"`
+	CommittedAt time.Time `json:"committedAt"`
+}

@@ -72,6 +72,14 @@ type ItemStore interface {
 	// ItemRecoveries returns the recovery audit, oldest first: of itemID, or of every
 	// item when itemID is empty; at most limit rows.
 	ItemRecoveries(ctx context.Context, itemID string, limit int) ([]ItemRecovery, error)
+
+	// ItemRecord returns one item, live or used up, with its holder and last critical
+	// event; apierr.ENOTFOUND if no item has that id.
+	ItemRecord(ctx context.Context, itemID string) (*ItemRecord, error)
+
+	// HeldItemRecords returns the live items characterID holds, by id, as ItemRecord
+	// does; apierr.ENOTFOUND if characterID is not a saved character.
+	HeldItemRecords(ctx context.Context, characterID string) ([]ItemRecord, error)
 }
 
 // PolicyStore keeps the critical-item policies (critical_item_policy).

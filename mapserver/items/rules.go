@@ -6,8 +6,9 @@ import (
 )
 
 // Codes of item rule refusals. They are public: the orchestrator answers a refused
-// critical item event with one of them (HTTP 409, except CodeMalformed which it answers
-// as bad_request), and the map tells the player. Every one begins with "item_".
+// critical item event with one of them (HTTP 409, except CodeNotFound, 404, and
+// CodeMalformed which it answers as bad_request), and the map tells the player. Every
+// one begins with "item_".
 const (
 	// CodeMalformed: the event or payload is not well formed (unknown field or kind, a
 	// missing id, a non-positive quantity).

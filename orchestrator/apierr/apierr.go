@@ -42,6 +42,12 @@ const (
 	// Codes of HTTP-level refusals, so that they too carry a code a client can branch on.
 	EMETHODNOTALLOWED = "method_not_allowed"
 	EUNSUPPORTEDMEDIA = "unsupported_media_type"
+	// EITEMNOTFOUND is the item rules' code for an item that does not exist, never
+	// spawned or used up (mapserver/items.CodeNotFound). It is the one item_* code
+	// answered 404 rather than 409: whether a map's event names it or an operator looks
+	// it up (GET /admin/items/{id}), nothing by that id was found.
+	EITEMNOTFOUND = "item_not_found"
+
 	// EFORBIDDEN refuses a caller that is who it says but acts for someone else: a map
 	// calling for another instance, or for a character whose lease it does not hold.
 	EFORBIDDEN = "forbidden"
@@ -124,6 +130,7 @@ var statuses = map[string]int{
 	EWRONGMAP:        http.StatusConflict,
 	ECONFLICT:        http.StatusConflict,
 	ENOTFOUND:        http.StatusNotFound,
+	EITEMNOTFOUND:    http.StatusNotFound,
 	ETOOLARGE:        http.StatusRequestEntityTooLarge,
 	EMAPQUARANTINED:  http.StatusServiceUnavailable,
 	EMAPUNAVAILABLE:  http.StatusServiceUnavailable,

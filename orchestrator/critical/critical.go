@@ -168,8 +168,8 @@ func Prepare(cat *items.Catalog, ev record.CriticalEvent) (orchestrator.Critical
 }
 
 // asAPIError turns an item rule refusal into mapyard's error type: bad_request for a
-// malformed event, the rule's own item_* code (answered 409) otherwise. Other errors
-// (a failed read) are returned as they are.
+// malformed event, the rule's own item_* code (answered 409; item_not_found 404)
+// otherwise. Other errors (a failed read) are returned as they are.
 func asAPIError(err error) error {
 	var r *items.Refusal
 	if !errors.As(err, &r) {

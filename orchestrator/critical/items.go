@@ -162,3 +162,33 @@ func (s *Service) Recoveries(ctx context.Context, itemID string, limit int) ([]o
 	}
 	return s.Store.ItemRecoveries(ctx, itemID, limit)
 }
+
+// Item returns what the orchestrator knows of one item, live or used up: its holder,
+// its place and the last critical event that changed it (GET /admin/items/{id}). Error
+// codes: EBADREQUEST (not an item id), item_not_found (apierr.EITEMNOTFOUND).
+func (s *Service) Item(ctx context.Context, itemID string) (*orchestrator.ItemRecord, error) {
+	if !items.ValidID(itemID) {
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "an item id is 1 to %d printable characters without spaces", items.MaxIDLen)
+	}
+	rec, err := s.Store.ItemRecord(ctx, itemID)
+	if apierr.Code(err) == apierr.ENOTFOUND {
+		return nil, apierr.Errorf(apierr.EITEMNOTFOUND, "no item %q", itemID)
+	} else if err != nil {
+		return nil, errf(err, "item %q", itemID)
+	}
+	return rec, nil
+}
+
+// HeldItems returns the live items a saved character holds, by id, as Item describes
+// each (GET /admin/items?holder=). Error codes: EBADREQUEST (not a character id),
+// ENOTFOUND (no saved character has that id; guests hold no items).
+func (s *Service) HeldItems(ctx context.Context, characterID string) ([]orchestrator.ItemRecord, error) {
+	if !items.ValidID(characterID) {
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "holder must be a character id: 1 to %d printable characters without spaces", items.MaxIDLen)
+	}
+	list, err := s.Store.HeldItemRecords(ctx, characterID)
+	if err != nil {
+		return nil, errf(err, "items held by %q", characterID)
+	}
+	return list, nil
+}

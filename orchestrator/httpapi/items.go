@@ -29,6 +29,8 @@ type CriticalEvents interface {
 	PutPolicy(ctx context.Context, itemID string, p items.Policy) (items.Policy, bool, error)
 	DeletePolicy(ctx context.Context, itemID string) error
 	Recoveries(ctx context.Context, itemID string, limit int) ([]orchestrator.ItemRecovery, error)
+	Item(ctx context.Context, itemID string) (*orchestrator.ItemRecord, error)
+	HeldItems(ctx context.Context, characterID string) ([]orchestrator.ItemRecord, error)
 }
 
 var _ CriticalEvents = (*critical.Service)(nil)
@@ -55,13 +57,44 @@ func (s *Server) mapItemRoutes(g *echo.Group) {
 		func(r *mapcontract.ItemPoliciesRequest) string { return r.InstanceID }, s.Critical.InstancePolicies))
 }
 
-// adminItemRoutes registers the operators' policy and audit routes (root secret).
+// adminItemRoutes registers the operators' item, policy and audit routes (root secret).
 func (s *Server) adminItemRoutes(g *echo.Group) {
+	g.GET(PathAdminItems, s.handleHeldItems)
+	g.GET(PathAdminItems+"/:id", s.handleItem)
 	g.GET(PathAdminItemPolicies, s.handleListPolicies)
 	g.GET(PathAdminItemPolicies+"/:id", s.handleGetPolicy)
 	g.PUT(PathAdminItemPolicies+"/:id", s.handlePutPolicy)
 	g.DELETE(PathAdminItemPolicies+"/:id", s.handleDeletePolicy)
 	g.GET(PathAdminItemRecoveries, s.handleRecoveries)
+}
+
+// handleItem answers one item: holder, place, last critical event.
+func (s *Server) handleItem(c echo.Context) error {
+	rec, err := s.Critical.Item(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rec)
+}
+
+// handleHeldItems answers the items a character holds: ?holder=<characterId> is
+// required and is the only parameter, so that a misspelt query is refused rather than
+// answered with everything or nothing.
+func (s *Server) handleHeldItems(c echo.Context) error {
+	q := c.QueryParams()
+	for k := range q {
+		if k != "holder" {
+			return apierr.Errorf(apierr.EBADREQUEST, "unknown query parameter %.32q: GET %s takes ?holder=<characterId>", k, PathAdminItems)
+		}
+	}
+	if len(q["holder"]) != 1 || q.Get("holder") == "" {
+		return apierr.Errorf(apierr.EBADREQUEST, "GET %s needs ?holder=<characterId>, once (GET %s/{itemId} looks up one item)", PathAdminItems, PathAdminItems)
+	}
+	list, err := s.Critical.HeldItems(c.Request().Context(), q.Get("holder"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string][]orchestrator.ItemRecord{"items": list})
 }
 
 func (s *Server) handleListPolicies(c echo.Context) error {

@@ -53,7 +53,7 @@ func (db *DB) applyCritical(ctx context.Context, tx *sql.Tx, c *orchestrator.Cri
 		if err != nil {
 			return ack, err
 		}
-		if err := db.writeItems(ctx, tx, out.Items, nowMs); err != nil {
+		if err := db.writeItems(ctx, tx, out.Items, ack.Seq, nowMs); err != nil {
 			return ack, err
 		}
 		if out.Recovery != nil {

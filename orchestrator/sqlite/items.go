@@ -22,11 +22,12 @@ const (
 	sqlLiveOfTemplate = `SELECT COUNT(*) FROM inventory_items WHERE template_id = ? AND state = 'active'`
 	sqlReadPolicy     = `SELECT ` + policyCols + ` FROM critical_item_policy WHERE item_id = ?`
 	sqlUpdateItem     = `UPDATE inventory_items SET template_id = ?2, quantity = ?3, owner_character_id = ?4,
-		location_instance_id = ?5, location_x = ?6, location_y = ?7, state = ?8, since_tick = ?9, updated_at_ms = ?10
+		location_instance_id = ?5, location_x = ?6, location_y = ?7, state = ?8, since_tick = ?9, updated_at_ms = ?10,
+		last_event_seq = coalesce(?11, last_event_seq)
 		WHERE item_id = ?1`
 	sqlInsertItem = `INSERT INTO inventory_items (item_id, template_id, quantity, owner_character_id,
-		location_instance_id, location_x, location_y, state, since_tick, updated_at_ms)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`
+		location_instance_id, location_x, location_y, state, since_tick, updated_at_ms, last_event_seq)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)`
 	sqlInsertRecovery = `INSERT INTO item_recoveries (event_id, instance_id, tick, item_id, trigger,
 		old_character_id, old_instance_id, old_x, old_y, new_instance_id, new_x, new_y, at_ms)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -42,12 +43,18 @@ func scanItem(r rowScanner) (items.Item, error) {
 	if err := r.Scan(&it.ID, &it.TemplateID, &it.Quantity, &ch, &inst, &it.Place.X, &it.Place.Y, &state, &it.SinceTick); err != nil {
 		return it, err
 	}
+	placeItem(&it, ch, inst, state)
+	return it, nil
+}
+
+// placeItem completes an item scanned from a row with its state and place: a holder or
+// a world position, never both.
+func placeItem(it *items.Item, ch, inst sql.NullString, state string) {
 	it.State = items.State(state)
 	it.Place.CharacterID, it.Place.InstanceID = ch.String, inst.String
 	if !inst.Valid {
 		it.Place.X, it.Place.Y = 0, 0
 	}
-	return it, nil
 }
 
 // txLedger is the ownership state the item rules read inside the writer's transaction,
@@ -92,7 +99,10 @@ func (l *txLedger) Policy(itemID string) (items.Policy, bool, error) {
 
 // writeItems stores the new state of items, refusing with ENOTFOUND a holder that is
 // not a saved character (disposable session characters never own persistent items).
-func (db *DB) writeItems(ctx context.Context, tx *sql.Tx, list []items.Item, nowMs int64) error {
+// eventSeq is the critical event that changed them, kept as each item's last event; 0
+// for a seed, which keeps what an item had.
+func (db *DB) writeItems(ctx context.Context, tx *sql.Tx, list []items.Item, eventSeq, nowMs int64) error {
+	seq := sql.NullInt64{Int64: eventSeq, Valid: eventSeq != 0}
 	for _, it := range list {
 		var ch, inst sql.NullString
 		if it.Place.CharacterID != "" {
@@ -105,7 +115,7 @@ func (db *DB) writeItems(ctx context.Context, tx *sql.Tx, list []items.Item, now
 			inst = sql.NullString{String: it.Place.InstanceID, Valid: true}
 		}
 		// Most writes move an existing item, so UPDATE first; INSERT only a new one.
-		args := []any{it.ID, it.TemplateID, it.Quantity, ch, inst, it.Place.X, it.Place.Y, string(it.State), it.SinceTick, nowMs}
+		args := []any{it.ID, it.TemplateID, it.Quantity, ch, inst, it.Place.X, it.Place.Y, string(it.State), it.SinceTick, nowMs, seq}
 		res, err := db.stmt(ctx, tx, sqlUpdateItem).ExecContext(ctx, args...)
 		if err != nil {
 			return fmt.Errorf("write item %q: %w", it.ID, err)
@@ -141,7 +151,7 @@ func (db *DB) SeedItems(ctx context.Context, decide func(items.Ledger) ([]items.
 		if err != nil {
 			return err
 		}
-		return db.writeItems(ctx, tx, list, nowMs)
+		return db.writeItems(ctx, tx, list, 0, nowMs)
 	})
 }
 
