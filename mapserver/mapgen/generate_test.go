@@ -12,7 +12,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/mapgen"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/golden_hashes.txt from the current generator")
+var update = flag.Bool("update", false, "rewrite testdata/golden_hashes.txt (TestGolden) or docs/world-vectors (TestWorldVectors) from the current generator")
 
 const goldenPath = "testdata/golden_hashes.txt"
 

@@ -9,25 +9,28 @@ import (
 
 // canonicalMagic starts the canonical encoding and names its version. Changing the
 // encoding or the generator's output changes every hash, so doing so is a deliberate
-// act: bump the suffix and regenerate the golden file.
+// act: bump the suffix and regenerate the golden file and the world vectors.
 const canonicalMagic = "mapyard-world/1\n"
 
 // WriteCanonical writes the canonical binary encoding of w to out: the input of Hash.
-// The encoding is fixed-width little-endian integers in a fixed field order; strings
-// are a uint32 length and their bytes; every list is preceded by its uint32 length:
+// The encoding is fixed-width little-endian integers in a fixed field order; a str is a
+// u32 byte length and the bytes; a byte list (bytes) the same; every other list is
+// preceded by its u32 count:
 //
-//	magic "mapyard-world/1\n"
+//	str magic "mapyard-world/1\n"
 //	u32 schemaVersion, str mapId, u64 seed, i32 width, i32 height
 //	terrain: i32 cellSize, u32 cols, u32 rows, u32 n, n x u16 heights
 //	biomes: u32 n, n x u8
-//	nav: i32 cellSize, u32 cols, u32 rows, u32 n, n x u8 walkable bits
+//	nav: i32 cellSize, u32 cols, u32 rows, bytes walkable bits, bytes ground bits
 //	propKinds: u32 n, n x (str name, str set, u8 shape)
 //	props: u32 n, n x (u64 id, u16 kind, i32 x, i32 y, i32 z, u16 yaw, u16 scale)
 //	colliders: u32 n, n x (u64 id, u64 owner, u8 shape, i32 x, i32 y, i32 halfX, i32 halfY)
 //	spawns: u32 n, n x (u64 id, i32 x, i32 y, i32 z)
 //	portals: u32 n, n x (u64 id, i32 x, i32 y, i32 z, i32 radius, str targetMapId, u64 targetSeed)
 //
-// It returns the first error out returns.
+// docs/mapgen.md documents it for implementations in other languages, and the world
+// vectors of docs/world-vectors pin it section by section. It returns the first error
+// out returns.
 func (w *World) WriteCanonical(out io.Writer) error {
 	e := canonicalWriter{out: out, buf: make([]byte, 0, 8192)}
 	e.str(canonicalMagic)

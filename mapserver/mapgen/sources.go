@@ -137,6 +137,28 @@ func Resolve(instanceID, mapID string, raw []byte) (MapConfig, error) {
 	return c, nil
 }
 
+// StartConfig returns the MapConfig, as JSON, that /control/start-instance hands the
+// map running instanceID: raw as it is when the instance was created with a config of
+// its own, else the template of mapID completed for that instance (Resolve). The
+// orchestrator and the fake orchestrator build every start-instance with it, the default
+// map's included, so that a map always receives its whole config and never needs a copy
+// of mapyard's templates (a map written in another language has none). A map id
+// without a template and no config yields an error wrapping ErrUnknownMap.
+func StartConfig(instanceID, mapID string, raw []byte) (json.RawMessage, error) {
+	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
+		return json.RawMessage(raw), nil
+	}
+	c, err := Resolve(instanceID, mapID, nil)
+	if err != nil {
+		return nil, fmt.Errorf("config of instance %q: %w", instanceID, err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode config of instance %q: %w", instanceID, err)
+	}
+	return b, nil
+}
+
 // Complete returns the full MapConfig of a partial one, such as the admin API's
 // `{"seed":7}`: partial (a JSON object holding any subset of MapConfig's fields) is laid
 // over the template of mapID — or, for a map id without a template, over the default

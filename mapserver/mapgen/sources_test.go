@@ -203,3 +203,43 @@ func TestComplete(t *testing.T) {
 		}
 	})
 }
+
+func TestStartConfig(t *testing.T) {
+	t.Run("TemplateWhenAbsent", func(t *testing.T) {
+		for _, raw := range []string{"", "null"} {
+			got, err := mapgen.StartConfig("default-1", "default", []byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What the map receives parses strictly as it is: the whole config.
+			c, err := mapgen.Parse(got)
+			if err != nil {
+				t.Fatalf("%q: the config sent does not parse: %v", raw, err)
+			}
+			if want := mapgen.Default(); !reflect.DeepEqual(c, want) {
+				t.Fatalf("%q: sent %+v, want the default template %+v", raw, c, want)
+			}
+		}
+	})
+	t.Run("InstanceOfTemplate", func(t *testing.T) {
+		got, err := mapgen.StartConfig("frontier-2", "frontier", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mapgen.Resolve("frontier-2", "frontier", got); err != nil {
+			t.Fatalf("the map would refuse what it is sent: %v", err)
+		}
+	})
+	t.Run("GivenKept", func(t *testing.T) {
+		raw := []byte(`{"schemaVersion":1,"mapId":"x"}`)
+		got, err := mapgen.StartConfig("x-1", "x", raw)
+		if err != nil || string(got) != string(raw) {
+			t.Fatalf("got %s err %v, want the instance's own config as it is", got, err)
+		}
+	})
+	t.Run("ErrUnknownMap", func(t *testing.T) {
+		if _, err := mapgen.StartConfig("forest-1", "forest", nil); !errors.Is(err, mapgen.ErrUnknownMap) {
+			t.Fatalf("err %v, want ErrUnknownMap", err)
+		}
+	})
+}

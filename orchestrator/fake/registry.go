@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -35,7 +36,8 @@ type Registry struct {
 	Log  *slog.Logger
 	Now  func() time.Time
 	// Configs holds MapConfigs (JSON) by instance id, sent in start-instance to the map
-	// that registers as that instance; an instance without one runs its map's template.
+	// that registers as that instance; an instance without one is sent its map's
+	// template (mapgen.StartConfig).
 	Configs map[string]json.RawMessage
 
 	mu        sync.Mutex
@@ -75,8 +77,9 @@ func NewRegistry(root *keys.Root, defaultInstanceID string, log *slog.Logger) *R
 }
 
 // MapReady registers a map server and, as the orchestrator does, answers with
-// /control/start-instance so the map loads its MapConfig (the one in Configs, else its
-// map's template).
+// /control/start-instance carrying its whole MapConfig (the one in Configs, else its
+// map's template): a map registering for a map without a template and without a config
+// is refused with bad_request, since no config could be sent.
 func (r *Registry) MapReady(ctx context.Context, m orchestrator.MapRegistration) error {
 	if !record.ValidName(m.InstanceID) || !record.ValidName(m.MapID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "instanceId and mapId must be %s", record.IDRule)
@@ -89,7 +92,11 @@ func (r *Registry) MapReady(ctx context.Context, m orchestrator.MapRegistration)
 	if err != nil {
 		return err
 	}
-	if err := r.RPC.StartInstance(ctx, url, cred, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID, Config: r.Configs[m.InstanceID]}); err != nil {
+	config, err := mapgen.StartConfig(m.InstanceID, m.MapID, r.Configs[m.InstanceID])
+	if err != nil {
+		return apierr.Errorf(apierr.EBADREQUEST, "map-ready %q: no MapConfig for it (ORCH_FAKE_MAP_CONFIG) and %v", m.InstanceID, err)
+	}
+	if err := r.RPC.StartInstance(ctx, url, cred, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID, Config: config}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", m.InstanceID, err)
 	}
 	r.mu.Lock()

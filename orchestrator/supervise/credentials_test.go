@@ -96,7 +96,7 @@ func TestCredentials(t *testing.T) {
 func TestCredentials_ReplacesContainersWithoutThem(t *testing.T) {
 	var legacy, otherRoot string
 	r := newRig(t, func(r *rig) {
-		_ = r.store.PutInstance(context.Background(), orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Status: orchestrator.StatusRunning})
+		_ = r.store.PutInstance(context.Background(), orchestrator.WantedInstance{ID: "b-1", MapID: "frontier", Status: orchestrator.StatusRunning})
 		legacy = r.rt.addLegacy("d-1")
 		otherRoot = r.rt.add("b-1", "b-1", false, true)
 		r.rt.mu.Lock()

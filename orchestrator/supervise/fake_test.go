@@ -29,6 +29,8 @@ type fakeRuntime struct {
 	errs       chan error
 	stopErr    error // what Stop answers, when set
 	healthErr  error // what every /health answers, when set
+	// starts are the start-instance requests the maps were sent, in order.
+	starts []mapcontrol.StartInstance
 }
 
 // fakeContainer is one container of fakeRuntime; runs is the instance its map says it
@@ -219,7 +221,21 @@ func (f *fakeRuntime) StartInstance(_ context.Context, url, cred string, r mapco
 		return errUnauthorized
 	}
 	c.runs = r.InstanceID
+	f.starts = append(f.starts, r)
 	return nil
+}
+
+// startsOf returns the start-instance requests sent for instanceID.
+func (f *fakeRuntime) startsOf(instanceID string) []mapcontrol.StartInstance {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []mapcontrol.StartInstance
+	for _, r := range f.starts {
+		if r.InstanceID == instanceID {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // exit ends container id with code, as the process ending would, and sends the event.
@@ -422,10 +438,10 @@ func (r *rig) state(id string) orchestrator.Instance {
 	return inst
 }
 
-// create adds instance id (map "forest") through the admin path.
+// create adds instance id (map "frontier", which has a template) through the admin path.
 func (r *rig) create(t *testing.T, id string) {
 	t.Helper()
-	if _, err := r.Create(context.Background(), orchestrator.CreateInstance{InstanceID: id, MapID: "forest"}); err != nil {
+	if _, err := r.Create(context.Background(), orchestrator.CreateInstance{InstanceID: id, MapID: "frontier"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/record"
@@ -30,7 +31,11 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 	s.mu.Lock()
 	cred := s.orchCredential(in.ident)
 	s.mu.Unlock()
-	if err := s.RPC.StartInstance(ctx, controlURL(ports.Control), cred, mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+	start, err := startRequest(in)
+	if err != nil {
+		return fmt.Errorf("map-ready %q: %w", r.InstanceID, err)
+	}
+	if err := s.RPC.StartInstance(ctx, controlURL(ports.Control), cred, start); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", r.InstanceID, err)
 	}
 
@@ -49,6 +54,18 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 		s.transition(in, orchestrator.StateReady, "map registered")
 	}
 	return nil
+}
+
+// startRequest is the /control/start-instance that tells in's map what it runs: its
+// instance, its map and its whole MapConfig. An instance created without a config of
+// its own (the default map, a template map a portal leads to) is sent its map's template,
+// so that no map needs a copy of mapyard's templates to know its world.
+func startRequest(in *instance) (mapcontrol.StartInstance, error) {
+	config, err := mapgen.StartConfig(in.ID, in.MapID, in.config)
+	if err != nil {
+		return mapcontrol.StartInstance{}, fmt.Errorf("start-instance: %w", err)
+	}
+	return mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: config}, nil
 }
 
 // registering returns the instance a map registers for with its current container and

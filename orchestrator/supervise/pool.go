@@ -189,11 +189,15 @@ func (s *Supervisor) takePoolLocked() *poolMember {
 // instance: it asks a pool container's /health which instance it runs.
 func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) error {
 	start := s.Now()
+	req, err := startRequest(in)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	in.ContainerID, in.ports, in.ident, in.pooled = m.containerID, m.ports, m.ident, true
 	in.GamePort, in.ControlPort, in.GameAddr = m.ports.Game, m.ports.Control, m.ports.GameAddr
 	s.mu.Unlock()
-	if err := s.RPC.StartInstance(ctx, controlURL(m.ports.Control), s.orchCredential(m.ident), mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: in.config}); err != nil {
+	if err := s.RPC.StartInstance(ctx, controlURL(m.ports.Control), s.orchCredential(m.ident), req); err != nil {
 		return fmt.Errorf("start-instance on pool container %s: %w", m.id, err)
 	}
 	s.mu.Lock()

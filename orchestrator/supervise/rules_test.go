@@ -125,7 +125,7 @@ func TestRules_AdoptsRunningContainers(t *testing.T) {
 	var def, handed, exited, ghost, pool string
 	r := newRig(t, func(r *rig) {
 		r.PoolSize = 1
-		_ = r.store.PutInstance(context.Background(), orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Status: orchestrator.StatusRunning})
+		_ = r.store.PutInstance(context.Background(), orchestrator.WantedInstance{ID: "b-1", MapID: "frontier", Status: orchestrator.StatusRunning})
 		def = r.rt.add("d-1", "d-1", false, true)
 		// Handed out from the pool just before the last orchestrator died: pool-named,
 		// but its map runs b-1.
@@ -446,7 +446,7 @@ func TestRules_ColdCreateSkipsPool(t *testing.T) {
 	r := newRig(t, func(r *rig) { r.PoolSize = 1 })
 	r.ready(t, "d-1")
 	r.registeredPoolMember(t)
-	if _, err := r.Create(context.Background(), orchestrator.CreateInstance{InstanceID: "b-1", MapID: "forest", Cold: true}); err != nil {
+	if _, err := r.Create(context.Background(), orchestrator.CreateInstance{InstanceID: "b-1", MapID: "frontier", Cold: true}); err != nil {
 		t.Fatal(err)
 	}
 	r.ready(t, "b-1")

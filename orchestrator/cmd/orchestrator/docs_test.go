@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/docs/schemas"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
@@ -132,27 +133,42 @@ func TestDocs_ShellExamples(t *testing.T) {
 }
 
 // TestDocs_ContractExamples decodes every JSON example of docs/map-contract.md into the
-// Go type its block names (```json mapcontract.MapReady), strictly, and checks the example
-// shows every field of the type, so the contract page cannot drift from the wire.
+// Go type its block names (```json mapcontract.MapReady), strictly, checks the example
+// shows every field of the type, and validates it against the message's JSON Schema in
+// docs/schemas, so the contract page can drift neither from the wire nor from the
+// schemas a map author validates against.
 func TestDocs_ContractExamples(t *testing.T) {
-	types := map[string]any{
-		"httpkit.ErrorResponse":             httpkit.ErrorResponse{},
-		"mapcontract.MapReady":              mapcontract.MapReady{},
-		"mapcontract.Heartbeat":             mapcontract.Heartbeat{},
-		"mapcontract.HeartbeatAnswer":       mapcontract.HeartbeatAnswer{},
-		"mapcontract.RedeemRequest":         mapcontract.RedeemRequest{},
-		"mapcontract.RedeemResult":          mapcontract.RedeemResult{},
-		"mapcontract.TransferRequest":       mapcontract.TransferRequest{},
-		"mapcontract.TransferAnswer":        mapcontract.TransferAnswer{},
-		"mapcontract.TransferResult":        mapcontract.TransferResult{},
-		"mapcontract.PersistSnapshot":       mapcontract.PersistSnapshot{},
-		"mapcontract.PersistSnapshotAnswer": mapcontract.PersistSnapshotAnswer{},
-		"mapcontract.CriticalEvent":         mapcontract.CriticalEvent{},
-		"mapcontract.CriticalAck":           mapcontract.CriticalAck{},
-		"mapcontract.CharacterItemsRequest": mapcontract.CharacterItemsRequest{},
-		"mapcontract.CharacterItemsAnswer":  mapcontract.CharacterItemsAnswer{},
-		"mapcontrol.MapHealth":              mapcontrol.MapHealth{},
-		"mapcontrol.StartInstance":          mapcontrol.StartInstance{},
+	set, err := schemas.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]struct {
+		proto  any
+		schema string
+	}{
+		"httpkit.ErrorResponse":             {httpkit.ErrorResponse{}, schemas.ErrorAnswer},
+		"mapcontract.MapReady":              {mapcontract.MapReady{}, "orch/map-ready.request.json"},
+		"mapcontract.Heartbeat":             {mapcontract.Heartbeat{}, "orch/map-heartbeat.request.json"},
+		"mapcontract.HeartbeatAnswer":       {mapcontract.HeartbeatAnswer{}, "orch/map-heartbeat.answer.json"},
+		"mapcontract.RedeemRequest":         {mapcontract.RedeemRequest{}, "orch/redeem.request.json"},
+		"mapcontract.RedeemResult":          {mapcontract.RedeemResult{}, "orch/redeem.answer.json"},
+		"mapcontract.TransferRequest":       {mapcontract.TransferRequest{}, "orch/request-transfer.request.json"},
+		"mapcontract.TransferAnswer":        {mapcontract.TransferAnswer{}, "orch/request-transfer.answer.json"},
+		"mapcontract.TransferResult":        {mapcontract.TransferResult{}, "orch/transfer-result.request.json"},
+		"mapcontract.PersistSnapshot":       {mapcontract.PersistSnapshot{}, "orch/persist-snapshot.request.json"},
+		"mapcontract.PersistSnapshotAnswer": {mapcontract.PersistSnapshotAnswer{}, "orch/persist-snapshot.answer.json"},
+		"mapcontract.CriticalEvent":         {mapcontract.CriticalEvent{}, "orch/persist-critical-event.request.json"},
+		"mapcontract.CriticalAck":           {mapcontract.CriticalAck{}, "orch/persist-critical-event.answer.json"},
+		"mapcontract.CriticalBatch":         {mapcontract.CriticalBatch{}, "orch/persist-critical-events.request.json"},
+		"mapcontract.CriticalBatchAnswer":   {mapcontract.CriticalBatchAnswer{}, "orch/persist-critical-events.answer.json"},
+		"mapcontract.CharacterItemsRequest": {mapcontract.CharacterItemsRequest{}, "orch/character-items.request.json"},
+		"mapcontract.CharacterItemsAnswer":  {mapcontract.CharacterItemsAnswer{}, "orch/character-items.answer.json"},
+		"mapcontract.InstanceItemsRequest":  {mapcontract.InstanceItemsRequest{}, "orch/instance-items.request.json"},
+		"mapcontract.InstanceItemsAnswer":   {mapcontract.InstanceItemsAnswer{}, "orch/instance-items.answer.json"},
+		"mapcontract.ItemPoliciesRequest":   {mapcontract.ItemPoliciesRequest{}, "orch/item-policies.request.json"},
+		"mapcontract.ItemPoliciesAnswer":    {mapcontract.ItemPoliciesAnswer{}, "orch/item-policies.answer.json"},
+		"mapcontrol.MapHealth":              {mapcontrol.MapHealth{}, "control/health.answer.json"},
+		"mapcontrol.StartInstance":          {mapcontrol.StartInstance{}, "control/start-instance.request.json"},
 	}
 	seen := map[string]bool{}
 	for _, b := range docBlocks(t) {
@@ -160,13 +176,13 @@ func TestDocs_ContractExamples(t *testing.T) {
 		if b.file != "map-contract.md" || lang != "json" {
 			continue
 		}
-		proto, ok := types[name]
+		typ, ok := types[name]
 		if !ok {
 			t.Errorf("map-contract.md:%d: block names unknown type %q", b.line, name)
 			continue
 		}
 		seen[name] = true
-		v := reflect.New(reflect.TypeOf(proto))
+		v := reflect.New(reflect.TypeOf(typ.proto))
 		dec := json.NewDecoder(strings.NewReader(b.body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(v.Interface()); err != nil {
@@ -177,10 +193,13 @@ func TestDocs_ContractExamples(t *testing.T) {
 		if err := json.Unmarshal([]byte(b.body), &fields); err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range jsonFields(reflect.TypeOf(proto)) {
+		for _, f := range jsonFields(reflect.TypeOf(typ.proto)) {
 			if _, ok := fields[f]; !ok && !optionalInExample[name+"."+f] {
 				t.Errorf("map-contract.md:%d: %s example lacks field %q", b.line, name, f)
 			}
+		}
+		if err := set.Validate(typ.schema, []byte(b.body)); err != nil {
+			t.Errorf("map-contract.md:%d: %s example breaks its schema: %v", b.line, name, err)
 		}
 	}
 	for name := range types {
@@ -194,7 +213,6 @@ func TestDocs_ContractExamples(t *testing.T) {
 // they appear).
 var optionalInExample = map[string]bool{
 	"mapcontract.TransferRequest.toInstanceId": true, // the example names the map
-	"mapcontract.TransferResult.reason":        true, // set on failure only
 }
 
 // jsonFields returns the top-level JSON names of struct type t.

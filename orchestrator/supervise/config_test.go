@@ -1,0 +1,75 @@
+package supervise
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/orchestrator"
+)
+
+// TestStartInstance_WholeConfig checks that every map is told its whole MapConfig in
+// /control/start-instance, whether its container was started for it or handed out from
+// the warm pool, and whether its instance has a config of its own or runs its map's
+// template: a map in another language has no copy of mapyard's templates.
+func TestStartInstance_WholeConfig(t *testing.T) {
+	r := newRig(t, func(r *rig) { r.PoolSize = 1 })
+	r.ready(t, "d-1")
+	r.registeredPoolMember(t)
+
+	t.Run("DefaultMap", func(t *testing.T) {
+		want, err := mapgen.Resolve("d-1", mapgen.DefaultMapID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSent(t, r.rt.startsOf("d-1"), want)
+	})
+	t.Run("TemplateMapFromThePool", func(t *testing.T) {
+		r.create(t, "b-1")
+		inst, err := r.Acquire(context.Background(), "b-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !inst.Registered || !r.saw("b-1 starting→ready: handed warm pool container") {
+			t.Fatalf("b-1 %+v was not handed a pool container", inst)
+		}
+		want, err := mapgen.Resolve("b-1", "frontier", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSent(t, r.rt.startsOf("b-1"), want)
+	})
+	t.Run("OwnConfig", func(t *testing.T) {
+		own, err := mapgen.Complete("c-1", "frontier", []byte(`{"seed":7}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(own)
+		if _, err := r.Create(context.Background(), orchestrator.CreateInstance{InstanceID: "c-1", MapID: "frontier", Config: raw, Cold: true}); err != nil {
+			t.Fatal(err)
+		}
+		r.ready(t, "c-1")
+		wantSent(t, r.rt.startsOf("c-1"), own)
+	})
+}
+
+// wantSent checks that at least one start-instance was sent and that each carried
+// want, complete: it parses strictly, as a map reads it.
+func wantSent(t *testing.T, sent []mapcontrol.StartInstance, want mapgen.MapConfig) {
+	t.Helper()
+	if len(sent) == 0 {
+		t.Fatal("no start-instance was sent")
+	}
+	for _, r := range sent {
+		got, err := mapgen.Parse(r.Config)
+		if err != nil {
+			t.Fatalf("start-instance of %s carries config %s, which does not parse as a whole MapConfig: %v", r.InstanceID, r.Config, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("start-instance of %s carries %+v, want %+v", r.InstanceID, got, want)
+		}
+	}
+}
