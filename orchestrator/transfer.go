@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// TransferState is a step of the transfer state machine (seed 000). Each state is
-// written when its step happens. A transfer moves forward only: requested → source_released
-// (the source's lease ended with its final state durable) → token_issued →
-// destination_accepted (the token was redeemed) → completed (the destination reported
-// the player spawned), or to aborted from any state before completed.
+// TransferState is a step of the transfer state machine (seed 000). A transfer moves
+// forward only: it is recorded at token_issued, in the one transaction that also makes
+// the character's final state durable and ends the source's lease (the steps seed 000
+// names requested and source_released happen inside it) → destination_accepted (the
+// token was redeemed) → completed (the destination reported the player spawned), or to
+// aborted from any state before completed. Requested and source_released are still
+// read, from rows of versions that wrote each step apart.
 type TransferState string
 
 // Transfer states.
@@ -68,6 +70,13 @@ type TransferStore interface {
 	// CreateTransfer saves a new transfer. apierr.ECONFLICT if its id exists.
 	CreateTransfer(ctx context.Context, t *Transfer) error
 
+	// IssueTransfer records everything a source map's transfer request writes, in one
+	// transaction: the transfer at token_issued (its nonce is the token's), the
+	// character's final state as a transfer_boundary critical event, and the lease that
+	// takes the character off the source. apierr.ECONFLICT if the transfer id exists or
+	// the lease moved past PrevEpoch; then nothing is written.
+	IssueTransfer(ctx context.Context, t TransferIssue) error
+
 	// Transfer returns a transfer by id, or apierr.ENOTFOUND.
 	Transfer(ctx context.Context, id string) (*Transfer, error)
 
@@ -98,6 +107,22 @@ type TransferStore interface {
 	// before now (a token past its expiry is refused before its transfer is looked at,
 	// so removing them reopens nothing) and reports how many.
 	PruneFinishedTransfers(ctx context.Context, now time.Time) (int64, error)
+}
+
+// TransferIssue is everything one transfer request writes, committed together so that a
+// token never exists for a character whose final state or lease was not recorded, and a
+// character never leaves its map without a token to arrive with.
+type TransferIssue struct {
+	// Transfer is the new transfer, in state TransferTokenIssued.
+	Transfer *Transfer
+	// Boundary is the character's final state in the source as a transfer_boundary
+	// critical event; nil for a disposable character, whose state the orchestrator
+	// keeps in memory.
+	Boundary *CriticalCommit
+	// Lease is the character's lease in transit (naming Transfer, no instance), replacing
+	// the one at PrevEpoch.
+	Lease     Lease
+	PrevEpoch int64
 }
 
 // Admission is everything redeeming one ticket writes, committed together so that a

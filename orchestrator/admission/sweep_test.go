@@ -10,22 +10,68 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
-// recordingStore records every state a transfer is advanced to, in order, by
-// AdvanceTransfer or by a redeem's Admit.
+// recordingStore records every state a transfer is written in, in order, by
+// IssueTransfer, AdvanceTransfer or a redeem's Admit, and counts the store's write
+// transactions a transfer makes.
 type recordingStore struct {
 	admission.Store
 	mu     sync.Mutex
 	states []orchestrator.TransferState
+	writes int
+}
+
+func (r *recordingStore) wrote(state ...orchestrator.TransferState) {
+	r.mu.Lock()
+	r.states = append(r.states, state...)
+	r.writes++
+	r.mu.Unlock()
+}
+
+func (r *recordingStore) IssueTransfer(ctx context.Context, it orchestrator.TransferIssue) error {
+	err := r.Store.IssueTransfer(ctx, it)
+	if err == nil {
+		r.wrote(it.Transfer.State)
+	}
+	return err
+}
+
+func (r *recordingStore) CreateTransfer(ctx context.Context, t *orchestrator.Transfer) error {
+	err := r.Store.CreateTransfer(ctx, t)
+	if err == nil {
+		r.wrote(t.State)
+	}
+	return err
+}
+
+func (r *recordingStore) CommitCritical(ctx context.Context, c orchestrator.CriticalCommit) (record.CriticalAck, error) {
+	ack, err := r.Store.CommitCritical(ctx, c)
+	if err == nil {
+		r.wrote()
+	}
+	return ack, err
+}
+
+func (r *recordingStore) SetLease(ctx context.Context, l orchestrator.Lease, prevEpoch int64) error {
+	err := r.Store.SetLease(ctx, l, prevEpoch)
+	if err == nil {
+		r.wrote()
+	}
+	return err
+}
+
+func (r *recordingStore) transactions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes
 }
 
 func (r *recordingStore) AdvanceTransfer(ctx context.Context, id string, from []orchestrator.TransferState, to orchestrator.TransferState, reason string) (*orchestrator.Transfer, error) {
 	tr, err := r.Store.AdvanceTransfer(ctx, id, from, to, reason)
 	if err == nil {
-		r.mu.Lock()
-		r.states = append(r.states, to)
-		r.mu.Unlock()
+		r.wrote(to)
 	}
 	return tr, err
 }
@@ -51,9 +97,10 @@ func (r *recordingStore) recorded() []orchestrator.TransferState {
 	return slices.Clone(r.states)
 }
 
-// TestTransfer_StatesWhenTheyHappen pins when each state is written: the source is
-// released with the token, the transfer is accepted at the redeem and completed only
-// when the destination reports.
+// TestTransfer_StatesWhenTheyHappen pins when each state is written: the request
+// records the transfer at token_issued (the source released with it) in one write
+// transaction, the transfer is accepted at the redeem and completed only when the
+// destination reports.
 func TestTransfer_StatesWhenTheyHappen(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -61,13 +108,16 @@ func TestTransfer_StatesWhenTheyHappen(t *testing.T) {
 	rec := &recordingStore{Store: e.db}
 	e.svc.Store = rec
 
-	want := []orchestrator.TransferState{orchestrator.TransferSourceReleased, orchestrator.TransferTokenIssued}
+	want := []orchestrator.TransferState{orchestrator.TransferTokenIssued}
 	a, err := e.svc.RequestTransfer(ctx, transferReq("tr-s", r, "default-1", "frontier", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.recorded(); !slices.Equal(got, want) {
 		t.Fatalf("after the request: %v, want %v", got, want)
+	}
+	if n := rec.transactions(); n != 1 {
+		t.Fatalf("the request made %d write transactions, want 1", n)
 	}
 	e.redeem(t, "frontier-1", a.Token)
 	want = append(want, orchestrator.TransferDestinationAccepted)

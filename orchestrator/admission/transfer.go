@@ -17,11 +17,11 @@ import (
 // pendingStates are the states a transfer can be aborted from.
 var pendingStates = orchestrator.PendingTransferStates()
 
-// RequestTransfer moves a character out of its source map. In order, each step durable
-// before the next: the transfer is recorded (requested); the character's final state is
-// committed as a critical event; the source's lease ends (source_released: the character
-// is in transit, authoritative nowhere); the token is minted (token_issued). A retry with the same
-// TransferID returns the same token. The destination is started if needed; if it cannot
+// RequestTransfer moves a character out of its source map. One transaction records the
+// transfer at token_issued, the character's final state as a critical event and the end
+// of the source's lease (the character is in transit, authoritative nowhere); then the
+// token is minted from the recorded transfer. A retry with the same TransferID returns
+// the same token. The destination is started if needed; if it cannot
 // take players the request fails and the character stays where it is.
 //
 // Error codes: EBADREQUEST, EFORBIDDEN (the source does not hold the character),
@@ -84,27 +84,11 @@ func (s *Service) requestTransfer(ctx context.Context, r mapcontract.TransferReq
 	now := s.Now()
 	tr := &orchestrator.Transfer{
 		ID: r.TransferID, CharacterID: r.CharacterID, Subject: lease.Subject,
-		FromInstanceID: r.FromInstanceID, ToInstanceID: r.ToInstanceID, State: orchestrator.TransferRequested,
+		FromInstanceID: r.FromInstanceID, ToInstanceID: r.ToInstanceID, State: orchestrator.TransferTokenIssued,
 		Nonce: ticket.NewID(16), IssuedAt: now, ExpiresAt: now.Add(s.TransferTTL),
 	}
-	if err := s.Store.CreateTransfer(ctx, tr); err != nil {
-		return nil, fmt.Errorf("request transfer: %w", err)
-	}
-	if err := s.handOver(ctx, tr, r.State, lease.Epoch); err != nil {
-		s.abort(ctx, tr.ID, "saving final state failed")
-		return nil, err
-	}
 	transit := orchestrator.Lease{CharacterID: r.CharacterID, Subject: lease.Subject, Epoch: lease.Epoch + 1, TransferID: tr.ID}
-	if err := s.setLease(ctx, transit, lease.Epoch); err != nil {
-		s.abort(ctx, tr.ID, "lease changed")
-		return nil, fmt.Errorf("request transfer: lease: %w", err)
-	}
-	// The source gave the character up with the lease: record it now, not when the
-	// destination reports.
-	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferRequested}, orchestrator.TransferSourceReleased, ""); err != nil {
-		return nil, fmt.Errorf("request transfer: %w", err)
-	}
-	if _, err := s.Store.AdvanceTransfer(ctx, tr.ID, []orchestrator.TransferState{orchestrator.TransferSourceReleased}, orchestrator.TransferTokenIssued, ""); err != nil {
+	if err := s.issue(ctx, tr, r.State, transit, lease.Epoch); err != nil {
 		return nil, fmt.Errorf("request transfer: %w", err)
 	}
 	s.Log.Info("transfer token issued", "transfer", tr.ID, "character", tr.CharacterID, "from", tr.FromInstanceID, "to", tr.ToInstanceID)
@@ -178,28 +162,41 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*mapcontract.TransferAnswer
 	}, nil
 }
 
-// handOver makes the character's final state in the source durable: a transfer_boundary
-// critical event for saved characters, memory for disposable ones.
-func (s *Service) handOver(ctx context.Context, tr *orchestrator.Transfer, st record.CharacterState, epoch int64) error {
+// issue records a transfer at token_issued with the character's final state in the
+// source and its lease in transit (the source gives the character up with it). For a
+// saved character all three are one transaction, the final state a transfer_boundary
+// critical event; a disposable character's state and lease live in memory, beside its
+// transfer row. Nothing is recorded when it fails.
+func (s *Service) issue(ctx context.Context, tr *orchestrator.Transfer, st record.CharacterState, transit orchestrator.Lease, prevEpoch int64) error {
 	st.CharacterID, st.InstanceID = tr.CharacterID, tr.FromInstanceID
 	if IsDisposable(tr.CharacterID) {
+		if err := s.Store.CreateTransfer(ctx, tr); err != nil {
+			return err
+		}
+		if err := s.setLease(ctx, transit, prevEpoch); err != nil {
+			s.abort(ctx, tr.ID, "lease changed")
+			return fmt.Errorf("lease: %w", err)
+		}
 		s.mu.Lock()
 		s.handovers[tr.ID] = &st
 		s.mu.Unlock()
 		return nil
 	}
 	if st.Revision <= 0 {
-		st.Revision = epoch
+		st.Revision = prevEpoch
 	}
 	payload, err := json.Marshal(st)
 	if err != nil {
-		return fmt.Errorf("hand over: %w", err)
+		return fmt.Errorf("final state: %w", err)
 	}
-	_, err = s.Store.CommitCritical(ctx, orchestrator.CriticalCommit{Event: record.CriticalEvent{
-		EventID: transferEventPrefix + tr.ID, InstanceID: tr.FromInstanceID,
-		Kind: record.EventTransferBoundary, Payload: payload,
-	}, Boundary: &st})
-	return err
+	return s.Store.IssueTransfer(ctx, orchestrator.TransferIssue{
+		Transfer: tr,
+		Boundary: &orchestrator.CriticalCommit{Event: record.CriticalEvent{
+			EventID: transferEventPrefix + tr.ID, InstanceID: tr.FromInstanceID,
+			Kind: record.EventTransferBoundary, Payload: payload,
+		}, Boundary: &st},
+		Lease: transit, PrevEpoch: prevEpoch,
+	})
 }
 
 // TransferResult records the destination's report. Success completes the transfer;
