@@ -30,10 +30,11 @@ type fakeMaps struct {
 	states  map[string]orchestrator.InstanceState
 	created []string
 	configs map[string]json.RawMessage // configs of created instances
+	images  map[string]string          // images of created instances
 }
 
 func newFakeMaps(ids ...string) *fakeMaps {
-	m := &fakeMaps{states: map[string]orchestrator.InstanceState{}, configs: map[string]json.RawMessage{}}
+	m := &fakeMaps{states: map[string]orchestrator.InstanceState{}, configs: map[string]json.RawMessage{}, images: map[string]string{}}
 	for _, id := range ids {
 		m.states[id] = orchestrator.StateReady
 	}
@@ -93,6 +94,7 @@ func (m *fakeMaps) Create(ctx context.Context, r orchestrator.CreateInstance) (o
 	m.states[r.InstanceID] = orchestrator.StateReady
 	m.created = append(m.created, r.InstanceID)
 	m.configs[r.InstanceID] = r.Config
+	m.images[r.InstanceID] = r.Image
 	return orchestrator.Instance{ID: r.InstanceID, MapID: r.MapID, State: orchestrator.StateReady}, nil
 }
 
