@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
@@ -35,11 +37,13 @@ type Config struct {
 	MapRestartWindowMS    int `env:"ORCH_MAP_RESTART_WINDOW_MS" envDefault:"60000" help:"window in which map restarts are counted"`
 	MapRestartMaxInWindow int `env:"ORCH_MAP_RESTART_MAX_IN_WINDOW" envDefault:"3" help:"restarts allowed per window before a map is quarantined"`
 	MapQuarantineMS       int `env:"ORCH_MAP_QUARANTINE_MS" envDefault:"60000" help:"how long a quarantined map is left alone"`
-	WarmPoolSize          int `env:"ORCH_WARM_POOL_SIZE" envDefault:"1" help:"blank map containers kept started and registered"`
+	WarmPoolSize          int `env:"ORCH_WARM_POOL_SIZE" envDefault:"1" help:"blank map containers kept started and registered per image: of ORCH_MAP_IMAGE always, of another allowed image once a map of it has started"`
 	MapIdleStopMS         int `env:"ORCH_MAP_IDLE_STOP_MS" envDefault:"600000" help:"non-default maps with no players are stopped after this long"`
 	MapRehomeMS           int `env:"ORCH_MAP_REHOME_MS" envDefault:"30000" help:"a map handed out from the warm pool is moved to a container created for it (named and labelled with its instance) once it has had no players this long; 0 = never"`
 
-	MapImage          string `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of map containers"`
+	MapImage  string   `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of maps whose template or admin create names none; always allowed"`
+	MapImages []string `env:"ORCH_MAP_IMAGES" envDefault:"mapyard/map:latest,mapyard/tag:latest" envSeparator:"," help:"comma-separated images a map template or admin create may name (compared as written; ORCH_MAP_IMAGE is allowed too); any other is refused with 400 image_not_allowed"`
+
 	MapNetwork        string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
 	MapMemoryMB       int    `env:"ORCH_MAP_MEMORY_MB" envDefault:"512" help:"memory limit of each map container"`
 	MapCPUs           string `env:"ORCH_MAP_CPUS" envDefault:"1" help:"CPU limit of each map container, in cores (e.g. 0.5)"`
@@ -134,6 +138,14 @@ func (c *Config) Validate() error {
 	if !record.ValidName(c.Deployment) {
 		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must be %s", c.Deployment, record.IDRule)
 	}
+	if err := mapgen.ValidateImage("ORCH_MAP_IMAGE", c.MapImage, false); err != nil {
+		return err
+	}
+	for _, img := range c.AllowedMapImages() {
+		if err := mapgen.ValidateImage("ORCH_MAP_IMAGES", img, false); err != nil {
+			return err
+		}
+	}
 	if !record.ValidName(c.MapNetwork) {
 		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must be %s", c.MapNetwork, record.IDRule)
 	}
@@ -143,6 +155,18 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ORCH_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
 	}
 	return nil
+}
+
+// AllowedMapImages returns ORCH_MAP_IMAGES without blanks around or between its
+// entries, so "a, b," means a and b.
+func (c *Config) AllowedMapImages() []string {
+	var out []string
+	for _, img := range c.MapImages {
+		if img = strings.TrimSpace(img); img != "" {
+			out = append(out, img)
+		}
+	}
+	return out
 }
 
 // MapNanoCPUs returns ORCH_MAP_CPUS in the Docker API's unit (1e-9 CPUs).

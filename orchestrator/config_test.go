@@ -32,6 +32,7 @@ func TestConfig_Defaults(t *testing.T) {
 		{"ORCH_MAP_QUARANTINE_MS", c.MapQuarantineMS, 60000},
 		{"ORCH_INTERNAL_RPC_SECRET", c.Secret, ""},
 		{"ORCH_MAP_IMAGE", c.MapImage, "mapyard/map:latest"},
+		{"ORCH_MAP_IMAGES", strings.Join(c.AllowedMapImages(), ","), "mapyard/map:latest,mapyard/tag:latest"},
 		{"ORCH_WARM_POOL_SIZE", c.WarmPoolSize, 1},
 		{"ORCH_MAP_IDLE_STOP_MS", c.MapIdleStopMS, 600000},
 		{"ORCH_DEPLOYMENT", c.Deployment, "mapyard"},
@@ -65,6 +66,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"ORCH_LOG_LEVEL=loud", "ORCH_LOG_LEVEL"},
 		{"ORCH_JOIN_RATE_BURST=0", "ORCH_JOIN_RATE_BURST"},
 		{"ORCH_MAX_GUESTS=-1", "ORCH_MAX_GUESTS"},
+		{"ORCH_MAP_IMAGE=mapyard/map latest", "ORCH_MAP_IMAGE"},
+		{"ORCH_MAP_IMAGES=mapyard/map:latest,studio game:1", "ORCH_MAP_IMAGES"},
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			var c orchestrator.Config
@@ -76,5 +79,20 @@ func TestConfig_Validate(t *testing.T) {
 				t.Fatalf("Validate()=%v, want an error naming %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestConfig_MapImages: the allowed list reads as an operator writes it, blanks and a
+// trailing comma included.
+func TestConfig_MapImages(t *testing.T) {
+	var c orchestrator.Config
+	if err := envconf.Load(&c, []string{"ORCH_MAP_IMAGES= studio/lobby:2 ,studio/dungeon:7,"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(c.AllowedMapImages(), ","), "studio/lobby:2,studio/dungeon:7"; got != want {
+		t.Fatalf("allowed images %q, want %q", got, want)
 	}
 }

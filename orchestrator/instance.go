@@ -20,13 +20,23 @@ const (
 	StateQuarantined InstanceState = "quarantined"
 	StateStopping    InstanceState = "stopping"
 	StateStopped     InstanceState = "stopped"
+	// StateImageMissing: the instance cannot start because its image is not there to
+	// run: the engine does not have it, or the host no longer allows it
+	// (ORCH_MAP_IMAGES); the reason says which. Nothing is retried on its own — a
+	// missing image does not appear by waiting, and a restart loop would only fill the
+	// log — so the instance stays here until an operator restarts it (or the
+	// orchestrator starts again), and joins and transfers to it fail at once.
+	StateImageMissing InstanceState = "image_missing"
 )
 
 // Instance is one running (or wanted) map: the unit the orchestrator supervises and
 // the target of joins and transfers.
 type Instance struct {
-	ID    string        `json:"instanceId"`
-	MapID string        `json:"mapId"`
+	ID    string `json:"instanceId"`
+	MapID string `json:"mapId"`
+	// Image is the container image the instance runs in: the one its template or its
+	// admin create named, else the host's ORCH_MAP_IMAGE.
+	Image string        `json:"image"`
 	State InstanceState `json:"state"`
 	// Registered is whether the map server registered with this orchestrator process;
 	// an adopted map is ready once probed and registers again on its next heartbeat.
@@ -56,7 +66,11 @@ type WantedInstance struct {
 	ID     string          `json:"instanceId"`
 	MapID  string          `json:"mapId"`
 	Config json.RawMessage `json:"config,omitempty"`
-	Status string          `json:"status"`
+	// Image is the image its template or its admin create named; empty means the
+	// host's ORCH_MAP_IMAGE at each start, so maps that name none follow the host's
+	// default image across upgrades.
+	Image  string `json:"image,omitempty"`
+	Status string `json:"status"`
 	// Restarts is how many times the supervisor restarted the instance after a crash
 	// or failed health, kept so that an orchestrator restart does not forget it (the
 	// store sets it apart from the rest: see supervise.Store.SetInstanceRestarts).
@@ -71,6 +85,10 @@ type CreateInstance struct {
 	MapID      string `json:"mapId"`
 	// Config is the generated MapConfig, passed opaquely to the map server.
 	Config json.RawMessage `json:"config,omitempty"`
+	// Image is the container image to run the instance in; empty means the host's
+	// ORCH_MAP_IMAGE. It must be one the host allows (ORCH_MAP_IMAGES), else the
+	// create is refused with apierr.EIMAGENOTALLOWED and nothing is started.
+	Image string `json:"image,omitempty"`
 	// Env is extra container environment, accepted only when fault injection is allowed
 	// (ORCH_ALLOW_FAULT_INJECTION=1) and only for MAP_FAULT_* variables: a test switch.
 	Env []string `json:"env,omitempty"`
@@ -122,10 +140,12 @@ type Maps interface {
 
 	// Acquire returns the instance once it is ready, starting it if it is not running and
 	// waiting a bounded time. Joins and transfers call it. Error codes: apierr.ENOTFOUND,
-	// apierr.EMAPQUARANTINED (fails fast), apierr.EMAPUNAVAILABLE (not ready in time).
+	// apierr.EMAPQUARANTINED (fails fast), apierr.EMAPUNAVAILABLE (not ready in time, or
+	// at once when its image is missing).
 	Acquire(ctx context.Context, instanceID string) (Instance, error)
 
 	// Create adds a wanted instance at runtime and starts it. Error codes: apierr.EBADREQUEST,
+	// apierr.EIMAGENOTALLOWED (the host does not allow its image; nothing is created),
 	// apierr.ECONFLICT (the id exists).
 	Create(ctx context.Context, r CreateInstance) (Instance, error)
 

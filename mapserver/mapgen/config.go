@@ -64,6 +64,14 @@ type MapConfig struct {
 	StaticCollider StaticColliderParams `json:"staticCollider"`
 	// GenerationRules holds densities and counts of generated objects.
 	GenerationRules GenerationRules `json:"generationRules"`
+	// Image is the container image that runs this map (a Docker reference such as
+	// "mapyard/tag:latest"), so that a template says which game it is a map of and a
+	// portal to it starts the right one. Empty means the host's ORCH_MAP_IMAGE. It
+	// says where the map runs, not what its world is: the generator never reads it and
+	// the world hash does not cover it, so a map keeps its hash in any image. The
+	// orchestrator keeps it in its own record of the instance and hands maps their
+	// config without it.
+	Image string `json:"image,omitempty"`
 }
 
 // Bounds is the size of a map in metres. The default map is 2000 x 2000 (2 km x 2 km).

@@ -80,6 +80,10 @@ func TestMapConfig_Validate(t *testing.T) {
 		{"ErrPortalTargetInvalid", func(c *mapgen.MapConfig) { c.GenerationRules.Portals[0].TargetMapID = "Nope!" }, "generationRules.portals[0].targetMapId"},
 		{"ErrPortalToItself", func(c *mapgen.MapConfig) { c.GenerationRules.Portals[0].TargetMapID = c.MapID }, "generationRules.portals[0].targetMapId"},
 		{"ErrDiscoverWithTarget", func(c *mapgen.MapConfig) { c.GenerationRules.Portals[0].Discover = true }, "generationRules.portals[0].targetMapId"},
+		{"ValidImage", func(c *mapgen.MapConfig) { c.Image = "registry.example:5000/studio/lobby_2:v1.2@sha256:0a1b" }, ""},
+		{"ErrImageSpace", func(c *mapgen.MapConfig) { c.Image = "mapyard/map latest" }, "image"},
+		{"ErrImageLeadingSlash", func(c *mapgen.MapConfig) { c.Image = "/mapyard/map" }, "image"},
+		{"ErrImageTooLong", func(c *mapgen.MapConfig) { c.Image = strings.Repeat("a", mapgen.MaxImageLength+1) }, "image"},
 		{"ErrTooManyPortals", func(c *mapgen.MapConfig) {
 			for range 4 {
 				c.GenerationRules.Portals = append(c.GenerationRules.Portals, mapgen.PortalRule{Discover: true, Count: 8})
@@ -142,6 +146,7 @@ func TestParse(t *testing.T) {
 		{"ErrMissingSchemaVersion", replace(`"schemaVersion":1,`, ``), "schemaVersion: missing"},
 		{"ErrNewerSchemaVersion", replace(`"schemaVersion":1`, `"schemaVersion":2`), "schemaVersion: version 2 is newer"},
 		{"ErrOlderSchemaVersion", replace(`"schemaVersion":1`, `"schemaVersion":0`), "schemaVersion: version 0 is no longer supported"},
+		{"ValidImage", replace(`"seed":`, `"image":"mapyard/tag:latest","seed":`), ""},
 		{"ErrUnknownField", replace(`"seed":`, `"sead":1,"seed":`), `unknown field "sead"`},
 		{"ErrTrailingData", append(append([]byte(nil), valid...), []byte(`{}`)...), "decode map config"},
 		{"ErrNegativeSeed", replace(`"seed":20261122`, `"seed":-1`), "decode map config"},

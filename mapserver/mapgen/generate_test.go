@@ -118,6 +118,17 @@ func TestGenerate_InstanceIDDoesNotChangeWorld(t *testing.T) {
 	}
 }
 
+// TestGenerate_ImageDoesNotChangeWorld: the image names where a map runs, not what its
+// world is, so the same map hashes the same whichever game's image runs it.
+func TestGenerate_ImageDoesNotChangeWorld(t *testing.T) {
+	c := mapgen.Default()
+	a := mustGenerate(t, c).Hash()
+	c.Image = "mapyard/tag:latest"
+	if b := mustGenerate(t, c).Hash(); a != b {
+		t.Fatalf("the image changed the world hash: %s vs %s", a, b)
+	}
+}
+
 func TestGenerate_Invariants(t *testing.T) {
 	for _, id := range mapgen.TemplateIDs() {
 		t.Run(id, func(t *testing.T) {

@@ -96,6 +96,37 @@ func ValidateID(field, id string) error {
 	return nil
 }
 
+// MaxImageLength bounds an image reference, as Docker bounds a repository name.
+const MaxImageLength = 255
+
+// ValidateImage reports whether ref looks like a container image reference
+// ([registry/]name[:tag][@digest]): at most MaxImageLength characters of a-z, A-Z,
+// 0-9 and ./:@_-, starting and ending with a letter or digit. It checks the form only:
+// which images a host runs is the host's decision (ORCH_MAP_IMAGES), and whether one
+// exists is the engine's. An empty ref is valid when optional (it means the host's
+// default image).
+func ValidateImage(field, ref string, optional bool) error {
+	if ref == "" {
+		if optional {
+			return nil
+		}
+		return invalid(field, "must not be empty")
+	}
+	if len(ref) > MaxImageLength {
+		return invalid(field, "must be at most %d characters (got %d)", MaxImageLength, len(ref))
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(ref); i++ {
+		if c := ref[i]; !alnum(c) && !strings.ContainsRune("./:@_-", rune(c)) {
+			return invalid(field, "must be an image reference such as mapyard/map:latest (got %q)", ref)
+		}
+	}
+	if !alnum(ref[0]) || !alnum(ref[len(ref)-1]) {
+		return invalid(field, "must start and end with a letter or digit (got %q)", ref)
+	}
+	return nil
+}
+
 // Validate checks every field of c and returns a *ValidationError naming the first bad
 // value, or nil. A valid config always generates, quickly, without error.
 func (c *MapConfig) Validate() error {
@@ -115,6 +146,9 @@ func (c *MapConfig) Validate() error {
 		return err
 	}
 	if err := checkRange("bounds.height", c.Bounds.Height, MinMapSize, MaxMapSize); err != nil {
+		return err
+	}
+	if err := ValidateImage("image", c.Image, true); err != nil {
 		return err
 	}
 	for _, check := range []func() error{c.validateTerrain, c.validateBiome, c.validatePropSets, c.validateColliders, c.validateRules} {

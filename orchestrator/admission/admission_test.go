@@ -31,10 +31,11 @@ type fakeMaps struct {
 	mapIDs  map[string]string // map of an instance not named "<mapId>-1"
 	created []string
 	configs map[string]json.RawMessage // configs of created instances
+	images  map[string]string          // images of created instances
 }
 
 func newFakeMaps(ids ...string) *fakeMaps {
-	m := &fakeMaps{states: map[string]orchestrator.InstanceState{}, configs: map[string]json.RawMessage{}, mapIDs: map[string]string{}}
+	m := &fakeMaps{states: map[string]orchestrator.InstanceState{}, configs: map[string]json.RawMessage{}, mapIDs: map[string]string{}, images: map[string]string{}}
 	for _, id := range ids {
 		m.states[id] = orchestrator.StateReady
 	}
@@ -98,6 +99,7 @@ func (m *fakeMaps) Create(ctx context.Context, r orchestrator.CreateInstance) (o
 	m.states[r.InstanceID] = orchestrator.StateReady
 	m.created = append(m.created, r.InstanceID)
 	m.configs[r.InstanceID] = r.Config
+	m.images[r.InstanceID] = r.Image
 	return orchestrator.Instance{ID: r.InstanceID, MapID: r.MapID, State: orchestrator.StateReady}, nil
 }
 

@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
@@ -89,6 +90,25 @@ func TestTransfer_Derived(t *testing.T) {
 				t.Fatalf("created %v", e.maps.created)
 			}
 		})
+	})
+	t.Run("RunsItsParentsImage", func(t *testing.T) {
+		// A map discovered from a game's map is a map of that game, whatever image the
+		// parent's record names; the config it is handed does not carry the image.
+		e := newEnv(t)
+		if err := e.db.PutInstance(ctx, orchestrator.WantedInstance{ID: "frontier-1", MapID: "frontier", Image: "studio/dungeon:1", Status: orchestrator.StatusRunning}); err != nil {
+			t.Fatal(err)
+		}
+		in := inFrontier(t, e)
+		if _, err := e.svc.RequestTransfer(ctx, transferReq("tr-w", in, "frontier-1", portal.TargetMapID, 3)); err != nil {
+			t.Fatal(err)
+		}
+		want := mapgen.InstanceOfMap(portal.TargetMapID)
+		if got := e.maps.images[want]; got != "studio/dungeon:1" {
+			t.Fatalf("derived map created with image %q, want its parent's", got)
+		}
+		if strings.Contains(string(e.maps.configs[want]), `"image"`) {
+			t.Fatalf("the derived map's config carries the image: %s", e.maps.configs[want])
+		}
 	})
 	t.Run("ErrMapUnavailableNotAPortalOfTheSource", func(t *testing.T) {
 		e := newEnv(t)

@@ -98,7 +98,11 @@ func (s *Service) requestTransfer(ctx context.Context, r mapcontract.TransferReq
 // destination returns the ready destination instance. A portal that names a map whose
 // instance does not exist yet creates it (lazy spawn): from the map's pre-authored
 // template, or, for a derived ("wild-") map, from its parent's config through
-// mapgen.Derive. Anything else unknown is map_unavailable.
+// mapgen.Derive. Anything else unknown is map_unavailable. The new instance runs the
+// image its template names (a derived map its parent's), whatever image the source
+// runs: the character travels through the orchestrator, not between two games. A
+// template naming an image the host does not allow is image_not_allowed, and nothing
+// is started.
 func (s *Service) destination(ctx context.Context, fromInstanceID, instanceID, mapID string) (orchestrator.Instance, error) {
 	inst, err := s.Maps.Acquire(ctx, instanceID)
 	if apierr.Code(err) != apierr.ENOTFOUND {
@@ -108,17 +112,24 @@ func (s *Service) destination(ctx context.Context, fromInstanceID, instanceID, m
 		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q does not exist", instanceID)
 	}
 	var config json.RawMessage
+	var image string
 	if IsDerived(mapID) {
-		if config, err = s.deriveConfig(ctx, fromInstanceID, mapID); err != nil {
+		c, err := s.deriveConfig(ctx, fromInstanceID, mapID)
+		if err != nil {
 			return inst, err
 		}
-	} else if _, err := mapgen.Template(mapID); err != nil {
+		if config, image, err = splitImage(c); err != nil {
+			return inst, err
+		}
+	} else if t, err := mapgen.Template(mapID); err != nil {
 		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map %q has no template to start an instance from", mapID)
+	} else {
+		image = t.Image
 	}
-	if _, err := s.Maps.Create(ctx, orchestrator.CreateInstance{InstanceID: instanceID, MapID: mapID, Config: config}); err != nil && apierr.Code(err) != apierr.ECONFLICT {
+	if _, err := s.Maps.Create(ctx, orchestrator.CreateInstance{InstanceID: instanceID, MapID: mapID, Config: config, Image: image}); err != nil && apierr.Code(err) != apierr.ECONFLICT {
 		return inst, err
 	}
-	s.Log.Info("map instance created for a transfer", "instance", instanceID, "map", mapID, "derived", config != nil)
+	s.Log.Info("map instance created for a transfer", "instance", instanceID, "map", mapID, "derived", config != nil, "image", image)
 	return s.Maps.Acquire(ctx, instanceID)
 }
 

@@ -69,6 +69,9 @@ const (
 	// own, or content that no longer matches the hash it was saved with. Nothing is
 	// changed; the state stays stored for an orchestrator that can read it.
 	ESTATEINCOMPATIBLE = "state_incompatible"
+	// EIMAGENOTALLOWED refuses a map whose container image the host does not allow
+	// (ORCH_MAP_IMAGES, plus ORCH_MAP_IMAGE): nothing is created or started.
+	EIMAGENOTALLOWED = "image_not_allowed"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;
@@ -117,6 +120,7 @@ func Message(err error) string {
 // statuses maps error codes to HTTP statuses; codes not listed are 500.
 var statuses = map[string]int{
 	EBADREQUEST:      http.StatusBadRequest,
+	EIMAGENOTALLOWED: http.StatusBadRequest,
 	EINVALIDENVELOPE: http.StatusBadRequest,
 	EHASHMISMATCH:    http.StatusBadRequest,
 	ESCHEMAVERSION:   http.StatusBadRequest,

@@ -33,7 +33,7 @@ func BenchmarkColdSpawn(b *testing.B) {
 	for b.Loop() {
 		for range benchSamples {
 			n++
-			spec := supervise.Spec{InstanceID: fmt.Sprintf("%s-raw%d", h.deployment, n), MapID: "forest"}
+			spec := supervise.Spec{InstanceID: fmt.Sprintf("%s-raw%d", h.deployment, n), MapID: "forest", Image: dockertest.MapImage()}
 			spec.Env = append(append([]string(nil), h.sup.Env...), "MAP_INSTANCE_ID="+spec.InstanceID)
 			t0 := time.Now()
 			id, err := docker.CreateStart(ctx, h.rt, spec)

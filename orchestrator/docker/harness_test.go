@@ -117,11 +117,12 @@ func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 		log = slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	h.rt = docker.NewRuntime(cli, docker.Template{
-		Image: dockertest.MapImage(), Network: "mapyard", Gateway: mapNet.Gateway, Deployment: h.deployment,
+		Network: "mapyard", Gateway: mapNet.Gateway, Deployment: h.deployment,
 		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
 	})
 	opts := supervise.DefaultOptions()
 	opts.DefaultInstanceID, opts.DefaultMapID = h.deployment+"-d", "default"
+	opts.Image = dockertest.MapImage()
 	opts.ProbeInterval = 200 * time.Millisecond
 	opts.HeartbeatTimeout = 5 * time.Second
 	opts.StartTimeout = 20 * time.Second

@@ -94,6 +94,12 @@ const (
 	// recompute them. Neither is secret.
 	LabelGeneration = "io.mapyard.generation"
 	LabelKeyID      = "io.mapyard.keyid"
+	// LabelImage names the image a container was created from, as the map's template
+	// or admin create named it (or the host's default): `docker ps --filter
+	// label=io.mapyard.image=mapyard/tag:latest` lists one game's maps, and a
+	// restarted orchestrator knows which image a blank pool container serves even when
+	// the engine reports the image only by id.
+	LabelImage = "io.mapyard.image"
 )
 
 // Owns reports whether a container with labels belongs to deployment: a map container

@@ -47,9 +47,9 @@ func TestEnsureNetwork(t *testing.T) {
 	// credentials when generation is empty; with credentials in its environment it keeps
 	// running (and retrying an orchestrator that is not there).
 	run := func(name, gateway, deployment, generation string) string {
-		rt := docker.NewRuntime(cli, docker.Template{Image: dockertest.MapImage(), Network: name, Gateway: gateway,
+		rt := docker.NewRuntime(cli, docker.Template{Network: name, Gateway: gateway,
 			Deployment: deployment, MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64})
-		c, err := rt.Start(ctx, supervise.Spec{InstanceID: deployment + "-m", MapID: "default", Generation: generation,
+		c, err := rt.Start(ctx, supervise.Spec{InstanceID: deployment + "-m", MapID: "default", Image: dockertest.MapImage(), Generation: generation,
 			Env: []string{"MAP_CREDENTIAL=0123456789abcdef-x", "MAP_ORCH_CREDENTIAL=0123456789abcdef-x", "MAP_ORCH_URL=http://127.0.0.1:1"}})
 		if err != nil {
 			t.Fatal(err)

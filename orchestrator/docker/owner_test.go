@@ -56,7 +56,7 @@ func TestRuntime_LeavesOtherDeploymentsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := docker.NewRuntime(cli, docker.Template{
-		Image: dockertest.MapImage(), Network: "mapyard", Gateway: mapNet.Gateway, Deployment: mine,
+		Network: "mapyard", Gateway: mapNet.Gateway, Deployment: mine,
 		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
 	})
 	id := "forest-1"
@@ -75,7 +75,7 @@ func TestRuntime_LeavesOtherDeploymentsAlone(t *testing.T) {
 		}
 	}
 
-	_, err = rt.Start(ctx, supervise.Spec{InstanceID: id, MapID: "forest"})
+	_, err = rt.Start(ctx, supervise.Spec{InstanceID: id, MapID: "forest", Image: dockertest.MapImage()})
 	if !errors.Is(err, docker.ErrNameTaken) {
 		t.Fatalf("start over another deployment's container: %v, want ErrNameTaken", err)
 	}

@@ -19,7 +19,9 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -35,8 +37,9 @@ const (
 	MapControlPort = 9100
 )
 
-// API is the part of *client.Client the runtime uses: the container lifecycle and the
-// events stream. Tests wrap a real client; nothing else does.
+// API is the part of *client.Client the runtime uses: the container lifecycle, the
+// events stream, and an image's inspection (to tell a missing image from any other
+// failed create). Tests wrap a real client; nothing else does.
 type API interface {
 	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
@@ -46,12 +49,13 @@ type API interface {
 	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
+	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (image.InspectResponse, error)
 }
 
-// Template is what every map container of a deployment shares.
+// Template is what every map container of a deployment shares. The image is not part
+// of it: each map names its own (supervise.Spec.Image).
 type Template struct {
 	Deployment string // value of the io.mapyard.deployment label
-	Image      string
 	Network    string
 	Gateway    string // IP of Network's gateway, where the control listener also binds
 	MemoryMB   int
@@ -99,7 +103,7 @@ func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Con
 	if err != nil {
 		return supervise.Container{}, fmt.Errorf("container %s: %w", shortID(id), err)
 	}
-	return supervise.Container{ID: id, Name: name, InstanceID: spec.InstanceID, Pool: spec.Pool, Running: true, Exit: supervise.Exit{Code: -1}, Ports: ports,
+	return supervise.Container{ID: id, Name: name, InstanceID: spec.InstanceID, Pool: spec.Pool, Image: spec.Image, Running: true, Exit: supervise.Exit{Code: -1}, Ports: ports,
 		Identity: keys.Identity{InstanceID: spec.InstanceID, Generation: spec.Generation}, KeyID: spec.KeyID}, nil
 }
 
@@ -107,7 +111,9 @@ func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Con
 // container is locked down: read-only root file system, every capability dropped,
 // no-new-privileges, a non-root user, resource limits, rotated json-file logs, and
 // ports published on 127.0.0.1 only. Docker's restart policy is "no" because the
-// orchestrator owns restarts (with backoff and quarantine).
+// orchestrator owns restarts (with backoff and quarantine). An image the engine does
+// not have is supervise.ErrImageMissing: the engine is never asked to pull one, since
+// a host runs what it built or loaded (no registry is needed, and none is trusted).
 func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) {
 	t := r.Template
 	game := nat.Port(strconv.Itoa(MapGamePort) + "/tcp")
@@ -115,13 +121,14 @@ func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) 
 	loopback := []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: "0"}}
 	pids := t.PidsLimit
 	cfg := &container.Config{
-		Image:        t.Image,
+		Image:        s.Image,
 		User:         "10001:10001",
 		Env:          s.Env,
 		ExposedPorts: nat.PortSet{game: {}, ctrl: {}},
 		Labels: map[string]string{
 			LabelManaged:    "true",
 			LabelDeployment: t.Deployment,
+			LabelImage:      s.Image,
 			LabelGeneration: s.Generation,
 			LabelKeyID:      s.KeyID,
 		},
@@ -158,10 +165,21 @@ func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) 
 		// Taken between clearName and here: never removed, whoever holds it.
 		return "", fmt.Errorf("create container %q: %w: %w", name, ErrNameTaken, err)
 	}
+	if errdefs.IsNotFound(err) && r.imageMissing(ctx, s.Image) {
+		return "", fmt.Errorf("create container %q: image %q: %w: %w", name, s.Image, supervise.ErrImageMissing, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("create container %q: %w", name, err)
 	}
 	return created.ID, nil
+}
+
+// imageMissing reports whether the engine says it has no image ref. A create answers
+// "not found" for a missing image and for a missing network alike; asking for the image
+// tells them apart, and any other answer is not a missing image.
+func (r *Runtime) imageMissing(ctx context.Context, ref string) bool {
+	_, err := r.API.ImageInspect(ctx, ref)
+	return errdefs.IsNotFound(err)
 }
 
 // start starts a created container.
@@ -254,7 +272,7 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 	}
 	out := make([]supervise.Container, 0, len(list))
 	for _, s := range list {
-		c := supervise.Container{ID: s.ID, Pool: s.Labels[LabelPool] != "", Running: s.State == "running", Exit: supervise.Exit{Code: -1},
+		c := supervise.Container{ID: s.ID, Pool: s.Labels[LabelPool] != "", Image: imageOf(s), Running: s.State == "running", Exit: supervise.Exit{Code: -1},
 			Identity: keys.Identity{InstanceID: credentialOwner(s.Labels), Generation: s.Labels[LabelGeneration]}, KeyID: s.Labels[LabelKeyID]}
 		if len(s.Names) > 0 {
 			c.Name = strings.TrimPrefix(s.Names[0], "/")
@@ -353,6 +371,19 @@ func (r *Runtime) Assign(ctx context.Context, id, instanceID string) error {
 		return fmt.Errorf("rename container %s to %q: %w", shortID(id), name, err)
 	}
 	return nil
+}
+
+// imageOf is the image a listed container was created from: its label, or, for
+// containers of versions before the label, the reference the engine reports (which is
+// the one the create named unless the image was since removed or retagged).
+func imageOf(s container.Summary) string {
+	if img := s.Labels[LabelImage]; img != "" {
+		return img
+	}
+	if strings.HasPrefix(s.Image, "sha256:") {
+		return ""
+	}
+	return s.Image
 }
 
 // credentialOwner is the identity a container's credentials were minted for, from its

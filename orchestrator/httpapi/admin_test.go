@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/mapgen"
@@ -63,4 +64,48 @@ func TestEdgeCredentialOpensEdgeRoutesOnly(t *testing.T) {
 	testutil.GetJSON(t, s.ControlURL()+edgeapi.PathRoutes, as(t, "default-1"), http.StatusUnauthorized, nil)
 	testutil.PostJSON(t, s.ControlURL()+edgeapi.PathJoin, as(t, "default-1"), `{}`, http.StatusUnauthorized, nil)
 	testutil.GetJSON(t, s.ControlURL()+edgeapi.PathRoutes, secret, http.StatusOK, nil)
+}
+
+// TestAdminCreateNamesItsImage: an admin create names its map's image in the request
+// or in its config; the instance record keeps it, and the config the map is handed
+// does not carry it.
+func TestAdminCreateNamesItsImage(t *testing.T) {
+	maps := &creatingMaps{readyMaps: readyMaps{ids: map[string]bool{"default-1": true}}}
+	s, _ := MustOpenServer(t, func(s *httpapi.Server) { s.Maps = maps })
+	for i, body := range []string{
+		`{"instanceId":"dun-1","mapId":"forest","image":"studio/dungeon:1","config":{"seed":7}}`,
+		`{"instanceId":"dun-2","mapId":"forest","config":{"seed":7,"image":"studio/dungeon:1"}}`,
+		`{"instanceId":"dun-3","mapId":"forest","image":"studio/dungeon:1","config":{"seed":7,"image":"studio/dungeon:1"}}`,
+	} {
+		testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, secret, body, http.StatusCreated, nil)
+		r := maps.created[i]
+		if r.Image != "studio/dungeon:1" {
+			t.Fatalf("%s: created with image %q", body, r.Image)
+		}
+		if strings.Contains(string(r.Config), `"image"`) {
+			t.Fatalf("%s: the map's config carries the image: %s", body, r.Config)
+		}
+		if c, err := mapgen.Resolve(r.InstanceID, "forest", r.Config); err != nil || c.Seed != 7 {
+			t.Fatalf("%s: stored config %s: %v", body, r.Config, err)
+		}
+	}
+	t.Run("NoneNamed", func(t *testing.T) {
+		testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, secret, `{"instanceId":"f-1","mapId":"frontier"}`, http.StatusCreated, nil)
+		if r := maps.created[len(maps.created)-1]; r.Image != "" {
+			t.Fatalf("a create naming no image asks for %q, want the host's default (none)", r.Image)
+		}
+	})
+	t.Run("ErrBadRequest", func(t *testing.T) {
+		n := len(maps.created)
+		for _, body := range []string{
+			`{"instanceId":"x-1","mapId":"forest","image":"studio/a:1","config":{"seed":7,"image":"studio/b:1"}}`,
+			`{"instanceId":"x-1","mapId":"forest","image":"studio dungeon","config":{"seed":7}}`,
+			`{"instanceId":"x-1","mapId":"forest","config":{"seed":7,"image":"/dungeon"}}`,
+		} {
+			testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, secret, body, http.StatusBadRequest, nil)
+		}
+		if len(maps.created) != n {
+			t.Fatalf("a refused create reached the supervisor")
+		}
+	})
 }

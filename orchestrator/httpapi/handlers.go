@@ -57,7 +57,9 @@ func (s *Server) handleHeartbeat(c echo.Context) error {
 }
 
 // handleAdminCreate creates a map instance at runtime from a MapConfig and starts it;
-// 201 with the instance (state "starting").
+// 201 with the instance (state "starting"). Its image is the request's "image", else
+// the one its config or its map's template names, else the host's default; one the
+// host does not allow is 400 image_not_allowed and nothing is created.
 func (s *Server) handleAdminCreate(c echo.Context) error {
 	var r orchestrator.CreateInstance
 	if err := httpkit.DecodeJSON(c, &r, httpkit.DefaultMaxBodySize); err != nil {
@@ -71,7 +73,23 @@ func (s *Server) handleAdminCreate(c echo.Context) error {
 	if err != nil {
 		return apierr.Errorf(apierr.EBADREQUEST, "map config: %v", err)
 	}
+	if err := mapgen.ValidateImage("image", r.Image, true); err != nil {
+		return apierr.Errorf(apierr.EBADREQUEST, "%v", err)
+	}
+	var named struct {
+		Image string `json:"image"`
+	}
+	_ = json.Unmarshal(r.Config, &named) // Complete checked it is an object (or absent)
+	if r.Image != "" && named.Image != "" && named.Image != r.Image {
+		return apierr.Errorf(apierr.EBADREQUEST, "image %q and config.image %q disagree: name the image once", r.Image, named.Image)
+	}
+	if r.Image == "" {
+		r.Image = full.Image
+	}
 	if len(r.Config) > 0 && string(r.Config) != "null" {
+		// The image is kept in the instance's record, not in the config maps are
+		// handed: a map reads its config strictly, and where it runs is not its world.
+		full.Image = ""
 		if r.Config, err = json.Marshal(full); err != nil {
 			return fmt.Errorf("encode map config of %q: %w", r.InstanceID, err)
 		}

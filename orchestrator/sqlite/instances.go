@@ -10,8 +10,8 @@ import (
 )
 
 // PutInstance inserts or updates a wanted map instance. The creation time and restart
-// count of an existing row are kept (see SetInstanceRestarts); its map, config and
-// status are replaced.
+// count of an existing row are kept (see SetInstanceRestarts); its map, config, image
+// and status are replaced.
 func (db *DB) PutInstance(ctx context.Context, w orchestrator.WantedInstance) error {
 	now := db.Now().UnixMilli()
 	cfg := string(w.Config)
@@ -20,12 +20,12 @@ func (db *DB) PutInstance(ctx context.Context, w orchestrator.WantedInstance) er
 	}
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO map_instances (instance_id, map_id, config_json, status, created_at_ms, updated_at_ms)
-			VALUES (?, ?, ?, ?, ?, ?)
+			INSERT INTO map_instances (instance_id, map_id, config_json, image, status, created_at_ms, updated_at_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (instance_id) DO UPDATE SET
-				map_id = excluded.map_id, config_json = excluded.config_json,
+				map_id = excluded.map_id, config_json = excluded.config_json, image = excluded.image,
 				status = excluded.status, updated_at_ms = excluded.updated_at_ms`,
-			w.ID, w.MapID, cfg, w.Status, now, now)
+			w.ID, w.MapID, cfg, w.Image, w.Status, now, now)
 		return err
 	})
 	if err != nil {
@@ -64,7 +64,7 @@ func (db *DB) DeleteInstance(ctx context.Context, id string) error {
 // ListInstances returns every wanted map instance, ordered by id.
 func (db *DB) ListInstances(ctx context.Context) ([]orchestrator.WantedInstance, error) {
 	rows, err := db.read.QueryContext(ctx, `
-		SELECT instance_id, map_id, config_json, status, restarts, created_at_ms, updated_at_ms
+		SELECT instance_id, map_id, config_json, image, status, restarts, created_at_ms, updated_at_ms
 		FROM map_instances ORDER BY instance_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list map instances: %w", err)
@@ -75,7 +75,7 @@ func (db *DB) ListInstances(ctx context.Context) ([]orchestrator.WantedInstance,
 		var w orchestrator.WantedInstance
 		var cfg string
 		var created, updated int64
-		if err := rows.Scan(&w.ID, &w.MapID, &cfg, &w.Status, &w.Restarts, &created, &updated); err != nil {
+		if err := rows.Scan(&w.ID, &w.MapID, &cfg, &w.Image, &w.Status, &w.Restarts, &created, &updated); err != nil {
 			return nil, fmt.Errorf("list map instances: %w", err)
 		}
 		if cfg != "{}" { // stored for "no config": the map runs its template

@@ -21,7 +21,7 @@ func TestDB_Instances(t *testing.T) {
 	}
 	put(orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Config: json.RawMessage(`{"seed":7}`), Status: orchestrator.StatusRunning})
 	put(orchestrator.WantedInstance{ID: "a-1", MapID: "default", Status: orchestrator.StatusRunning})
-	put(orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Config: json.RawMessage(`{"seed":8}`), Status: orchestrator.StatusStopped})
+	put(orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Config: json.RawMessage(`{"seed":8}`), Image: "studio/forest:2", Status: orchestrator.StatusStopped})
 
 	got, err := db.ListInstances(ctx)
 	if err != nil {
@@ -32,6 +32,10 @@ func TestDB_Instances(t *testing.T) {
 	}
 	if got[1].Status != orchestrator.StatusStopped || string(got[1].Config) != `{"seed":8}` || len(got[0].Config) != 0 {
 		t.Fatalf("upsert not applied: %+v", got)
+	}
+	// The image is kept as named; none stays none (the host's default at each start).
+	if got[1].Image != "studio/forest:2" || got[0].Image != "" {
+		t.Fatalf("images %q and %q, want studio/forest:2 and none", got[1].Image, got[0].Image)
 	}
 	if err := db.DeleteInstance(ctx, "b-1"); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,9 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
-// Create adds a wanted instance and starts it.
+// Create adds a wanted instance and starts it. An image the host does not allow is
+// refused (EIMAGENOTALLOWED) before anything is recorded or started; one the engine
+// does not have is found by the start, and the instance goes to image_missing.
 func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
 	if !record.ValidName(r.InstanceID) || strings.HasPrefix(r.InstanceID, PoolIDPrefix) {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must be %s and not start with %q", r.InstanceID, record.IDRule, PoolIDPrefix)
@@ -32,7 +34,10 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 			return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "env %q: only MAP_FAULT_* variables are accepted", k)
 		}
 	}
-	w := orchestrator.WantedInstance{ID: r.InstanceID, MapID: r.MapID, Config: r.Config, Status: orchestrator.StatusRunning, CreatedAt: s.Now()}
+	if r.Image != "" && !s.allowed(r.Image) {
+		return orchestrator.Instance{}, s.notAllowed(r.Image)
+	}
+	w := orchestrator.WantedInstance{ID: r.InstanceID, MapID: r.MapID, Config: r.Config, Image: r.Image, Status: orchestrator.StatusRunning, CreatedAt: s.Now()}
 	s.mu.Lock()
 	if _, ok := s.instances[r.InstanceID]; ok {
 		s.mu.Unlock()
@@ -49,7 +54,7 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 	s.idle(in)
 	if err != nil {
 		delete(s.instances, r.InstanceID)
-		s.Metrics.setState(in.State, "")
+		s.Metrics.setState(in.Image, in.State, "")
 		return orchestrator.Instance{}, err
 	}
 	s.spawn(in, orchestrator.StateStarting, "created")
@@ -57,9 +62,10 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 }
 
 // Restart replaces the instance's container. An operator's restart is not a crash: it
-// does not count against the restart policy, and it lifts a quarantine. The new
-// container is created for the instance (never taken from the warm pool), so its
-// labels and environment name it.
+// does not count against the restart policy, and it lifts a quarantine or an
+// image_missing state (the start tries the image again). The new container is created
+// for the instance (never taken from the warm pool), so its labels and environment
+// name it.
 func (s *Supervisor) Restart(ctx context.Context, instanceID string) error {
 	in, err := s.lockIdle(ctx, instanceID)
 	if err != nil {

@@ -3,6 +3,7 @@ package supervise
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 //     it is probed, and its map registers again when its next heartbeat is answered
 //     "not registered";
 //   - a running pool container is asked for its /health: a blank one is kept in the
-//     pool (up to PoolSize); one that was handed an instance just before the last
-//     orchestrator died (and not yet assigned) is adopted for that instance;
+//     pool (up to PoolSize of its image, if the pool keeps spares of that image); one
+//     that was handed an instance just before the last orchestrator died (and not yet
+//     assigned) is adopted for that instance;
 //   - an exited container is removed (a wanted instance gets a new one);
 //   - a container of an unknown instance is stopped and removed after OrphanGrace,
 //     unless the instance is created meanwhile;
@@ -51,6 +53,10 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 				continue
 			}
 			in.ContainerID, in.ports, in.ident, in.pooled = c.ID, c.Ports, c.Identity, c.Pool
+			// An adopted map keeps the image it runs, even if the host's default (or the
+			// allowed list) changed meanwhile: adoption starts nothing.
+			s.setImageLocked(in, c.Image)
+			s.warmLocked(c.Image)
 			if !s.current(c) {
 				// Started by an earlier version (the host secret in its environment)
 				// or under a rotated root: its credentials cannot be verified, so it is
@@ -116,13 +122,20 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	image := s.imageOf(c.Image) // containers of versions before images had a label ran the default
 	if h.InstanceID == poolID {
-		if len(s.pool) >= s.PoolSize {
+		n := 0
+		for _, m := range s.pool {
+			if m.image == image {
+				n++
+			}
+		}
+		if n >= s.PoolSize || !slices.Contains(s.poolImagesLocked(), image) {
 			return nil, false, true
 		}
-		s.pool[poolID] = &poolMember{id: poolID, containerID: c.ID, ports: c.Ports, ident: c.Identity, started: true, startedAt: s.Now()}
+		s.pool[poolID] = &poolMember{id: poolID, image: image, containerID: c.ID, ports: c.Ports, ident: c.Identity, started: true, startedAt: s.Now()}
 		s.Metrics.Adopted.Inc()
-		s.Log.Info("adopted warm pool container", "pool", poolID, "container", shortID(c.ID))
+		s.Log.Info("adopted warm pool container", "pool", poolID, "image", image, "container", shortID(c.ID))
 		return nil, false, false
 	}
 	in, wanted := s.instances[h.InstanceID]
@@ -130,6 +143,7 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance
 		return nil, true, false
 	}
 	in.ContainerID, in.ports, in.ident, in.pooled = c.ID, c.Ports, c.Identity, true
+	s.setImageLocked(in, image)
 	s.transition(in, orchestrator.StateStarting, "adopted running container (handed out from the pool)")
 	s.Metrics.Adopted.Inc()
 	s.assignLater(in.ID, c.ID)

@@ -31,6 +31,9 @@ type fakeRuntime struct {
 	healthErr  error // what every /health answers, when set
 	// starts are the start-instance requests the maps were sent, in order.
 	starts []mapcontrol.StartInstance
+	// missing holds the images the engine does not have: Start of one fails with
+	// ErrImageMissing, as Docker's create does.
+	missing map[string]bool
 }
 
 // fakeContainer is one container of fakeRuntime; runs is the instance its map says it
@@ -57,7 +60,7 @@ var testRoot = func() *keys.Root {
 
 func newFakeRuntime() *fakeRuntime {
 	return &fakeRuntime{containers: map[string]*fakeContainer{}, calls: map[string]int{},
-		events: make(chan Event), errs: make(chan error, 1)}
+		events: make(chan Event), errs: make(chan error, 1), missing: map[string]bool{}}
 }
 
 // add puts a container in the runtime as if an earlier orchestrator with the same root
@@ -96,6 +99,23 @@ func (f *fakeRuntime) envOf(id string) []string {
 	return nil
 }
 
+// setMissing makes the engine lack image (or have it again).
+func (f *fakeRuntime) setMissing(image string, missing bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.missing[image] = missing
+}
+
+// imageOf returns the image container id was started from.
+func (f *fakeRuntime) imageOf(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.containers[id]; c != nil {
+		return c.Image
+	}
+	return ""
+}
+
 func (f *fakeRuntime) count(call string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -111,9 +131,17 @@ func (f *fakeRuntime) exists(id string) bool {
 func (f *fakeRuntime) Start(_ context.Context, spec Spec) (Container, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls["start-image "+spec.Image]++
+	if spec.Pool {
+		f.calls["start-pool-image "+spec.Image]++
+	}
+	if f.missing[spec.Image] {
+		return Container{}, fmt.Errorf("create container for %s: %w", spec.InstanceID, ErrImageMissing)
+	}
 	f.next++
 	id := f.addLocked(spec.InstanceID, spec.InstanceID, spec.Pool, true, keys.Identity{InstanceID: spec.InstanceID, Generation: spec.Generation}, spec.KeyID)
 	f.containers[id].env = spec.Env
+	f.containers[id].Image = spec.Image
 	f.calls["start"]++
 	if spec.Pool {
 		f.calls["start-pool"]++

@@ -153,15 +153,19 @@ func (s *Supervisor) gateLocked(in *instance) error {
 	case orchestrator.StateQuarantined:
 		return apierr.Errorf(apierr.EMAPQUARANTINED,
 			"map instance %q keeps failing and is quarantined until %s", in.ID, in.until.UTC().Format(time.RFC3339))
+	case orchestrator.StateImageMissing:
+		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q cannot start (%s): %s", in.ID, in.State, in.Reason)
 	default:
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is %s", in.ID, in.State)
 	}
 }
 
 // Acquire returns instanceID once Gate lets players in. A stopped instance is started
-// (lazy spawn); a quarantined one fails fast with EMAPQUARANTINED; an instance that is
-// not ready within StartTimeout (or ctx) fails with EMAPUNAVAILABLE; an unknown one
-// with ENOTFOUND.
+// (lazy spawn); a quarantined one fails fast with EMAPQUARANTINED, and one whose image
+// is missing (now, or found missing by the start Acquire made) with EMAPUNAVAILABLE: a
+// player is not kept waiting for an image, nor does each join retry it. An instance
+// that is not ready within StartTimeout (or ctx) fails with EMAPUNAVAILABLE; an unknown
+// one with ENOTFOUND.
 func (s *Supervisor) Acquire(ctx context.Context, instanceID string) (orchestrator.Instance, error) {
 	timer := time.NewTimer(s.StartTimeout)
 	defer timer.Stop()
@@ -179,7 +183,7 @@ func (s *Supervisor) Acquire(ctx context.Context, instanceID string) (orchestrat
 			out := in.Instance
 			s.mu.Unlock()
 			return out, nil
-		case apierr.Code(err) == apierr.EMAPQUARANTINED:
+		case apierr.Code(err) == apierr.EMAPQUARANTINED, in.State == orchestrator.StateImageMissing:
 			s.mu.Unlock()
 			return orchestrator.Instance{}, err
 		case in.State == orchestrator.StateStopped && !in.busy:

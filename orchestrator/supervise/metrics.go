@@ -20,6 +20,12 @@ type Metrics struct {
 	OrphansRemoved   prometheus.Counter
 	Handouts         prometheus.Counter
 	PoolReady        prometheus.Gauge
+	// ImageInstances counts map instances by image and state: which game's maps run,
+	// and which cannot start for want of their image.
+	ImageInstances *prometheus.GaugeVec
+	// PoolImageReady is PoolReady by image, since a spare is handed only to a map of
+	// its own image.
+	PoolImageReady *prometheus.GaugeVec
 }
 
 // NewMetrics creates the supervisor's metrics and registers them with reg; a nil reg
@@ -59,26 +65,41 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PoolReady: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mapyard_warm_pool_ready", Help: "Warm pool containers registered and ready for handout.",
 		}),
+		ImageInstances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mapyard_map_instances_by_image", Help: "Map instances by container image and current state.",
+		}, []string{"image", "state"}),
+		PoolImageReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mapyard_warm_pool_ready_by_image", Help: "Warm pool containers registered and ready for handout, by image.",
+		}, []string{"image"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Transitions, m.Instances, m.Restarts, m.Exits, m.Quarantines, m.ProbeFailures,
-			m.EventsReconnects, m.Adopted, m.OrphansRemoved, m.Handouts, m.PoolReady)
+			m.EventsReconnects, m.Adopted, m.OrphansRemoved, m.Handouts, m.PoolReady, m.ImageInstances, m.PoolImageReady)
 	}
 	return m
 }
 
-// transition counts one state change and moves the per-state gauge.
-func (m *Metrics) transition(from, to orchestrator.InstanceState) {
+// transition counts one state change of an instance of image and moves the
+// per-state gauges.
+func (m *Metrics) transition(image string, from, to orchestrator.InstanceState) {
 	m.Transitions.WithLabelValues(string(from), string(to)).Inc()
-	m.setState(from, to)
+	m.setState(image, from, to)
 }
 
-// setState moves one instance between per-state gauges; "" means none.
-func (m *Metrics) setState(from, to orchestrator.InstanceState) {
+// setState moves one instance of image between per-state gauges; "" means none.
+func (m *Metrics) setState(image string, from, to orchestrator.InstanceState) {
 	if from != "" {
 		m.Instances.WithLabelValues(string(from)).Dec()
+		m.ImageInstances.WithLabelValues(image, string(from)).Dec()
 	}
 	if to != "" {
 		m.Instances.WithLabelValues(string(to)).Inc()
+		m.ImageInstances.WithLabelValues(image, string(to)).Inc()
 	}
+}
+
+// setImage moves one instance in state from image from to image to.
+func (m *Metrics) setImage(state orchestrator.InstanceState, from, to string) {
+	m.ImageInstances.WithLabelValues(from, string(state)).Dec()
+	m.ImageInstances.WithLabelValues(to, string(state)).Inc()
 }

@@ -3,8 +3,10 @@ package supervise
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
@@ -25,6 +27,11 @@ const (
 	DefaultIdleStop         = 10 * time.Minute
 	DefaultPoolSize         = 1
 	DefaultRehome           = 30 * time.Second
+	// DefaultImage is the kit's own map image: maps that name no image run it.
+	DefaultImage = "mapyard/map:latest"
+	// DefaultExampleImage is the example game's image, which `make images` builds
+	// beside DefaultImage; allowed by default so its maps start on a fresh host.
+	DefaultExampleImage = "mapyard/tag:latest"
 )
 
 // ResyncInterval is how often the supervisor compares the runtime's containers with
@@ -41,6 +48,17 @@ const PoolIDPrefix = "pool-"
 type Options struct {
 	DefaultInstanceID string // always wanted, never idle-stopped
 	DefaultMapID      string
+	// DefaultMapImage is the image the default instance is created with the first time
+	// it is wanted (its template's); empty means Image.
+	DefaultMapImage string
+
+	// Image runs every map that names no image, and is always allowed.
+	Image string
+	// Images are the images maps may name besides Image (ORCH_MAP_IMAGES): a create or
+	// a start naming any other is refused, so a template or an admin request cannot
+	// make the host run an image its operator did not choose. References are compared
+	// as written.
+	Images []string
 
 	Policy           RestartPolicy // restarts per window, and the quarantine past it
 	HeartbeatTimeout time.Duration // a registered map without a heartbeat this long is unhealthy
@@ -54,7 +72,10 @@ type Options struct {
 	StopGrace    time.Duration // SIGTERM → SIGKILL
 	OrphanGrace  time.Duration // unknown containers found at start are removed after it
 	IdleStop     time.Duration // non-default instances without players are stopped after it
-	PoolSize     int           // blank containers kept started and registered
+	// PoolSize is how many blank containers are kept started and registered per
+	// image: of Image always, and of any other image once a map of it has started (or
+	// is wanted running), so that an allowed image nobody uses costs nothing.
+	PoolSize int
 	// Rehome is how long a map handed out from the warm pool must have had no players
 	// before it is moved to a container created for its instance (0: never). A pool
 	// container's labels and environment cannot name the instance it is handed later;
@@ -73,6 +94,8 @@ func DefaultOptions() Options {
 	return Options{
 		DefaultInstanceID: DefaultInstanceID,
 		DefaultMapID:      DefaultMapID,
+		Image:             DefaultImage,
+		Images:            []string{DefaultImage, DefaultExampleImage},
 		Policy:            RestartPolicy{Window: DefaultRestartWindow, Max: DefaultRestartMax, Quarantine: DefaultQuarantine},
 		HeartbeatTimeout:  DefaultHeartbeatTimeout,
 		ProbeInterval:     DefaultProbeInterval,
@@ -95,6 +118,17 @@ func (o Options) Validate() error {
 	if !record.ValidName(o.DefaultMapID) {
 		return fmt.Errorf("default map id %q must be %s", o.DefaultMapID, record.IDRule)
 	}
+	if err := mapgen.ValidateImage("image", o.Image, false); err != nil {
+		return err
+	}
+	for _, img := range append([]string{o.DefaultMapImage}, o.Images...) {
+		if err := mapgen.ValidateImage("image", img, true); err != nil {
+			return err
+		}
+	}
+	if o.DefaultMapImage != "" && !o.allowed(o.DefaultMapImage) {
+		return fmt.Errorf("the default map's image %q is not allowed (it is neither the default image %q nor one of %v)", o.DefaultMapImage, o.Image, o.Images)
+	}
 	if o.Policy.Window <= 0 || o.HeartbeatTimeout <= 0 || o.ProbeInterval <= 0 || o.StartTimeout <= 0 || o.IdleStop <= 0 {
 		return errors.New("restart window, heartbeat timeout, probe interval, start timeout and idle stop must be positive")
 	}
@@ -102,4 +136,17 @@ func (o Options) Validate() error {
 		return errors.New("restart max, quarantine, stop grace, orphan grace, pool size and rehome must not be negative; probe failures at least 1")
 	}
 	return nil
+}
+
+// allowed reports whether maps may run image: Image, or one of Images.
+func (o *Options) allowed(image string) bool {
+	return image == o.Image || slices.Contains(o.Images, image)
+}
+
+// imageOf is the image a map that names image runs: image itself, or Image for none.
+func (o *Options) imageOf(image string) string {
+	if image == "" {
+		return o.Image
+	}
+	return image
 }

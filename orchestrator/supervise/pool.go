@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -20,6 +21,7 @@ import (
 // renames it to the instance's container name.
 type poolMember struct {
 	id          string // pool-<hex>
+	image       string // handed only to instances of this image
 	containerID string
 	started     bool // the runtime's Start returned
 	startedAt   time.Time
@@ -31,23 +33,58 @@ type poolMember struct {
 // ready reports whether m can be handed out: started and registered, in either order.
 func (m *poolMember) ready() bool { return m.started && m.registered }
 
-// PoolStatus is what the admin API shows of the warm pool.
+// PoolStatus is what the admin API shows of the warm pool: in all, and by image.
 type PoolStatus struct {
-	Size  int `json:"size"`
-	Ready int `json:"ready"`
-	Want  int `json:"want"`
+	Size   int               `json:"size"`
+	Ready  int               `json:"ready"`
+	Want   int               `json:"want"`
+	Images []PoolImageStatus `json:"images"`
 }
 
-// Pool reports the warm pool's size and how many members are ready for handout.
+// PoolImageStatus is the warm pool's spares of one image. Want is 0 for an image the
+// pool keeps no spares of (any more): one whose maps have not started, or that the
+// engine lacked (Missing).
+type PoolImageStatus struct {
+	Image   string `json:"image"`
+	Size    int    `json:"size"`
+	Ready   int    `json:"ready"`
+	Want    int    `json:"want"`
+	Missing bool   `json:"missing,omitempty"`
+}
+
+// Pool reports the warm pool's size, how many members are ready for handout, and the
+// same by image.
 func (s *Supervisor) Pool() PoolStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := PoolStatus{Size: len(s.pool), Want: s.PoolSize}
+	byImage := map[string]*PoolImageStatus{}
+	get := func(img string) *PoolImageStatus {
+		if byImage[img] == nil {
+			byImage[img] = &PoolImageStatus{Image: img, Missing: s.lacking[img]}
+		}
+		return byImage[img]
+	}
+	var st PoolStatus
+	for _, img := range s.poolImagesLocked() {
+		get(img).Want = s.PoolSize
+		st.Want += s.PoolSize
+	}
 	for _, m := range s.pool {
+		is := get(m.image)
+		is.Size++
+		st.Size++
 		if m.ready() {
+			is.Ready++
 			st.Ready++
 		}
 	}
+	for img := range s.lacking {
+		get(img)
+	}
+	for _, is := range byImage {
+		st.Images = append(st.Images, *is)
+	}
+	sort.Slice(st.Images, func(i, j int) bool { return st.Images[i].Image < st.Images[j].Image })
 	return st
 }
 
@@ -59,8 +96,9 @@ func (s *Supervisor) kickPool() {
 	}
 }
 
-// poolLoop keeps PoolSize blank containers until ctx ends, refilling when kicked and
-// retrying failures with a delay.
+// poolLoop keeps PoolSize blank containers of each image the pool serves (see
+// poolImagesLocked) until ctx ends, refilling when kicked and retrying failures with a
+// delay. An image the engine lacks is not retried until a map of it starts.
 func (s *Supervisor) poolLoop(ctx context.Context) {
 	s.kickPool()
 	for {
@@ -71,16 +109,23 @@ func (s *Supervisor) poolLoop(ctx context.Context) {
 		}
 		for ctx.Err() == nil {
 			s.mu.Lock()
-			short := len(s.pool) < s.PoolSize
+			image := s.shortImageLocked()
 			s.mu.Unlock()
-			if !short {
+			if image == "" {
 				break
 			}
-			if err := s.addPoolMember(ctx); err != nil {
+			if err := s.addPoolMember(ctx, image); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				s.Log.Warn("warm pool refill failed; retrying", "err", err)
+				if errors.Is(err, ErrImageMissing) {
+					s.mu.Lock()
+					s.lacking[image] = true
+					s.mu.Unlock()
+					s.Log.Warn("warm pool: image missing on the engine; no spares of it until a map of it starts", "image", image, "err", err)
+					continue
+				}
+				s.Log.Warn("warm pool refill failed; retrying", "image", image, "err", err)
 				select {
 				case <-ctx.Done():
 					return
@@ -91,12 +136,28 @@ func (s *Supervisor) poolLoop(ctx context.Context) {
 	}
 }
 
-func (s *Supervisor) addPoolMember(ctx context.Context) error {
+// shortImageLocked returns the first image the pool serves that has fewer than
+// PoolSize members, or "". The caller holds s.mu.
+func (s *Supervisor) shortImageLocked() string {
+	count := map[string]int{}
+	for _, m := range s.pool {
+		count[m.image]++
+	}
+	for _, img := range s.poolImagesLocked() {
+		if count[img] < s.PoolSize {
+			return img
+		}
+	}
+	return ""
+}
+
+// addPoolMember starts one blank container of image for the pool.
+func (s *Supervisor) addPoolMember(ctx context.Context, image string) error {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return err
 	}
-	m := &poolMember{id: PoolIDPrefix + hex.EncodeToString(b[:])}
+	m := &poolMember{id: PoolIDPrefix + hex.EncodeToString(b[:]), image: image}
 	ident, creds, err := s.mint(m.id)
 	if err != nil {
 		return err
@@ -105,7 +166,7 @@ func (s *Supervisor) addPoolMember(ctx context.Context) error {
 	// A handed-out pool container keeps these credentials: the supervisor knows which
 	// instance it runs (InstanceOf), so it acts for that instance only. Nothing in its
 	// environment names an instance or a map: it is told both at handout.
-	spec := Spec{InstanceID: m.id, Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
+	spec := Spec{InstanceID: m.id, Image: image, Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
 		Env: append(append(append([]string(nil), s.Env...), creds...), mapcontrol.EnvPoolID+"="+m.id)}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -121,10 +182,10 @@ func (s *Supervisor) addPoolMember(ctx context.Context) error {
 	s.mu.Lock()
 	m.containerID, m.ports, m.started, m.startedAt = c.ID, c.Ports, true, s.Now()
 	if m.ready() {
-		s.Metrics.PoolReady.Set(float64(s.readyPoolLocked()))
+		s.poolGaugesLocked()
 	}
 	s.mu.Unlock()
-	s.Log.Info("warm pool container started", "pool", m.id, "container", shortID(c.ID))
+	s.Log.Info("warm pool container started", "pool", m.id, "image", image, "container", shortID(c.ID))
 	return nil
 }
 
@@ -133,18 +194,29 @@ func (s *Supervisor) dropPoolMember(id string) {
 	defer s.mu.Unlock()
 	if _, ok := s.pool[id]; ok {
 		delete(s.pool, id)
-		s.Metrics.PoolReady.Set(float64(s.readyPoolLocked()))
+		s.poolGaugesLocked()
 	}
 }
 
-func (s *Supervisor) readyPoolLocked() int {
-	n := 0
+// poolGaugesLocked sets the ready gauges, in all and by image. The caller holds s.mu.
+func (s *Supervisor) poolGaugesLocked() {
+	n, byImage := 0, map[string]int{}
+	for _, img := range s.poolImagesLocked() {
+		byImage[img] = 0
+	}
 	for _, m := range s.pool {
+		if _, ok := byImage[m.image]; !ok {
+			byImage[m.image] = 0
+		}
 		if m.ready() {
 			n++
+			byImage[m.image]++
 		}
 	}
-	return n
+	s.Metrics.PoolReady.Set(float64(n))
+	for img, k := range byImage {
+		s.Metrics.PoolImageReady.WithLabelValues(img).Set(float64(k))
+	}
 }
 
 // poolReady records a blank map's registration.
@@ -156,19 +228,19 @@ func (s *Supervisor) poolReady(r orchestrator.MapRegistration) error {
 		return apierr.Errorf(apierr.ENOTFOUND, "no warm pool container %q (handed out or removed)", r.InstanceID)
 	}
 	if !m.registered {
-		s.Log.Info("warm pool container registered", "pool", m.id, "container", shortID(m.containerID))
+		s.Log.Info("warm pool container registered", "pool", m.id, "image", m.image, "container", shortID(m.containerID))
 	}
 	m.registered = true
-	s.Metrics.PoolReady.Set(float64(s.readyPoolLocked()))
+	s.poolGaugesLocked()
 	return nil
 }
 
-// takePoolLocked removes and returns a ready pool member, or nil, and asks for a
-// refill. The caller holds s.mu.
-func (s *Supervisor) takePoolLocked() *poolMember {
+// takePoolLocked removes and returns a ready pool member of image, or nil, and asks
+// for a refill. The caller holds s.mu.
+func (s *Supervisor) takePoolLocked(image string) *poolMember {
 	ids := make([]string, 0, len(s.pool))
 	for id, m := range s.pool {
-		if m.ready() {
+		if m.ready() && m.image == image {
 			ids = append(ids, id)
 		}
 	}
@@ -178,7 +250,7 @@ func (s *Supervisor) takePoolLocked() *poolMember {
 	sort.Strings(ids)
 	m := s.pool[ids[0]]
 	delete(s.pool, ids[0])
-	s.Metrics.PoolReady.Set(float64(s.readyPoolLocked()))
+	s.poolGaugesLocked()
 	s.kickPool()
 	return m
 }
@@ -232,8 +304,8 @@ func (s *Supervisor) poolExitedLocked(id string, code int) bool {
 			continue
 		}
 		delete(s.pool, pid)
-		s.Metrics.PoolReady.Set(float64(s.readyPoolLocked()))
-		s.Log.Warn("warm pool container exited", "pool", pid, "exitCode", code)
+		s.poolGaugesLocked()
+		s.Log.Warn("warm pool container exited", "pool", pid, "image", m.image, "exitCode", code)
 		s.group.Go(func() error {
 			if err := s.Runtime.Remove(context.WithoutCancel(s.ctx), id); err != nil {
 				s.Log.Warn("remove exited pool container", "pool", pid, "err", err)

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -17,6 +18,8 @@ type Runtime interface {
 	// Start creates and starts a container for spec and returns it with its published
 	// ports. A stale container of this deployment holding the instance's name is
 	// removed first; a name held by anyone else's container is an error, never a removal.
+	// An image the engine does not have is an error wrapping ErrImageMissing, and
+	// nothing is left behind.
 	Start(ctx context.Context, spec Spec) (Container, error)
 
 	// Stop stops a container cleanly: SIGTERM, then SIGKILL once grace has passed. A
@@ -42,15 +45,23 @@ type Runtime interface {
 	Assign(ctx context.Context, id, instanceID string) error
 }
 
+// ErrImageMissing is why Start fails when the engine does not have the spec's image.
+// The supervisor does not retry it (waiting does not make an image appear): the
+// instance goes to orchestrator.StateImageMissing until an operator restarts it.
+var ErrImageMissing = errors.New("image missing on the engine")
+
 // Spec is what one map container is started with; the runtime adds what every map
-// container shares (image, network, limits, labels).
+// container shares (network, limits, labels).
 type Spec struct {
 	// InstanceID is the id the map registers under: an instance, or a pool id
 	// (PoolIDPrefix) for a blank warm-pool map.
 	InstanceID string
 	MapID      string
-	Pool       bool     // a blank warm-pool container
-	Env        []string // the map server's whole environment
+	// Image is the container image, one the host allows: maps of different games run
+	// different images, and a warm-pool container is blank but of one image.
+	Image string
+	Pool  bool     // a blank warm-pool container
+	Env   []string // the map server's whole environment
 	// Generation and KeyID say whose credentials the container holds (see package
 	// keys); the runtime keeps them with the container and reports them in Container.
 	Generation string
@@ -66,6 +77,9 @@ type Container struct {
 	// unassigned pool container), or "" for a container that is not a map of ours.
 	InstanceID string
 	Pool       bool // started blank for the warm pool
+	// Image is the image the container was created from ("" when the runtime cannot
+	// tell): a blank pool container can be handed only an instance of its image.
+	Image string
 	// Identity is whose credentials the container holds: the instance (or pool) id it
 	// was created for and its generation; KeyID fingerprints the root that minted them.
 	// Both are empty for containers of versions before credentials.

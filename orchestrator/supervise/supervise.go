@@ -78,6 +78,13 @@ type Supervisor struct {
 	instances map[string]*instance
 	pool      map[string]*poolMember
 	poolKick  chan struct{}
+	// warm holds the images besides Image whose spares the pool keeps: those of maps
+	// started (or wanted running) in this process's life.
+	warm map[string]bool
+	// lacking holds the images the engine did not have when the pool last tried to
+	// start a spare of them: no spares of them are tried again until a map of the
+	// image starts, so a missing image never turns into a refill loop.
+	lacking map[string]bool
 }
 
 var _ orchestrator.Maps = (*Supervisor)(nil)
@@ -87,6 +94,7 @@ type instance struct {
 	orchestrator.Instance
 
 	config     json.RawMessage
+	image      string        // as its template or create named it; "" = Options.Image
 	env        []string      // extra container env (fault injection in tests)
 	status     string        // orchestrator.StatusRunning or StatusStopped (the wanted set)
 	ports      Ports         // of ContainerID, known before the map registers
@@ -116,6 +124,8 @@ func New(rt Runtime, rpc MapRPC, creds Credentials, log *slog.Logger, opts Optio
 		instances: make(map[string]*instance),
 		pool:      make(map[string]*poolMember),
 		poolKick:  make(chan struct{}, 1),
+		warm:      make(map[string]bool),
+		lacking:   make(map[string]bool),
 	}
 }
 
@@ -170,7 +180,7 @@ func (s *Supervisor) loadWanted(ctx context.Context) error {
 		hasDefault = hasDefault || w.ID == s.DefaultInstanceID
 	}
 	if !hasDefault {
-		w := orchestrator.WantedInstance{ID: s.DefaultInstanceID, MapID: s.DefaultMapID, Status: orchestrator.StatusRunning, CreatedAt: s.Now()}
+		w := orchestrator.WantedInstance{ID: s.DefaultInstanceID, MapID: s.DefaultMapID, Image: s.DefaultMapImage, Status: orchestrator.StatusRunning, CreatedAt: s.Now()}
 		if err := s.persist(ctx, w); err != nil {
 			return err
 		}
@@ -182,7 +192,10 @@ func (s *Supervisor) loadWanted(ctx context.Context) error {
 		if w.ID == s.DefaultInstanceID {
 			w.Status = orchestrator.StatusRunning // the default map is always wanted
 		}
-		s.addLocked(w, nil)
+		in := s.addLocked(w, nil)
+		if w.Status == orchestrator.StatusRunning {
+			s.warmLocked(in.Image) // it starts (or is adopted) now
+		}
 	}
 	return nil
 }
@@ -196,7 +209,7 @@ func (s *Supervisor) persist(ctx context.Context, w orchestrator.WantedInstance)
 
 func (s *Supervisor) persistStatus(in *instance, status string) {
 	in.status = status
-	w := orchestrator.WantedInstance{ID: in.ID, MapID: in.MapID, Config: in.config, Status: status, CreatedAt: in.createdAt}
+	w := orchestrator.WantedInstance{ID: in.ID, MapID: in.MapID, Config: in.config, Image: in.image, Status: status, CreatedAt: in.createdAt}
 	s.group.Go(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -226,16 +239,17 @@ func (s *Supervisor) persistRestarts(in *instance) {
 
 func (s *Supervisor) addLocked(w orchestrator.WantedInstance, env []string) *instance {
 	in := &instance{
-		Instance: orchestrator.Instance{ID: w.ID, MapID: w.MapID, State: orchestrator.StateStopped, Reason: "not started", Since: s.Now(),
+		Instance: orchestrator.Instance{ID: w.ID, MapID: w.MapID, Image: s.imageOf(w.Image), State: orchestrator.StateStopped, Reason: "not started", Since: s.Now(),
 			Restarts: w.Restarts},
 		config:    w.Config,
+		image:     w.Image,
 		env:       env,
 		status:    w.Status,
 		createdAt: w.CreatedAt,
 		changed:   make(chan struct{}),
 	}
 	s.instances[w.ID] = in
-	s.Metrics.setState("", in.State)
+	s.Metrics.setState(in.Image, "", in.State)
 	return in
 }
 
@@ -247,8 +261,8 @@ func (s *Supervisor) transition(in *instance, to orchestrator.InstanceState, rea
 	if from == to {
 		return
 	}
-	s.Log.Info("map state", "instance", in.ID, "from", from, "to", to, "reason", reason, "container", shortID(in.ContainerID))
-	s.Metrics.transition(from, to)
+	s.Log.Info("map state", "instance", in.ID, "from", from, "to", to, "reason", reason, "container", shortID(in.ContainerID), "image", in.Image)
+	s.Metrics.transition(in.Image, from, to)
 	if s.OnTransition != nil {
 		s.OnTransition(in.ID, from, to, reason)
 	}
@@ -293,10 +307,17 @@ func (s *Supervisor) runStart(in *instance, old string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.idle(in)
-	if err != nil && s.ctx.Err() == nil {
-		s.Log.Error("map start failed", "instance", in.ID, "err", err)
-		s.failed(in, "start failed: "+err.Error())
+	if err == nil || s.ctx.Err() != nil {
+		return
 	}
+	if reason, ok := s.imageUnavailable(in, err); ok {
+		// Not a crash and not retried: the image does not appear by waiting.
+		in.Registered = false
+		s.transition(in, orchestrator.StateImageMissing, reason)
+		return
+	}
+	s.Log.Error("map start failed", "instance", in.ID, "err", err)
+	s.failed(in, "start failed: "+err.Error())
 }
 
 // replace stops and removes in's old container (if any), then hands the instance a
@@ -315,9 +336,18 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 	// The old container is gone: a registration from now on comes from the new one.
 	in.ContainerID, in.GamePort, in.ControlPort, in.GameAddr, in.ports = "", 0, 0, "", Ports{}
 	in.pooled = false
+	// The new container runs the image the instance names now (an adopted one may have
+	// run another), and only one the host allows.
+	image := s.imageOf(in.image)
+	s.setImageLocked(in, image)
+	if !s.allowed(image) {
+		in.cold = false
+		s.mu.Unlock()
+		return s.notAllowed(image)
+	}
 	var m *poolMember
 	if len(in.env) == 0 && !in.cold {
-		m = s.takePoolLocked()
+		m = s.takePoolLocked(image)
 	}
 	in.cold = false
 	s.mu.Unlock()
@@ -344,7 +374,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 		return err
 	}
 	s.mu.Lock()
-	spec := Spec{InstanceID: in.ID, MapID: in.MapID, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
+	spec := Spec{InstanceID: in.ID, MapID: in.MapID, Image: image, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
 		Env: append(append(append(append([]string(nil), s.Env...), in.env...), creds...), mapcontrol.EnvInstanceID+"="+in.ID, mapcontrol.EnvMapID+"="+in.MapID)}
 	// The new container may register before Start returns: its credential is current
 	// from now on, and the old container's (stopped above) no longer is.
@@ -358,8 +388,9 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 	}
 	s.mu.Lock()
 	in.ContainerID, in.ports = c.ID, c.Ports
+	s.imageStartedLocked(image)
 	s.mu.Unlock()
-	s.Log.Info("map container started", "instance", in.ID, "map", in.MapID, "container", shortID(c.ID), "tookMs", ms(s.Now().Sub(start)))
+	s.Log.Info("map container started", "instance", in.ID, "map", in.MapID, "image", image, "container", shortID(c.ID), "tookMs", ms(s.Now().Sub(start)))
 	return nil
 }
 

@@ -71,11 +71,11 @@ func TestOrchestrator_AdoptAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	ghostRT := docker.NewRuntime(cli, docker.Template{
-		Image: dockertest.MapImage(), Network: "mapyard", Gateway: mapNet.IPAM.Config[0].Gateway,
+		Network: "mapyard", Gateway: mapNet.IPAM.Config[0].Gateway,
 		Deployment: deployment, MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64,
 	})
 	ghostC, err := ghostRT.Start(ctx, supervise.Spec{
-		InstanceID: ghost, MapID: "forest",
+		InstanceID: ghost, MapID: "forest", Image: dockertest.MapImage(),
 		Env: []string{"MAP_INSTANCE_ID=" + ghost, "MAP_CREDENTIAL=ghost-credential-0000", "MAP_ORCH_CREDENTIAL=ghost-credential-0000", "MAP_ORCH_URL=http://127.0.0.1:1"},
 	})
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/envconf"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/docker"
@@ -166,7 +167,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
 	rt := docker.NewRuntime(m.Docker, docker.Template{
-		Image:      cfg.MapImage,
 		Network:    cfg.MapNetwork,
 		Gateway:    gateway,
 		Deployment: cfg.Deployment,
@@ -245,6 +245,11 @@ func (m *Main) Close() error {
 func supervisorOptions(cfg *orchestrator.Config) supervise.Options {
 	o := supervise.DefaultOptions()
 	o.DefaultInstanceID, o.DefaultMapID = cfg.DefaultInstanceID, cfg.DefaultMapID
+	o.Image, o.Images = cfg.MapImage, cfg.AllowedMapImages()
+	// The default map runs the image its template names, like any map a portal opens.
+	if t, err := mapgen.Template(cfg.DefaultMapID); err == nil {
+		o.DefaultMapImage = t.Image
+	}
 	o.Policy = supervise.RestartPolicy{
 		Window:     orchestrator.Ms(cfg.MapRestartWindowMS),
 		Max:        cfg.MapRestartMaxInWindow,

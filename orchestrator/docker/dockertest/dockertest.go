@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/mapyard/mapyard/orchestrator/docker"
@@ -78,5 +79,28 @@ func RemoveDeployment(tb testing.TB, cli *client.Client, deployment string) {
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TagImage tags image source as target on the engine, as a second game's image would
+// be built beside the kit's, and removes the tag (only the tag: the image keeps its
+// other names) when the test ends. Tests name targets randomly, so that runs sharing
+// an engine never see each other's tags.
+func TagImage(tb testing.TB, cli *client.Client, source, target string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cli.ImageTag(ctx, source, target); err != nil {
+		tb.Fatalf("docker tag %s %s: %v", source, target, err)
+	}
+	tb.Cleanup(func() { UntagImage(tb, cli, target) })
+}
+
+// UntagImage removes the tag ref from the engine; a tag already gone is fine.
+func UntagImage(tb testing.TB, cli *client.Client, ref string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{}); err != nil && !errdefs.IsNotFound(err) {
+		tb.Logf("cleanup: untag %s: %v", ref, err)
 	}
 }
