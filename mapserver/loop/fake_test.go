@@ -67,6 +67,16 @@ func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any,
 		return "reject", nil
 	case "test/other":
 		return "other", nil
+	case "test/pickup":
+		var p pickupCmd
+		_ = json.Unmarshal(payload, &p)
+		return p, nil
+	case "test/give":
+		var g giveCmd
+		if err := json.Unmarshal(payload, &g); err != nil {
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "payload must be {\"to\":...}")
+		}
+		return g, nil
 	}
 	return nil, apierr.Errorf(apierr.ENOTIMPLEMENTED, "unknown command %s/%s", feature, action)
 }
