@@ -30,9 +30,12 @@ type fakeGame struct {
 
 	mu    sync.Mutex
 	steps []time.Time
+	// spawned counts the characters spawned; the nth is entity 100+n.
+	spawned uint64
 }
 
 type fakeChar struct {
+	entity  uint64
 	x       float64
 	lastIn  uint64
 	pending []fakeInput
@@ -82,7 +85,8 @@ func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any,
 }
 
 func (g *fakeGame) Spawn(id string, st *mapcontract.CharacterState) error {
-	c := &fakeChar{x: 100}
+	g.spawned++
+	c := &fakeChar{x: 100, entity: 100 + g.spawned}
 	if st != nil {
 		c.x, c.attrs = st.X, st.Attributes
 	}

@@ -73,8 +73,9 @@ func (l *Loop) join(sess *session, res *mapcontract.RedeemResult, held []items.I
 		}
 		p = &player{id: res.CharacterID, phase: l.nextPhase()}
 		l.chars[p.id] = p
+		l.index(p)
 	}
-	p.epoch, p.disposable, p.lastSeq = res.Epoch, res.Disposable, 0
+	p.epoch, p.disposable, p.lastSeq, p.name = res.Epoch, res.Disposable, 0, res.Name
 	// Counted before the welcome leaves, so a client that sees its welcome sees itself
 	// counted too.
 	l.players.Store(int64(len(l.chars)))
@@ -112,6 +113,10 @@ func (l *Loop) command(m message) {
 	p.lastSeq = m.seq
 	if p.transfer != "" {
 		l.Metrics.command(cmdIgnored).Inc()
+		return
+	}
+	if q, ok := m.cmd.(wire.NamesQuery); ok {
+		l.answerNames(p, m.seq, q)
 		return
 	}
 	if eg, ok := l.game.(Equipment); ok {
@@ -203,6 +208,7 @@ func (l *Loop) transferred(characterID, transferID string, o orchlink.TransferOu
 	l.detach(p, mapserver.CloseNormal, "transferred")
 	l.game.Despawn(p.id)
 	delete(l.chars, p.id)
+	delete(l.entities, p.entity)
 	delete(l.tokens, p.token)
 	l.players.Store(int64(len(l.chars)))
 	l.Log.Info("character transferred", "character", p.id, "transfer", transferID, "to", a.ToInstanceID)

@@ -62,7 +62,7 @@ func (f *fakeOrch) Redeem(_ context.Context, r mapcontract.RedeemRequest) (*mapc
 			State: &mapcontract.CharacterState{X: 42, Attributes: json.RawMessage(`{"gold":3}`)}}, nil
 	}
 	id, _, _ := strings.Cut(r.Token, "#")
-	return &mapcontract.RedeemResult{Kind: "join", CharacterID: id, Epoch: 2, Disposable: strings.HasPrefix(id, "guest-")}, nil
+	return &mapcontract.RedeemResult{Kind: "join", CharacterID: id, Name: "Name of " + id, Epoch: 2, Disposable: strings.HasPrefix(id, "guest-")}, nil
 }
 
 func (f *fakeOrch) PushDue() bool {
