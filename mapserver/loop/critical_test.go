@@ -45,6 +45,20 @@ func (g *fakeGame) Settle(eventID string, answer error) (loop.Event, error) {
 	return loop.Event{}, answer
 }
 
+// Critical records ev and answers it with the durable ack, or with refuse when set.
+func (f *fakeOrch) Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error {
+	f.mu.Lock()
+	f.criticals = append(f.criticals, ev)
+	refuse := f.refuse
+	f.mu.Unlock()
+	if refuse != nil {
+		go done(mapcontract.CriticalAck{}, refuse)
+		return nil
+	}
+	go done(mapcontract.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
+	return nil
+}
+
 // sent is the number of critical events the map sent the orchestrator.
 func (f *fakeOrch) sent() int {
 	f.mu.Lock()

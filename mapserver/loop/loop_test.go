@@ -612,19 +612,6 @@ func TestTakeover_ReplacedAndFreshSeq(t *testing.T) {
 	}
 }
 
-func (f *fakeOrch) Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error {
-	f.mu.Lock()
-	f.criticals = append(f.criticals, ev)
-	refuse := f.refuse
-	f.mu.Unlock()
-	if refuse != nil {
-		go done(mapcontract.CriticalAck{}, refuse)
-		return nil
-	}
-	go done(mapcontract.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
-	return nil
-}
-
 // TestSnapshots_QueuedFramesIntact: the tick encodes a round's frames into one arena
 // and queues them without a copy, so no later round may write where a queued frame
 // lies. With the writes held for twelve rounds, every frame queued meanwhile still
