@@ -71,6 +71,7 @@ type Game struct {
 var (
 	_ loop.Game          = (*Game)(nil)
 	_ loop.SnapshotPaced = (*Game)(nil)
+	_ loop.Named         = (*Game)(nil)
 )
 
 // New builds the game of world w, generated from cfg, stepped tickHz times a second:
@@ -116,6 +117,16 @@ func (g *Game) Sim() *sim.State { return g.state }
 func (g *Game) Slot(characterID string) (int32, bool) {
 	slot, ok := g.slots[characterID]
 	return slot, ok
+}
+
+// EntityOf returns the entity id snapshots show a character under, so that the loop
+// can tell players its name.
+func (g *Game) EntityOf(characterID string) (uint64, bool) {
+	slot, ok := g.slots[characterID]
+	if !ok {
+		return 0, false
+	}
+	return uint64(g.state.Entities[slot].ID), true
 }
 
 // Decode decodes a command payload; it touches no game state, so connections call it

@@ -20,13 +20,16 @@ const EventInventory = "inventory"
 // weight past which it slows down (grams), and Speed, the units per second the server
 // walks it with now. Speed is always a whole number of quanta per second divided by
 // sim.QuantaPerUnit, so Speed × 16 is exactly the integer speed a client's prediction
-// (sim.Replay, the module's replay) must use.
+// (sim.Replay, the module's replay) must use. Skills are the character's skill levels
+// (its attributes' "skills"), against which an item's requirement gates equipping it
+// (skill_gate): a client offers Equip only where it would succeed.
 type InventoryData struct {
 	Entries     []items.Entry     `json:"entries"`
 	Equipment   map[string]string `json:"equipment"`
 	Weight      int64             `json:"weight"`
 	WeightLimit int64             `json:"weightLimit"`
 	Speed       float64           `json:"speed"`
+	Skills      map[string]int    `json:"skills"`
 }
 
 // Carry gives an arriving character the items the orchestrator says it holds (POST
@@ -103,6 +106,10 @@ func (g *Game) InventoryFrame(characterID string) []byte {
 	d := InventoryData{
 		Entries: append([]items.Entry{}, inv.Entries...), Equipment: map[string]string{},
 		Weight: inv.WeightGrams(g.items.catalog), WeightLimit: inv.Layout.WeightLimitGrams,
+		Skills: g.skills(characterID),
+	}
+	if d.Skills == nil {
+		d.Skills = map[string]int{}
 	}
 	for _, e := range inv.Entries {
 		if e.Compartment != items.Backpack && e.Compartment != items.Belt {

@@ -191,6 +191,16 @@ type Equipment interface {
 	Equip(characterID string, seq uint64, cmd any) (result []byte, changed, ok bool)
 }
 
+// Named is a Game whose snapshots show each character as an entity: the loop tells
+// players who ask (players/names, wire.NamesQuery) the name the orchestrator gave each
+// character on redeem, by the entity id they see. EntityOf runs on the tick goroutine,
+// right after Spawn.
+type Named interface {
+	// EntityOf returns the entity id the snapshots show a character under; it never
+	// changes while the character stays.
+	EntityOf(characterID string) (uint64, bool)
+}
+
 // Recoveries is a Game with a maintenance pass that sends critical events of its own:
 // the recovery of critical items, decided at tick boundaries. After every Step the loop
 // sends the events Recoveries returns through the link and hands each answer to

@@ -30,9 +30,12 @@ type fakeGame struct {
 
 	mu    sync.Mutex
 	steps []time.Time
+	// spawned counts the characters spawned; the nth is entity 100+n.
+	spawned uint64
 }
 
 type fakeChar struct {
+	entity  uint64
 	x       float64
 	lastIn  uint64
 	pending []fakeInput
@@ -67,12 +70,23 @@ func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any,
 		return "reject", nil
 	case "test/other":
 		return "other", nil
+	case "test/pickup":
+		var p pickupCmd
+		_ = json.Unmarshal(payload, &p)
+		return p, nil
+	case "test/give":
+		var g giveCmd
+		if err := json.Unmarshal(payload, &g); err != nil {
+			return nil, apierr.Errorf(apierr.EBADREQUEST, "payload must be {\"to\":...}")
+		}
+		return g, nil
 	}
 	return nil, apierr.Errorf(apierr.ENOTIMPLEMENTED, "unknown command %s/%s", feature, action)
 }
 
 func (g *fakeGame) Spawn(id string, st *mapcontract.CharacterState) error {
-	c := &fakeChar{x: 100}
+	g.spawned++
+	c := &fakeChar{x: 100, entity: 100 + g.spawned}
 	if st != nil {
 		c.x, c.attrs = st.X, st.Attributes
 	}

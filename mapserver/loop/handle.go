@@ -73,8 +73,9 @@ func (l *Loop) join(sess *session, res *mapcontract.RedeemResult, held []items.I
 		}
 		p = &player{id: res.CharacterID, phase: l.nextPhase()}
 		l.chars[p.id] = p
+		l.index(p)
 	}
-	p.epoch, p.disposable, p.lastSeq = res.Epoch, res.Disposable, 0
+	p.epoch, p.disposable, p.lastSeq, p.name = res.Epoch, res.Disposable, 0, res.Name
 	// Counted before the welcome leaves, so a client that sees its welcome sees itself
 	// counted too.
 	l.players.Store(int64(len(l.chars)))
@@ -112,6 +113,10 @@ func (l *Loop) command(m message) {
 	p.lastSeq = m.seq
 	if p.transfer != "" {
 		l.Metrics.command(cmdIgnored).Inc()
+		return
+	}
+	if q, ok := m.cmd.(wire.NamesQuery); ok {
+		l.answerNames(p, m.seq, q)
 		return
 	}
 	if eg, ok := l.game.(Equipment); ok {
@@ -203,6 +208,7 @@ func (l *Loop) transferred(characterID, transferID string, o orchlink.TransferOu
 	l.detach(p, mapserver.CloseNormal, "transferred")
 	l.game.Despawn(p.id)
 	delete(l.chars, p.id)
+	delete(l.entities, p.entity)
 	delete(l.tokens, p.token)
 	l.players.Store(int64(len(l.chars)))
 	l.Log.Info("character transferred", "character", p.id, "transfer", transferID, "to", a.ToInstanceID)
@@ -236,6 +242,9 @@ func (l *Loop) critical(cg Criticals, p *player, m message) bool {
 	}
 	if err == nil {
 		err = l.epochs(ev)
+		if err == nil && items.IsKind(ev.Kind) && l.guestIn(ev) {
+			err = apierr.Errorf(wire.CodeGuestNoItems, "%s", refusalText[wire.CodeGuestNoItems])
+		}
 		if r, ok := l.Link.(Reachability); ok && err == nil && r.Away() {
 			err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the orchestrator cannot be reached now; nothing changed hands, try again")
 		}
@@ -253,6 +262,7 @@ func (l *Loop) critical(cg Criticals, p *player, m message) bool {
 		}
 		_, _ = cg.Settle(eventID, err)
 	}
+	err = ruleRefusal(err)
 	l.Metrics.command(cmdRejected).Inc()
 	l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), m.seq), false)
 	return true
@@ -272,6 +282,18 @@ func (l *Loop) epochs(ev *mapcontract.CriticalEvent) error {
 	return nil
 }
 
+// guestIn reports whether an item event involves a disposable character (a guest):
+// the orchestrator keeps items for saved characters only and would refuse it, so the
+// map refuses it at once (guest_no_items) and sends nothing.
+func (l *Loop) guestIn(ev *mapcontract.CriticalEvent) bool {
+	for id := range ev.Epochs {
+		if q := l.chars[id]; q != nil && q.disposable {
+			return true
+		}
+	}
+	return false
+}
+
 // pendingCommand is a command waiting for the orchestrator's answer to its event.
 type pendingCommand struct {
 	characterID string
@@ -280,7 +302,8 @@ type pendingCommand struct {
 
 // settle answers a command with the orchestrator's answer to its critical event: the
 // ack and the gameplay event once it is durable, else the refusal with a public code
-// (the orchestrator's own, or map_unavailable when it could not be reached).
+// and a sentence for players (orchestratorRefusal: the orchestrator's words and ids
+// never reach a player), map_unavailable when it could not be reached.
 func (l *Loop) settle(eventID string, answer error) {
 	cmd, ok := l.pending[eventID]
 	if !ok {
@@ -295,6 +318,13 @@ func (l *Loop) settle(eventID string, answer error) {
 	if answer != nil && !errors.As(answer, &public) {
 		l.Log.Warn("critical event not made durable", "event", eventID, "err", answer)
 		answer = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the orchestrator did not confirm the action; nothing changed hands")
+	}
+	if answer != nil {
+		refusal, same := orchestratorRefusal(answer)
+		if !same {
+			l.Log.Warn("critical event refused", "event", eventID, "character", cmd.characterID, "code", apierr.Code(refusal), "err", answer)
+		}
+		answer = refusal
 	}
 	ev, err := cg.Settle(eventID, answer)
 	p := l.chars[cmd.characterID]

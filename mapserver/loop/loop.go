@@ -80,6 +80,7 @@ type Loop struct {
 	// Owned by the tick goroutine.
 	game      Game
 	chars     map[string]*player
+	entities  map[uint64]*player // the characters by entity id, when the game names them (Named)
 	tokens    map[string]*player
 	pending   map[string]pendingCommand // critical event id → the command it answers
 	lastRound uint64                    // the tick of the last snapshot round
@@ -97,6 +98,7 @@ func New(r Redeemer, link Link, tickHz, snapshotHz int, log *slog.Logger) *Loop 
 		Redeemer: r, Link: link, Log: log, Now: time.Now,
 		ready: make(chan struct{}), done: make(chan struct{}), inbox: make(chan message, InboxSize),
 		chars: make(map[string]*player), tokens: make(map[string]*player), pending: make(map[string]pendingCommand),
+		entities: make(map[uint64]*player),
 	}
 }
 

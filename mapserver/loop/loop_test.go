@@ -40,6 +40,9 @@ type fakeOrch struct {
 	deny           string
 	hold           chan struct{}
 	pushDue        bool
+	// criticals are the critical events sent; refuse, when set, answers them.
+	criticals []mapcontract.CriticalEvent
+	refuse    error
 }
 
 var _ loop.Link = (*fakeOrch)(nil)
@@ -47,7 +50,7 @@ var _ loop.Link = (*fakeOrch)(nil)
 func (f *fakeOrch) Redeem(_ context.Context, r mapcontract.RedeemRequest) (*mapcontract.RedeemResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !strings.HasPrefix(r.Token, "char-") && !strings.HasPrefix(r.Token, "tr-") {
+	if !strings.HasPrefix(r.Token, "char-") && !strings.HasPrefix(r.Token, "tr-") && !strings.HasPrefix(r.Token, "guest-") {
 		return nil, apierr.Errorf(apierr.ETICKETINVALID, "bad signature")
 	}
 	if f.used[r.Token] {
@@ -59,7 +62,7 @@ func (f *fakeOrch) Redeem(_ context.Context, r mapcontract.RedeemRequest) (*mapc
 			State: &mapcontract.CharacterState{X: 42, Attributes: json.RawMessage(`{"gold":3}`)}}, nil
 	}
 	id, _, _ := strings.Cut(r.Token, "#")
-	return &mapcontract.RedeemResult{Kind: "join", CharacterID: id, Epoch: 2}, nil
+	return &mapcontract.RedeemResult{Kind: "join", CharacterID: id, Name: "Name of " + id, Epoch: 2, Disposable: strings.HasPrefix(id, "guest-")}, nil
 }
 
 func (f *fakeOrch) PushDue() bool {
@@ -607,11 +610,6 @@ func TestTakeover_ReplacedAndFreshSeq(t *testing.T) {
 	if s := second.snapshotWhere("input 1 of the new session", func(s fakeSnapshot) bool { return s.Ack == 1 }); s.X != 104 {
 		t.Fatalf("x %v, want 104 (103 + the new session's first input)", s.X)
 	}
-}
-
-func (f *fakeOrch) Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error {
-	go done(mapcontract.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
-	return nil
 }
 
 // TestSnapshots_QueuedFramesIntact: the tick encodes a round's frames into one arena

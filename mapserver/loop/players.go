@@ -57,6 +57,8 @@ type admission struct {
 // player is one character in the game state. Only the tick goroutine touches it.
 type player struct {
 	id         string
+	name       string // what players see it by (the redeem's), "" when none
+	entity     uint64 // its entity in snapshots, when the game names it (Named)
 	epoch      int64
 	disposable bool
 	sess       *session // the attached connection; nil while waiting for a resume
@@ -85,7 +87,7 @@ func (l *Loop) attach(p *player, sess *session, transferID string, resumed bool)
 	p.view = l.game.NewView(p.id)
 	cfg := l.world.Config
 	w := wire.Welcome{
-		V: wire.Version, Kind: wire.KindWelcome, CharacterID: p.id,
+		V: wire.Version, Kind: wire.KindWelcome, CharacterID: p.id, Name: p.name,
 		InstanceID: cfg.InstanceID, MapID: cfg.MapID, Epoch: p.epoch, WorldHash: l.world.Hash,
 		TickHz: l.TickHz, SnapshotHz: l.SnapshotHz, MapConfig: cfg, SnapshotFormat: wire.FormatVersion,
 		ResumeToken: p.token, ResumeTTLMs: l.ResumeTTL.Milliseconds(), Resumed: resumed, TransferID: transferID,
@@ -130,6 +132,7 @@ func (l *Loop) release(p *player, why string) {
 	l.push(p)
 	l.game.Despawn(p.id)
 	delete(l.chars, p.id)
+	delete(l.entities, p.entity)
 	delete(l.tokens, p.token)
 	l.Log.Info("character released", "character", p.id, "why", why)
 }

@@ -228,7 +228,7 @@ func (s *session) command(in *wire.Inbound) {
 		s.fail(apierr.EBADREQUEST, "a command needs a seq of 1 or more", 0)
 		return
 	}
-	cmd, err := s.l.decoder.Decode(in.Feature, in.Action, in.Payload)
+	cmd, err := s.decode(in)
 	if err != nil {
 		s.l.Metrics.command(cmdMalformed).Inc()
 		s.fail(apierr.Code(err), apierr.Message(err), in.Seq)

@@ -38,6 +38,11 @@ const (
 	// CodeReplaced: a newer join took the character over (a second tab, a reload); the
 	// connection closes with 4000 right after.
 	CodeReplaced = "replaced"
+	// CodeGuestNoItems: a guest (a disposable character, joined without a key) cannot
+	// hold items, which the orchestrator keeps for saved characters only: its pickup,
+	// or an accepted trade that would give it an item, is refused by the map before
+	// anything is sent, and nothing changes hands.
+	CodeGuestNoItems = "guest_no_items"
 	// CodeRateLimited: a message over the connection's limits (messages or bytes per
 	// second) was not processed; a client that goes on is closed with 1008.
 	CodeRateLimited = "rate_limited"

@@ -63,16 +63,19 @@ func DecodesSnapshots(formats []int) bool {
 // static world locally (the MapConfig, checked against WorldHash), and the resume token
 // that brings it back to the same character after a dropped connection.
 type Welcome struct {
-	V           int              `json:"v"`
-	Kind        string           `json:"kind"`
-	CharacterID string           `json:"characterId"`
-	InstanceID  string           `json:"instanceId"`
-	MapID       string           `json:"mapId"`
-	Epoch       int64            `json:"epoch"`
-	WorldHash   string           `json:"worldHash"`
-	TickHz      int              `json:"tickHz"`
-	SnapshotHz  int              `json:"snapshotHz"`
-	MapConfig   mapgen.MapConfig `json:"mapConfig"`
+	V           int    `json:"v"`
+	Kind        string `json:"kind"`
+	CharacterID string `json:"characterId"`
+	// Name is the character's name, which players see it by (absent when the map
+	// knows none); others' names come from a players/names query (names.go).
+	Name       string           `json:"name,omitempty"`
+	InstanceID string           `json:"instanceId"`
+	MapID      string           `json:"mapId"`
+	Epoch      int64            `json:"epoch"`
+	WorldHash  string           `json:"worldHash"`
+	TickHz     int              `json:"tickHz"`
+	SnapshotHz int              `json:"snapshotHz"`
+	MapConfig  mapgen.MapConfig `json:"mapConfig"`
 	// SnapshotFormat is the layout of the binary snapshot frames that follow
 	// (FormatVersion), so that a client of another format stops with a clear error.
 	SnapshotFormat int `json:"snapshotFormat"`

@@ -3,7 +3,9 @@ package admission
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/apierr"
@@ -90,7 +92,7 @@ func (s *Service) redeem(ctx context.Context, r mapcontract.RedeemRequest) (*map
 	}
 
 	res := &mapcontract.RedeemResult{
-		Kind: "join", CharacterID: c.CharacterID, Disposable: IsDisposable(c.CharacterID), Epoch: epoch,
+		Kind: "join", CharacterID: c.CharacterID, Name: s.nameOf(ctx, c), Disposable: IsDisposable(c.CharacterID), Epoch: epoch,
 	}
 	if tr != nil {
 		res.Kind, res.TransferID, res.FromID = "transfer", tr.ID, tr.FromInstanceID
@@ -171,6 +173,36 @@ func (s *Service) forgetExpiredNonces(now time.Time) {
 		}
 		return true
 	})
+}
+
+// nameOf is the name players see a redeemed character by: a saved character's own
+// (read by its owner, the token's subject), a guest's made from its id. A name that
+// cannot be read costs the player its label, not its admission: the map shows no name.
+func (s *Service) nameOf(ctx context.Context, c ticket.Claims) string {
+	if IsDisposable(c.CharacterID) {
+		return GuestName(c.CharacterID)
+	}
+	ch, err := s.Store.OwnedCharacter(ctx, c.Subject, c.CharacterID)
+	if err != nil {
+		s.Log.Warn("character name not read", "character", c.CharacterID, "err", err)
+		return ""
+	}
+	return ch.Name
+}
+
+// GuestName is the name of a disposable character: "Guest" and the first four letters
+// or digits of its random id, so that two guests on one map can be told apart.
+func GuestName(characterID string) string {
+	tag := make([]rune, 0, 4)
+	for _, r := range strings.TrimPrefix(characterID, guestIDPrefix) {
+		if len(tag) == cap(tag) {
+			break
+		}
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			tag = append(tag, r)
+		}
+	}
+	return strings.TrimSpace("Guest " + string(tag))
 }
 
 // state is the character's last saved state (nil if never saved). Disposable characters

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,6 +83,29 @@ func TestRedeem(t *testing.T) {
 		}
 		if l, _ := e.svc.Lease(ctx, r.CharacterID); l.InstanceID != "" {
 			t.Fatalf("idle guest lease kept: %+v", l)
+		}
+	})
+	t.Run("NamesTheCharacter", func(t *testing.T) {
+		// Maps show players names, not ids: a saved character's own, through a join and
+		// a transfer alike, and a guest's made from its id.
+		e := newEnv(t)
+		r := enter(t, e, authKey)
+		if r.Name != orchestrator.DefaultCharacterName {
+			t.Fatalf("a new key's character is named %q, want %q", r.Name, orchestrator.DefaultCharacterName)
+		}
+		a, err := e.svc.RequestTransfer(ctx, transferReq("tr-n", r, "default-1", "frontier", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in := e.redeem(t, "frontier-1", a.Token); in.Name != orchestrator.DefaultCharacterName {
+			t.Fatalf("through a portal the character is named %q", in.Name)
+		}
+		g := enter(t, e, "")
+		if !strings.HasPrefix(g.Name, "Guest ") || len(g.Name) != len("Guest ")+4 || strings.Contains(g.Name, g.CharacterID) {
+			t.Fatalf("guest %s is named %q", g.CharacterID, g.Name)
+		}
+		if other := enter(t, e, ""); other.Name == g.Name {
+			t.Fatalf("two guests share the name %q", g.Name)
 		}
 	})
 	t.Run("SecondLoginTakesOver", func(t *testing.T) {

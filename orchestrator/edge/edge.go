@@ -176,6 +176,7 @@ func (e *Edge) Open() (err error) {
 	e.public.GET("/", e.handleIndex)
 	e.public.GET("/index.html", e.handleIndex)
 	e.public.GET(StaticPrefix+":version/*", e.handleAsset)
+	e.public.GET(IconPath, func(c echo.Context) error { return e.page.ServeIcon(c.Response(), c.Request()) })
 	e.public.GET("/*", func(c echo.Context) error {
 		return apierr.Errorf(apierr.ENOTFOUND, "no page at %s", c.Request().URL.Path)
 	})

@@ -32,6 +32,12 @@ const (
 	PageModule = "mapyard.wasm"
 	// PageLoader is Go's wasm_exec.js, copied from the toolchain that built the module.
 	PageLoader = "wasm_exec.js"
+	// PageIcon is the page's icon. index.html links it under the versioned prefix, and
+	// IconPath serves it too, because browsers and crawlers ask for /favicon.ico
+	// whatever the page links (a 404 there is a console error on every visit).
+	PageIcon = "favicon.ico"
+	// IconPath is the fixed URL of the icon.
+	IconPath = "/" + PageIcon
 	// GenDir is the directory of the built files inside the static tree.
 	GenDir = "gen"
 	// StaticPrefix is the URL path under which assets live, followed by the version.
@@ -148,6 +154,19 @@ func (p *Page) ServeAsset(w http.ResponseWriter, r *http.Request, version, name 
 	return nil
 }
 
+// ServeIcon answers the page's icon at its fixed URL, cached for a day (the URL does
+// not change with the version, so it cannot be immutable); not_found when the tree has
+// none.
+func (p *Page) ServeIcon(w http.ResponseWriter, r *http.Request) error {
+	a, ok := p.assets[PageIcon]
+	if !ok {
+		return apierr.Errorf(apierr.ENOTFOUND, "no page file %s", PageIcon)
+	}
+	w.Header().Set("Cache-Control", "public, max-age=86400")
+	a.serve(w, r)
+	return nil
+}
+
 // serve writes the asset, compressed when the client accepts gzip.
 func (a asset) serve(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
@@ -213,6 +232,8 @@ func contentType(name string) string {
 		return "application/wasm" // what WebAssembly.instantiateStreaming demands
 	case ".js":
 		return "text/javascript; charset=utf-8"
+	case ".ico":
+		return "image/x-icon" // not in every system's MIME table (a bare image has none)
 	}
 	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
 		return t

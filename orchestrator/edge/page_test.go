@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -132,4 +133,37 @@ func TestPage(t *testing.T) {
 			t.Fatal("a tree without index.html made a page")
 		}
 	})
+}
+
+// TestEdge_ServesTheIcon: browsers ask for /favicon.ico on every visit whatever the page
+// links, so the edge answers it, and the page links the same icon under its versioned
+// prefix.
+func TestEdge_ServesTheIcon(t *testing.T) {
+	e := MustOpenEdge(t, "", nil)
+	get := func(path string) (*http.Response, []byte) {
+		t.Helper()
+		resp, err := http.Get(e.PublicURL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, b
+	}
+	resp, icon := get(edge.IconPath)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/x-icon" ||
+		!strings.Contains(resp.Header.Get("Cache-Control"), "max-age") || !bytes.HasPrefix(icon, []byte{0, 0, 1, 0}) {
+		t.Fatalf("GET %s: %d %v, %d bytes starting % x", edge.IconPath, resp.StatusCode, resp.Header, len(icon), icon[:min(len(icon), 4)])
+	}
+	_, index := get("/")
+	m := regexp.MustCompile(`<link rel="icon" href="([^"]+)">`).FindSubmatch(index)
+	if m == nil {
+		t.Fatalf("the page links no icon:\n%s", index)
+	}
+	if resp, linked := get(string(m[1])); resp.StatusCode != http.StatusOK || !bytes.Equal(linked, icon) {
+		t.Fatalf("GET %s (the linked icon): %d, same bytes %v", m[1], resp.StatusCode, bytes.Equal(linked, icon))
+	}
 }

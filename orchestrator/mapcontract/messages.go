@@ -22,13 +22,17 @@ type RedeemRequest struct {
 // map must quote in everything it later reports for that character, and the state to
 // spawn it with (nil for a character never saved).
 type RedeemResult struct {
-	Kind        string          `json:"kind"` // "join" or "transfer"
-	CharacterID string          `json:"characterId"`
-	Disposable  bool            `json:"disposable"`
-	Epoch       int64           `json:"epoch"`
-	TransferID  string          `json:"transferId,omitempty"`
-	FromID      string          `json:"fromInstanceId,omitempty"`
-	State       *CharacterState `json:"state,omitempty"`
+	Kind        string `json:"kind"` // "join" or "transfer"
+	CharacterID string `json:"characterId"`
+	// Name is the character's name as players see it: its owner's choice, or
+	// "Guest" and a few characters of its id for a disposable one. A map shows it to
+	// players instead of the id (the reference map: its welcome and players/names).
+	Name       string          `json:"name,omitempty"`
+	Disposable bool            `json:"disposable"`
+	Epoch      int64           `json:"epoch"`
+	TransferID string          `json:"transferId,omitempty"`
+	FromID     string          `json:"fromInstanceId,omitempty"`
+	State      *CharacterState `json:"state,omitempty"`
 }
 
 // TransferRequest is what a source map sends to POST /orch/request-transfer when a

@@ -43,7 +43,8 @@ func crashAndComeBack(p *page, cli *client.Client, control, secret, instanceID s
 	defer p.keyUp("KeyA")
 	var status string
 	p.eval(`document.getElementById("status").textContent`, &status)
-	if !strings.HasPrefix(status, "reconnecting") {
+	// Said for people: no close code, no error code.
+	if !strings.HasPrefix(status, "Reconnecting: ") || strings.ContainsAny(status, "0123456789_") {
 		t.Errorf("the status line says %q while the map is down", status)
 	}
 	var ready time.Time

@@ -289,6 +289,12 @@ func TestPage_PlaysInChromium(t *testing.T) {
 			t.Fatalf("the canvas shows %d colours on the second map", n)
 		}
 	})
+
+	t.Run("PanelsForPeople", func(t *testing.T) { panelsForPeople(page.in(t)) })
+	t.Run("GuestBesideItems", func(t *testing.T) {
+		guestBesideItems(page.in(t), cli, child, secret, deployment, dbPath, e.PublicURL())
+	})
+	t.Run("BackToMenuAndPlayAgain", func(t *testing.T) { backToMenuAndPlayAgain(page.in(t)) })
 }
 
 // page drives one Chromium tab.

@@ -1,12 +1,15 @@
 // The page: loads the WebAssembly module (the server's own generator, movement and
 // snapshot decoder), asks who plays (the browser's key, or a guest), and runs the game
 // loop: keys to inputs at the tick rate, a frame per animation frame, the status line,
-// the event log and the debug overlay (TAB).
+// the event log and the debug overlay (TAB). The Menu button (or Escape) leaves the
+// game for the menu, where the player may pick, create or switch characters.
 
 import { Session, State } from "./session.js";
 import { View } from "./view.js";
 import { Menu } from "./menu.js";
 import { Hud } from "./hud.js";
+import { Names } from "./names.js";
+import { status as statusText, trouble } from "./words.js";
 
 const KEY_STORE = "mapyard.authKey";
 const INTERPOLATION_MS = 100;
@@ -16,7 +19,10 @@ const $ = (id) => document.getElementById(id);
 const loadStarted = performance.now();
 
 // debug is what the overlay shows and what automated checks of the page read.
-const debug = { firstFrameMs: 0, wasmMs: 0, frames: 0, frameMs: 0, state: "loading", states: [], timings: {}, events: [] };
+// firstFrameMs is the time the page worked to show the game: loading the module
+// (readyMs) and, from the last Play, joining and drawing the first frame — never the
+// time the player spent in the menu.
+const debug = { firstFrameMs: 0, readyMs: 0, wasmMs: 0, frames: 0, frameMs: 0, state: "loading", states: [], timings: {}, events: [] };
 globalThis.mapyardDebug = debug;
 
 async function loadModule() {
@@ -60,8 +66,15 @@ function banner(text) {
   $("banner").hidden = !text;
 }
 
-// controls holds what keys other than walking do once the game runs (E: pickup).
+// controls holds what keys other than walking do once the game runs (E: pickup,
+// Escape: back to the menu).
 const controls = {};
+
+// game is the game being played ({session, hud}), null in the menu: loops and hooks
+// of a game the player left stop at their next turn.
+let game = null;
+// PLAYERS_EVERY_MS: how often the offer's list of players nearby is brought up to date.
+const PLAYERS_EVERY_MS = 500;
 
 // Keys held now; arrows and WASD give the direction of the next input.
 const held = new Set();
@@ -74,66 +87,75 @@ function direction() {
   return [dx, dy];
 }
 
-// play runs the game for identity until the server refuses it for good; then it stops
-// every loop of this game and calls back(message) to let the player choose again.
-function play(wasm, view, identity, back) {
+// play runs the game for identity until the player goes back to the menu (leave), or
+// the server refuses it for good, which brings the menu back with the reason.
+function play(wasm, view, identity, menu) {
   debug.playAt = performance.now();
+  debug.firstFrameMs = 0;
+  debug.firstFrameAfterPlayMs = 0;
+  debug.timings = {};
   const status = $("status");
   let lastReconnect = "";
-  let running = true;
-  const leave = (message) => {
-    running = false;
-    controls.pickup = null;
-    $("inventory").hidden = true;
-    $("trade").hidden = true;
-    back(message);
-  };
+  const me = {};
   const session = new Session(wasm, identity, {
     onState(s, detail) {
+      if (game !== me) return; // a game left for the menu
       debug.state = s;
       debug.states.push(s);
       if (!debug.timings[s]) debug.timings[s] = performance.now() - debug.playAt;
       if (debug.states.length > 64) debug.states.shift();
       status.dataset.state = s;
-      const where = session.welcome ? ` · ${session.welcome.mapId} (${session.welcome.instanceId})` : "";
-      status.textContent = s === State.playing ? `playing${where}` : `${s}${detail ? ": " + detail : ""}`;
+      status.textContent = statusText(s, detail, session.welcome && session.welcome.mapId);
       $("loading").hidden = !(s === State.transferring || s === State.joining && !session.world);
-      $("loading-text").textContent = s === State.transferring ? `through the portal ${detail}…` : "joining…";
-      if (s === State.reconnecting && detail !== lastReconnect) log(`reconnecting (${detail})`);
+      $("loading-text").textContent = s === State.transferring ? "Through the portal…" : "Joining…";
+      if (s === State.reconnecting && detail !== lastReconnect) log(`Reconnecting: ${trouble(detail)}…`);
       lastReconnect = s === State.reconnecting ? detail : "";
       if (s === State.playing) hud.render();
       if (s === State.stopped) banner(detail);
-      if (s === State.error) leave(detail);
+      if (s === State.error) leave(me, `${statusText(s, detail)} (${String(detail).split(":")[0]})`);
     },
     onWorld(world, welcome) {
+      if (game !== me) return;
       const t0 = performance.now();
       view.setWorld(world);
       debug.renderMs = performance.now() - t0;
       debug.generateMs = world ? world.generateMs : 0;
       banner(session.worldError);
       if (session.worldError) log(session.worldError, "error");
-      log(`entered ${welcome.mapId}${world ? ` (world generated in ${world.generateMs.toFixed(0)} ms)` : ""}`);
+      log(`Entered ${welcome.mapId}${world ? ` (world generated in ${world.generateMs.toFixed(0)} ms)` : ""}`);
     },
-    onEvent: log,
+    onEvent: (text, kind) => { if (game === me) log(text, kind); },
     onGame(msg) {
+      if (game !== me) return;
+      if (msg.name === "names") names.learn(msg.data || {});
       debug.events.push(msg);
       if (debug.events.length > 64) debug.events.shift();
       hud.event(msg);
     },
-    onAnswer: (cmd, err) => hud.answer(cmd, err),
+    onAnswer(cmd, err) {
+      if (cmd.feature === "players") names.refused(cmd, err);
+      else if (game === me) hud.answer(cmd, err);
+    },
   });
-  const hud = new Hud(session, log);
+  const names = new Names(session);
+  const hud = new Hud(session, log, names);
+  Object.assign(me, { session, hud, view, menu });
+  game = me;
   view.templates = wasm.itemTemplates || [];
   debug.session = session;
   debug.view = view;
   debug.hud = hud;
+  debug.names = names;
   controls.pickup = () => hud.pickup();
+  controls.menu = () => leave(me);
+  $("to-menu").hidden = false;
   session.start();
+  const framesAtPlay = view.frames;
 
   // Inputs at the simulation's tick rate.
   let nextStep = performance.now();
   const stepLoop = () => {
-    if (!running) return;
+    if (game !== me) return;
     const hz = (session.welcome && session.welcome.tickHz) || 30;
     const now = performance.now();
     if (now - nextStep > 250) nextStep = now; // the tab slept: no burst of old inputs
@@ -146,23 +168,50 @@ function play(wasm, view, identity, back) {
   };
   stepLoop();
 
+  let playersAt = 0;
   const frame = (now) => {
-    if (!running) return;
+    if (game !== me) return;
     const t0 = performance.now();
     const self = session.selfPosition(now);
     const target = hud.pickable();
-    view.draw(self || session.server, self, session.others(now, INTERPOLATION_MS),
-      { pending: hud.pendingIds(), target: target && target.entity.id });
-    if (view.frames === 1 && !debug.firstFrameMs) {
-      debug.firstFrameMs = performance.now() - loadStarted;
+    names.ask(now);
+    const others = session.others(now, INTERPOLATION_MS);
+    for (const e of others) if (e.kind === 1) e.name = (names.of(e.id) || {}).name || "";
+    view.draw(self || session.server, self, others,
+      { pending: hud.pendingIds(), target: target && target.entity.id, selfName: session.selfName() });
+    if (view.frames > framesAtPlay && !debug.firstFrameMs) {
       debug.firstFrameAfterPlayMs = performance.now() - debug.playAt;
+      debug.firstFrameMs = debug.readyMs + debug.firstFrameAfterPlayMs;
     }
+    if (now - playersAt > PLAYERS_EVERY_MS) { playersAt = now; hud.players(); }
     debug.frames = view.frames;
     debug.frameMs = performance.now() - t0;
     if (!$("overlay").hidden) $("overlay").textContent = overlay(session, now);
     requestAnimationFrame(frame);
   };
   requestAnimationFrame(frame);
+}
+
+// leave ends game g for the menu: its connection closes (the map keeps the character a
+// few seconds for a resume, then saves and releases it), its panels go, and the menu
+// lists the key's characters again, with message (why the game ended) when there is one.
+function leave(g, message = "") {
+  if (game !== g) return;
+  game = null;
+  controls.pickup = controls.menu = null;
+  held.clear();
+  g.session.leave();
+  g.view.setWorld(null);
+  g.view.draw(null, null, []);
+  for (const id of ["inventory", "trade", "loading", "to-menu"]) $(id).hidden = true;
+  banner("");
+  $("status").dataset.state = "menu";
+  $("status").textContent = "Choose who plays";
+  debug.state = "menu";
+  debug.states.push("menu");
+  debug.menuAt = performance.now();
+  g.menu.show();
+  if (message) g.menu.error(message);
 }
 
 // overlay is the debug overlay's text (TAB).
@@ -173,7 +222,7 @@ function overlay(s, now) {
   return [
     `state        ${s.state}`,
     `instance     ${w.instanceId || "-"} (${w.mapId || "-"})`,
-    `character    ${w.characterId || "-"}${s.identity.authKey ? "" : " (guest)"}`,
+    `character    ${s.selfName() || "-"}${s.identity.authKey ? "" : " (guest)"} ${w.characterId || ""}`,
     `server tick  ${s.stats.lastTick}`,
     `rtt          ${s.stats.rtt.toFixed(1)} ms`,
     `input seq    sent ${s.stats.sent} · acked ${s.stats.acked}`,
@@ -185,7 +234,8 @@ function overlay(s, now) {
     `world        ${s.worldError ? "MISMATCH" : (s.world ? "hash ok " + s.world.hash.slice(0, 12) : "-")}`,
     `speed        ${(s.speed() / 16).toFixed(4)} u/s${s.inventory ? "" : " (default)"}`,
     `reconnects   ${s.stats.reconnects} · rejoins ${s.stats.rejoins} · transfers ${s.stats.transfers}`,
-    `frame        ${debug.frameMs.toFixed(2)} ms · first frame ${debug.firstFrameMs.toFixed(0)} ms`,
+    `frame        ${debug.frameMs.toFixed(2)} ms · first frame ${debug.firstFrameMs.toFixed(0)} ms` +
+      ` (load ${debug.readyMs.toFixed(0)} + join ${(debug.firstFrameAfterPlayMs || 0).toFixed(0)})`,
   ].join("\n");
 }
 
@@ -196,8 +246,9 @@ addEventListener("keydown", (e) => {
     return;
   }
   if (e.target instanceof HTMLButtonElement && (e.code === "Enter" || e.code === "Space")) return;
-  if (e.target instanceof HTMLInputElement) return;
+  if (e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement) return;
   if (e.code === "KeyE" && !e.repeat && controls.pickup) { controls.pickup(); return; }
+  if (e.code === "Escape" && controls.menu) { controls.menu(); return; }
   held.add(e.code);
   if (e.code.startsWith("Arrow")) e.preventDefault();
 });
@@ -207,19 +258,15 @@ addEventListener("blur", () => held.clear());
 async function main() {
   const view = new View($("view"));
   view.draw(null, null, []);
+  $("to-menu").onclick = () => { if (controls.menu) controls.menu(); };
   try {
     const wasm = await loadModule();
-    $("status").textContent = "ready";
+    $("status").textContent = "Choose who plays";
+    debug.readyMs = performance.now() - loadStarted;
     debug.state = "menu";
-    // A join the server refused for good comes back here, its reason shown in the menu.
-    const back = (message) => {
-      debug.state = "menu";
-      menu.show();
-      menu.error(`join refused: ${message}`);
-    };
     const menu = new Menu(authKey, () => !!localStorage.getItem(KEY_STORE), (identity) => {
       try {
-        play(wasm, view, identity, back);
+        play(wasm, view, identity, menu);
       } catch (err) {
         banner(`the game did not start: ${err.message || err}`);
         debug.state = "error";

@@ -7,6 +7,8 @@
 // window, else rejoin the same character with the orchestrator's rejoin credential
 // (which outlives a crashed map), else join again with the same identity.
 
+import { closed } from "./words.js";
+
 // Reconnect attempts back off from 200 ms to 500 ms (±20 %): a crashed map is back
 // within about half a second of being ready.
 const RECONNECT_MIN_MS = 200;
@@ -29,7 +31,7 @@ export const State = {
 
 // Events of the game (items, trades, equipment, NPCs) handed to the hooks' onGame.
 const GAME_EVENTS = new Set(["inventory", "item_picked", "item_dropped", "trade_offered", "item_traded",
-  "trade_declined", "item_consumed", "equip_result", "item_recovered", "npc_state"]);
+  "trade_declined", "item_consumed", "equip_result", "item_recovered", "npc_state", "names"]);
 // Commands kept for their answer (an ack or an error naming their seq), at most this many.
 const MAX_COMMANDS = 64;
 
@@ -98,6 +100,7 @@ export class Session {
   }
 
   later(fn, ms) {
+    if (this.left) return; // nothing is retried for a player who went to the menu
     const t = setTimeout(() => { this.timers.delete(t); fn(); }, ms);
     this.timers.add(t);
   }
@@ -185,6 +188,7 @@ export class Session {
 
   // connect opens the map's WebSocket (through the edge) and says hello.
   connect(path, hello) {
+    if (this.left) return; // a join answered after the player went to the menu
     if (this.state !== State.reconnecting && this.state !== State.transferring) this.setState(State.connecting);
     const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
     const ws = new WebSocket(url);
@@ -325,7 +329,7 @@ export class Session {
       this.stats.reconnects++;
       this.stats.droppedAt = this.server; // the last position the server showed
     }
-    this.setState(State.reconnecting, ev.code ? `closed ${ev.code}${ev.reason ? ": " + ev.reason : ""}` : "connection lost");
+    this.setState(State.reconnecting, closed(ev));
     if (welcomed) this.reconnect(); else this.retry(() => this.reconnect());
   }
 
@@ -623,6 +627,22 @@ export class Session {
   latest() {
     const s = this.snapshots[this.snapshots.length - 1];
     return s ? s.entities : new Map();
+  }
+
+  // leave ends the session for good, as the player goes back to the menu, and frees
+  // what it holds in the module.
+  leave() {
+    this.left = true;
+    this.stop("left for the menu");
+    if (this.world) this.wasm.dropWorld(this.world.id);
+    if (this.decoder) this.wasm.dropDecoder(this.decoder);
+    this.world = null;
+    this.decoder = 0;
+  }
+
+  // selfName is the player's own character's name, as the welcome says it.
+  selfName() {
+    return (this.welcome && (this.welcome.name || this.welcome.characterId)) || "";
   }
 
   entitiesInView() {

@@ -117,8 +117,9 @@ export class View {
   }
 
   // draw renders one frame: the world around camera (quanta), the portals with their
-  // destination, every other entity and the player's own. marks: {pending: Set of item
-  // entity ids the player is picking up, target: the item entity E would pick up}.
+  // destination, every other entity and the player's own, players with their names
+  // (e.name) above them. marks: {pending: Set of item entity ids the player is picking
+  // up, target: the item entity E would pick up, selfName: the player's own name}.
   draw(camera, self, others, marks = {}) {
     const g = this.ctx, cw = this.canvas.width, ch = this.canvas.height;
     g.fillStyle = "#1b1f24";
@@ -191,9 +192,26 @@ export class View {
       if (e.kind === KIND_ITEM) this.item(x, y, e, marks);
       else if (e.kind === 2) this.npc(x, y, r, e);
       else this.body(x, y, r, KIND_STYLES[e.kind] || OTHER_KIND, false);
+      if (e.name) this.label(x, y - r - 5, e.name, "#e8f1ff");
     }
-    if (self) this.body(sx(self.x / QUANTA), sy(self.y / QUANTA), r + 1, { fill: "#ffd23f", stroke: "#1b1f24" }, true);
+    if (self) {
+      const x = sx(self.x / QUANTA), y = sy(self.y / QUANTA);
+      this.body(x, y, r + 1, { fill: "#ffd23f", stroke: "#1b1f24" }, true);
+      if (marks.selfName) this.label(x, y - r - 6, marks.selfName, "#ffe58a");
+    }
     this.frames++;
+  }
+
+  // label writes a player's name centred above it, outlined so it reads on any ground.
+  label(x, y, text, colour) {
+    const g = this.ctx;
+    g.font = "600 12px system-ui, sans-serif";
+    g.textAlign = "center";
+    g.lineWidth = 3;
+    g.strokeStyle = "rgba(0, 0, 0, 0.75)";
+    g.strokeText(text, x, y);
+    g.fillStyle = colour;
+    g.fillText(text, x, y);
   }
 
   // item draws an item: a square of its template's colour with its glyph, faded with a
