@@ -9,9 +9,9 @@ GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 GOROOT    := $(shell $(GO) env GOROOT)
 
 # Packages whose tests also run compiled to WebAssembly under node (code the browser runs).
-WASM_PKGS := ./mapserver/mapgen ./mapserver/sim ./mapserver/wire ./mapserver/aoi ./mapserver/items
+WASM_PKGS := ./mapserver/kernel/mapgen ./mapserver/sim ./mapserver/wire ./mapserver/aoi ./mapserver/kernel/items
 # Fuzz targets run briefly by `make test`, as package:FuzzName.
-FUZZ_TARGETS := ./orchestrator/ticket:FuzzVerify ./orchestrator/mapcontract:FuzzUnmarshal ./mapserver/mapgen:FuzzGenerate ./mapserver/wire:FuzzDecodeSnapshot ./mapserver/wire:FuzzDecodeInputBatch ./mapserver/wire:FuzzDecodeInbound ./mapserver/items:FuzzApply
+FUZZ_TARGETS := ./orchestrator/ticket:FuzzVerify ./mapserver/kernel/mapcontract:FuzzUnmarshal ./mapserver/kernel/mapgen:FuzzGenerate ./mapserver/wire:FuzzDecodeSnapshot ./mapserver/wire:FuzzDecodeInputBatch ./mapserver/wire:FuzzDecodeInbound ./mapserver/kernel/items:FuzzApply
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can report a
 # spurious "context deadline exceeded" when time runs out under load (go.dev/issue/75804).
 FUZZTIME  ?= 50000x

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 func TestCleanCharacterName(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // Version and Commit identify the build; `make build` stamps them with -ldflags.

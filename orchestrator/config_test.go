@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 

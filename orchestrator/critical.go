@@ -3,8 +3,8 @@ package orchestrator
 import (
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // CriticalCommit is a critical event the domain has admitted, on its way to the store:
@@ -15,7 +15,7 @@ import (
 type CriticalCommit struct {
 	Event record.CriticalEvent
 	// Items, for an item event, decides the event against the ownership state the store
-	// reads inside that transaction (with mapserver/items' rules) and returns the new
+	// reads inside that transaction (with mapserver/kernel/items' rules) and returns the new
 	// state of the items it touches and, for a recovery, the audit row. Its errors
 	// (refusals as *apierr.Error) fail the event alone.
 	Items func(items.Ledger) (items.Outcome, error)

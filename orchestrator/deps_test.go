@@ -37,10 +37,10 @@ func TestNoSQLiteOutsideOrchestrator(t *testing.T) {
 // domain is read without HTTP.
 func TestDomainRootImportsNoContract(t *testing.T) {
 	const m = "github.com/mapyard/mapyard/"
-	contracts := []string{m + "orchestrator/mapcontract", m + "orchestrator/edgeapi", m + "orchestrator/httpkit", m + "mapserver/mapcontrol"}
+	contracts := []string{m + "mapserver/kernel/mapcontract", m + "mapserver/kernel/edgeapi", m + "mapserver/kernel/httpkit", m + "mapserver/kernel/mapcontrol"}
 	deps := testutil.GoList(t, testutil.ModuleRoot(t), nil, "-deps", "-f", "{{.ImportPath}}", "./orchestrator")
-	if !slices.Contains(deps, m+"orchestrator/record") {
-		t.Errorf("package orchestrator no longer depends on orchestrator/record (got %v): the rule checks nothing", deps)
+	if !slices.Contains(deps, m+"mapserver/kernel/record") {
+		t.Errorf("package orchestrator no longer depends on mapserver/kernel/record (got %v): the rule checks nothing", deps)
 	}
 	for _, dep := range deps {
 		if slices.Contains(contracts, dep) {
@@ -55,8 +55,8 @@ func TestDomainRootImportsNoContract(t *testing.T) {
 // or the edge can import them without the orchestrator's domain, store or supervisor.
 func TestContractsImportNoDomain(t *testing.T) {
 	const m = "github.com/mapyard/mapyard/"
-	allowed := []string{m + "orchestrator/apierr", m + "orchestrator/httpkit", m + "orchestrator/record",
-		m + "orchestrator/mapcontract", m + "orchestrator/edgeapi"}
+	allowed := []string{m + "mapserver/kernel/apierr", m + "mapserver/kernel/httpkit", m + "mapserver/kernel/record",
+		m + "mapserver/kernel/mapcontract", m + "mapserver/kernel/edgeapi"}
 	root := testutil.ModuleRoot(t)
 	for _, pkg := range allowed[1:] {
 		for _, dep := range testutil.GoList(t, root, nil, "-deps", "-f", "{{.ImportPath}}", pkg) {

@@ -1,7 +1,7 @@
 package orchestrator
 
 import (
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // Snapshot is the latest accepted state of one partition of one map instance.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // SnapshotStore keeps the latest snapshot partition of every map instance. Ingest is
@@ -53,7 +53,7 @@ type CriticalEventStore interface {
 }
 
 // ItemStore keeps item ownership: every item instance with its template, quantity,
-// holder or world position, and state (mapserver/items.Item).
+// holder or world position, and state (mapserver/kernel/items.Item).
 type ItemStore interface {
 	// SeedItems runs decide in one write transaction over the stored ownership state
 	// and stores the items it returns, all or none. decide's errors are returned as

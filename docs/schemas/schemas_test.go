@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/docs/schemas"
-	"github.com/mapyard/mapyard/mapserver/mapcontrol"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 )
 
 // The real messages are validated where they are made: mapserver/app

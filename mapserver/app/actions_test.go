@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 )
 
 // Modes of an orchProxy.
@@ -191,7 +191,7 @@ func TestItems_TradeIsAtomic(t *testing.T) {
 func TestItems_OrchestratorAwayRefusesDrop(t *testing.T) {
 	f := mustOpenFakeOrch(t)
 	proxy, orchURL := openProxy(t, f)
-	m := mustOpenMap(t, f, func(c *mapserver.Config) { c.OrchURL = orchURL })
+	m := mustOpenMap(t, f, func(c *mapenv.Config) { c.OrchURL = orchURL })
 	list, _ := f.DB.InstanceItems(context.Background(), "dev-1", nil)
 	it := list[0]
 	a, aID := joinNear(t, f, m, "AwyK3yAbCdEfGhIjKlMnOpQr", it, 0)
@@ -222,7 +222,7 @@ func TestItems_OrchestratorAwayRefusesDrop(t *testing.T) {
 func TestItems_RestartedMapDuplicatesNothing(t *testing.T) {
 	f := mustOpenFakeOrch(t)
 	proxy, orchURL := openProxy(t, f)
-	tune := func(c *mapserver.Config) { c.OrchURL = orchURL }
+	tune := func(c *mapenv.Config) { c.OrchURL = orchURL }
 	m := mustOpenMap(t, f, tune)
 	list, _ := f.DB.InstanceItems(context.Background(), "dev-1", nil)
 	x := list[0]

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 )
 
 // TestEquip_OverTheWire picks up a piece of equipment through a real map and the fake
@@ -82,7 +82,7 @@ func result(ev map[string]any) map[string]any {
 func TestEquip_SurvivesMapCrash(t *testing.T) {
 	f := mustOpenFakeOrch(t)
 	proxy, orchURL := openProxy(t, f)
-	tune := func(c *mapserver.Config) { c.OrchURL, c.SnapshotPushMS = orchURL, 3_600_000 }
+	tune := func(c *mapenv.Config) { c.OrchURL, c.SnapshotPushMS = orchURL, 3_600_000 }
 	m := mustOpenMap(t, f, tune)
 	it, slot := unGatedEquipment(t, f)
 	const key = "EqCrK3yAbCdEfGhIjKlMnOpQ"

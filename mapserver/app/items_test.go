@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
-	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // criticalGate stands between the map and the orchestrator and holds every critical
@@ -111,7 +111,7 @@ func itemEntity(s *wire.Snapshot, it items.Item) *wire.Entity {
 func TestItems_PickupConfirmedAfterDurableAck(t *testing.T) {
 	f := mustOpenFakeOrch(t)
 	gate, orchURL := openGate(t, f)
-	m := mustOpenMap(t, f, func(c *mapserver.Config) { c.OrchURL = orchURL })
+	m := mustOpenMap(t, f, func(c *mapenv.Config) { c.OrchURL = orchURL })
 
 	list, err := f.DB.InstanceItems(context.Background(), "dev-1", nil)
 	if err != nil || len(list) == 0 {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
 )
 
 // TestMain_Link joins a player through the map's link, as the edge forwards players:

@@ -18,17 +18,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/mapserver/edgelink"
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/httpapi"
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/loop"
-	"github.com/mapyard/mapyard/mapserver/mapcontrol"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // DefaultStopTimeout bounds a clean stop: pushing the last states and closing the
@@ -41,7 +42,7 @@ type GameFactory func(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.G
 // Main is one map server. Set Config and Log, call Open, and Close at shutdown; the
 // parts are exported so tests can look inside.
 type Main struct {
-	Config mapserver.Config
+	Config mapenv.Config
 	Log    *slog.Logger
 	// NewGame builds the simulation of the generated world; nil means game.Factory.
 	NewGame GameFactory

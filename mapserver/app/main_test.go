@@ -11,12 +11,12 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // fakeOrch is the fake orchestrator in-process.
@@ -28,9 +28,9 @@ func (f *fakeOrch) join(t *testing.T, body string) orchestrator.JoinResponse { r
 
 // mustOpenMap starts a map server in-process against f, waiting until it registered
 // and generated its world.
-func mustOpenMap(t *testing.T, f *fakeOrch, tune func(*mapserver.Config)) *app.Main {
+func mustOpenMap(t *testing.T, f *fakeOrch, tune func(*mapenv.Config)) *app.Main {
 	t.Helper()
-	cfg := mapserver.Config{
+	cfg := mapenv.Config{
 		InstanceID: "dev-1", MapID: "default", OrchURL: f.HTTP.ControlURL(),
 		ListenHost: "127.0.0.1", HeartbeatMS: 200, SnapshotPushMS: 10000, TickHz: 30, SnapshotHz: 15,
 		ResumeTTLMS: 10000, LogLevel: "info",

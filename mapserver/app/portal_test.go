@@ -10,15 +10,15 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // besidePortal saves a character (with attributes) one unit west of src's portal to
@@ -64,7 +64,7 @@ func besidePortal(t *testing.T, f *fakeOrch, src *app.Main, authKey string) (*ga
 func TestPortal_TransferToSecondMap(t *testing.T) {
 	f := mustOpenFakeOrch(t)
 	src := mustOpenMap(t, f, nil)
-	dst := mustOpenMap(t, f, func(c *mapserver.Config) { c.InstanceID, c.MapID = "frontier-1", "frontier" })
+	dst := mustOpenMap(t, f, func(c *mapenv.Config) { c.InstanceID, c.MapID = "frontier-1", "frontier" })
 
 	g, characterID := besidePortal(t, f, src, "P0rtalK3yAbCdEfGhIjKlMnOp")
 	tr := g.next()

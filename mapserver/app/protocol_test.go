@@ -11,8 +11,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -142,7 +142,7 @@ func TestProtocol_MoveAckDelta(t *testing.T) {
 // MAP_RESUME_TTL_MS and its token refused.
 func TestProtocol_ResumeAfterTTLRefused(t *testing.T) {
 	f := mustOpenFakeOrch(t)
-	m := mustOpenMap(t, f, func(c *mapserver.Config) { c.ResumeTTLMS = 300 })
+	m := mustOpenMap(t, f, func(c *mapenv.Config) { c.ResumeTTLMS = 300 })
 	g, w := joinMap(t, f, m)
 	g.c.Close()
 	waitFor(t, "the unused session's release", func() bool { return m.Loop.Players() == 0 })
@@ -201,7 +201,7 @@ func TestProtocol_SlowClientDropped(t *testing.T) {
 // snapshot tick throughout, and stays connected.
 func TestProtocol_FlooderLimited(t *testing.T) {
 	f := mustOpenFakeOrch(t)
-	m := mustOpenMap(t, f, func(c *mapserver.Config) {
+	m := mustOpenMap(t, f, func(c *mapenv.Config) {
 		c.ConnMsgRate, c.ConnMsgBurst, c.ConnByteRate, c.ConnByteBurst = 100, 200, 16384, 65536 // the defaults
 	})
 	normal, _ := joinMap(t, f, m)

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
@@ -97,7 +97,7 @@ func runRecoveryFixture(t *testing.T) []orchestrator.ItemRecovery {
 	anchors := openGround(t)
 	f := mustOpenFakeOrch(t)
 	recoveryStore(t, f, anchors)
-	m := mustOpenMap(t, f, func(c *mapserver.Config) { c.RecoveryEveryTicks = fixtureEvery })
+	m := mustOpenMap(t, f, func(c *mapenv.Config) { c.RecoveryEveryTicks = fixtureEvery })
 	if got := m.Loop.Tick(); got >= fixtureCooldown {
 		t.Fatalf("the map is at tick %d before a player could join", got)
 	}

@@ -19,14 +19,14 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/docs/schemas"
-	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
 	"github.com/mapyard/mapyard/mapserver/client"
-	"github.com/mapyard/mapyard/mapserver/mapcontrol"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // captured is one real message: the schema it must obey and its bytes.
@@ -200,8 +200,8 @@ func TestSchemas_RealMessages(t *testing.T) {
 	f := mustOpenFakeOrch(t)
 	f.Maps.RPC.HTTP.Transport = recordingTransport{c, f.Maps.RPC.HTTP.Transport}
 	orchURL := openRecordingProxy(t, c, f)
-	src := mustOpenMap(t, f, func(cfg *mapserver.Config) { cfg.OrchURL, cfg.SnapshotPushMS = orchURL, 200 })
-	dst := mustOpenMap(t, f, func(cfg *mapserver.Config) {
+	src := mustOpenMap(t, f, func(cfg *mapenv.Config) { cfg.OrchURL, cfg.SnapshotPushMS = orchURL, 200 })
+	dst := mustOpenMap(t, f, func(cfg *mapenv.Config) {
 		cfg.InstanceID, cfg.MapID, cfg.OrchURL = "frontier-1", "frontier", orchURL
 	})
 	relay := openRelay(t, c, map[string]*app.Main{"dev-1": src, "frontier-1": dst})

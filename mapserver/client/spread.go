@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 )
 
 // Spread places bots uniformly over a map before they connect, as returning players

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 )
 
 // Workload W1's bot behaviour (docs/benchmarks.md): an input every tick, a new random

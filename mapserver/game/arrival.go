@@ -4,8 +4,8 @@ import (
 	"hash/fnv"
 	"math"
 
-	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 )
 
 // ArrivalClearance is how far outside a portal's trigger radius (in centimetres) a

@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/loop"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // TestGame_ViewCapInACrowd: in a crowd beyond the cap every client's snapshot shows at

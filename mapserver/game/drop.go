@@ -1,7 +1,7 @@
 package game
 
 import (
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 )

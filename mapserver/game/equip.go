@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // Equipment commands: `{"feature":"equipment","action":"equip","payload":{"itemId","slot"}}`

@@ -4,10 +4,10 @@ import (
 	"math"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // TestGame_FarEntitiesMoveLessOften: an idle player sees a player walking beyond the

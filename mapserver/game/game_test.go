@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 func mustNewGame(t *testing.T) (*game.Game, *mapgen.World) {

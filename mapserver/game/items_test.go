@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // mustItemGame is a game of the default map with its generated items loaded as an

@@ -1,10 +1,10 @@
 package game
 
 import (
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // Reach is how far from a character's centre an item may lie to be picked up: 2 units.

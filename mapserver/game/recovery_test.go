@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 )
 
 // recoveryFixture is a game of instance forest-1 whose pass runs every 30 ticks over

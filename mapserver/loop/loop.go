@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 )
 
 // Defaults of the Loop's tunables.

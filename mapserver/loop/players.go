@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // op says what a message asks of the tick.

@@ -3,8 +3,8 @@ package loop
 import (
 	"errors"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 )
 
 // recover sends the critical events the game's maintenance pass decided this tick. An

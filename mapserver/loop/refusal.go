@@ -3,9 +3,9 @@ package loop
 import (
 	"strings"
 
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // What a player reads when a command that changes an owner is refused. The item rules

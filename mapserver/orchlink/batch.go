@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 )
 
 // criticalBatcher is the batch route of the control RPC (mapcontract.Client's

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // BenchmarkCriticalRoundTrip measures what a map waits for between a player's pickup

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 )
 
 // Critical queues a critical event (item ownership or value change) and returns at

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 )
 
 // Orchestrator is the part of the control RPC client the link uses.

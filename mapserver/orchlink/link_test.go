@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 )
 
 // fakeOrch is a hand-written fake of the orchestrator's side of the control RPC, served

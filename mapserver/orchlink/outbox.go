@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 )
 
 // outbox holds everything queued for the orchestrator and counts what is not finished

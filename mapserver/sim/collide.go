@@ -1,6 +1,6 @@
 package sim
 
-import "github.com/mapyard/mapyard/mapserver/mapgen"
+import "github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 
 // colliderCell is the side of a collider grid cell in quanta (16 units).
 const colliderCell = 16 * QuantaPerUnit

@@ -3,7 +3,7 @@ package sim
 // Items in the world: entities of KindItem that never move. The simulation only holds
 // them (their slot, position, template and flags) so that the area of interest and the
 // snapshots carry them like any entity; what an item is and who may take it is decided
-// by the game with the rules of mapserver/items.
+// by the game with the rules of mapserver/kernel/items.
 
 // AddItem puts an item of wire template number template at pos (clamped into the
 // bounds) and returns its slot and stable id.

@@ -21,7 +21,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 )
 
 // EntityID is the stable, map-local identity of an entity; never reused in a State.
@@ -64,7 +64,7 @@ type Entity struct {
 	// State is kind-specific: an NPC's perception state (NPCIdle … NPCChasing), an
 	// item's flags (ItemHeld, ItemPending).
 	State uint8
-	// Template is an item's template id (mapserver/items); 0 for other kinds.
+	// Template is an item's template id (mapserver/kernel/items); 0 for other kinds.
 	Template uint32
 }
 

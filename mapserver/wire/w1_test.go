@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/aoi"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )

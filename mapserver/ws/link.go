@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/edgelink"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 )
 
 const (

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
 	"github.com/mapyard/mapyard/mapserver/ws"
 )
 

@@ -9,7 +9,7 @@
 // (the tick).
 //
 // The same players can also arrive through the edge's link (ServeLink, package
-// mapserver/edgelink): one connection carrying each player as a stream, served by the same
+// mapserver/kernel/edgelink): one connection carrying each player as a stream, served by the same
 // rules (stream.go, frames.go, link.go), the flusher writing a whole round to the link
 // with one write.
 package ws
@@ -27,7 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 )
 
 // Defaults of the Server's tunables.

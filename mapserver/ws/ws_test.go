@@ -15,10 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // fakeGame admits a first message "good" (answering "welcome") and refuses anything
@@ -466,8 +467,8 @@ func TestLimits_BytesRefusedConnectionKept(t *testing.T) {
 }
 
 func TestLimits_ByteBurstHoldsAFullFrame(t *testing.T) {
-	if ws.DefaultReadLimit != mapserver.MinConnByteBurst {
-		t.Fatalf("read limit %d, MinConnByteBurst %d: a byte burst at the minimum must pass the largest frame", ws.DefaultReadLimit, mapserver.MinConnByteBurst)
+	if ws.DefaultReadLimit != mapenv.MinConnByteBurst {
+		t.Fatalf("read limit %d, MinConnByteBurst %d: a byte burst at the minimum must pass the largest frame", ws.DefaultReadLimit, mapenv.MinConnByteBurst)
 	}
 }
 

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // derivedPrefix starts the id of every map discovered through a portal (mapgen.DerivedMapID).

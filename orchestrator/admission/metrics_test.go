@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 

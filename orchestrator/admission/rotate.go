@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 )
 
 // rekey moves the saved characters found under the authKey hash of the previous root

@@ -5,9 +5,9 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 	"github.com/mapyard/mapyard/orchestrator/ticket"

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // Sessions lists every character that holds an authority lease, saved and disposable,

@@ -1,7 +1,7 @@
 // Package critical admits the critical events map servers send and owns the item
 // ownership they change: it validates an event, checks that the sending map holds the
 // authority lease of every character the event touches, and has the store record it
-// with the item rules of mapserver/items deciding, inside the store's transaction, what
+// with the item rules of mapserver/kernel/items deciding, inside the store's transaction, what
 // the event may do. It also serves a map's item ownership and critical-item policies,
 // and the operators' edits of those policies. The store only stores; every decision
 // about an item is made here, with the rules the map server runs too.
@@ -16,11 +16,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
-	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // Leases is what the service needs from the admission service's authority leases.

@@ -3,7 +3,7 @@ package docker
 import (
 	"strings"
 
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // DefaultDeployment is ORCH_DEPLOYMENT's default. Its containers carry the plain names

@@ -18,11 +18,11 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/edge"
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 const secret = "edge-test-secret-0123456789"

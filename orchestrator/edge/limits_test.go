@@ -9,9 +9,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/edge"
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 )
 
 // from returns a dialer whose connections come from the loopback address ip: every

@@ -13,13 +13,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mapyard/mapyard/mapserver/edgelink"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 )
 
 // A link is one connection from the edge to a map that carries every player the edge
-// forwards there, each as a stream (mapserver/edgelink has the format). Through it the map
+// forwards there, each as a stream (mapserver/kernel/edgelink has the format). Through it the map
 // reads the inputs of many players with one system call and writes a snapshot round
 // with another, and the edge writes what many clients sent in one write: with a
 // connection per player, both sides of the hop paid a read and a wake-up per input and

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
 )
 
 // TestLoop_PaceBusyLinks: in both ways the loop waits (its own thread, Go's poller), a

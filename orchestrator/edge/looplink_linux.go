@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
 )
 
 // Link commands of the loop (loopCmd.op).

@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 )
 
 // The browser client's files. The page's own HTML, scripts and styles are committed

@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 	"github.com/mapyard/mapyard/orchestrator/edge"
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )

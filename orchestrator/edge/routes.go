@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 )
 
 // RouteSource is where the edge learns the route table: the orchestrator's control

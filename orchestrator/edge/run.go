@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 

@@ -11,13 +11,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
-	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // BenchmarkCriticalItemRoute measures the critical item event round trip a map waits

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
 

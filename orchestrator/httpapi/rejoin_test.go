@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
-	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 

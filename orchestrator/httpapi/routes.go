@@ -12,9 +12,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 )
 
 // routePoll is how often a waiting route watch looks at the supervisor's instances. The

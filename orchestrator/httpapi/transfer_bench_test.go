@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // BenchmarkTransferHandoff measures the server side of a transfer to a warm destination:

@@ -26,8 +26,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // Purposes of the derived keys. The first two are the derivations mapyard used before the

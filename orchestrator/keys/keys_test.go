@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 	"github.com/mapyard/mapyard/orchestrator/ticket"

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator/critical"
-	"github.com/mapyard/mapyard/orchestrator/record"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 

@@ -8,9 +8,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // errNoSuchCharacter answers every request for a character the identity does not own,

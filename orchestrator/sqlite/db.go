@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // DefaultCheckpointInterval is how often snapshots cached in memory are flushed when

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // TestIssueTransfer checks that a transfer request's writes are one transaction: the

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // itemRecordQuery reads items with their last critical event (inventory_items.

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mapyard/mapyard/mapserver/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // itemCols are the columns of an item row, in the order scanItem reads them.

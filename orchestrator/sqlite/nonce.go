@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // sqlUseNonce marks a nonce used (prepared by writeStmts).

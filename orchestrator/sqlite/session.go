@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 )
 
 // HeldLeases returns the leases of saved characters that name an instance or a transfer

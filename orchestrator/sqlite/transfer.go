@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 var _ orchestrator.TransferStore = (*DB)(nil)

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/record"
 )
 
 // writeReq is one request to the writer goroutine: either a critical event, which the

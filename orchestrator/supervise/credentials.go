@@ -1,7 +1,7 @@
 package supervise
 
 import (
-	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 )
 
 // A map runs the image its template or its admin create named, else Options.Image; the

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/mapgen"
-	"github.com/mapyard/mapyard/orchestrator/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // Defaults of Options, matching the ORCH_* defaults of DESIGN.md.

@@ -9,9 +9,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
 
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )

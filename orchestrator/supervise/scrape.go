@@ -1,7 +1,7 @@
 package supervise
 
 import (
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 )
 
 // ControlTarget returns the base URL of the control listener of the container that runs

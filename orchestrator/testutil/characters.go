@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
 )
 
 // NewAuthKey returns a fresh random authKey as a browser would make one: 32 URL-safe

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 )
 
 // Do sends one request and fails the test unless the answer has wantStatus. body nil

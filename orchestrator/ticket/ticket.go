@@ -25,7 +25,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 )
 
 // Kind says what a token admits to.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 )
 
 // clockTicks is USER_HZ, the unit of /proc CPU times (100 on every Linux build that

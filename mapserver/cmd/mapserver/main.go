@@ -27,8 +27,9 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
-	"github.com/mapyard/mapyard/mapserver/envconf"
-	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 )
 
 func main() {
@@ -36,7 +37,7 @@ func main() {
 }
 
 func run(args, environ []string, stdout, stderr io.Writer) int {
-	var cfg mapserver.Config
+	var cfg mapenv.Config
 	cmd := envconf.Command{
 		Name:  "mapserver",
 		Title: "mapyard map server " + mapserver.Version,
@@ -88,7 +89,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 }
 
 // healthcheck asks the local control listener for /health; the image's HEALTHCHECK runs it.
-func healthcheck(cfg mapserver.Config) error {
+func healthcheck(cfg mapenv.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err := mapcontrol.NewMapClient(3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)), cfg.OrchCredential)

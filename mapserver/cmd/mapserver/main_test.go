@@ -18,11 +18,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/mapserver/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 

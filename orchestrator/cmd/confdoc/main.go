@@ -18,8 +18,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 )
@@ -48,7 +48,7 @@ func Write(w io.Writer) {
 	}{
 		{"Orchestrator (`ORCH_*`)", orchText, orchestrator.Config{}},
 		{"Edge (`EDGE_*`)", edgeText, edge.Config{}},
-		{"Map server (`MAP_*`)", mapText, mapserver.Config{}},
+		{"Map server (`MAP_*`)", mapText, mapenv.Config{}},
 	} {
 		fmt.Fprintf(w, "\n## %s\n\n%s\n\n", s.title, strings.TrimSpace(s.text))
 		envconf.Markdown(w, s.cfg)

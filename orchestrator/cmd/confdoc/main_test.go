@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver"
-	"github.com/mapyard/mapyard/mapserver/envconf"
+	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 )
@@ -34,7 +34,7 @@ func TestEveryVariableDocumented(t *testing.T) {
 	var buf bytes.Buffer
 	Write(&buf)
 	out := buf.String()
-	for _, cfg := range []any{orchestrator.Config{}, edge.Config{}, mapserver.Config{}} {
+	for _, cfg := range []any{orchestrator.Config{}, edge.Config{}, mapenv.Config{}} {
 		for _, v := range envconf.Vars(cfg) {
 			if v.Help == "" {
 				t.Errorf("%s has no help text", v.Name)

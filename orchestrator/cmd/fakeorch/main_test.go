@@ -15,15 +15,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/mapcontrol"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
-	"github.com/mapyard/mapyard/orchestrator/httpkit"
-	"github.com/mapyard/mapyard/orchestrator/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/mapyard/mapyard/mapserver/client"
-	"github.com/mapyard/mapyard/mapserver/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 )

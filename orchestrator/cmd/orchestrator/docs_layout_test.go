@@ -19,7 +19,7 @@ import (
 // ("The house") against `go list ./...`: every package of the module has exactly one
 // row, every row names a package of the module, and each row's last column lists
 // exactly the module's packages that package imports (`go list -f '{{.Imports}}'`,
-// test files left out). Paths are written in full (`mapserver/mapgen`), so a move that
+// test files left out). Paths are written in full (`mapserver/kernel/mapgen`), so a move that
 // rewrites paths in text finds them; the order of a row's imports is free.
 func TestDocs_ArchitectureRowPerPackage(t *testing.T) {
 	root := testutil.ModuleRoot(t)
@@ -115,7 +115,7 @@ func TestDocs_ReadmeLayoutListsPackagesAndScripts(t *testing.T) {
 }
 
 // modulePackages returns every package of the module by its path inside the module
-// (mapserver/mapgen), each with the packages of the module it imports, as `go list`
+// (mapserver/kernel/mapgen), each with the packages of the module it imports, as `go list`
 // sees them on this host (test files left out).
 func modulePackages(t *testing.T, root string) map[string][]string {
 	t.Helper()

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/client"
-	"github.com/mapyard/mapyard/mapserver/items"
-	"github.com/mapyard/mapyard/orchestrator/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 

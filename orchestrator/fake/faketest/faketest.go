@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
-	"github.com/mapyard/mapyard/orchestrator/edgeapi"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/keys"

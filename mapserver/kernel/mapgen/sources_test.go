@@ -1,0 +1,245 @@
+package mapgen_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+)
+
+func TestTemplates(t *testing.T) {
+	if got, want := mapgen.TemplateIDs(), []string{"default", "frontier"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("TemplateIDs() = %q, want %q", got, want)
+	}
+	t.Run("DefaultIsDefaultMap", func(t *testing.T) {
+		c := mapgen.Default()
+		if got, want := c.MapID, mapgen.DefaultMapID; got != want {
+			t.Errorf("MapID = %q, want %q", got, want)
+		}
+		if got, want := c.InstanceID, mapgen.DefaultInstanceID; got != want {
+			t.Errorf("InstanceID = %q, want %q", got, want)
+		}
+		if got, want := c.Bounds, (mapgen.Bounds{Width: 2000, Height: 2000}); got != want {
+			t.Errorf("Bounds = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("PortalsLinkDefaultAndFrontier", func(t *testing.T) {
+		for _, link := range [][2]string{{"default", "frontier"}, {"frontier", "default"}} {
+			w := mustGenerate(t, mustTemplate(t, link[0]))
+			found := false
+			for _, p := range w.Portals {
+				found = found || p.TargetMapID == link[1]
+			}
+			if !found {
+				t.Errorf("map %q has no portal to %q: %+v", link[0], link[1], w.Portals)
+			}
+		}
+	})
+	t.Run("CopiesAreIndependent", func(t *testing.T) {
+		a := mapgen.Default()
+		a.PropSetIDs[0] = "changed"
+		if got := mapgen.Default().PropSetIDs[0]; got == "changed" {
+			t.Fatal("changing one template copy changed the next")
+		}
+	})
+	t.Run("ErrUnknownMap", func(t *testing.T) {
+		if _, err := mapgen.Template("atlantis"); !errors.Is(err, mapgen.ErrUnknownMap) {
+			t.Fatalf("Template(atlantis) = %v, want ErrUnknownMap", err)
+		}
+	})
+	t.Run("ErrInvalidID", func(t *testing.T) {
+		var ve *mapgen.ValidationError
+		if _, err := mapgen.Template("../maps/default"); !errors.As(err, &ve) {
+			t.Fatalf("Template(path) = %v, want a *ValidationError", err)
+		}
+	})
+}
+
+func TestDerive(t *testing.T) {
+	frontier := mustTemplate(t, "frontier")
+	w := mustGenerate(t, frontier)
+	var discover *mapgen.Portal
+	for i := range w.Portals {
+		if w.Portals[i].TargetSeed != 0 {
+			discover = &w.Portals[i]
+		}
+	}
+	if discover == nil {
+		t.Fatal("frontier has no portal to a discovered map")
+	}
+
+	child, err := mapgen.Derive(frontier, discover.TargetSeed)
+	if err != nil {
+		t.Fatalf("Derive: %v", err)
+	}
+	t.Run("IDMatchesPortal", func(t *testing.T) {
+		if got, want := child.MapID, discover.TargetMapID; got != want {
+			t.Fatalf("derived MapID = %q, portal says %q", got, want)
+		}
+		if got, want := child.InstanceID, child.MapID+"-1"; got != want {
+			t.Fatalf("InstanceID = %q, want %q", got, want)
+		}
+	})
+	t.Run("Deterministic", func(t *testing.T) {
+		again, err := mapgen.Derive(frontier, discover.TargetSeed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(again, child) {
+			t.Fatalf("Derive differs between calls:\n%+v\n%+v", again, child)
+		}
+	})
+	t.Run("PortalBackToParent", func(t *testing.T) {
+		cw := mustGenerate(t, child)
+		if got, want := cw.Portals[0].TargetMapID, "frontier"; got != want {
+			t.Fatalf("first portal leads to %q, want %q", got, want)
+		}
+	})
+	t.Run("DifferentSeedDifferentMap", func(t *testing.T) {
+		other, err := mapgen.Derive(frontier, discover.TargetSeed+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other.MapID == child.MapID {
+			t.Fatalf("two seeds gave the same map id %q", other.MapID)
+		}
+	})
+	t.Run("ErrSeedTooLarge", func(t *testing.T) {
+		if _, err := mapgen.Derive(frontier, mapgen.MaxSeed+1); err == nil {
+			t.Fatal("Derive accepted a seed beyond MaxSeed")
+		}
+	})
+	t.Run("ErrInvalidParent", func(t *testing.T) {
+		bad := frontier.Clone()
+		bad.Bounds.Width = 0
+		if _, err := mapgen.Derive(bad, 1); err == nil {
+			t.Fatal("Derive accepted an invalid parent")
+		}
+	})
+}
+
+func TestResolve(t *testing.T) {
+	t.Run("Template", func(t *testing.T) {
+		for _, raw := range []string{"", "null", " null "} {
+			c, err := mapgen.Resolve("frontier-7", "frontier", []byte(raw))
+			if err != nil || c.InstanceID != "frontier-7" || c.MapID != "frontier" {
+				t.Fatalf("%q: config %+v err %v", raw, c.MapID, err)
+			}
+		}
+	})
+	t.Run("Given", func(t *testing.T) {
+		c := mapgen.Default()
+		c.InstanceID, c.Seed = "default-2", 99
+		raw, _ := json.Marshal(c)
+		got, err := mapgen.Resolve("default-2", "default", raw)
+		if err != nil || got.Seed != 99 {
+			t.Fatalf("seed %d err %v", got.Seed, err)
+		}
+		if _, err := mapgen.Resolve("default-3", "default", raw); err == nil {
+			t.Fatal("a config for another instance was accepted")
+		}
+	})
+	t.Run("ErrUnknownMap", func(t *testing.T) {
+		if _, err := mapgen.Resolve("forest-1", "forest", nil); !errors.Is(err, mapgen.ErrUnknownMap) {
+			t.Fatalf("err %v, want ErrUnknownMap", err)
+		}
+	})
+	t.Run("ErrInvalid", func(t *testing.T) {
+		if _, err := mapgen.Resolve("forest-1", "forest", []byte(`{"mapId":"forest","instanceId":"forest-1","seed":7}`)); err == nil {
+			t.Fatal("a config without schemaVersion was accepted")
+		}
+	})
+}
+
+func TestComplete(t *testing.T) {
+	t.Run("SeedOverTemplate", func(t *testing.T) {
+		c, err := mapgen.Complete("frontier-2", "frontier", []byte(`{"seed":7,"terrain":{"waterLevel":100}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, _ := mapgen.Template("frontier")
+		if c.Seed != 7 || c.Terrain.WaterLevel != 100 || c.InstanceID != "frontier-2" || c.MapID != "frontier" {
+			t.Fatalf("got seed %d water %d instance %q map %q", c.Seed, c.Terrain.WaterLevel, c.InstanceID, c.MapID)
+		}
+		if c.Terrain.MaxHeight != tmpl.Terrain.MaxHeight || c.Bounds != tmpl.Bounds {
+			t.Fatalf("fields not in the patch were not kept from the template: %+v", c.Terrain)
+		}
+	})
+	t.Run("MapWithoutTemplate", func(t *testing.T) {
+		c, err := mapgen.Complete("forest-1", "forest", []byte(`{"seed":7}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.Bounds, mapgen.Default().Bounds; c.Seed != 7 || c.MapID != "forest" || got != want {
+			t.Fatalf("seed %d map %q bounds %+v, want the default map's %+v", c.Seed, c.MapID, got, want)
+		}
+		// The completed config is one the map server accepts as it is.
+		raw, _ := json.Marshal(c)
+		if _, err := mapgen.Resolve("forest-1", "forest", raw); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("Full", func(t *testing.T) {
+		c := mapgen.Default()
+		c.InstanceID, c.Seed = "default-2", 99
+		raw, _ := json.Marshal(c)
+		got, err := mapgen.Complete("default-2", "default", raw)
+		if err != nil || got.Seed != 99 {
+			t.Fatalf("seed %d err %v", got.Seed, err)
+		}
+	})
+	t.Run("ErrOtherInstance", func(t *testing.T) {
+		if _, err := mapgen.Complete("forest-1", "forest", []byte(`{"instanceId":"forest-2"}`)); err == nil {
+			t.Fatal("a config naming another instance was accepted")
+		}
+	})
+	t.Run("ErrInvalid", func(t *testing.T) {
+		for _, raw := range []string{`{"seed":-1}`, `{"bounds":{"width":0}}`, `[1]`, `{"nope":1}`} {
+			if _, err := mapgen.Complete("forest-1", "forest", []byte(raw)); err == nil {
+				t.Fatalf("%s was accepted", raw)
+			}
+		}
+	})
+}
+
+func TestStartConfig(t *testing.T) {
+	t.Run("TemplateWhenAbsent", func(t *testing.T) {
+		for _, raw := range []string{"", "null"} {
+			got, err := mapgen.StartConfig("default-1", "default", []byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What the map receives parses strictly as it is: the whole config.
+			c, err := mapgen.Parse(got)
+			if err != nil {
+				t.Fatalf("%q: the config sent does not parse: %v", raw, err)
+			}
+			if want := mapgen.Default(); !reflect.DeepEqual(c, want) {
+				t.Fatalf("%q: sent %+v, want the default template %+v", raw, c, want)
+			}
+		}
+	})
+	t.Run("InstanceOfTemplate", func(t *testing.T) {
+		got, err := mapgen.StartConfig("frontier-2", "frontier", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mapgen.Resolve("frontier-2", "frontier", got); err != nil {
+			t.Fatalf("the map would refuse what it is sent: %v", err)
+		}
+	})
+	t.Run("GivenKept", func(t *testing.T) {
+		raw := []byte(`{"schemaVersion":1,"mapId":"x"}`)
+		got, err := mapgen.StartConfig("x-1", "x", raw)
+		if err != nil || string(got) != string(raw) {
+			t.Fatalf("got %s err %v, want the instance's own config as it is", got, err)
+		}
+	})
+	t.Run("ErrUnknownMap", func(t *testing.T) {
+		if _, err := mapgen.StartConfig("forest-1", "forest", nil); !errors.Is(err, mapgen.ErrUnknownMap) {
+			t.Fatalf("err %v, want ErrUnknownMap", err)
+		}
+	})
+}
