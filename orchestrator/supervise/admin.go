@@ -57,7 +57,7 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 		s.Metrics.setState(in.Image, in.State, "")
 		return orchestrator.Instance{}, err
 	}
-	s.spawn(in, orchestrator.StateStarting, "created")
+	s.spawn(in, evCreate, "created")
 	return in.Instance, nil
 }
 
@@ -77,7 +77,7 @@ func (s *Supervisor) Restart(ctx context.Context, instanceID string) error {
 	if in.status != orchestrator.StatusRunning {
 		s.persistStatus(in, orchestrator.StatusRunning)
 	}
-	s.spawn(in, orchestrator.StateRestarting, "restart requested")
+	s.spawn(in, evRestart, "restart requested")
 	return nil
 }
 
@@ -103,7 +103,7 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 	in.busy, in.Registered = true, false
 	cid := in.ContainerID
 	in.expectExit = cid
-	s.transition(in, orchestrator.StateStopping, reason)
+	s.apply(in, evStop, reason)
 	s.mu.Unlock()
 
 	if cid != "" {
@@ -129,12 +129,12 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 	if err != nil {
 		// Not left "stopping", which nothing acts on: "stopped" with the container
 		// kept, so the next start stops and removes it before creating a new one.
-		s.transition(in, orchestrator.StateStopped, "stop failed: "+err.Error())
+		s.apply(in, evStopped, "stop failed: "+err.Error())
 		return fmt.Errorf("stop map %q: %w", instanceID, err)
 	}
 	in.ContainerID, in.GamePort, in.ControlPort, in.GameAddr = "", 0, 0, ""
 	if in.State == orchestrator.StateStopping {
-		s.transition(in, orchestrator.StateStopped, reason)
+		s.apply(in, evStopped, reason)
 	}
 	return nil
 }

@@ -61,10 +61,10 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 				// Started by an earlier version (the host secret in its environment)
 				// or under a rotated root: its credentials cannot be verified, so it is
 				// replaced (stopped cleanly, then started anew with its own).
-				s.spawn(in, orchestrator.StateRestarting, "replacing a container without credentials of this orchestrator")
+				s.spawn(in, evRestart, "replacing a container without credentials of this orchestrator")
 				continue
 			}
-			s.transition(in, orchestrator.StateStarting, "adopted running container")
+			s.apply(in, evAdopt, "adopted running container")
 			s.Metrics.Adopted.Inc()
 			probe = append(probe, in)
 		}
@@ -94,7 +94,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 	s.mu.Lock()
 	for _, in := range s.instances {
 		if in.ContainerID == "" && in.status == orchestrator.StatusRunning {
-			s.spawn(in, orchestrator.StateStarting, "wanted and not running")
+			s.spawn(in, evStart, "wanted and not running")
 		}
 	}
 	s.mu.Unlock()
@@ -144,7 +144,7 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance
 	}
 	in.ContainerID, in.ports, in.ident, in.pooled = c.ID, c.Ports, c.Identity, true
 	s.setImageLocked(in, image)
-	s.transition(in, orchestrator.StateStarting, "adopted running container (handed out from the pool)")
+	s.apply(in, evAdopt, "adopted running container (handed out from the pool)")
 	s.Metrics.Adopted.Inc()
 	s.assignLater(in.ID, c.ID)
 	return in, false, false
@@ -174,7 +174,7 @@ func (s *Supervisor) probeAdopted(ctx context.Context, in *instance) {
 	now := s.Now()
 	in.GamePort, in.ControlPort, in.GameAddr = ports.Game, ports.Control, ports.GameAddr
 	in.lastBeat, in.lastActive = now, now
-	s.transition(in, orchestrator.StateReady, "adopted; health probe ok")
+	s.apply(in, evHealthy, "adopted; health probe ok")
 	s.Log.Info("adopted map container", "instance", in.ID, "container", shortID(in.ContainerID))
 }
 

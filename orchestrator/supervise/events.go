@@ -100,10 +100,10 @@ func (s *Supervisor) exited(id string, exit Exit, source string) {
 	case oom:
 		s.failed(in, fmt.Sprintf("killed by the kernel OOM killer (exit code %d)", code))
 	case code == 0:
-		s.transition(in, orchestrator.StateStopped, "exited cleanly with code 0 (not a crash)")
+		s.apply(in, evStopped, "exited cleanly with code 0 (not a crash)")
 		in.ContainerID, in.GamePort, in.ControlPort, in.GameAddr = "", 0, 0, ""
 		if in.ID == s.DefaultInstanceID {
-			s.spawn(in, orchestrator.StateStarting, "the default map is always wanted")
+			s.spawn(in, evStart, "the default map is always wanted")
 		}
 	default:
 		s.failed(in, fmt.Sprintf("container exited with code %d", code))

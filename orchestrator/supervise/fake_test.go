@@ -378,7 +378,14 @@ func newRig(t *testing.T, prepare func(*rig)) *rig {
 	if err := r.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
+	t.Cleanup(func() {
+		r.Close()
+		// Every rule test also checks that no rule asked for a change the lifecycle
+		// table does not have.
+		if n := refused(r.Metrics); n > 0 {
+			t.Errorf("the lifecycle table refused %v state changes", n)
+		}
+	})
 	// The events loop takes its first event only after the resync that follows its
 	// connection: once this (ignored) event is taken, that resync is over and cannot
 	// race with what the test does next.

@@ -51,7 +51,7 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 		if in.lastActive.IsZero() || in.State != orchestrator.StateReady {
 			in.lastActive = s.Now()
 		}
-		s.transition(in, orchestrator.StateReady, "map registered")
+		s.apply(in, evRegister, "map registered")
 	}
 	return nil
 }
@@ -190,7 +190,7 @@ func (s *Supervisor) Acquire(ctx context.Context, instanceID string) (orchestrat
 			if in.status != orchestrator.StatusRunning {
 				s.persistStatus(in, orchestrator.StatusRunning)
 			}
-			s.spawn(in, orchestrator.StateStarting, "needed by a join or transfer")
+			s.spawn(in, evStart, "needed by a join or transfer")
 		}
 		ch := in.changed
 		s.mu.Unlock()

@@ -26,6 +26,10 @@ type Metrics struct {
 	// PoolImageReady is PoolReady by image, since a spare is handed only to a map of
 	// its own image.
 	PoolImageReady *prometheus.GaugeVec
+	// RefusedTransitions counts state changes the lifecycle table refused, by event:
+	// each is a defect (a rule asked for a change the table does not have), so any
+	// is worth an alert.
+	RefusedTransitions *prometheus.CounterVec
 }
 
 // NewMetrics creates the supervisor's metrics and registers them with reg; a nil reg
@@ -71,10 +75,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PoolImageReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mapyard_warm_pool_ready_by_image", Help: "Warm pool containers registered and ready for handout, by image.",
 		}, []string{"image"}),
+		RefusedTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mapyard_map_refused_transitions_total", Help: "Map instance state changes the lifecycle table refused, by event (each a defect).",
+		}, []string{"event"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Transitions, m.Instances, m.Restarts, m.Exits, m.Quarantines, m.ProbeFailures,
-			m.EventsReconnects, m.Adopted, m.OrphansRemoved, m.Handouts, m.PoolReady, m.ImageInstances, m.PoolImageReady)
+			m.EventsReconnects, m.Adopted, m.OrphansRemoved, m.Handouts, m.PoolReady, m.ImageInstances, m.PoolImageReady, m.RefusedTransitions)
 	}
 	return m
 }

@@ -276,7 +276,7 @@ func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) e
 	now := s.Now()
 	in.Registered, in.lastBeat, in.lastActive, in.probeFails = true, now, now, 0
 	s.Metrics.Handouts.Inc()
-	s.transition(in, orchestrator.StateReady, fmt.Sprintf("handed warm pool container %s", m.id))
+	s.apply(in, evHandOut, fmt.Sprintf("handed warm pool container %s", m.id))
 	s.mu.Unlock()
 	s.Log.Info("warm pool handout", "instance", in.ID, "pool", m.id, "container", shortID(m.containerID), "tookMs", ms(now.Sub(start)))
 	s.assignLater(in.ID, m.containerID)

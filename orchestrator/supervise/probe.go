@@ -3,6 +3,7 @@ package supervise
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,54 +35,123 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 	}
 }
 
-// check is one round of the time-based rules: HTTP probes of ready maps' /health,
-// heartbeat timeouts, maps that never became ready, the end of quarantines, idle
-// stops, and the move of quiet handed-out maps to containers of their own. Probes run
-// concurrently; the round ends when the slowest one does.
+// check is one round of the time-based rules: each instance that is not in the middle
+// of an action goes through timeRules in order, and the first rule that acts ends its
+// round; then blank pool containers that never registered are replaced, idle maps are
+// stopped and ready maps' /health is probed. Probes run concurrently; the round ends
+// when the slowest one does.
 func (s *Supervisor) check(ctx context.Context) {
-	type probe struct {
-		id, container, cred string
-		port                int
-	}
-	var probes []probe
-	var idle []string
+	var r round
 	now := s.Now()
-
 	s.mu.Lock()
 	for _, in := range s.instances {
 		if in.busy {
 			continue
 		}
-		switch in.State {
-		case orchestrator.StateReady:
-			if in.Registered && now.Sub(in.lastBeat) > s.HeartbeatTimeout {
-				s.unhealthy(in, fmt.Sprintf("no heartbeat for %s", now.Sub(in.lastBeat).Round(time.Millisecond)))
-				continue
-			}
-			if in.ID != s.DefaultInstanceID && now.Sub(in.lastActive) > s.IdleStop {
-				idle = append(idle, in.ID)
-				continue
-			}
-			if in.pooled && s.Rehome > 0 && now.Sub(in.lastActive) > s.Rehome {
-				in.cold = true
-				s.spawn(in, orchestrator.StateRestarting, fmt.Sprintf("no players for %s: moving from its warm-pool container to one created for it", s.Rehome))
-				continue
-			}
-			if in.ControlPort != 0 && now.Sub(in.Since) >= s.ProbeGrace {
-				probes = append(probes, probe{in.ID, in.ContainerID, s.orchCredential(in.ident), in.ControlPort})
-			}
-		case orchestrator.StateStarting, orchestrator.StateRestarting:
-			if now.Sub(in.Since) > s.StartTimeout {
-				s.unhealthy(in, fmt.Sprintf("not ready %s after start", s.StartTimeout))
-			}
-		case orchestrator.StateQuarantined:
-			if !now.Before(in.until) {
-				in.restarts.reset()
-				s.spawn(in, orchestrator.StateStarting, "quarantine over; trying again")
+		for _, rule := range timeRules {
+			if slices.Contains(rule.in, in.State) && rule.act(s, in, now, &r) {
+				break
 			}
 		}
 	}
-	// A blank map that never registers would hold its pool place forever.
+	stuck := s.stuckPoolLocked(now)
+	s.mu.Unlock()
+	s.replaceStuck(ctx, stuck)
+	s.stopIdle(ctx, r.idle)
+	s.runProbes(ctx, r.probes)
+}
+
+// A round is what a probe round collects under the lock and does after it.
+type round struct {
+	probes []probe
+	idle   []string
+}
+
+// A probe is one ready map's /health to ask.
+type probe struct {
+	id, container, cred string
+	port                int
+}
+
+// A timeRule is one rule of a probe round: the states it looks at, and what it does,
+// reporting whether it acted (which ends the instance's round). The caller holds s.mu.
+type timeRule struct {
+	name string
+	in   []orchestrator.InstanceState
+	act  func(s *Supervisor, in *instance, now time.Time, r *round) bool
+}
+
+// timeRules are the rules of a probe round, in the order they are tried.
+var timeRules = []timeRule{
+	{"heartbeat timeout", states(sReady), (*Supervisor).heartbeatTimeout},
+	{"idle stop", states(sReady), (*Supervisor).idleStop},
+	{"move off the pool", states(sReady), (*Supervisor).rehome},
+	{"health probe", states(sReady), (*Supervisor).dueProbe},
+	{"start timeout", states(sStarting, sRestarting), (*Supervisor).startTimeout},
+	{"quarantine over", states(sQuarantined), (*Supervisor).quarantineOver},
+}
+
+// heartbeatTimeout: a registered map that sent no heartbeat for HeartbeatTimeout is
+// unhealthy.
+func (s *Supervisor) heartbeatTimeout(in *instance, now time.Time, _ *round) bool {
+	if !in.Registered || now.Sub(in.lastBeat) <= s.HeartbeatTimeout {
+		return false
+	}
+	s.unhealthy(in, fmt.Sprintf("no heartbeat for %s", now.Sub(in.lastBeat).Round(time.Millisecond)))
+	return true
+}
+
+// idleStop: a map other than the default one without players for IdleStop is stopped.
+func (s *Supervisor) idleStop(in *instance, now time.Time, r *round) bool {
+	if in.ID == s.DefaultInstanceID || now.Sub(in.lastActive) <= s.IdleStop {
+		return false
+	}
+	r.idle = append(r.idle, in.ID)
+	return true
+}
+
+// rehome: a map on a handed-out pool container without players for Rehome moves to a
+// container created for it, whose name and labels say which instance it runs.
+func (s *Supervisor) rehome(in *instance, now time.Time, _ *round) bool {
+	if !in.pooled || s.Rehome <= 0 || now.Sub(in.lastActive) <= s.Rehome {
+		return false
+	}
+	in.cold = true
+	s.spawn(in, evRestart, fmt.Sprintf("no players for %s: moving from its warm-pool container to one created for it", s.Rehome))
+	return true
+}
+
+// dueProbe: a ready map past ProbeGrace since it became ready has its /health probed.
+func (s *Supervisor) dueProbe(in *instance, now time.Time, r *round) bool {
+	if in.ControlPort == 0 || now.Sub(in.Since) < s.ProbeGrace {
+		return false
+	}
+	r.probes = append(r.probes, probe{in.ID, in.ContainerID, s.orchCredential(in.ident), in.ControlPort})
+	return true
+}
+
+// startTimeout: a map not ready StartTimeout after its start is unhealthy.
+func (s *Supervisor) startTimeout(in *instance, now time.Time, _ *round) bool {
+	if now.Sub(in.Since) <= s.StartTimeout {
+		return false
+	}
+	s.unhealthy(in, fmt.Sprintf("not ready %s after start", s.StartTimeout))
+	return true
+}
+
+// quarantineOver: a quarantine that ended starts the map again with a fresh window.
+func (s *Supervisor) quarantineOver(in *instance, now time.Time, _ *round) bool {
+	if now.Before(in.until) {
+		return false
+	}
+	in.restarts.reset()
+	s.spawn(in, evStart, "quarantine over; trying again")
+	return true
+}
+
+// stuckPoolLocked takes out of the pool the blank containers that never registered
+// within StartTimeout: they would hold their pool place forever. The caller holds s.mu.
+func (s *Supervisor) stuckPoolLocked(now time.Time) []*poolMember {
 	var stuck []*poolMember
 	for id, m := range s.pool {
 		if m.started && !m.registered && now.Sub(m.startedAt) > s.StartTimeout {
@@ -89,7 +159,11 @@ func (s *Supervisor) check(ctx context.Context) {
 			stuck = append(stuck, m)
 		}
 	}
-	s.mu.Unlock()
+	return stuck
+}
+
+// replaceStuck removes stuck pool containers and has the pool fill their places.
+func (s *Supervisor) replaceStuck(ctx context.Context, stuck []*poolMember) {
 	for _, m := range stuck {
 		s.Log.Warn("warm pool container never registered; replacing it", "pool", m.id, "container", shortID(m.containerID))
 		s.group.Go(func() error {
@@ -102,7 +176,10 @@ func (s *Supervisor) check(ctx context.Context) {
 	if len(stuck) > 0 {
 		s.kickPool()
 	}
+}
 
+// stopIdle stops the idle maps of a round in the background.
+func (s *Supervisor) stopIdle(ctx context.Context, idle []string) {
 	for _, id := range idle {
 		s.group.Go(func() error {
 			if err := s.stop(ctx, id, fmt.Sprintf("no players for %s", s.IdleStop)); err != nil {
@@ -111,7 +188,11 @@ func (s *Supervisor) check(ctx context.Context) {
 			return nil
 		})
 	}
+}
 
+// runProbes asks each map of probes for its /health, concurrently, and returns when
+// the slowest answered: ProbeFailures failures in a row make a map unhealthy.
+func (s *Supervisor) runProbes(ctx context.Context, probes []probe) {
 	// A probe may take longer than the interval on a loaded host: a slow answer is not
 	// a failed one, so each probe gets at least a second.
 	timeout := max(s.ProbeInterval, time.Second)

@@ -253,23 +253,6 @@ func (s *Supervisor) addLocked(w orchestrator.WantedInstance, env []string) *ins
 	return in
 }
 
-// transition moves in to state `to`, logging and counting it, and wakes everything
-// waiting for a change. The caller holds s.mu.
-func (s *Supervisor) transition(in *instance, to orchestrator.InstanceState, reason string) {
-	from := in.State
-	in.State, in.Reason, in.Since = to, reason, s.Now()
-	if from == to {
-		return
-	}
-	s.Log.Info("map state", "instance", in.ID, "from", from, "to", to, "reason", reason, "container", shortID(in.ContainerID), "image", in.Image)
-	s.Metrics.transition(in.Image, from, to)
-	if s.OnTransition != nil {
-		s.OnTransition(in.ID, from, to, reason)
-	}
-	close(in.changed)
-	in.changed = make(chan struct{})
-}
-
 // idle marks the end of an action on in and wakes those waiting for it. The caller
 // holds s.mu.
 func (s *Supervisor) idle(in *instance) {
@@ -280,13 +263,12 @@ func (s *Supervisor) idle(in *instance) {
 
 // spawn starts (or restarts) in's container in the background unless an action is
 // already in flight. The caller holds s.mu.
-func (s *Supervisor) spawn(in *instance, state orchestrator.InstanceState, reason string) {
-	if in.busy {
+func (s *Supervisor) spawn(in *instance, ev event, reason string) {
+	if in.busy || !s.apply(in, ev, reason) {
 		return
 	}
 	in.busy = true
 	in.Registered = false
-	s.transition(in, state, reason)
 	old := in.ContainerID
 	if old != "" {
 		in.expectExit = old
@@ -313,7 +295,7 @@ func (s *Supervisor) runStart(in *instance, old string) {
 	if reason, ok := s.imageUnavailable(in, err); ok {
 		// Not a crash and not retried: the image does not appear by waiting.
 		in.Registered = false
-		s.transition(in, orchestrator.StateImageMissing, reason)
+		s.apply(in, evImageMissing, reason)
 		return
 	}
 	s.Log.Error("map start failed", "instance", in.ID, "err", err)
@@ -403,14 +385,14 @@ func (s *Supervisor) failed(in *instance, reason string) {
 	if !ok {
 		in.until = until
 		s.Metrics.Quarantines.Inc()
-		s.transition(in, orchestrator.StateQuarantined,
+		s.apply(in, evQuarantine,
 			fmt.Sprintf("%s; %d restarts within %s, quarantined until %s", reason, s.Policy.count(&in.restarts, now), s.Policy.Window, until.Format(time.RFC3339)))
 		return
 	}
 	in.Restarts++
 	s.Metrics.Restarts.WithLabelValues(in.ID).Inc()
 	s.persistRestarts(in)
-	s.spawn(in, orchestrator.StateRestarting, reason)
+	s.spawn(in, evRestart, reason)
 }
 
 // unhealthy marks a ready map unhealthy and replaces it (counted as a failure). The
@@ -419,7 +401,7 @@ func (s *Supervisor) unhealthy(in *instance, reason string) {
 	if in.busy || (in.State != orchestrator.StateReady && in.State != orchestrator.StateStarting && in.State != orchestrator.StateRestarting) {
 		return
 	}
-	s.transition(in, orchestrator.StateUnhealthy, reason)
+	s.apply(in, evUnhealthy, reason)
 	s.failed(in, reason)
 }
 
