@@ -157,36 +157,3 @@ type AdmissionStore interface {
 	// own the character, or a.Accept is not known), apierr.EBADREQUEST.
 	Admit(ctx context.Context, a Admission) (superseded bool, err error)
 }
-
-// JoinRequest is the body of POST /api/v1/join.
-type JoinRequest struct {
-	AuthKey string `json:"authKey,omitempty"`
-	// Name names the character created for an identity that owns none yet.
-	Name string `json:"name,omitempty"`
-	// CharacterID names which of the identity's characters to enter; empty enters the
-	// selected one.
-	CharacterID string `json:"characterId,omitempty"`
-	// Rejoin is the rejoin credential of an earlier join's answer: it enters that
-	// session's character again (a guest's too), wherever its lease is, from its last
-	// pushed state. It is used once and replaces AuthKey, Name and CharacterID.
-	Rejoin string `json:"rejoin,omitempty"`
-}
-
-// JoinResponse is the answer of POST /api/v1/join: a ticket for one map instance and
-// where to connect with it.
-type JoinResponse struct {
-	Ticket      string `json:"ticket"`
-	CharacterID string `json:"characterId"`
-	Disposable  bool   `json:"disposable"`
-	MapID       string `json:"mapId"`
-	InstanceID  string `json:"instanceId"`
-	WS          string `json:"ws"`
-	ExpiresAtMs int64  `json:"expiresAtMs"`
-	// Rejoin is the session's next rejoin credential (see JoinRequest.Rejoin): what a
-	// client keeps in memory to come back after its map crashed.
-	Rejoin string `json:"rejoin,omitempty"`
-}
-
-// WSPath is the public WebSocket path of a map instance, proxied by the edge; the edge
-// routes WSPath(":id").
-func WSPath(instanceID string) string { return "/maps/" + instanceID + "/ws" }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mapyard/mapyard/docs/schemas"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 )
 
@@ -33,7 +32,7 @@ func mustLoad(t *testing.T) *schemas.Set {
 func TestEveryRouteHasSchemas(t *testing.T) {
 	s := mustLoad(t)
 	routes := []string{
-		mapcontrol.PathHealth, mapcontrol.PathStartInstance,
+		mapcontract.PathHealth, mapcontract.PathStartInstance,
 		mapcontract.PathMapReady, mapcontract.PathMapHeartbeat, mapcontract.PathRedeem,
 		mapcontract.PathRequestTransfer, mapcontract.PathTransferResult, mapcontract.PathPersistSnapshot,
 		mapcontract.PathPersistCritical, mapcontract.PathPersistCriticalBatch,

@@ -19,16 +19,15 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/listen"
 	"github.com/mapyard/mapyard/mapserver/loop"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/outbox"
 	"github.com/mapyard/mapyard/mapserver/ws"
 )
 
@@ -56,9 +55,9 @@ type Main struct {
 
 	Registry *prometheus.Registry
 	Orch     *mapcontract.Client
-	HTTP     *httpapi.Server
+	HTTP     *listen.Server
 	Loop     *loop.Loop
-	Link     *orchlink.Link
+	Link     *outbox.Link
 	Players  *ws.Server
 
 	mu        sync.Mutex
@@ -87,7 +86,7 @@ func (m *Main) Open() error {
 	m.Orch = mapcontract.NewClient(cfg.OrchURL, cfg.Credential)
 
 	instanceID, mapID := cfg.Identity()
-	m.HTTP = httpapi.NewServer(cfg.OrchCredential, httpapi.Health{
+	m.HTTP = listen.NewServer(cfg.OrchCredential, listen.Health{
 		Status: "ok", InstanceID: instanceID, MapID: mapID, Version: mapserver.Version,
 	}, m.Log)
 	m.HTTP.Blank, m.HTTP.FailHealth = cfg.Blank(), cfg.FaultFailHealth
@@ -105,7 +104,7 @@ func (m *Main) Open() error {
 	m.Players.Limits = ws.Limits{MsgRate: cfg.ConnMsgRate, MsgBurst: cfg.ConnMsgBurst, ByteRate: cfg.ConnByteRate, ByteBurst: cfg.ConnByteBurst}
 	m.Players.Metrics = ws.NewMetrics(m.Registry)
 	m.Loop.Writes = m.Players
-	m.HTTP.HandleGame(mapcontrol.GamePath, m.Players)
+	m.HTTP.HandleGame(mapcontract.GamePath, m.Players)
 	// The edge's link: every player it forwards to this map, on one connection.
 	m.HTTP.HandleGame(edgelink.Path, http.HandlerFunc(m.Players.ServeLink))
 	m.HTTP.OnStart = m.start
@@ -113,7 +112,7 @@ func (m *Main) Open() error {
 		return err
 	}
 
-	m.Link = orchlink.New(m.Orch, mapcontract.MapReady{
+	m.Link = outbox.New(m.Orch, mapcontract.MapReady{
 		InstanceID: instanceID, MapID: mapID, GamePort: m.HTTP.GamePort(), ControlPort: m.HTTP.ControlPort(),
 		Version: mapserver.Version,
 	}, cfg.Heartbeat(), m.Log)
@@ -133,7 +132,7 @@ func (m *Main) Open() error {
 // start is called once the orchestrator names the instance: the link registers under
 // it, and the world is generated off the request path (a warm-pool handout answers at
 // once; the world is ready within milliseconds, before a player can arrive).
-func (m *Main) start(r mapcontrol.StartInstance, mc mapgen.MapConfig) {
+func (m *Main) start(r mapcontract.StartInstance, mc mapgen.MapConfig) {
 	if m.Identity != nil {
 		m.Identity.Set(r.InstanceID, r.MapID)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
 )
 
@@ -24,7 +24,7 @@ type fakeOrch struct{ *faketest.Orch }
 
 func mustOpenFakeOrch(t *testing.T) *fakeOrch { return &fakeOrch{faketest.MustOpenOrch(t)} }
 
-func (f *fakeOrch) join(t *testing.T, body string) orchestrator.JoinResponse { return f.Join(t, body) }
+func (f *fakeOrch) join(t *testing.T, body string) public.JoinResponse { return f.Join(t, body) }
 
 // mustOpenMap starts a map server in-process against f, waiting until it registered
 // and generated its world.

@@ -13,12 +13,12 @@ import (
 	"github.com/mapyard/mapyard/mapserver/app"
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator"
 )
 
 // besidePortal saves a character (with attributes) one unit west of src's portal to
@@ -36,12 +36,12 @@ func besidePortal(t *testing.T, f *fakeOrch, src *app.Main, authKey string) (*ga
 		t.Fatal("the default map has no portal to frontier")
 	}
 	j := f.join(t, `{"authKey":"`+authKey+`"}`)
-	payload, _ := json.Marshal(mapcontract.CharacterStatePayload{
+	payload, _ := json.Marshal(record.CharacterStatePayload{
 		MapID: mapgen.DefaultMapID, InstanceID: "dev-1", Attributes: json.RawMessage(`{"gold":12}`),
 		X: float64(portal.X-portal.Radius)/100 - 1, Y: float64(portal.Y) / 100,
 	})
-	env := mapcontract.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", mapcontract.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	env := record.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
 		t.Fatal(err)
 	}
 	g := &gamer{player: dialMap(t, src), dec: wire.NewDecoder(0)}
@@ -68,7 +68,7 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 
 	g, characterID := besidePortal(t, f, src, "P0rtalK3yAbCdEfGhIjKlMnOp")
 	tr := g.next()
-	if tr["kind"] != "transfer" || tr["toInstanceId"] != "frontier-1" || tr["ws"] != orchestrator.WSPath("frontier-1") || tr["token"] == "" {
+	if tr["kind"] != "transfer" || tr["toInstanceId"] != "frontier-1" || tr["ws"] != public.WSPath("frontier-1") || tr["token"] == "" {
 		t.Fatalf("got %v, want a transfer to frontier-1", tr)
 	}
 	g.wantClose(websocket.CloseNormalClosure)
@@ -81,7 +81,7 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 		t.Fatalf("destination welcome %v", w)
 	}
 	s := a.snapshotWhere("the arrival", func(s *wire.Snapshot) bool { return self(s) != nil })
-	want := game.ArrivalPoint(dst.World(), "frontier", &mapcontract.CharacterState{MapID: mapgen.DefaultMapID})
+	want := game.ArrivalPoint(dst.World(), "frontier", &record.CharacterState{MapID: mapgen.DefaultMapID})
 	if want.Via != "portal" {
 		t.Fatalf("frontier has no portal back to default: %+v", want)
 	}
@@ -94,11 +94,11 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", mapcontract.CharacterPartitionPrefix+characterID)
+	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", record.CharacterPartitionPrefix+characterID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pushed mapcontract.CharacterStatePayload
+	var pushed record.CharacterStatePayload
 	if err := json.Unmarshal(snap.Envelope.Payload, &pushed); err != nil || string(pushed.Attributes) != `{"gold":12}` || pushed.MapID != "frontier" {
 		t.Fatalf("pushed %s (%v)", snap.Envelope.Payload, err)
 	}

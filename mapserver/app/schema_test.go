@@ -22,10 +22,10 @@ import (
 	"github.com/mapyard/mapyard/mapserver/app"
 	"github.com/mapyard/mapyard/mapserver/client"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
 )
 
@@ -129,7 +129,7 @@ func openRelay(t *testing.T, c *capture, maps map[string]*app.Main) string {
 			http.NotFound(w, r)
 			return
 		}
-		to, _, err := websocket.DefaultDialer.Dial(m.GameURL()+mapcontrol.GamePath, nil)
+		to, _, err := websocket.DefaultDialer.Dial(m.GameURL()+mapcontract.GamePath, nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
@@ -277,7 +277,7 @@ func TestSchemas_RealMessages(t *testing.T) {
 	if _, err := mc.ItemPolicies(ctx, mapcontract.ItemPoliciesRequest{InstanceID: "dev-1"}); err != nil {
 		t.Fatal(err)
 	}
-	quest := mapcontract.CriticalEvent{EventID: "dev-1/quest/1", InstanceID: "dev-1", Kind: "quest_completed",
+	quest := record.CriticalEvent{EventID: "dev-1/quest/1", InstanceID: "dev-1", Kind: "quest_completed",
 		MapTick: int64(src.Loop.Tick()), Payload: json.RawMessage(`{"characterId":"` + j.CharacterID + `","quest":"first-steps"}`)}
 	if _, err := mc.PersistCritical(ctx, quest); err != nil {
 		t.Fatal(err)
@@ -285,7 +285,7 @@ func TestSchemas_RealMessages(t *testing.T) {
 	// A batch holds what several players caused while a request was in flight: one
 	// event new, one a repeat (its ack says duplicate), one refused (an item the map
 	// does not hold).
-	batch := mapcontract.CriticalBatch{InstanceID: "dev-1", Events: []mapcontract.CriticalEvent{quest, quest, {
+	batch := mapcontract.CriticalBatch{InstanceID: "dev-1", Events: []record.CriticalEvent{quest, quest, {
 		EventID: "dev-1/drop/1", InstanceID: "dev-1", Kind: "item_drop", MapTick: int64(src.Loop.Tick()),
 		Payload: json.RawMessage(`{"itemId":"no-such-item","templateId":"apple","quantity":1,"from":{"characterId":"` + j.CharacterID + `"},"to":{"instanceId":"dev-1","x":100,"y":200}}`),
 		Epochs:  map[string]int64{j.CharacterID: 1},
@@ -302,12 +302,12 @@ func TestSchemas_RealMessages(t *testing.T) {
 }
 
 // saveAndJoin saves a character of authKey at (x, y) units on dev-1 and joins it.
-func saveAndJoin(t *testing.T, f *fakeOrch, authKey string, x, y float64) (j orchestrator.JoinResponse) {
+func saveAndJoin(t *testing.T, f *fakeOrch, authKey string, x, y float64) (j public.JoinResponse) {
 	t.Helper()
 	j = f.join(t, `{"authKey":"`+authKey+`"}`)
-	payload, _ := json.Marshal(mapcontract.CharacterStatePayload{MapID: mapgen.DefaultMapID, InstanceID: "dev-1", X: x, Y: y})
-	env := mapcontract.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", mapcontract.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	payload, _ := json.Marshal(record.CharacterStatePayload{MapID: mapgen.DefaultMapID, InstanceID: "dev-1", X: x, Y: y})
+	env := record.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
 		t.Fatal(err)
 	}
 	return j

@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // Spread places bots uniformly over a map before they connect, as returning players
@@ -51,7 +52,7 @@ func (sp *Spread) position(r *rand.Rand) (x, y float64) {
 func (sp *Spread) join(ctx context.Context, hc *http.Client, joinURL string, r *rand.Rand) (Ticket, error) {
 	body := map[string]string{"authKey": fmt.Sprintf("bot%016x%016x", r.Uint64(), r.Uint64())}
 	var first Ticket
-	if err := httpkit.Call(ctx, hc, http.MethodPost, joinURL+edgeapi.PathJoin, "", body, &first); err != nil {
+	if err := httpkit.Call(ctx, hc, http.MethodPost, joinURL+public.PathJoin, "", body, &first); err != nil {
 		return Ticket{}, err
 	}
 	var res mapcontract.RedeemResult
@@ -64,21 +65,21 @@ func (sp *Spread) join(ctx context.Context, hc *http.Client, joinURL string, r *
 	if sp.IntoInstance != "" {
 		mapID, instanceID = sp.IntoMap, sp.IntoInstance
 	}
-	payload, err := json.Marshal(mapcontract.CharacterStatePayload{MapID: mapID, InstanceID: instanceID, X: x, Y: y})
+	payload, err := json.Marshal(record.CharacterStatePayload{MapID: mapID, InstanceID: instanceID, X: x, Y: y})
 	if err != nil {
 		return Ticket{}, err
 	}
 	now := time.Now()
 	push := mapcontract.PersistSnapshot{
-		InstanceID: first.InstanceID, Partition: mapcontract.CharacterPartitionPrefix + res.CharacterID,
+		InstanceID: first.InstanceID, Partition: record.CharacterPartitionPrefix + res.CharacterID,
 		Revision: now.UnixMicro(), Epoch: res.Epoch,
-		Envelope: mapcontract.NewSnapshotEnvelope("mapbots", 0, now.UnixMilli(), payload),
+		Envelope: record.NewSnapshotEnvelope("mapbots", 0, now.UnixMilli(), payload),
 	}
 	if err := httpkit.Call(ctx, hc, http.MethodPost, sp.ControlURL+mapcontract.PathPersistSnapshot, sp.Secret, push, nil); err != nil {
 		return Ticket{}, fmt.Errorf("place: %w", err)
 	}
 	var t Ticket
-	if err := httpkit.Call(ctx, hc, http.MethodPost, joinURL+edgeapi.PathJoin, "", body, &t); err != nil {
+	if err := httpkit.Call(ctx, hc, http.MethodPost, joinURL+public.PathJoin, "", body, &t); err != nil {
 		return Ticket{}, err
 	}
 	if sp.IntoInstance != "" && t.InstanceID != sp.IntoInstance {

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 )
 
 // Workload W1's bot behaviour (docs/benchmarks.md): an input every tick, a new random
@@ -37,7 +37,7 @@ type Ticket struct {
 // (POST /api/v1/join).
 func Join(ctx context.Context, hc *http.Client, baseURL string) (Ticket, error) {
 	var t Ticket
-	err := httpkit.Call(ctx, hc, http.MethodPost, baseURL+edgeapi.PathJoin, "", struct{}{}, &t)
+	err := httpkit.Call(ctx, hc, http.MethodPost, baseURL+public.PathJoin, "", struct{}{}, &t)
 	return t, err
 }
 

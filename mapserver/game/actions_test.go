@@ -8,7 +8,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/loop"
 )
 
@@ -28,7 +28,7 @@ func held(id, template string, q int64, c string) items.Item {
 }
 
 // begin starts a critical item command and fails the test on a refusal.
-func begin(t *testing.T, g *game.Game, c, eventID string, cmd any) *mapcontract.CriticalEvent {
+func begin(t *testing.T, g *game.Game, c, eventID string, cmd any) *record.CriticalEvent {
 	t.Helper()
 	ev, ok, err := g.Begin(c, 7, eventID, cmd)
 	if !ok || err != nil {
@@ -38,7 +38,7 @@ func begin(t *testing.T, g *game.Game, c, eventID string, cmd any) *mapcontract.
 }
 
 // decoded returns a critical event as the item rules see it.
-func decoded(t *testing.T, ev *mapcontract.CriticalEvent) items.Event {
+func decoded(t *testing.T, ev *record.CriticalEvent) items.Event {
 	t.Helper()
 	p, err := items.DecodePayload(ev.Payload)
 	if err != nil {

@@ -4,8 +4,8 @@ import (
 	"hash/fnv"
 	"math"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // ArrivalClearance is how far outside a portal's trigger radius (in centimetres) a
@@ -29,14 +29,14 @@ type Arrival struct {
 // map's portal that leads back there, on the side facing the map's centre; anything
 // else starts at the first spawn point. Everything else the character owns travels in
 // the state's attributes, untouched.
-func ArrivalPoint(w *mapgen.World, mapID string, st *mapcontract.CharacterState) Arrival {
+func ArrivalPoint(w *mapgen.World, mapID string, st *record.CharacterState) Arrival {
 	return ArrivalPointOf(w, mapID, "", st)
 }
 
 // ArrivalPointOf is ArrivalPoint for a named character: one that starts at a spawn
 // point gets the spawn point its id hashes to, so that new players spread over all of
 // them instead of piling up on the first.
-func ArrivalPointOf(w *mapgen.World, mapID, characterID string, st *mapcontract.CharacterState) Arrival {
+func ArrivalPointOf(w *mapgen.World, mapID, characterID string, st *record.CharacterState) Arrival {
 	width, height := float64(w.Width)/100, float64(w.Height)/100
 	if st != nil && st.MapID == mapID && inside(st.X, st.Y, width, height) {
 		return Arrival{X: st.X, Y: st.Y, Via: "saved"}

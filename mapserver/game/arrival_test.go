@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 func TestArrivalPoint(t *testing.T) {
@@ -20,7 +20,7 @@ func TestArrivalPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("FromAnotherMapBesideItsPortal", func(t *testing.T) {
-		a := game.ArrivalPoint(w, "frontier", &mapcontract.CharacterState{MapID: "default", X: 1, Y: 1})
+		a := game.ArrivalPoint(w, "frontier", &record.CharacterState{MapID: "default", X: 1, Y: 1})
 		var back mapgen.Portal
 		for _, p := range w.Portals {
 			if p.TargetMapID == "default" {
@@ -33,7 +33,7 @@ func TestArrivalPoint(t *testing.T) {
 		}
 	})
 	t.Run("SavedOnThisMapKeepsPosition", func(t *testing.T) {
-		a := game.ArrivalPoint(w, "frontier", &mapcontract.CharacterState{MapID: "frontier", X: 12.5, Y: 40})
+		a := game.ArrivalPoint(w, "frontier", &record.CharacterState{MapID: "frontier", X: 12.5, Y: 40})
 		if a != (game.Arrival{X: 12.5, Y: 40, Via: "saved"}) {
 			t.Fatalf("arrival %+v", a)
 		}
@@ -62,7 +62,7 @@ func TestArrivalPoint(t *testing.T) {
 		}
 	})
 	t.Run("FromAMapWithoutPortalHereAtSpawn", func(t *testing.T) {
-		if a := game.ArrivalPoint(w, "frontier", &mapcontract.CharacterState{MapID: "elsewhere"}); a.Via != "spawn" {
+		if a := game.ArrivalPoint(w, "frontier", &record.CharacterState{MapID: "elsewhere"}); a.Via != "spawn" {
 			t.Fatalf("arrival %+v, want spawn", a)
 		}
 	})

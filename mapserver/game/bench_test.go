@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -28,8 +28,8 @@ func BenchmarkTickW1(b *testing.B) {
 			bw, bh := w.Width/100, w.Height/100
 			// Spread over the map, as W1's random walks leave the bots after the warm-up
 			// (the few spawn points would crowd them otherwise).
-			runTicks(b, g, rng, true, spawnBots(b, g, n, func() *mapcontract.CharacterState {
-				return &mapcontract.CharacterState{MapID: cfg.MapID, X: float64(rng.IntN(int(bw))), Y: float64(rng.IntN(int(bh)))}
+			runTicks(b, g, rng, true, spawnBots(b, g, n, func() *record.CharacterState {
+				return &record.CharacterState{MapID: cfg.MapID, X: float64(rng.IntN(int(bw))), Y: float64(rng.IntN(int(bh)))}
 			}))
 		})
 	}
@@ -59,8 +59,8 @@ func BenchmarkTickW3(b *testing.B) {
 			spot := g.Sim().SpawnPoint(0)
 			rng := rand.New(rand.NewPCG(3, 4))
 			near := func(q int32) float64 { return float64(q)/sim.QuantaPerUnit + float64(rng.IntN(81)-40) }
-			bots := spawnBots(b, g, 1000, func() *mapcontract.CharacterState {
-				return &mapcontract.CharacterState{MapID: cfg.MapID, X: near(spot.X), Y: near(spot.Y)}
+			bots := spawnBots(b, g, 1000, func() *record.CharacterState {
+				return &record.CharacterState{MapID: cfg.MapID, X: near(spot.X), Y: near(spot.Y)}
 			})
 			for i := range bots {
 				bots[i].late = i%10 < v.lateAcks
@@ -100,7 +100,7 @@ type bot struct {
 }
 
 // spawnBots spawns n players where at says, each with a view.
-func spawnBots(b *testing.B, g *game.Game, n int, at func() *mapcontract.CharacterState) []bot {
+func spawnBots(b *testing.B, g *game.Game, n int, at func() *record.CharacterState) []bot {
 	bots := make([]bot, n)
 	for i := range bots {
 		bots[i].id = fmt.Sprintf("bot-%d", i)
@@ -162,8 +162,8 @@ func BenchmarkIdlePlayer(b *testing.B) {
 		c.GenerationRules.NPCDensity = 50 // 200 NPCs on 4 km², as W1
 	})
 	spot := g.Sim().SpawnPoint(0)
-	bots := spawnBots(b, g, 1, func() *mapcontract.CharacterState {
-		return &mapcontract.CharacterState{MapID: cfg.MapID, X: float64(spot.X) / sim.QuantaPerUnit, Y: float64(spot.Y) / sim.QuantaPerUnit}
+	bots := spawnBots(b, g, 1, func() *record.CharacterState {
+		return &record.CharacterState{MapID: cfg.MapID, X: float64(spot.X) / sim.QuantaPerUnit, Y: float64(spot.Y) / sim.QuantaPerUnit}
 	})
 	buf := make([]byte, 0, 4096)
 	dec := wire.NewDecoder(wire.DefaultClientRing)

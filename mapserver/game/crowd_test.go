@@ -8,8 +8,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -32,7 +32,7 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 	// 0.25 units on, so the target's capN-1 nearest are all players.
 	place := func(id string, x, y int32) {
 		t.Helper()
-		st := &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: unit(x), Y: unit(y)}
+		st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: unit(x), Y: unit(y)}
 		if err := g.Spawn(id, st); err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func TestGame_CrowdSnapshotsDoNotAllocate(t *testing.T) {
 	views := make([]loop.View, 0, 200)
 	for i := range 200 {
 		id := fmt.Sprintf("p%d", i)
-		st := &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: unit(at.X) + float64(i%20)/4, Y: unit(at.Y) + float64(i/20)/4}
+		st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: unit(at.X) + float64(i%20)/4, Y: unit(at.Y) + float64(i/20)/4}
 		if err := g.Spawn(id, st); err != nil {
 			t.Fatal(err)
 		}

@@ -41,7 +41,7 @@ const (
 )
 
 // Character attribute keys the game reads and writes in the character's pushed state
-// (mapcontract.CharacterState.Attributes, a JSON object): the skill levels that gate
+// (record.CharacterState.Attributes, a JSON object): the skill levels that gate
 // equipment, and the equipment itself, slot → item id. Equipment is not an ownership
 // change (the item stays the character's), so it travels with the character's state
 // rather than as a critical event; the loop pushes that state as soon as the

@@ -7,8 +7,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
@@ -18,11 +18,11 @@ import (
 func equipGame(t *testing.T) *game.Game {
 	t.Helper()
 	g, _ := mustNewGame(t)
-	st := &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: 500, Y: 600, Attributes: json.RawMessage(`{"skills":{"melee":1},"gold":7}`)}
+	st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: 500, Y: 600, Attributes: json.RawMessage(`{"skills":{"melee":1},"gold":7}`)}
 	if err := g.Spawn("c1", st); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Spawn("c2", &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: 510, Y: 600}); err != nil {
+	if err := g.Spawn("c2", &record.CharacterState{MapID: mapgen.DefaultMapID, X: 510, Y: 600}); err != nil {
 		t.Fatal(err)
 	}
 	give(t, g, "c1", "sword-1", "sword", "shield-1", "shield", "shield-2", "shield", "helmet-1", "helmet", "apple-1", "apple", "armor-1", "armor")

@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -26,7 +26,7 @@ func TestGame_FarEntitiesMoveLessOften(t *testing.T) {
 	place := func(id string, dx float64) {
 		t.Helper()
 		x := float64(at.X)/sim.QuantaPerUnit + dx
-		if err := g.Spawn(id, &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(at.Y) / sim.QuantaPerUnit}); err != nil {
+		if err := g.Spawn(id, &record.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(at.Y) / sim.QuantaPerUnit}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/aoi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -155,7 +155,7 @@ func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, err
 // Spawn adds a character where ArrivalPointOf puts it: its saved position on
 // this map, next to the portal leading back where it came from, or a spawn point. The
 // attributes it carries stay with it untouched.
-func (g *Game) Spawn(characterID string, st *mapcontract.CharacterState) error {
+func (g *Game) Spawn(characterID string, st *record.CharacterState) error {
 	if _, ok := g.slots[characterID]; ok {
 		return fmt.Errorf("character %q is already in the world", characterID)
 	}
@@ -285,13 +285,13 @@ func (g *Game) place() {
 
 // State is a character's position in units (metres) and its attributes, with its
 // current equipment under "equipment" once the game knows it (equip.go).
-func (g *Game) State(characterID string) (mapcontract.CharacterState, bool) {
+func (g *Game) State(characterID string) (record.CharacterState, bool) {
 	slot, ok := g.slots[characterID]
 	if !ok {
-		return mapcontract.CharacterState{}, false
+		return record.CharacterState{}, false
 	}
 	p := g.state.Entities[slot].Pos
-	return mapcontract.CharacterState{
+	return record.CharacterState{
 		CharacterID: characterID, MapID: g.mapID,
 		X: float64(p.X) / sim.QuantaPerUnit, Y: float64(p.Y) / sim.QuantaPerUnit, Attributes: g.withEquipment(characterID, g.attrs[characterID]),
 	}, true

@@ -6,8 +6,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -31,7 +31,7 @@ func mustNewGame(t *testing.T) (*game.Game, *mapgen.World) {
 
 func TestGame_SpawnCarriesStateAndMoves(t *testing.T) {
 	g, _ := mustNewGame(t)
-	st := &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: 500, Y: 600, Attributes: json.RawMessage(`{"gold":7}`)}
+	st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: 500, Y: 600, Attributes: json.RawMessage(`{"gold":7}`)}
 	if err := g.Spawn("c1", st); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestGame_PortalEntered(t *testing.T) {
 	p := w.Portals[0]
 	// Start one unit west of the trigger circle and walk east.
 	x := float64(p.X-p.Radius)/100 - 1
-	if err := g.Spawn("c1", &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(p.Y) / 100}); err != nil {
+	if err := g.Spawn("c1", &record.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(p.Y) / 100}); err != nil {
 		t.Fatal(err)
 	}
 	var inputs []sim.Input
@@ -198,7 +198,7 @@ func TestGame_PerceptionEventReachesViewers(t *testing.T) {
 	at := clearSpot(t, s, 4)
 	npc, id := s.AddNPC(at, 1, 0)
 	player := sim.Vec{X: s.Entities[npc].Pos.X + 4*sim.QuantaPerUnit, Y: s.Entities[npc].Pos.Y}
-	if err := g.Spawn("watcher", &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: float64(player.X) / 16, Y: float64(player.Y) / 16}); err != nil {
+	if err := g.Spawn("watcher", &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(player.X) / 16, Y: float64(player.Y) / 16}); err != nil {
 		t.Fatal(err)
 	}
 	var got []wire.NPCState

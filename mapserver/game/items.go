@@ -8,8 +8,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/itemgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -205,7 +205,7 @@ func deref(cmd itemCommand) any {
 // make durable is returned, with eventID as its id. Epochs names every character the
 // event involves, with epoch for the actor; the loop fills in the others. Anything
 // else is not Begin's (ok false).
-func (g *Game) Begin(characterID string, epoch int64, eventID string, cmd any) (*mapcontract.CriticalEvent, bool, error) {
+func (g *Game) Begin(characterID string, epoch int64, eventID string, cmd any) (*record.CriticalEvent, bool, error) {
 	if _, ok := g.slots[characterID]; !ok {
 		switch cmd.(type) {
 		case Pickup, Drop, Accept, Consume:
@@ -241,7 +241,7 @@ func (g *Game) Begin(characterID string, epoch int64, eventID string, cmd any) (
 	}
 	epochs[characterID] = epoch
 	g.lock(eventID, act)
-	return &mapcontract.CriticalEvent{
+	return &record.CriticalEvent{
 		EventID: eventID, InstanceID: g.items.instance, Kind: string(act.kind), MapTick: ev.MapTick,
 		Payload: payload.Encode(), Epochs: epochs,
 	}, true, nil

@@ -9,8 +9,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
 )
 
@@ -93,7 +93,7 @@ func TestGame_LoadItemsPlacesOnlyWhatLiesHere(t *testing.T) {
 // spawnAt puts a character on the item's spot.
 func spawnAt(t *testing.T, g *game.Game, id string, it items.Item, dxUnits float64) {
 	t.Helper()
-	st := &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: float64(it.Place.X)/100 + dxUnits, Y: float64(it.Place.Y) / 100}
+	st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(it.Place.X)/100 + dxUnits, Y: float64(it.Place.Y) / 100}
 	if err := g.Spawn(id, st); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
@@ -60,7 +60,7 @@ type recoveryState struct {
 	// retry is the first tick an item's recovery may be tried again after a refusal.
 	retry map[string]uint64
 	// queued are the critical events decided by the last pass, for the loop to send.
-	queued []mapcontract.CriticalEvent
+	queued []record.CriticalEvent
 }
 
 // recoveryAction is a recovery in flight and the tick it was decided at.
@@ -133,7 +133,7 @@ func (g *Game) maintain() {
 		if wi := g.items.world[a.ItemID]; wi != nil {
 			g.state.SetItemPending(wi.slot, true) // nobody picks up what is being moved
 		}
-		r.queued = append(r.queued, mapcontract.CriticalEvent{
+		r.queued = append(r.queued, record.CriticalEvent{
 			EventID: ev.ID, InstanceID: ev.InstanceID, Kind: string(ev.Kind), MapTick: ev.MapTick, Payload: ev.Payload.Encode(),
 		})
 	}
@@ -190,7 +190,7 @@ func (g *Game) noteHeld(it items.Item, characterID string, tick int64) {
 
 // Recoveries returns the critical events the recovery pass decided since the last call,
 // for the loop to send; each is answered through Recovered.
-func (g *Game) Recoveries() []mapcontract.CriticalEvent {
+func (g *Game) Recoveries() []record.CriticalEvent {
 	q := g.recovery.queued
 	g.recovery.queued = nil
 	return q

@@ -8,8 +8,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // recoveryFixture is a game of instance forest-1 whose pass runs every 30 ticks over
@@ -38,8 +38,8 @@ func recoveryFixture(t *testing.T) (*game.Game, []items.Place) {
 }
 
 // stepUntil steps g to tick n and returns the recoveries decided on the way.
-func stepUntil(g *game.Game, n uint64) []mapcontract.CriticalEvent {
-	var out []mapcontract.CriticalEvent
+func stepUntil(g *game.Game, n uint64) []record.CriticalEvent {
+	var out []record.CriticalEvent
 	for g.Sim().Tick() < n {
 		g.Step()
 		out = append(out, g.Recoveries()...)
@@ -69,7 +69,7 @@ func TestGame_RecoveryRespawnsAfterCooldown(t *testing.T) {
 		if _, _, ok := g.WorldItem("ember"); ok {
 			t.Fatal("the ember lies in the world before the ack")
 		}
-		if err := g.Spawn("c1", &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: float64(anchors[0].X) / 100, Y: float64(anchors[0].Y) / 100}); err != nil {
+		if err := g.Spawn("c1", &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(anchors[0].X) / 100, Y: float64(anchors[0].Y) / 100}); err != nil {
 			t.Fatal(err)
 		}
 		ev := g.Recovered("recover/forest-1/60/ember", nil)
@@ -130,7 +130,7 @@ func TestGame_RecoveryFollowsPickups(t *testing.T) {
 	crown := items.Item{ID: "crown", TemplateID: "crown", Quantity: 1, Place: anchors[0], State: items.StateActive}
 	g.LoadItems(append(g.ItemSeed(), crown))
 	g.LoadRecovery([]items.Policy{pol}, []items.Item{crown}, 30)
-	if err := g.Spawn("c1", &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: float64(anchors[0].X) / 100, Y: float64(anchors[0].Y) / 100}); err != nil {
+	if err := g.Spawn("c1", &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(anchors[0].X) / 100, Y: float64(anchors[0].Y) / 100}); err != nil {
 		t.Fatal(err)
 	}
 	ev, ok, err := g.Begin("c1", 1, "e1", game.Pickup{ItemID: "crown"})

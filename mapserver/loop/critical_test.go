@@ -7,7 +7,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -25,8 +25,8 @@ type giveCmd struct {
 
 var _ loop.Criticals = (*fakeGame)(nil)
 
-func (g *fakeGame) Begin(id string, epoch int64, eventID string, cmd any) (*mapcontract.CriticalEvent, bool, error) {
-	ev := &mapcontract.CriticalEvent{EventID: eventID, InstanceID: "forest-1", Kind: string(items.KindPickup),
+func (g *fakeGame) Begin(id string, epoch int64, eventID string, cmd any) (*record.CriticalEvent, bool, error) {
+	ev := &record.CriticalEvent{EventID: eventID, InstanceID: "forest-1", Kind: string(items.KindPickup),
 		Payload: []byte(`{}`), Epochs: map[string]int64{id: epoch}}
 	switch c := cmd.(type) {
 	case pickupCmd:
@@ -46,16 +46,16 @@ func (g *fakeGame) Settle(eventID string, answer error) (loop.Event, error) {
 }
 
 // Critical records ev and answers it with the durable ack, or with refuse when set.
-func (f *fakeOrch) Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error {
+func (f *fakeOrch) Critical(ev record.CriticalEvent, done func(record.CriticalAck, error)) error {
 	f.mu.Lock()
 	f.criticals = append(f.criticals, ev)
 	refuse := f.refuse
 	f.mu.Unlock()
 	if refuse != nil {
-		go done(mapcontract.CriticalAck{}, refuse)
+		go done(record.CriticalAck{}, refuse)
 		return nil
 	}
-	go done(mapcontract.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
+	go done(record.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
 	return nil
 }
 

@@ -7,7 +7,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
+	"github.com/mapyard/mapyard/mapserver/outbox"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
@@ -22,7 +23,7 @@ type Game interface {
 	Decode(feature, action string, payload json.RawMessage) (any, error)
 	// Spawn adds a character with the state it carries (nil: a new character, placed
 	// at a spawn point).
-	Spawn(characterID string, st *mapcontract.CharacterState) error
+	Spawn(characterID string, st *record.CharacterState) error
 	// Apply hands a decoded command of a character to the next Step.
 	Apply(characterID string, cmd any) error
 	// Stop clears what a character was doing (its connection is gone).
@@ -39,7 +40,7 @@ type Game interface {
 	// Step advances the simulation one tick and reports what the loop must act on.
 	Step() []Event
 	// State is a character's persistent state now (position, attributes).
-	State(characterID string) (mapcontract.CharacterState, bool)
+	State(characterID string) (record.CharacterState, bool)
 	// Despawn removes a character from the world.
 	Despawn(characterID string)
 	// NewView starts replication to one connection of a character: its area of
@@ -63,7 +64,7 @@ type Criticals interface {
 	// event's Epochs name every character it involves; the loop fills in the epochs of
 	// the others (a trade's other party) and, when one is not here, settles the event
 	// with that refusal instead of sending it.
-	Begin(characterID string, epoch int64, eventID string, cmd any) (ev *mapcontract.CriticalEvent, ok bool, err error)
+	Begin(characterID string, epoch int64, eventID string, cmd any) (ev *record.CriticalEvent, ok bool, err error)
 	// Settle ends the command of event eventID with the orchestrator's answer (nil: the
 	// durable ack). It returns the gameplay event for the players who see the result,
 	// or the refusal to answer the command with.
@@ -134,7 +135,7 @@ type Event struct {
 	Viewers []string
 }
 
-// Link is the map's asynchronous outbox to the orchestrator (orchlink.Link). No method
+// Link is the map's asynchronous outbox to the orchestrator (outbox.Link). No method
 // blocks the tick: each queues work and returns, refusing it (ErrQueueFull) rather than
 // waiting for room.
 type Link interface {
@@ -142,30 +143,30 @@ type Link interface {
 	PushDue() bool
 	// PushCharacter queues the "character:<id>" partition of a character held at lease
 	// epoch; newer pushes of a partition replace older ones still queued.
-	PushCharacter(characterID string, epoch, mapTick int64, st mapcontract.CharacterStatePayload) (int64, error)
+	PushCharacter(characterID string, epoch, mapTick int64, st record.CharacterStatePayload) (int64, error)
 	// Push queues another partition's payload (the instance partition).
 	Push(partition string, mapTick int64, payload json.RawMessage) (int64, error)
 	// RequestTransfer asks for a transfer and calls done once, from the link's
 	// goroutine, with the answer or the refusal (map_quarantined, map_unavailable).
-	RequestTransfer(r mapcontract.TransferRequest, done func(orchlink.TransferOutcome)) error
+	RequestTransfer(r mapcontract.TransferRequest, done func(outbox.TransferOutcome)) error
 	// ReportTransfer reports, as the destination, whether a transferred player was
 	// welcomed, which completes (or aborts) the transfer at the orchestrator.
 	ReportTransfer(r mapcontract.TransferResult) error
 	// Critical queues a critical event and calls done once, from the link's goroutine,
 	// with the durable ack or the error that refused it for good.
-	Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error
+	Critical(ev record.CriticalEvent, done func(record.CriticalAck, error)) error
 }
 
-var _ Link = (*orchlink.Link)(nil)
+var _ Link = (*outbox.Link)(nil)
 
 // Reachability is a Link that knows whether the orchestrator answers now
-// (orchlink.Link). While it is away, the loop refuses commands that need a durable ack
+// (outbox.Link). While it is away, the loop refuses commands that need a durable ack
 // before sending anything (map_unavailable), so nothing changes hands.
 type Reachability interface {
 	Away() bool
 }
 
-var _ Reachability = (*orchlink.Link)(nil)
+var _ Reachability = (*outbox.Link)(nil)
 
 // Redeemer redeems a player's join ticket or transfer token for this map through the
 // orchestrator. It is called on the connection's goroutine, never on the tick. Error
@@ -207,7 +208,7 @@ type Named interface {
 // Recovered; both run on the tick goroutine.
 type Recoveries interface {
 	// Recoveries returns the critical events decided since the last call.
-	Recoveries() []mapcontract.CriticalEvent
+	Recoveries() []record.CriticalEvent
 	// Recovered ends the recovery of event eventID with the orchestrator's answer (nil:
 	// the durable ack) and returns the gameplay event for the players who see the
 	// result (none when Frame is nil).

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/loop"
 )
 
@@ -84,7 +84,7 @@ func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any,
 	return nil, apierr.Errorf(apierr.ENOTIMPLEMENTED, "unknown command %s/%s", feature, action)
 }
 
-func (g *fakeGame) Spawn(id string, st *mapcontract.CharacterState) error {
+func (g *fakeGame) Spawn(id string, st *record.CharacterState) error {
 	g.spawned++
 	c := &fakeChar{x: 100, entity: 100 + g.spawned}
 	if st != nil {
@@ -147,12 +147,12 @@ func (g *fakeGame) Step() []loop.Event {
 	return evs
 }
 
-func (g *fakeGame) State(id string) (mapcontract.CharacterState, bool) {
+func (g *fakeGame) State(id string) (record.CharacterState, bool) {
 	c, ok := g.chars[id]
 	if !ok {
-		return mapcontract.CharacterState{}, false
+		return record.CharacterState{}, false
 	}
-	return mapcontract.CharacterState{CharacterID: id, X: c.x, Y: 5, Attributes: c.attrs}, true
+	return record.CharacterState{CharacterID: id, X: c.x, Y: 5, Attributes: c.attrs}, true
 }
 
 func (g *fakeGame) Despawn(id string) { delete(g.chars, id) }

@@ -8,7 +8,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
+	"github.com/mapyard/mapyard/mapserver/outbox"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
@@ -169,11 +170,11 @@ func (l *Loop) portal(ev Event) {
 	}
 	st.CharacterID, st.MapID, st.InstanceID = p.id, l.world.Config.MapID, l.world.Config.InstanceID
 	req := mapcontract.TransferRequest{
-		TransferID: orchlink.NewTransferID(), CharacterID: p.id, FromInstanceID: l.world.Config.InstanceID,
+		TransferID: outbox.NewTransferID(), CharacterID: p.id, FromInstanceID: l.world.Config.InstanceID,
 		ToMapID: ev.Portal.TargetMapID, Epoch: p.epoch, State: st,
 	}
 	id, tr := p.id, req.TransferID
-	err := l.Link.RequestTransfer(req, func(o orchlink.TransferOutcome) {
+	err := l.Link.RequestTransfer(req, func(o outbox.TransferOutcome) {
 		l.post(message{op: opTransfer, characterID: id, transferID: tr, outcome: o})
 	})
 	if err != nil {
@@ -188,7 +189,7 @@ func (l *Loop) portal(ev Event) {
 // transferred acts on the orchestrator's answer: a granted transfer sends the client
 // its token and removes the character (its state went with the request); a denied one
 // leaves it where it stands and tells the player why.
-func (l *Loop) transferred(characterID, transferID string, o orchlink.TransferOutcome) {
+func (l *Loop) transferred(characterID, transferID string, o outbox.TransferOutcome) {
 	p := l.chars[characterID]
 	if p == nil || p.transfer != transferID {
 		return
@@ -235,7 +236,7 @@ func (l *Loop) deny(p *player, code, msg string) {
 // event goes through the link, and the command is answered when the answer comes back
 // (settle). A refusal, or a link that takes no more events, is answered at once.
 func (l *Loop) critical(cg Criticals, p *player, m message) bool {
-	eventID := orchlink.NewEventID()
+	eventID := outbox.NewEventID()
 	ev, ok, err := cg.Begin(p.id, p.epoch, eventID, m.cmd)
 	if !ok {
 		return false
@@ -249,7 +250,7 @@ func (l *Loop) critical(cg Criticals, p *player, m message) bool {
 			err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the orchestrator cannot be reached now; nothing changed hands, try again")
 		}
 		if err == nil {
-			err = l.Link.Critical(*ev, func(_ mapcontract.CriticalAck, err error) {
+			err = l.Link.Critical(*ev, func(_ record.CriticalAck, err error) {
 				l.post(message{op: opCritical, eventID: eventID, answer: err})
 			})
 			if err != nil {
@@ -271,7 +272,7 @@ func (l *Loop) critical(cg Criticals, p *player, m message) bool {
 // epochs fills in the lease epoch of every character an event involves besides the
 // actor (the other party of a trade): each must be here, and not leaving through a
 // portal, or the event is not sent (conflict).
-func (l *Loop) epochs(ev *mapcontract.CriticalEvent) error {
+func (l *Loop) epochs(ev *record.CriticalEvent) error {
 	for id := range ev.Epochs {
 		q := l.chars[id]
 		if q == nil || q.transfer != "" {
@@ -285,7 +286,7 @@ func (l *Loop) epochs(ev *mapcontract.CriticalEvent) error {
 // guestIn reports whether an item event involves a disposable character (a guest):
 // the orchestrator keeps items for saved characters only and would refuse it, so the
 // map refuses it at once (guest_no_items) and sends nothing.
-func (l *Loop) guestIn(ev *mapcontract.CriticalEvent) bool {
+func (l *Loop) guestIn(ev *record.CriticalEvent) bool {
 	for id := range ev.Epochs {
 		if q := l.chars[id]; q != nil && q.disposable {
 			return true

@@ -18,11 +18,12 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/loop"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/outbox"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator"
 )
 
 // fakeOrch is the Redeemer and the Link: tickets "char-N" (or "char-N#k", another
@@ -31,7 +32,7 @@ import (
 type fakeOrch struct {
 	mu       sync.Mutex
 	used     map[string]bool
-	pushes   []mapcontract.CharacterStatePayload
+	pushes   []record.CharacterStatePayload
 	pushedID []string
 	// instancePushes are the partitions pushed with Push.
 	instancePushes []string
@@ -41,7 +42,7 @@ type fakeOrch struct {
 	hold           chan struct{}
 	pushDue        bool
 	// criticals are the critical events sent; refuse, when set, answers them.
-	criticals []mapcontract.CriticalEvent
+	criticals []record.CriticalEvent
 	refuse    error
 }
 
@@ -59,7 +60,7 @@ func (f *fakeOrch) Redeem(_ context.Context, r mapcontract.RedeemRequest) (*mapc
 	f.used[r.Token] = true
 	if id, ok := strings.CutPrefix(r.Token, "tr-"); ok {
 		return &mapcontract.RedeemResult{Kind: "transfer", CharacterID: id, Epoch: 9, TransferID: r.Token,
-			State: &mapcontract.CharacterState{X: 42, Attributes: json.RawMessage(`{"gold":3}`)}}, nil
+			State: &record.CharacterState{X: 42, Attributes: json.RawMessage(`{"gold":3}`)}}, nil
 	}
 	id, _, _ := strings.Cut(r.Token, "#")
 	return &mapcontract.RedeemResult{Kind: "join", CharacterID: id, Name: "Name of " + id, Epoch: 2, Disposable: strings.HasPrefix(id, "guest-")}, nil
@@ -73,7 +74,7 @@ func (f *fakeOrch) PushDue() bool {
 	return due
 }
 
-func (f *fakeOrch) PushCharacter(id string, epoch, tick int64, st mapcontract.CharacterStatePayload) (int64, error) {
+func (f *fakeOrch) PushCharacter(id string, epoch, tick int64, st record.CharacterStatePayload) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pushes = append(f.pushes, st)
@@ -88,7 +89,7 @@ func (f *fakeOrch) Push(partition string, tick int64, payload json.RawMessage) (
 	return 1, nil
 }
 
-func (f *fakeOrch) RequestTransfer(r mapcontract.TransferRequest, done func(orchlink.TransferOutcome)) error {
+func (f *fakeOrch) RequestTransfer(r mapcontract.TransferRequest, done func(outbox.TransferOutcome)) error {
 	f.mu.Lock()
 	f.requests = append(f.requests, r)
 	deny, hold := f.deny, f.hold
@@ -98,11 +99,11 @@ func (f *fakeOrch) RequestTransfer(r mapcontract.TransferRequest, done func(orch
 			<-hold
 		}
 		if deny != "" {
-			done(orchlink.TransferOutcome{Err: apierr.Errorf(deny, "the destination is resting"), Code: deny})
+			done(outbox.TransferOutcome{Err: apierr.Errorf(deny, "the destination is resting"), Code: deny})
 			return
 		}
-		done(orchlink.TransferOutcome{Answer: &mapcontract.TransferAnswer{
-			TransferID: r.TransferID, Token: "tok", ToInstanceID: "frontier-1", WS: orchestrator.WSPath("frontier-1"), ExpiresAtMs: 99,
+		done(outbox.TransferOutcome{Answer: &mapcontract.TransferAnswer{
+			TransferID: r.TransferID, Token: "tok", ToInstanceID: "frontier-1", WS: public.WSPath("frontier-1"), ExpiresAtMs: 99,
 		}})
 	}()
 	return nil
@@ -553,7 +554,7 @@ func TestPeriodicPush(t *testing.T) {
 	waitFor(t, "a periodic push", func() bool { return len(h.orch.Pushed()) == 1 })
 	h.orch.mu.Lock()
 	defer h.orch.mu.Unlock()
-	if len(h.orch.instancePushes) != 1 || h.orch.instancePushes[0] != orchlink.InstancePartition {
+	if len(h.orch.instancePushes) != 1 || h.orch.instancePushes[0] != outbox.InstancePartition {
 		t.Fatalf("instance pushes %v", h.orch.instancePushes)
 	}
 	if p := h.orch.pushes[0]; p.X != 100 || p.MapID != mapgen.DefaultMapID || p.InstanceID != "forest-1" {

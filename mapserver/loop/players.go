@@ -9,7 +9,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
+	"github.com/mapyard/mapyard/mapserver/outbox"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
@@ -40,7 +41,7 @@ type message struct {
 	admit   *admission
 	// opTransfer
 	characterID, transferID string
-	outcome                 orchlink.TransferOutcome
+	outcome                 outbox.TransferOutcome
 	// opCritical: the event id and the answer (nil: the durable ack)
 	eventID string
 	answer  error
@@ -148,7 +149,7 @@ func (l *Loop) push(p *player) {
 	if !ok {
 		return
 	}
-	payload := mapcontract.CharacterStatePayload{
+	payload := record.CharacterStatePayload{
 		MapID: l.world.Config.MapID, InstanceID: l.world.Config.InstanceID, X: st.X, Y: st.Y, Attributes: st.Attributes,
 	}
 	if _, err := l.Link.PushCharacter(p.id, p.epoch, int64(l.tick.Load()), payload); err != nil {
@@ -170,7 +171,7 @@ func (l *Loop) pushInstance() {
 	if l.game == nil {
 		return
 	}
-	if _, err := l.Link.Push(orchlink.InstancePartition, int64(l.tick.Load()), l.game.InstanceState()); err != nil {
+	if _, err := l.Link.Push(outbox.InstancePartition, int64(l.tick.Load()), l.game.InstanceState()); err != nil {
 		l.Log.Warn("instance state not pushed", "err", err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // recover sends the critical events the game's maintenance pass decided this tick. An
@@ -17,7 +17,7 @@ func (l *Loop) recover() {
 	}
 	for _, ev := range rg.Recoveries() {
 		id := ev.EventID
-		err := l.Link.Critical(ev, func(_ mapcontract.CriticalAck, err error) {
+		err := l.Link.Critical(ev, func(_ record.CriticalAck, err error) {
 			l.post(message{op: opRecovery, eventID: id, answer: err})
 		})
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -216,7 +217,7 @@ func IsDisposable(characterID string) bool { return strings.HasPrefix(characterI
 // EBADREQUEST (bad authKey or name), EFORBIDDEN, ECAPACITY (no room for another guest),
 // ESTATEINCOMPATIBLE (the character's saved state cannot be loaded), EMAPQUARANTINED,
 // EMAPUNAVAILABLE (the default map cannot take players).
-func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (res *orchestrator.JoinResponse, err error) {
+func (s *Service) Join(ctx context.Context, r public.JoinRequest) (res *public.JoinResponse, err error) {
 	defer func(start time.Time) {
 		guest := r.AuthKey == "" // a rejoin counts as what it entered
 		if res != nil {
@@ -228,7 +229,7 @@ func (s *Service) Join(ctx context.Context, r orchestrator.JoinRequest) (res *or
 }
 
 // join is Join without its metrics.
-func (s *Service) join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
+func (s *Service) join(ctx context.Context, r public.JoinRequest) (*public.JoinResponse, error) {
 	if r.Rejoin != "" {
 		return s.rejoin(ctx, r)
 	}
@@ -271,7 +272,7 @@ func (s *Service) join(ctx context.Context, r orchestrator.JoinRequest) (*orches
 
 // ticket mints a join ticket for characterID into inst, with the session's next rejoin
 // credential.
-func (s *Service) ticket(characterID, subject string, inst orchestrator.Instance) (*orchestrator.JoinResponse, error) {
+func (s *Service) ticket(characterID, subject string, inst orchestrator.Instance) (*public.JoinResponse, error) {
 	now := s.Now()
 	c := ticket.Claims{
 		Kind: ticket.KindJoin, ID: ticket.NewID(12), Subject: subject, CharacterID: characterID,
@@ -287,9 +288,9 @@ func (s *Service) ticket(characterID, subject string, inst orchestrator.Instance
 		return nil, fmt.Errorf("join: mint rejoin: %w", err)
 	}
 	s.Log.Info("join ticket issued", "joinId", c.ID, "character", characterID, "instance", inst.ID, "disposable", IsDisposable(characterID))
-	return &orchestrator.JoinResponse{
+	return &public.JoinResponse{
 		Ticket: tok, CharacterID: characterID, Disposable: IsDisposable(characterID),
-		MapID: inst.MapID, InstanceID: inst.ID, WS: orchestrator.WSPath(inst.ID), ExpiresAtMs: c.ExpiresAtMs,
+		MapID: inst.MapID, InstanceID: inst.ID, WS: public.WSPath(inst.ID), ExpiresAtMs: c.ExpiresAtMs,
 		Rejoin: rejoin,
 	}, nil
 }

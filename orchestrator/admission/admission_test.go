@@ -12,6 +12,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
@@ -193,9 +194,9 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func (e *env) join(tb testing.TB, key string) *orchestrator.JoinResponse {
+func (e *env) join(tb testing.TB, key string) *public.JoinResponse {
 	tb.Helper()
-	res, err := e.svc.Join(context.Background(), orchestrator.JoinRequest{AuthKey: key})
+	res, err := e.svc.Join(context.Background(), public.JoinRequest{AuthKey: key})
 	if err != nil {
 		tb.Fatalf("join: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 )
 
 // TestGuestCapacity checks that disposable characters held in memory are bounded: past
@@ -28,7 +28,7 @@ func TestGuestCapacity(t *testing.T) {
 	}
 
 	t.Run("ErrCapacityOnJoin", func(t *testing.T) {
-		_, err := e.svc.Join(ctx, orchestrator.JoinRequest{})
+		_, err := e.svc.Join(ctx, public.JoinRequest{})
 		wantCode(t, err, apierr.ECAPACITY)
 	})
 	t.Run("ErrCapacityOnRedeem", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 )
@@ -39,7 +40,7 @@ func TestJoin(t *testing.T) {
 	})
 	t.Run("ErrBadRequest", func(t *testing.T) {
 		e := newEnv(t)
-		for _, r := range []orchestrator.JoinRequest{
+		for _, r := range []public.JoinRequest{
 			{AuthKey: "short"}, {AuthKey: strings.Repeat("k", 129)}, {AuthKey: authKey + "/"},
 			{Name: strings.Repeat("n", 33)}, {Name: "bad\x00name"},
 		} {
@@ -50,7 +51,7 @@ func TestJoin(t *testing.T) {
 	t.Run("ErrMapQuarantined", func(t *testing.T) {
 		e := newEnv(t)
 		e.maps.set("default-1", orchestrator.StateQuarantined)
-		_, err := e.svc.Join(ctx, orchestrator.JoinRequest{})
+		_, err := e.svc.Join(ctx, public.JoinRequest{})
 		wantCode(t, err, apierr.EMAPQUARANTINED)
 	})
 }
@@ -71,7 +72,7 @@ func TestAuthKeyNeverLeaks(t *testing.T) {
 		State: record.CharacterState{MapID: "default", X: 10, Y: 20, Revision: 1},
 	})
 	errs = append(errs, err)
-	_, err = e.svc.Join(ctx, orchestrator.JoinRequest{AuthKey: authKey + "!"})
+	_, err = e.svc.Join(ctx, public.JoinRequest{AuthKey: authKey + "!"})
 	errs = append(errs, err)
 	if _, err := e.db.Checkpoint(ctx); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -27,7 +27,7 @@ func TestMetrics(t *testing.T) {
 
 	r := enter(t, e, authKey)
 	guest := e.join(t, "")
-	_, err := e.svc.Join(ctx, orchestrator.JoinRequest{AuthKey: "short"})
+	_, err := e.svc.Join(ctx, public.JoinRequest{AuthKey: "short"})
 	wantCode(t, err, apierr.EBADREQUEST)
 	_, err = e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: guest.Ticket})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
@@ -87,7 +88,7 @@ func (m *model) step() string {
 		if m.rng.IntN(4) > 0 {
 			key = m.keys[m.rng.IntN(len(m.keys))]
 		}
-		res, err := m.e.svc.Join(ctx, orchestrator.JoinRequest{AuthKey: key})
+		res, err := m.e.svc.Join(ctx, public.JoinRequest{AuthKey: key})
 		if err != nil {
 			m.expect(err, apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE)
 			return "join refused"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
@@ -43,7 +44,7 @@ func (s *Service) mintRejoin(characterID, subject string, now time.Time) (string
 // cannot take it. Error codes: EBADREQUEST (the credential with other fields),
 // ETICKETINVALID (forged, not a rejoin credential, or the session is over),
 // ETICKETEXPIRED, ETICKETUSED, EMAPQUARANTINED, EMAPUNAVAILABLE.
-func (s *Service) rejoin(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
+func (s *Service) rejoin(ctx context.Context, r public.JoinRequest) (*public.JoinResponse, error) {
 	if r.AuthKey != "" || r.CharacterID != "" || r.Name != "" {
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "a rejoin carries the rejoin credential alone")
 	}

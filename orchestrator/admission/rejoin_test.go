@@ -9,8 +9,8 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/orchestrator"
 )
 
 // push is what a map's state push does for a character it holds: the lease check, then
@@ -30,8 +30,8 @@ func (e *env) push(tb testing.TB, r *mapcontract.RedeemResult, instance string, 
 
 func TestRejoin(t *testing.T) {
 	ctx := context.Background()
-	rejoin := func(e *env, cred string) (*orchestrator.JoinResponse, error) {
-		return e.svc.Join(ctx, orchestrator.JoinRequest{Rejoin: cred})
+	rejoin := func(e *env, cred string) (*public.JoinResponse, error) {
+		return e.svc.Join(ctx, public.JoinRequest{Rejoin: cred})
 	}
 	t.Run("GuestFromItsLastPush", func(t *testing.T) {
 		e := newEnv(t)
@@ -120,7 +120,7 @@ func TestRejoin(t *testing.T) {
 	t.Run("ErrBadRequest", func(t *testing.T) {
 		e := newEnv(t)
 		j := e.join(t, authKey)
-		_, err := e.svc.Join(ctx, orchestrator.JoinRequest{Rejoin: j.Rejoin, AuthKey: authKey})
+		_, err := e.svc.Join(ctx, public.JoinRequest{Rejoin: j.Rejoin, AuthKey: authKey})
 		wantCode(t, err, apierr.EBADREQUEST)
 	})
 	t.Run("NeverLeaksTheKey", func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestRejoin(t *testing.T) {
 }
 
 // r0 redeems join j on the default map.
-func r0(t *testing.T, e *env, j *orchestrator.JoinResponse) *mapcontract.RedeemResult {
+func r0(t *testing.T, e *env, j *public.JoinResponse) *mapcontract.RedeemResult {
 	t.Helper()
 	return e.redeem(t, "default-1", j.Ticket)
 }

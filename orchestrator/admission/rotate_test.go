@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -29,7 +29,7 @@ func TestRootRotation(t *testing.T) {
 	svc.Now = e.clock.Now
 	svc.PreviousKeys = ticket.NewKeyHasher(testutil.Root(t, secret).AuthKeyHashKey())
 
-	after, err := svc.Join(ctx, orchestrator.JoinRequest{AuthKey: authKey})
+	after, err := svc.Join(ctx, public.JoinRequest{AuthKey: authKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestRootRotation(t *testing.T) {
 		}
 	})
 	t.Run("OtherKeysUnaffected", func(t *testing.T) {
-		other, err := svc.Join(ctx, orchestrator.JoinRequest{AuthKey: authKey + "x"})
+		other, err := svc.Join(ctx, public.JoinRequest{AuthKey: authKey + "x"})
 		if err != nil || other.CharacterID == before.CharacterID {
 			t.Fatalf("another key: %+v %v", other, err)
 		}
@@ -56,7 +56,7 @@ func TestRootRotation(t *testing.T) {
 		e2 := newEnv(t)
 		saved := e2.join(t, authKey)
 		fresh := admission.NewService(rotated, e2.db, e2.maps, "default-1", slog.New(slog.DiscardHandler))
-		got, err := fresh.Join(ctx, orchestrator.JoinRequest{AuthKey: authKey})
+		got, err := fresh.Join(ctx, public.JoinRequest{AuthKey: authKey})
 		if err != nil || got.CharacterID == saved.CharacterID {
 			t.Fatalf("join %+v %v: without the previous root the saved character cannot be found", got, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 )
@@ -83,7 +84,7 @@ func TestSessions_InPlay(t *testing.T) {
 func TestCleanup_Counts(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	guest, err := e.svc.Join(ctx, orchestrator.JoinRequest{})
+	guest, err := e.svc.Join(ctx, public.JoinRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

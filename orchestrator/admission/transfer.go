@@ -9,6 +9,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
@@ -169,7 +170,7 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*mapcontract.TransferAnswer
 	}
 	return &mapcontract.TransferAnswer{
 		TransferID: tr.ID, Token: tok, ToInstanceID: tr.ToInstanceID,
-		WS: orchestrator.WSPath(tr.ToInstanceID), ExpiresAtMs: tr.ExpiresAt.UnixMilli(),
+		WS: public.WSPath(tr.ToInstanceID), ExpiresAtMs: tr.ExpiresAt.UnixMilli(),
 	}, nil
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
@@ -129,7 +129,7 @@ func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 	opts.StopGrace = 2 * time.Second
 	opts.OrphanGrace = 300 * time.Millisecond
 	opts.PoolSize = 0
-	sup := supervise.New(h.rt, mapcontrol.NewMapClient(time.Second), root, log, opts)
+	sup := supervise.New(h.rt, mapcontract.NewMapClient(time.Second), root, log, opts)
 	sup.OnTransition = func(id string, from, to orchestrator.InstanceState, reason string) {
 		h.mu.Lock()
 		h.transitions = append(h.transitions, transition{time.Now(), id, from, to, reason})

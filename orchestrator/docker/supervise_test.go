@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
@@ -217,8 +217,8 @@ func TestSupervisor_WarmPool(t *testing.T) {
 			t.Fatalf("pool container environment names an instance: %s", kv)
 		}
 	}
-	if !slices.Contains(info.Config.Env, mapcontrol.EnvPoolID+"="+poolID) {
-		t.Fatalf("pool container environment lacks %s=%s", mapcontrol.EnvPoolID, poolID)
+	if !slices.Contains(info.Config.Env, mapcontract.EnvPoolID+"="+poolID) {
+		t.Fatalf("pool container environment lacks %s=%s", mapcontract.EnvPoolID, poolID)
 	}
 	h.waitFor("pool refilled", 30*time.Second, func() bool { return h.sup.Pool().Ready == 1 })
 	// The map took on the instance: it re-registers under it and keeps heartbeating,

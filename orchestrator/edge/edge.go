@@ -32,9 +32,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
@@ -49,14 +50,14 @@ func StaticFiles() fs.FS {
 	return sub
 }
 
-// Edge timing. Watch answers come at least every edgeapi.DefaultRouteWait; retries
+// Edge timing. Watch answers come at least every routetable.DefaultRouteWait; retries
 // after a failed watch are fast because the orchestrator is on loopback and players
 // wait for it.
 const (
 	watchRetry     = 250 * time.Millisecond
 	refreshTimeout = time.Second
 	joinTimeout    = 60 * time.Second // a join may wait for a lazily started map
-	maxJoinBody    = edgeapi.MaxPlayerBody
+	maxJoinBody    = public.MaxPlayerBody
 )
 
 // How the edge reaches maps (EDGE_MAP_DIAL). A map container publishes its game port on
@@ -163,16 +164,16 @@ func (e *Edge) Open() (err error) {
 	e.public = httpkit.NewEcho(e.Log)
 	e.public.GET("/healthz", e.handleHealthz)
 	e.public.GET("/readyz", e.handleReadyz)
-	e.public.POST(edgeapi.PathJoin, e.handleJoin, e.JoinLimit.Echo(e.Clients))
+	e.public.POST(public.PathJoin, e.handleJoin, e.JoinLimit.Echo(e.Clients))
 	api := e.APILimit.Echo(e.Clients)
-	e.public.GET(edgeapi.PathCharacters, e.handleCharacters, api)
-	e.public.POST(edgeapi.PathCharacters, e.handleCharacters, api)
-	e.public.POST(edgeapi.PathCharacters+"/:id/select", e.handleCharacters, api)
-	e.public.DELETE(edgeapi.PathCharacters+"/:id", e.handleCharacters, api)
+	e.public.GET(public.PathCharacters, e.handleCharacters, api)
+	e.public.POST(public.PathCharacters, e.handleCharacters, api)
+	e.public.POST(public.PathCharacters+"/:id/select", e.handleCharacters, api)
+	e.public.DELETE(public.PathCharacters+"/:id", e.handleCharacters, api)
 	// The page's catch-all would answer other methods of the join with not_found.
-	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, edgeapi.PathJoin,
+	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, public.PathJoin,
 		func(echo.Context) error { return echo.ErrMethodNotAllowed })
-	e.public.GET(orchestrator.WSPath(":id"), e.handleMapWS, e.WSLimit.Echo(e.Clients))
+	e.public.GET(public.WSPath(":id"), e.handleMapWS, e.WSLimit.Echo(e.Clients))
 	e.public.GET("/", e.handleIndex)
 	e.public.GET("/index.html", e.handleIndex)
 	e.public.GET(StaticPrefix+":version/*", e.handleAsset)
@@ -250,7 +251,7 @@ func (e *Edge) credential() (string, error) {
 }
 
 // client returns a control client with the secret, or nil while there is none.
-func (e *Edge) client() *edgeapi.Client {
+func (e *Edge) client() *routetable.Client {
 	if e.source != nil {
 		return nil
 	}
@@ -259,7 +260,7 @@ func (e *Edge) client() *edgeapi.Client {
 		return nil
 	}
 	// No client timeout: the watch is a long poll bounded by its context.
-	return &edgeapi.Client{BaseURL: e.OrchURL, Secret: s, HTTP: &http.Client{Transport: e.join.Transport}}
+	return &routetable.Client{BaseURL: e.OrchURL, Secret: s, HTTP: &http.Client{Transport: e.join.Transport}}
 }
 
 // SetSource makes the edge watch src instead of the orchestrator at OrchURL; tests use
@@ -287,9 +288,9 @@ func (e *Edge) watch(ctx context.Context) {
 			err = errors.New("no secret yet")
 		} else {
 			after, _ := e.Routes.versionAndTime()
-			var t edgeapi.RouteTable
-			wctx, cancel := context.WithTimeout(ctx, edgeapi.DefaultRouteWait+10*time.Second)
-			t, err = src.WatchRoutes(wctx, after, edgeapi.DefaultRouteWait)
+			var t routetable.RouteTable
+			wctx, cancel := context.WithTimeout(ctx, routetable.DefaultRouteWait+10*time.Second)
+			t, err = src.WatchRoutes(wctx, after, routetable.DefaultRouteWait)
 			cancel()
 			if err == nil {
 				e.Routes.set(t, time.Now())

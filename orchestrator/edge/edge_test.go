@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 )
 
@@ -33,14 +33,14 @@ const secret = "edge-test-secret-0123456789"
 type fakeOrch struct {
 	*httptest.Server
 	mu      sync.Mutex
-	table   edgeapi.RouteTable
+	table   routetable.RouteTable
 	down    bool
 	changed chan struct{}
 	joins   []*http.Request
 }
 
-func newFakeOrch(tb testing.TB, routes ...edgeapi.Route) *fakeOrch {
-	f := &fakeOrch{table: edgeapi.RouteTable{Version: "v1", Ready: true, Routes: routes}, changed: make(chan struct{})}
+func newFakeOrch(tb testing.TB, routes ...routetable.Route) *fakeOrch {
+	f := &fakeOrch{table: routetable.RouteTable{Version: "v1", Ready: true, Routes: routes}, changed: make(chan struct{})}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	tb.Cleanup(f.Close)
 	return f
@@ -63,7 +63,7 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch r.URL.Path {
-	case edgeapi.PathRoutes:
+	case routetable.PathRoutes:
 		if r.URL.Query().Get("after") == table.Version {
 			select {
 			case <-changed:
@@ -75,14 +75,14 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 			f.mu.Unlock()
 		}
 		_ = json.NewEncoder(w).Encode(table)
-	case edgeapi.PathJoin:
+	case public.PathJoin:
 		f.mu.Lock()
 		f.joins = append(f.joins, r)
 		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ticket":"t","instanceId":"forest-1","ws":"/maps/forest-1/ws"}`)
 	default:
-		if !strings.HasPrefix(r.URL.Path, edgeapi.PathCharacters) {
+		if !strings.HasPrefix(r.URL.Path, public.PathCharacters) {
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}
@@ -111,10 +111,10 @@ func (f *fakeOrch) setDown(down bool) {
 	f.changed = make(chan struct{})
 }
 
-func (f *fakeOrch) setRoutes(version string, routes ...edgeapi.Route) {
+func (f *fakeOrch) setRoutes(version string, routes ...routetable.Route) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.table = edgeapi.RouteTable{Version: version, Ready: true, Routes: routes}
+	f.table = routetable.RouteTable{Version: version, Ready: true, Routes: routes}
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
@@ -196,12 +196,12 @@ func namedBackend(tb testing.TB, name string) *httptest.Server {
 	return ts
 }
 
-func ready(id string, port int) edgeapi.Route {
-	return edgeapi.Route{InstanceID: id, State: "ready", GamePort: port}
+func ready(id string, port int) routetable.Route {
+	return routetable.Route{InstanceID: id, State: "ready", GamePort: port}
 }
 
 func wsURL(e *edge.Edge, id string) string {
-	return "ws" + strings.TrimPrefix(e.PublicURL(), "http") + orchestrator.WSPath(id)
+	return "ws" + strings.TrimPrefix(e.PublicURL(), "http") + public.WSPath(id)
 }
 
 // dialEcho connects through the edge and reads the backend's report.
@@ -328,8 +328,8 @@ func TestEdge_Refusals(t *testing.T) {
 	}))
 	t.Cleanup(enveloped.Close)
 	e := MustOpenEdge(t, newFakeOrch(t,
-		edgeapi.Route{InstanceID: "quarantined-1", State: "quarantined", GamePort: 1, Code: apierr.EMAPQUARANTINED, Message: "map instance \"quarantined-1\" is quarantined"},
-		edgeapi.Route{InstanceID: "starting-1", State: "starting", Code: apierr.EMAPUNAVAILABLE, Message: "map instance \"starting-1\" is starting"},
+		routetable.Route{InstanceID: "quarantined-1", State: "quarantined", GamePort: 1, Code: apierr.EMAPQUARANTINED, Message: "map instance \"quarantined-1\" is quarantined"},
+		routetable.Route{InstanceID: "starting-1", State: "starting", Code: apierr.EMAPUNAVAILABLE, Message: "map instance \"starting-1\" is starting"},
 		ready("gone-1", deadPort),
 		ready("strict-1", portOf(t, strict)),
 		ready("enveloped-1", portOf(t, enveloped)),
@@ -381,8 +381,8 @@ func TestEdge_Errors(t *testing.T) {
 		return resp
 	}
 	t.Run("ErrMethodNotAllowed", func(t *testing.T) {
-		errorOf(t, do(http.MethodPost, orchestrator.WSPath("forest-1"), "", ""), 405, apierr.EMETHODNOTALLOWED)
-		errorOf(t, do(http.MethodGet, edgeapi.PathJoin, "", ""), 405, apierr.EMETHODNOTALLOWED)
+		errorOf(t, do(http.MethodPost, public.WSPath("forest-1"), "", ""), 405, apierr.EMETHODNOTALLOWED)
+		errorOf(t, do(http.MethodGet, public.PathJoin, "", ""), 405, apierr.EMETHODNOTALLOWED)
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		errorOf(t, do(http.MethodGet, "/nope.js", "", ""), 404, apierr.ENOTFOUND)
@@ -390,18 +390,18 @@ func TestEdge_Errors(t *testing.T) {
 	t.Run("ErrBadRequestNotAnUpgrade", func(t *testing.T) {
 		orch.setRoutes("v2", ready("forest-1", 1))
 		waitFor(t, "the new table", func() bool { _, ok := e.Routes.Lookup("forest-1"); return ok })
-		errorOf(t, do(http.MethodGet, orchestrator.WSPath("forest-1"), "", ""), 400, apierr.EBADREQUEST)
+		errorOf(t, do(http.MethodGet, public.WSPath("forest-1"), "", ""), 400, apierr.EBADREQUEST)
 	})
 	t.Run("ErrUnsupportedMediaType", func(t *testing.T) {
-		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "application/x-www-form-urlencoded", "name=ada"), 415, apierr.EUNSUPPORTEDMEDIA)
-		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "text/plain", "{}"), 415, apierr.EUNSUPPORTEDMEDIA)
+		errorOf(t, do(http.MethodPost, public.PathJoin, "application/x-www-form-urlencoded", "name=ada"), 415, apierr.EUNSUPPORTEDMEDIA)
+		errorOf(t, do(http.MethodPost, public.PathJoin, "text/plain", "{}"), 415, apierr.EUNSUPPORTEDMEDIA)
 	})
 	t.Run("ErrTooLarge", func(t *testing.T) {
-		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "application/json", `{"name":"`+strings.Repeat("a", edgeapi.MaxPlayerBody)+`"}`), 413, apierr.ETOOLARGE)
+		errorOf(t, do(http.MethodPost, public.PathJoin, "application/json", `{"name":"`+strings.Repeat("a", public.MaxPlayerBody)+`"}`), 413, apierr.ETOOLARGE)
 	})
 	t.Run("JoinForwardedWithSecret", func(t *testing.T) {
 		for _, ct := range []string{"", "application/json; charset=utf-8"} {
-			resp := do(http.MethodPost, edgeapi.PathJoin, ct, "")
+			resp := do(http.MethodPost, public.PathJoin, ct, "")
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 || !strings.Contains(string(body), `"ws":"/maps/forest-1/ws"`) {
@@ -439,7 +439,7 @@ func TestEdge_OrchestratorAway(t *testing.T) {
 	c2, _ := dialEcho(t, wsURL(e, "forest-1"), nil)
 	echoOnce(t, c2, "new player on a known map")
 	start := time.Now()
-	resp, err := http.Post(e.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(`{}`))
+	resp, err := http.Post(e.PublicURL()+public.PathJoin, "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +455,7 @@ func TestEdge_OrchestratorAway(t *testing.T) {
 
 	orch.setDown(false)
 	waitFor(t, "the edge to see the orchestrator back", func() bool { online, _ := e.Routes.Status(); return online })
-	resp, err = http.Post(e.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(`{}`))
+	resp, err = http.Post(e.PublicURL()+public.PathJoin, "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func TestEdge_RefreshOnMiss(t *testing.T) {
 	// The table changes without waking the edge's watch (same version), as a change
 	// between two polls would look.
 	orch.mu.Lock()
-	orch.table.Routes = []edgeapi.Route{ready("late-1", portOf(t, backend))}
+	orch.table.Routes = []routetable.Route{ready("late-1", portOf(t, backend))}
 	orch.table.Version = "v-late"
 	orch.mu.Unlock()
 	dialEcho(t, wsURL(e, "late-1"), nil)
@@ -624,19 +624,19 @@ func TestEdge_CharacterAPIForwarded(t *testing.T) {
 	}
 	const auth = "Bearer Zq3v9LrT0pXw2YbN5cHs8KdA"
 	for _, c := range []struct{ method, path, body string }{
-		{http.MethodGet, edgeapi.PathCharacters, ""},
-		{http.MethodPost, edgeapi.PathCharacters, `{"name":"Ada"}`},
-		{http.MethodPost, edgeapi.PathCharacters + "/c1/select", ""},
+		{http.MethodGet, public.PathCharacters, ""},
+		{http.MethodPost, public.PathCharacters, `{"name":"Ada"}`},
+		{http.MethodPost, public.PathCharacters + "/c1/select", ""},
 	} {
 		resp, body := call(c.method, c.path, auth, c.body)
 		if want := fmt.Sprintf(`{"method":%q,"path":%q}`, c.method, c.path); resp.StatusCode != 200 || body != want {
 			t.Fatalf("%s %s through the edge: %d %s, want %s", c.method, c.path, resp.StatusCode, body, want)
 		}
 	}
-	if resp, body := call(http.MethodDelete, edgeapi.PathCharacters+"/c1", auth, ""); resp.StatusCode != http.StatusNoContent || body != "" {
+	if resp, body := call(http.MethodDelete, public.PathCharacters+"/c1", auth, ""); resp.StatusCode != http.StatusNoContent || body != "" {
 		t.Fatalf("DELETE through the edge: %d %q", resp.StatusCode, body)
 	}
-	resp, err := http.Get(e.PublicURL() + edgeapi.PathCharacters)
+	resp, err := http.Get(e.PublicURL() + public.PathCharacters)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 )
 
@@ -33,7 +33,7 @@ func TestEdge_RateLimits(t *testing.T) {
 	})
 	join := func(ip string) *http.Response {
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: from(ip).DialContext}}
-		resp, err := hc.Post(e.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(`{}`))
+		resp, err := hc.Post(e.PublicURL()+public.PathJoin, "application/json", strings.NewReader(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}

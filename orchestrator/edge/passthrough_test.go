@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/edge"
@@ -34,11 +34,11 @@ type publicCall struct {
 
 // publicCalls is every public route the edge forwards, each called the way a page does.
 var publicCalls = []publicCall{
-	{"Join", http.MethodPost, edgeapi.PathJoin, `{}`, false},
-	{"ListCharacters", http.MethodGet, edgeapi.PathCharacters, "", true},
-	{"CreateCharacter", http.MethodPost, edgeapi.PathCharacters, `{"name":"Ada"}`, true},
-	{"SelectCharacter", http.MethodPost, edgeapi.PathCharacters + "/c1/select", "", true},
-	{"DeleteCharacter", http.MethodDelete, edgeapi.PathCharacters + "/c1", "", true},
+	{"Join", http.MethodPost, public.PathJoin, `{}`, false},
+	{"ListCharacters", http.MethodGet, public.PathCharacters, "", true},
+	{"CreateCharacter", http.MethodPost, public.PathCharacters, `{"name":"Ada"}`, true},
+	{"SelectCharacter", http.MethodPost, public.PathCharacters + "/c1/select", "", true},
+	{"DeleteCharacter", http.MethodDelete, public.PathCharacters + "/c1", "", true},
 }
 
 const testAuthKey = "Zq3v9LrT0pXw2YbN5cHs8KdA"
@@ -141,7 +141,7 @@ func (f *refusing) refusal() error {
 	defer f.mu.Unlock()
 	return f.err
 }
-func (f *refusing) Join(context.Context, orchestrator.JoinRequest) (*orchestrator.JoinResponse, error) {
+func (f *refusing) Join(context.Context, public.JoinRequest) (*public.JoinResponse, error) {
 	return nil, f.refusal()
 }
 func (f *refusing) Characters(context.Context, string) ([]orchestrator.CharacterSummary, error) {
@@ -224,22 +224,22 @@ func TestEdge_RefusedRejoinPassesThrough(t *testing.T) {
 	s := openOrchestrator(t, root, adm, db)
 	e := MustOpenEdge(t, s.ControlURL(), func(c *edge.Config) { c.Credential = root.EdgeCredential() })
 
-	join := func(body any) orchestrator.JoinResponse {
+	join := func(body any) public.JoinResponse {
 		t.Helper()
 		raw, _ := json.Marshal(body)
-		a := call(t, s.PublicURL(), http.MethodPost, edgeapi.PathJoin, string(raw), "")
-		var j orchestrator.JoinResponse
+		a := call(t, s.PublicURL(), http.MethodPost, public.PathJoin, string(raw), "")
+		var j public.JoinResponse
 		if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &j) != nil || j.Rejoin == "" {
 			t.Fatalf("join %s: %d %s", raw, a.status, a.body)
 		}
 		return j
 	}
-	keyed := join(orchestrator.JoinRequest{AuthKey: testAuthKey})
-	used := join(orchestrator.JoinRequest{Rejoin: keyed.Rejoin}) // uses keyed.Rejoin up
-	guest := join(struct{}{}).Rejoin                             // never entered a map: its session is over
+	keyed := join(public.JoinRequest{AuthKey: testAuthKey})
+	used := join(public.JoinRequest{Rejoin: keyed.Rejoin}) // uses keyed.Rejoin up
+	guest := join(struct{}{}).Rejoin                       // never entered a map: its session is over
 	tampered := tamper(used.Rejoin)
 	rejoin := func(cred string) string {
-		b, _ := json.Marshal(orchestrator.JoinRequest{Rejoin: cred})
+		b, _ := json.Marshal(public.JoinRequest{Rejoin: cred})
 		return string(b)
 	}
 
@@ -247,18 +247,18 @@ func TestEdge_RefusedRejoinPassesThrough(t *testing.T) {
 		name, method, path, body, auth, code string
 		skew                                 time.Duration
 	}{
-		{"ErrTicketInvalidGarbage", http.MethodPost, edgeapi.PathJoin, rejoin("garbage"), "", apierr.ETICKETINVALID, 0},
-		{"ErrTicketInvalidTampered", http.MethodPost, edgeapi.PathJoin, rejoin(tampered), "", apierr.ETICKETINVALID, 0},
-		{"ErrTicketInvalidGuestSessionOver", http.MethodPost, edgeapi.PathJoin, rejoin(guest), "", apierr.ETICKETINVALID, 0},
-		{"ErrTicketInvalidNotARejoinCredential", http.MethodPost, edgeapi.PathJoin, rejoin(used.Ticket), "", apierr.ETICKETINVALID, 0},
-		{"ErrTicketUsed", http.MethodPost, edgeapi.PathJoin, rejoin(keyed.Rejoin), "", apierr.ETICKETUSED, 0},
-		{"ErrTicketExpired", http.MethodPost, edgeapi.PathJoin, rejoin(used.Rejoin), "", apierr.ETICKETEXPIRED, admission.DefaultRejoinTTL + time.Hour},
-		{"ErrBadRequestRejoinWithKey", http.MethodPost, edgeapi.PathJoin, `{"rejoin":"x","authKey":"` + testAuthKey + `"}`, "", apierr.EBADREQUEST, 0},
-		{"ErrBadRequestKey", http.MethodPost, edgeapi.PathJoin, `{"authKey":"short"}`, "", apierr.EBADREQUEST, 0},
-		{"ErrForbiddenCharacter", http.MethodPost, edgeapi.PathJoin, `{"authKey":"` + testAuthKey + `","characterId":"someone-else"}`, "", apierr.EFORBIDDEN, 0},
-		{"ErrUnauthorizedNoKey", http.MethodGet, edgeapi.PathCharacters, "", "", apierr.EUNAUTHORIZED, 0},
-		{"ErrNotFoundCharacter", http.MethodPost, edgeapi.PathCharacters + "/someone-else/select", "", "Bearer " + testAuthKey, apierr.ENOTFOUND, 0},
-		{"ErrBadRequestName", http.MethodPost, edgeapi.PathCharacters, `{"name":"<b>"}`, "Bearer " + testAuthKey, apierr.EBADREQUEST, 0},
+		{"ErrTicketInvalidGarbage", http.MethodPost, public.PathJoin, rejoin("garbage"), "", apierr.ETICKETINVALID, 0},
+		{"ErrTicketInvalidTampered", http.MethodPost, public.PathJoin, rejoin(tampered), "", apierr.ETICKETINVALID, 0},
+		{"ErrTicketInvalidGuestSessionOver", http.MethodPost, public.PathJoin, rejoin(guest), "", apierr.ETICKETINVALID, 0},
+		{"ErrTicketInvalidNotARejoinCredential", http.MethodPost, public.PathJoin, rejoin(used.Ticket), "", apierr.ETICKETINVALID, 0},
+		{"ErrTicketUsed", http.MethodPost, public.PathJoin, rejoin(keyed.Rejoin), "", apierr.ETICKETUSED, 0},
+		{"ErrTicketExpired", http.MethodPost, public.PathJoin, rejoin(used.Rejoin), "", apierr.ETICKETEXPIRED, admission.DefaultRejoinTTL + time.Hour},
+		{"ErrBadRequestRejoinWithKey", http.MethodPost, public.PathJoin, `{"rejoin":"x","authKey":"` + testAuthKey + `"}`, "", apierr.EBADREQUEST, 0},
+		{"ErrBadRequestKey", http.MethodPost, public.PathJoin, `{"authKey":"short"}`, "", apierr.EBADREQUEST, 0},
+		{"ErrForbiddenCharacter", http.MethodPost, public.PathJoin, `{"authKey":"` + testAuthKey + `","characterId":"someone-else"}`, "", apierr.EFORBIDDEN, 0},
+		{"ErrUnauthorizedNoKey", http.MethodGet, public.PathCharacters, "", "", apierr.EUNAUTHORIZED, 0},
+		{"ErrNotFoundCharacter", http.MethodPost, public.PathCharacters + "/someone-else/select", "", "Bearer " + testAuthKey, apierr.ENOTFOUND, 0},
+		{"ErrBadRequestName", http.MethodPost, public.PathCharacters, `{"name":"<b>"}`, "Bearer " + testAuthKey, apierr.EBADREQUEST, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			skew.Store(int64(tc.skew))
@@ -335,7 +335,7 @@ func TestEdge_CredentialRefused(t *testing.T) {
 			t.Cleanup(func() { e.Close(context.Background()) })
 			waitFor(t, "the refusal logged as an error", func() bool {
 				if !tc.watch {
-					a := call(t, e.PublicURL(), http.MethodPost, edgeapi.PathJoin, `{}`, "")
+					a := call(t, e.PublicURL(), http.MethodPost, public.PathJoin, `{}`, "")
 					if a.status != http.StatusServiceUnavailable || codeOf(a.body) != apierr.EUNAVAILABLE {
 						t.Fatalf("join with the edge's credential refused: %+v, want 503 unavailable", a)
 					}
@@ -348,7 +348,7 @@ func TestEdge_CredentialRefused(t *testing.T) {
 				return false
 			})
 			if tc.watch {
-				a := call(t, e.PublicURL(), http.MethodPost, edgeapi.PathJoin, `{}`, "")
+				a := call(t, e.PublicURL(), http.MethodPost, public.PathJoin, `{}`, "")
 				if a.status != http.StatusServiceUnavailable || codeOf(a.body) != apierr.EUNAVAILABLE {
 					t.Fatalf("join while the watch is refused: %+v, want 503 unavailable", a)
 				}

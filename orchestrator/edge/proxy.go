@@ -19,7 +19,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 )
 
 // Proxy defaults; see the fields of Proxy.
@@ -246,7 +246,7 @@ func (p *Proxy) handshake(r *http.Request, instanceID, addr string) (net.Conn, *
 func upgradeRequest(r *http.Request) *http.Request {
 	out := &http.Request{
 		Method:     http.MethodGet,
-		URL:        &url.URL{Path: mapcontrol.GamePath, RawQuery: r.URL.RawQuery},
+		URL:        &url.URL{Path: mapcontract.GamePath, RawQuery: r.URL.RawQuery},
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1, ProtoMinor: 1,
 		Header: r.Header.Clone(),

@@ -5,23 +5,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
 )
 
 // RouteSource is where the edge learns the route table: the orchestrator's control
 // client in production, a fake in tests.
 type RouteSource interface {
-	WatchRoutes(ctx context.Context, after string, wait time.Duration) (edgeapi.RouteTable, error)
+	WatchRoutes(ctx context.Context, after string, wait time.Duration) (routetable.RouteTable, error)
 }
 
-var _ RouteSource = (*edgeapi.Client)(nil)
+var _ RouteSource = (*routetable.Client)(nil)
 
 // Routes is the edge's copy of the route table. It is replaced whole on every answer of
 // the orchestrator's watch and kept as it is while the orchestrator is away, so that
 // players reach running maps however long the orchestrator is gone.
 type Routes struct {
 	mu      sync.RWMutex
-	byID    map[string]edgeapi.Route
+	byID    map[string]routetable.Route
 	version string
 	ready   bool
 	online  bool
@@ -32,15 +32,15 @@ type Routes struct {
 // NewStaticRoutes returns a fixed table of ready instances on loopback ports: for
 // benchmarks of the proxy against a server that is not a mapyard map.
 func NewStaticRoutes(ports map[string]int) *Routes {
-	r := &Routes{byID: map[string]edgeapi.Route{}, static: true, ready: true, online: true}
+	r := &Routes{byID: map[string]routetable.Route{}, static: true, ready: true, online: true}
 	for id, port := range ports {
-		r.byID[id] = edgeapi.Route{InstanceID: id, State: "ready", GamePort: port}
+		r.byID[id] = routetable.Route{InstanceID: id, State: "ready", GamePort: port}
 	}
 	return r
 }
 
 // Lookup returns the route of an instance.
-func (r *Routes) Lookup(id string) (edgeapi.Route, bool) {
+func (r *Routes) Lookup(id string) (routetable.Route, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	rt, ok := r.byID[id]
@@ -62,8 +62,8 @@ func (r *Routes) Len() int {
 	return len(r.byID)
 }
 
-func (r *Routes) set(t edgeapi.RouteTable, at time.Time) {
-	byID := make(map[string]edgeapi.Route, len(t.Routes))
+func (r *Routes) set(t routetable.RouteTable, at time.Time) {
+	byID := make(map[string]routetable.Route, len(t.Routes))
 	for _, rt := range t.Routes {
 		byID[rt.InstanceID] = rt
 	}

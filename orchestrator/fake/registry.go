@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -29,7 +29,7 @@ type Registry struct {
 	MapHost string
 	// DefaultInstanceID is the instance whose registration makes /readyz answer 200.
 	DefaultInstanceID string
-	RPC               *mapcontrol.MapClient
+	RPC               *mapcontract.MapClient
 	// Root mints the credentials of maps started by hand: each of generation
 	// DevGeneration (see DevCredentials).
 	Root *keys.Root
@@ -63,7 +63,7 @@ func DevCredentials(root *keys.Root, instanceID string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{mapcontrol.EnvCredential + "=" + mc, mapcontrol.EnvOrchCredential + "=" + oc}, nil
+	return []string{mapcontract.EnvCredential + "=" + mc, mapcontract.EnvOrchCredential + "=" + oc}, nil
 }
 
 // NewRegistry returns a Registry that reaches maps on 127.0.0.1 with credentials
@@ -71,7 +71,7 @@ func DevCredentials(root *keys.Root, instanceID string) ([]string, error) {
 func NewRegistry(root *keys.Root, defaultInstanceID string, log *slog.Logger) *Registry {
 	return &Registry{
 		MapHost: "127.0.0.1", DefaultInstanceID: defaultInstanceID, Root: root,
-		RPC: mapcontrol.NewMapClient(2 * time.Second), Log: log, Now: time.Now,
+		RPC: mapcontract.NewMapClient(2 * time.Second), Log: log, Now: time.Now,
 		instances: make(map[string]*orchestrator.Instance),
 	}
 }
@@ -96,7 +96,7 @@ func (r *Registry) MapReady(ctx context.Context, m orchestrator.MapRegistration)
 	if err != nil {
 		return apierr.Errorf(apierr.EBADREQUEST, "map-ready %q: no MapConfig for it (ORCH_FAKE_MAP_CONFIG) and %v", m.InstanceID, err)
 	}
-	if err := r.RPC.StartInstance(ctx, url, cred, mapcontrol.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID, Config: config}); err != nil {
+	if err := r.RPC.StartInstance(ctx, url, cred, mapcontract.StartInstance{InstanceID: m.InstanceID, MapID: m.MapID, Config: config}); err != nil {
 		return fmt.Errorf("map-ready %q: start-instance: %w", m.InstanceID, err)
 	}
 	r.mu.Lock()

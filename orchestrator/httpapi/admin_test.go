@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -57,13 +58,13 @@ func TestAdminCreateCompletesPartialConfig(t *testing.T) {
 func TestEdgeCredentialOpensEdgeRoutesOnly(t *testing.T) {
 	s, _ := MustOpenServer(t)
 	edgeCred := testutil.Root(t, secret).EdgeCredential()
-	testutil.GetJSON(t, s.ControlURL()+edgeapi.PathRoutes, edgeCred, http.StatusOK, nil)
-	testutil.PostJSON(t, s.ControlURL()+edgeapi.PathJoin, edgeCred, `{}`, http.StatusOK, nil)
+	testutil.GetJSON(t, s.ControlURL()+routetable.PathRoutes, edgeCred, http.StatusOK, nil)
+	testutil.PostJSON(t, s.ControlURL()+public.PathJoin, edgeCred, `{}`, http.StatusOK, nil)
 	testutil.GetJSON(t, s.ControlURL()+httpapi.PathAdminMaps, edgeCred, http.StatusUnauthorized, nil)
 	testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, edgeCred, `{"instanceId":"x-1","mapId":"frontier"}`, http.StatusUnauthorized, nil)
-	testutil.GetJSON(t, s.ControlURL()+edgeapi.PathRoutes, as(t, "default-1"), http.StatusUnauthorized, nil)
-	testutil.PostJSON(t, s.ControlURL()+edgeapi.PathJoin, as(t, "default-1"), `{}`, http.StatusUnauthorized, nil)
-	testutil.GetJSON(t, s.ControlURL()+edgeapi.PathRoutes, secret, http.StatusOK, nil)
+	testutil.GetJSON(t, s.ControlURL()+routetable.PathRoutes, as(t, "default-1"), http.StatusUnauthorized, nil)
+	testutil.PostJSON(t, s.ControlURL()+public.PathJoin, as(t, "default-1"), `{}`, http.StatusUnauthorized, nil)
+	testutil.GetJSON(t, s.ControlURL()+routetable.PathRoutes, secret, http.StatusOK, nil)
 }
 
 // TestAdminCreateNamesItsImage: an admin create names its map's image in the request

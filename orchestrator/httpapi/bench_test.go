@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -75,7 +75,7 @@ func BenchmarkCharacters(b *testing.B) {
 		keys[i] = testutil.NewAuthKey(b)
 		api.Create(b, keys[i], "First")
 		second := api.Create(b, keys[i], "Second")
-		api.Do(b, http.MethodPost, edgeapi.PathCharacters+"/"+second.CharacterID+"/select", keys[i], nil, http.StatusOK, nil)
+		api.Do(b, http.MethodPost, public.PathCharacters+"/"+second.CharacterID+"/select", keys[i], nil, http.StatusOK, nil)
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * benchIdentities}}
 	for _, bc := range []struct {
@@ -83,12 +83,12 @@ func BenchmarkCharacters(b *testing.B) {
 		req  func(key string) *http.Request
 	}{
 		{"List", func(key string) *http.Request {
-			r, _ := http.NewRequest(http.MethodGet, s.PublicURL()+edgeapi.PathCharacters, nil)
+			r, _ := http.NewRequest(http.MethodGet, s.PublicURL()+public.PathCharacters, nil)
 			r.Header.Set("Authorization", "Bearer "+key)
 			return r
 		}},
 		{"JoinSelected", func(key string) *http.Request {
-			r, _ := http.NewRequest(http.MethodPost, s.PublicURL()+edgeapi.PathJoin,
+			r, _ := http.NewRequest(http.MethodPost, s.PublicURL()+public.PathJoin,
 				bytes.NewReader([]byte(`{"authKey":"`+key+`"}`)))
 			r.Header.Set("Content-Type", "application/json")
 			return r

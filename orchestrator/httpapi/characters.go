@@ -8,8 +8,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
@@ -49,10 +49,10 @@ func (s *Server) characterRoutes(g interface {
 	POST(string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
 	DELETE(string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
 }) {
-	g.GET(edgeapi.PathCharacters, s.bearer(s.handleListCharacters))
-	g.POST(edgeapi.PathCharacters, s.bearer(s.handleCreateCharacter))
-	g.POST(edgeapi.PathCharacters+"/:id/select", s.bearer(s.handleSelectCharacter))
-	g.DELETE(edgeapi.PathCharacters+"/:id", s.bearer(s.handleDeleteCharacter))
+	g.GET(public.PathCharacters, s.bearer(s.handleListCharacters))
+	g.POST(public.PathCharacters, s.bearer(s.handleCreateCharacter))
+	g.POST(public.PathCharacters+"/:id/select", s.bearer(s.handleSelectCharacter))
+	g.DELETE(public.PathCharacters+"/:id", s.bearer(s.handleDeleteCharacter))
 }
 
 // authKeyOf returns the key of an "Authorization: Bearer <authKey>" header, or "".

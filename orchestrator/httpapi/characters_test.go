@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
@@ -46,8 +46,8 @@ func withMaxCharacters(n int) func(*httpapi.Server) {
 
 // redeemAs enters the player of a join answer into its map as that map would (redeem
 // with the map's credential) and returns the character the orchestrator admitted.
-func redeemAs(s *httpapi.Server) func(*testing.T, orchestrator.JoinResponse) string {
-	return func(t *testing.T, j orchestrator.JoinResponse) string {
+func redeemAs(s *httpapi.Server) func(*testing.T, public.JoinResponse) string {
+	return func(t *testing.T, j public.JoinResponse) string {
 		var r mapcontract.RedeemResult
 		testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, j.InstanceID),
 			mapcontract.RedeemRequest{InstanceID: j.InstanceID, Token: j.Ticket}, http.StatusOK, &r)
@@ -69,14 +69,14 @@ func TestCharacters(t *testing.T) {
 	t.Run("Control", func(t *testing.T) {
 		used = append(used, testutil.CharacterFlows(t, testutil.CharacterAPI{Base: s.ControlURL(), Secret: secret}, 4, redeemAs(s))...)
 		var e struct{ Error apierr.Error }
-		testutil.GetJSON(t, s.ControlURL()+edgeapi.PathCharacters, "", http.StatusUnauthorized, &e)
+		testutil.GetJSON(t, s.ControlURL()+public.PathCharacters, "", http.StatusUnauthorized, &e)
 		if e.Error.Code != apierr.EEDGEUNAUTHORIZED {
 			// The edge tells the refusal of its own credential from a player's by it.
 			t.Fatalf("a call without the edge's credential: %+v, want %s", e.Error, apierr.EEDGEUNAUTHORIZED)
 		}
 	})
 	t.Run("WWWAuthenticate", func(t *testing.T) {
-		resp, err := http.Get(s.PublicURL() + edgeapi.PathCharacters)
+		resp, err := http.Get(s.PublicURL() + public.PathCharacters)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,11 +116,11 @@ func TestAdminSessions(t *testing.T) {
 	s, db := MustOpenServer(t)
 	api := testutil.CharacterAPI{Base: s.PublicURL()}
 	key := testutil.NewAuthKey(t)
-	saved := api.Join(t, orchestrator.JoinRequest{AuthKey: key})
+	saved := api.Join(t, public.JoinRequest{AuthKey: key})
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, "default-1"),
 		mapcontract.RedeemRequest{InstanceID: "default-1", Token: saved.Ticket}, http.StatusOK, &r)
-	guest := api.Join(t, orchestrator.JoinRequest{})
+	guest := api.Join(t, public.JoinRequest{})
 	redeemAs(s)(t, guest)
 
 	var got struct{ Sessions []orchestrator.Session }

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
@@ -21,8 +21,8 @@ import (
 // joined joins a keyed player into default-1 and returns its redeemed character.
 func joined(t testing.TB, s *httpapi.Server, key string) mapcontract.RedeemResult {
 	t.Helper()
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", orchestrator.JoinRequest{AuthKey: key}, http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, s.PublicURL()+public.PathJoin, "", public.JoinRequest{AuthKey: key}, http.StatusOK, &j)
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, "default-1"), mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 	return r

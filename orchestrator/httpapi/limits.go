@@ -3,7 +3,7 @@ package httpapi
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
 
@@ -22,7 +22,7 @@ type PublicLimits struct {
 // after NewServer.
 func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if c.Path() == edgeapi.PathJoin && s.Limits.Join != nil && s.Limits.Join.Refuse(c.Response(), c.Request(), s.Limits.Clients) {
+		if c.Path() == public.PathJoin && s.Limits.Join != nil && s.Limits.Join.Refuse(c.Response(), c.Request(), s.Limits.Clients) {
 			return nil
 		}
 		return next(c)

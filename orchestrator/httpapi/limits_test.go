@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
@@ -53,7 +53,7 @@ func TestJoinFlood(t *testing.T) {
 	const perMin, burst, flood = 60, 10, 10_000
 	join := ratelimit.New(perMin, burst)
 	s, _ := MustOpenServer(t, func(s *httpapi.Server) { s.Limits.Join = join })
-	url := s.PublicURL() + edgeapi.PathJoin
+	url := s.PublicURL() + public.PathJoin
 	attacker := clientFrom("127.0.0.3")
 
 	before := heapInUse()

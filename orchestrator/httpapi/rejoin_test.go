@@ -8,11 +8,10 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -22,8 +21,8 @@ import (
 // with that state at the redeem; a second use of the credential is refused.
 func TestRejoin_GuestAfterMapCrash(t *testing.T) {
 	s, db := MustOpenServer(t)
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", `{}`, http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, s.PublicURL()+public.PathJoin, "", `{}`, http.StatusOK, &j)
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, "default-1"), mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 	if !r.Disposable || j.Rejoin == "" {
@@ -44,8 +43,8 @@ func TestRejoin_GuestAfterMapCrash(t *testing.T) {
 		t.Fatalf("the store holds the guest's push: %+v %v", got, err)
 	}
 
-	var again orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", orchestrator.JoinRequest{Rejoin: j.Rejoin}, http.StatusOK, &again)
+	var again public.JoinResponse
+	testutil.PostJSON(t, s.PublicURL()+public.PathJoin, "", public.JoinRequest{Rejoin: j.Rejoin}, http.StatusOK, &again)
 	if again.CharacterID != j.CharacterID || !again.Disposable || again.Rejoin == "" {
 		t.Fatalf("rejoin %+v, want the same guest", again)
 	}
@@ -56,7 +55,7 @@ func TestRejoin_GuestAfterMapCrash(t *testing.T) {
 	}
 
 	var e httpkit.ErrorResponse
-	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", orchestrator.JoinRequest{Rejoin: j.Rejoin}, http.StatusConflict, &e)
+	testutil.PostJSON(t, s.PublicURL()+public.PathJoin, "", public.JoinRequest{Rejoin: j.Rejoin}, http.StatusConflict, &e)
 	if e.Error.Code != apierr.ETICKETUSED || strings.Contains(e.Error.Message, j.Rejoin) {
 		t.Fatalf("a second rejoin with the same credential: %+v", e.Error)
 	}

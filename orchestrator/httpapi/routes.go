@@ -13,7 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
@@ -32,7 +32,7 @@ type routeWatch struct {
 
 	mu     sync.Mutex
 	n      uint64
-	routes []edgeapi.Route
+	routes []routetable.Route
 	ready  bool
 }
 
@@ -43,7 +43,7 @@ func newRouteWatch(maps orchestrator.Maps) *routeWatch {
 }
 
 // current returns the table now, with a new version if it changed since the last look.
-func (w *routeWatch) current() edgeapi.RouteTable {
+func (w *routeWatch) current() routetable.RouteTable {
 	routes, ready := w.routesOf(w.maps.Instances()), w.maps.Ready()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -51,15 +51,15 @@ func (w *routeWatch) current() edgeapi.RouteTable {
 		w.n++
 		w.routes, w.ready = routes, ready
 	}
-	return edgeapi.RouteTable{Version: fmt.Sprintf("%s-%d", w.boot, w.n), Ready: w.ready, Routes: w.routes}
+	return routetable.RouteTable{Version: fmt.Sprintf("%s-%d", w.boot, w.n), Ready: w.ready, Routes: w.routes}
 }
 
 // routesOf returns the routes of instances, in their order, each with the verdict of
 // the one readiness gate.
-func (w *routeWatch) routesOf(instances []orchestrator.Instance) []edgeapi.Route {
-	routes := make([]edgeapi.Route, 0, len(instances))
+func (w *routeWatch) routesOf(instances []orchestrator.Instance) []routetable.Route {
+	routes := make([]routetable.Route, 0, len(instances))
 	for _, inst := range instances {
-		r := edgeapi.Route{InstanceID: inst.ID, State: string(inst.State), GamePort: inst.GamePort, GameAddr: inst.GameAddr}
+		r := routetable.Route{InstanceID: inst.ID, State: string(inst.State), GamePort: inst.GamePort, GameAddr: inst.GameAddr}
 		if _, err := w.maps.Gate(inst.ID); err != nil {
 			r.Code, r.Message = apierr.Code(err), apierr.Message(err)
 		}
@@ -69,15 +69,15 @@ func (w *routeWatch) routesOf(instances []orchestrator.Instance) []edgeapi.Route
 }
 
 // handleRoutes serves the edge's long-poll: the table as soon as its version differs
-// from ?after=, else the same table after ?waitMs= (default edgeapi.DefaultRouteWait).
+// from ?after=, else the same table after ?waitMs= (default routetable.DefaultRouteWait).
 func (s *Server) handleRoutes(c echo.Context) error {
-	wait := edgeapi.DefaultRouteWait
+	wait := routetable.DefaultRouteWait
 	if v := c.QueryParam("waitMs"); v != "" {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms < 0 {
 			return apierr.Errorf(apierr.EBADREQUEST, "waitMs=%q: not a number of milliseconds", v)
 		}
-		wait = min(time.Duration(ms)*time.Millisecond, edgeapi.MaxRouteWait)
+		wait = min(time.Duration(ms)*time.Millisecond, routetable.MaxRouteWait)
 	}
 	after := c.QueryParam("after")
 	deadline := time.NewTimer(wait)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -60,7 +60,7 @@ func TestRoutes_Watch(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
 	ctx := context.Background()
-	c := edgeapi.NewClient(s.ControlURL(), secret)
+	c := routetable.NewClient(s.ControlURL(), secret)
 
 	first, err := c.WatchRoutes(ctx, "", time.Second)
 	if err != nil {
@@ -86,13 +86,13 @@ func TestRoutes_Watch(t *testing.T) {
 		}
 	})
 	t.Run("ErrEdgeUnauthorized", func(t *testing.T) {
-		_, err := edgeapi.NewClient(s.ControlURL(), "wrong").WatchRoutes(ctx, "", 0)
+		_, err := routetable.NewClient(s.ControlURL(), "wrong").WatchRoutes(ctx, "", 0)
 		if apierr.Code(err) != apierr.EEDGEUNAUTHORIZED {
 			t.Fatalf("err %v, want edge_unauthorized", err)
 		}
 	})
 	t.Run("NotOnPublicListener", func(t *testing.T) {
-		resp, err := http.Get(s.PublicURL() + edgeapi.PathRoutes)
+		resp, err := http.Get(s.PublicURL() + routetable.PathRoutes)
 		if err != nil {
 			t.Fatal(err)
 		}

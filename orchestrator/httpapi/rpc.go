@@ -6,9 +6,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/critical"
@@ -17,7 +17,7 @@ import (
 // Admission is what the join API and the transfer routes need from the admission
 // service.
 type Admission interface {
-	Join(ctx context.Context, r orchestrator.JoinRequest) (*orchestrator.JoinResponse, error)
+	Join(ctx context.Context, r public.JoinRequest) (*public.JoinResponse, error)
 	Redeem(ctx context.Context, r mapcontract.RedeemRequest) (*mapcontract.RedeemResult, error)
 	RequestTransfer(ctx context.Context, r mapcontract.TransferRequest) (*mapcontract.TransferAnswer, error)
 	TransferResult(ctx context.Context, r mapcontract.TransferResult) error
@@ -39,7 +39,7 @@ type Persistence interface {
 // applies too; a snapshot partition may carry up to MaxSnapshotPayloadBytes of payload
 // plus its envelope.
 const (
-	maxJoinBody     = edgeapi.MaxPlayerBody
+	maxJoinBody     = public.MaxPlayerBody
 	maxSnapshotBody = record.MaxSnapshotPayloadBytes + 16<<10
 	maxCriticalBody = record.MaxCriticalPayloadBytes + 16<<10
 )

@@ -17,9 +17,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/critical"
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -85,7 +86,7 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	s.public.GET("/healthz", s.handleHealthz)
 	s.public.GET("/readyz", s.handleReadyz)
 	if adm != nil {
-		s.public.POST(edgeapi.PathJoin, rpc(maxJoinBody, adm.Join))
+		s.public.POST(public.PathJoin, rpc(maxJoinBody, adm.Join))
 	}
 	if s.Characters != nil {
 		s.characterRoutes(s.public)
@@ -109,9 +110,9 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	// table of their WebSockets, with a credential of its own that opens these routes
 	// only.
 	e := s.control.Group("", s.requireEdge)
-	e.GET(edgeapi.PathRoutes, s.handleRoutes)
+	e.GET(routetable.PathRoutes, s.handleRoutes)
 	if adm != nil {
-		e.POST(edgeapi.PathJoin, rpc(maxJoinBody, adm.Join))
+		e.POST(public.PathJoin, rpc(maxJoinBody, adm.Join))
 	}
 	if s.Characters != nil {
 		s.characterRoutes(e)

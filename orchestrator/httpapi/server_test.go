@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
@@ -105,8 +105,8 @@ func as(tb testing.TB, instance string) string {
 // map holding the character's lease at the quoted epoch.
 func TestPersistSnapshot_Lease(t *testing.T) {
 	s, db := MustOpenServer(t)
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, s.PublicURL()+edgeapi.PathJoin, "", orchestrator.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, s.PublicURL()+public.PathJoin, "", public.JoinRequest{AuthKey: "Zq3v9LrT0pXw2YbN5cHs8KdA"}, http.StatusOK, &j)
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathRedeem, as(t, "default-1"), mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket}, http.StatusOK, &r)
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 )
@@ -30,7 +30,7 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 		if !s.AllowFaultEnv {
 			return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "env is accepted only with ORCH_ALLOW_FAULT_INJECTION=1")
 		}
-		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, mapcontrol.EnvFaultPrefix) {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, mapcontract.EnvFaultPrefix) {
 			return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "env %q: only MAP_FAULT_* variables are accepted", k)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 )
@@ -58,7 +58,7 @@ func TestStartInstance_WholeConfig(t *testing.T) {
 
 // wantSent checks that at least one start-instance was sent and that each carried
 // want, complete: it parses strictly, as a map reads it.
-func wantSent(t *testing.T, sent []mapcontrol.StartInstance, want mapgen.MapConfig) {
+func wantSent(t *testing.T, sent []mapcontract.StartInstance, want mapgen.MapConfig) {
 	t.Helper()
 	if len(sent) == 0 {
 		t.Fatal("no start-instance was sent")

@@ -1,7 +1,7 @@
 package supervise
 
 import (
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
 
@@ -32,7 +32,7 @@ func (s *Supervisor) mint(id string) (keys.Identity, []string, error) {
 	if err != nil {
 		return ident, nil, err
 	}
-	return ident, []string{mapcontrol.EnvCredential + "=" + mc, mapcontrol.EnvOrchCredential + "=" + oc}, nil
+	return ident, []string{mapcontract.EnvCredential + "=" + mc, mapcontract.EnvOrchCredential + "=" + oc}, nil
 }
 
 // orchCredential is what the supervisor presents to the container of ident. An

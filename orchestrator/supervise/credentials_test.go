@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
@@ -19,7 +19,7 @@ func credentialOf(t *testing.T, env []string) keys.Identity {
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case k == mapcontrol.EnvCredential:
+		case k == mapcontract.EnvCredential:
 			var err error
 			if id, err = testRoot.VerifyMapCredential(v); err != nil {
 				t.Fatalf("%s does not verify: %v", k, err)
@@ -30,7 +30,7 @@ func credentialOf(t *testing.T, env []string) keys.Identity {
 		}
 	}
 	if !found {
-		t.Fatalf("no %s in %v", mapcontrol.EnvCredential, env)
+		t.Fatalf("no %s in %v", mapcontract.EnvCredential, env)
 	}
 	return id
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator"
 
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -30,7 +30,7 @@ type fakeRuntime struct {
 	stopErr    error // what Stop answers, when set
 	healthErr  error // what every /health answers, when set
 	// starts are the start-instance requests the maps were sent, in order.
-	starts []mapcontrol.StartInstance
+	starts []mapcontract.StartInstance
 	// missing holds the images the engine does not have: Start of one fails with
 	// ErrImageMissing, as Docker's create does.
 	missing map[string]bool
@@ -221,23 +221,23 @@ func (c *fakeContainer) refuses(cred string) bool {
 
 var errUnauthorized = apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong credential")
 
-func (f *fakeRuntime) Health(_ context.Context, url, cred string) (mapcontrol.MapHealth, error) {
+func (f *fakeRuntime) Health(_ context.Context, url, cred string) (mapcontract.MapHealth, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["health"]++
 	c := f.byControlURL(url)
 	switch {
 	case c == nil:
-		return mapcontrol.MapHealth{}, errors.New("connection refused")
+		return mapcontract.MapHealth{}, errors.New("connection refused")
 	case c.refuses(cred):
-		return mapcontrol.MapHealth{}, errUnauthorized
+		return mapcontract.MapHealth{}, errUnauthorized
 	case f.healthErr != nil:
-		return mapcontrol.MapHealth{}, f.healthErr
+		return mapcontract.MapHealth{}, f.healthErr
 	}
-	return mapcontrol.MapHealth{Status: "ok", InstanceID: c.runs}, nil
+	return mapcontract.MapHealth{Status: "ok", InstanceID: c.runs}, nil
 }
 
-func (f *fakeRuntime) StartInstance(_ context.Context, url, cred string, r mapcontrol.StartInstance) error {
+func (f *fakeRuntime) StartInstance(_ context.Context, url, cred string, r mapcontract.StartInstance) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["start-instance"]++
@@ -254,10 +254,10 @@ func (f *fakeRuntime) StartInstance(_ context.Context, url, cred string, r mapco
 }
 
 // startsOf returns the start-instance requests sent for instanceID.
-func (f *fakeRuntime) startsOf(instanceID string) []mapcontrol.StartInstance {
+func (f *fakeRuntime) startsOf(instanceID string) []mapcontract.StartInstance {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []mapcontrol.StartInstance
+	var out []mapcontract.StartInstance
 	for _, r := range f.starts {
 		if r.InstanceID == instanceID {
 			out = append(out, r)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -60,12 +60,12 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 // instance, its map and its whole MapConfig. An instance created without a config of
 // its own (the default map, a template map a portal leads to) is sent its map's template,
 // so that no map needs a copy of mapyard's templates to know its world.
-func startRequest(in *instance) (mapcontrol.StartInstance, error) {
+func startRequest(in *instance) (mapcontract.StartInstance, error) {
 	config, err := mapgen.StartConfig(in.ID, in.MapID, in.config)
 	if err != nil {
-		return mapcontrol.StartInstance{}, fmt.Errorf("start-instance: %w", err)
+		return mapcontract.StartInstance{}, fmt.Errorf("start-instance: %w", err)
 	}
-	return mapcontrol.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: config}, nil
+	return mapcontract.StartInstance{InstanceID: in.ID, MapID: in.MapID, Config: config}, nil
 }
 
 // registering returns the instance a map registers for with its current container and

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator"
 
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -167,7 +167,7 @@ func (s *Supervisor) addPoolMember(ctx context.Context, image string) error {
 	// instance it runs (InstanceOf), so it acts for that instance only. Nothing in its
 	// environment names an instance or a map: it is told both at handout.
 	spec := Spec{InstanceID: m.id, Image: image, Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
-		Env: append(append(append([]string(nil), s.Env...), creds...), mapcontrol.EnvPoolID+"="+m.id)}
+		Env: append(append(append([]string(nil), s.Env...), creds...), mapcontract.EnvPoolID+"="+m.id)}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// In the pool before it starts: the blank map may register before Start returns.

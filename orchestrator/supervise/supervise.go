@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/keys"
 )
@@ -38,11 +38,11 @@ type Store interface {
 // probes and handing an instance to a map.
 // Each call presents the credential of the container it reaches.
 type MapRPC interface {
-	Health(ctx context.Context, baseURL, cred string) (mapcontrol.MapHealth, error)
-	StartInstance(ctx context.Context, baseURL, cred string, r mapcontrol.StartInstance) error
+	Health(ctx context.Context, baseURL, cred string) (mapcontract.MapHealth, error)
+	StartInstance(ctx context.Context, baseURL, cred string, r mapcontract.StartInstance) error
 }
 
-var _ MapRPC = (*mapcontrol.MapClient)(nil)
+var _ MapRPC = (*mapcontract.MapClient)(nil)
 
 // Supervisor keeps the map instances the orchestrator wants running as containers of a
 // Runtime, watches their health (runtime events, HTTP probes, heartbeats), restarts
@@ -357,7 +357,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 	}
 	s.mu.Lock()
 	spec := Spec{InstanceID: in.ID, MapID: in.MapID, Image: image, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
-		Env: append(append(append(append([]string(nil), s.Env...), in.env...), creds...), mapcontrol.EnvInstanceID+"="+in.ID, mapcontrol.EnvMapID+"="+in.MapID)}
+		Env: append(append(append(append([]string(nil), s.Env...), in.env...), creds...), mapcontract.EnvInstanceID+"="+in.ID, mapcontract.EnvMapID+"="+in.MapID)}
 	// The new container may register before Start returns: its credential is current
 	// from now on, and the old container's (stopped above) no longer is.
 	in.ident = ident

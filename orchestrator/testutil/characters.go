@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
@@ -52,7 +52,7 @@ func (a CharacterAPI) List(tb testing.TB, authKey string) []orchestrator.Charact
 	var l struct {
 		Characters []orchestrator.CharacterSummary
 	}
-	a.Do(tb, http.MethodGet, edgeapi.PathCharacters, authKey, nil, http.StatusOK, &l)
+	a.Do(tb, http.MethodGet, public.PathCharacters, authKey, nil, http.StatusOK, &l)
 	return l.Characters
 }
 
@@ -60,7 +60,7 @@ func (a CharacterAPI) List(tb testing.TB, authKey string) []orchestrator.Charact
 func (a CharacterAPI) Create(tb testing.TB, authKey, name string) orchestrator.CharacterSummary {
 	tb.Helper()
 	var c orchestrator.CharacterSummary
-	a.Do(tb, http.MethodPost, edgeapi.PathCharacters, authKey, map[string]string{"name": name}, http.StatusCreated, &c)
+	a.Do(tb, http.MethodPost, public.PathCharacters, authKey, map[string]string{"name": name}, http.StatusCreated, &c)
 	if c.CharacterID == "" || c.Name != strings.TrimSpace(name) {
 		tb.Fatalf("created %+v for name %q", c, name)
 	}
@@ -68,10 +68,10 @@ func (a CharacterAPI) Create(tb testing.TB, authKey, name string) orchestrator.C
 }
 
 // Join joins with r and fails unless the answer is 200.
-func (a CharacterAPI) Join(tb testing.TB, r orchestrator.JoinRequest) orchestrator.JoinResponse {
+func (a CharacterAPI) Join(tb testing.TB, r public.JoinRequest) public.JoinResponse {
 	tb.Helper()
-	var j orchestrator.JoinResponse
-	a.Do(tb, http.MethodPost, edgeapi.PathJoin, "", r, http.StatusOK, &j)
+	var j public.JoinResponse
+	a.Do(tb, http.MethodPost, public.PathJoin, "", r, http.StatusOK, &j)
 	return j
 }
 
@@ -96,7 +96,7 @@ func (a CharacterAPI) WantError(tb testing.TB, method, path, authKey string, bod
 // a duplicate name, bad names, the cap of max characters, a delete refused while the
 // character is in play and allowed for the other, and another identity that can neither
 // see, select, delete nor join them. It returns the authKeys it used.
-func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing.T, orchestrator.JoinResponse) string) (keys []string) {
+func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing.T, public.JoinResponse) string) (keys []string) {
 	t.Helper()
 	key, other := NewAuthKey(t), NewAuthKey(t)
 	var ada, bob orchestrator.CharacterSummary
@@ -114,11 +114,11 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 			l[0].CreatedAtMs == 0 {
 			t.Fatalf("list %+v", l)
 		}
-		api.Do(t, http.MethodPost, edgeapi.PathCharacters+"/"+bob.CharacterID+"/select", key, nil, http.StatusOK, nil)
+		api.Do(t, http.MethodPost, public.PathCharacters+"/"+bob.CharacterID+"/select", key, nil, http.StatusOK, nil)
 		if l = api.List(t, key); l[0].Selected || !l[1].Selected {
 			t.Fatalf("after selecting Bob: %+v", l)
 		}
-		j := api.Join(t, orchestrator.JoinRequest{AuthKey: key})
+		j := api.Join(t, public.JoinRequest{AuthKey: key})
 		if j.CharacterID != bob.CharacterID || j.Disposable {
 			t.Fatalf("join entered %s, want the selected %s", j.CharacterID, bob.CharacterID)
 		}
@@ -126,12 +126,12 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 			t.Fatalf("the map admitted %s, want %s", got, bob.CharacterID)
 		}
 		// Naming a character enters it, whatever is selected.
-		if j = api.Join(t, orchestrator.JoinRequest{AuthKey: key, CharacterID: ada.CharacterID}); j.CharacterID != ada.CharacterID {
+		if j = api.Join(t, public.JoinRequest{AuthKey: key, CharacterID: ada.CharacterID}); j.CharacterID != ada.CharacterID {
 			t.Fatalf("join naming Ada entered %s", j.CharacterID)
 		}
 	})
 	t.Run("ErrBadRequestDuplicateName", func(t *testing.T) {
-		msg := api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, map[string]string{"name": "BOB"}, apierr.EBADREQUEST)
+		msg := api.WantError(t, http.MethodPost, public.PathCharacters, key, map[string]string{"name": "BOB"}, apierr.EBADREQUEST)
 		if !strings.Contains(msg, "already") {
 			t.Fatalf("duplicate name: %q does not say why", msg)
 		}
@@ -140,37 +140,37 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 		seen := map[string]bool{}
 		// A name of 8 KiB is too long a name, not too large a body.
 		for _, name := range []string{"", "   ", strings.Repeat("n", orchestrator.MaxCharacterNameLen+1), strings.Repeat("n", 8<<10), "bad\x00name", "<script>", "-dash", "two  spaces"} {
-			msg := api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, map[string]string{"name": name}, apierr.EBADREQUEST)
+			msg := api.WantError(t, http.MethodPost, public.PathCharacters, key, map[string]string{"name": name}, apierr.EBADREQUEST)
 			seen[msg] = true
 		}
 		if len(seen) < 5 {
 			t.Fatalf("bad names got %d different reasons, want one per rule: %v", len(seen), seen)
 		}
-		api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, `{"name":"x","extra":1}`, apierr.EBADREQUEST)
+		api.WantError(t, http.MethodPost, public.PathCharacters, key, `{"name":"x","extra":1}`, apierr.EBADREQUEST)
 	})
 	t.Run("ErrTooLarge", func(t *testing.T) {
-		body := `{"name":"` + strings.Repeat("n", edgeapi.MaxPlayerBody) + `"}`
-		api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, body, apierr.ETOOLARGE)
-		api.WantError(t, http.MethodPost, edgeapi.PathJoin, "", body, apierr.ETOOLARGE)
+		body := `{"name":"` + strings.Repeat("n", public.MaxPlayerBody) + `"}`
+		api.WantError(t, http.MethodPost, public.PathCharacters, key, body, apierr.ETOOLARGE)
+		api.WantError(t, http.MethodPost, public.PathJoin, "", body, apierr.ETOOLARGE)
 	})
 	t.Run("ErrCharacterLimit", func(t *testing.T) {
 		for i := len(api.List(t, key)); i < max; i++ {
 			api.Create(t, key, fmt.Sprintf("Extra %d", i))
 		}
-		api.WantError(t, http.MethodPost, edgeapi.PathCharacters, key, map[string]string{"name": "One Too Many"}, apierr.ECHARACTERLIMIT)
+		api.WantError(t, http.MethodPost, public.PathCharacters, key, map[string]string{"name": "One Too Many"}, apierr.ECHARACTERLIMIT)
 	})
 	t.Run("ErrCharacterInPlay", func(t *testing.T) {
-		api.WantError(t, http.MethodDelete, edgeapi.PathCharacters+"/"+bob.CharacterID, key, nil, apierr.ECHARACTERINPLAY)
+		api.WantError(t, http.MethodDelete, public.PathCharacters+"/"+bob.CharacterID, key, nil, apierr.ECHARACTERINPLAY)
 		if l := api.List(t, key); len(l) != max {
 			t.Fatalf("after a refused delete: %d characters, want %d", len(l), max)
 		}
-		api.Do(t, http.MethodDelete, edgeapi.PathCharacters+"/"+ada.CharacterID, key, nil, http.StatusNoContent, nil)
+		api.Do(t, http.MethodDelete, public.PathCharacters+"/"+ada.CharacterID, key, nil, http.StatusNoContent, nil)
 		for _, c := range api.List(t, key) {
 			if c.CharacterID == ada.CharacterID {
 				t.Fatal("Ada is still listed after her delete")
 			}
 		}
-		api.WantError(t, http.MethodDelete, edgeapi.PathCharacters+"/"+ada.CharacterID, key, nil, apierr.ENOTFOUND)
+		api.WantError(t, http.MethodDelete, public.PathCharacters+"/"+ada.CharacterID, key, nil, apierr.ENOTFOUND)
 	})
 	t.Run("ErrOthersCharacter", func(t *testing.T) {
 		if l := api.List(t, other); len(l) != 0 {
@@ -180,9 +180,9 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 		var msgs []string
 		for _, id := range []string{bob.CharacterID, "0123456789abcdef0123456789abcdef"} {
 			msgs = append(msgs,
-				api.WantError(t, http.MethodPost, edgeapi.PathCharacters+"/"+id+"/select", other, nil, apierr.ENOTFOUND),
-				api.WantError(t, http.MethodDelete, edgeapi.PathCharacters+"/"+id, other, nil, apierr.ENOTFOUND),
-				api.WantError(t, http.MethodPost, edgeapi.PathJoin, "", orchestrator.JoinRequest{AuthKey: other, CharacterID: id}, apierr.EFORBIDDEN))
+				api.WantError(t, http.MethodPost, public.PathCharacters+"/"+id+"/select", other, nil, apierr.ENOTFOUND),
+				api.WantError(t, http.MethodDelete, public.PathCharacters+"/"+id, other, nil, apierr.ENOTFOUND),
+				api.WantError(t, http.MethodPost, public.PathJoin, "", public.JoinRequest{AuthKey: other, CharacterID: id}, apierr.EFORBIDDEN))
 		}
 		for i := 0; i < 3; i++ {
 			if msgs[i] != msgs[i+3] {
@@ -195,9 +195,9 @@ func CharacterFlows(t *testing.T, api CharacterAPI, max int, enter func(*testing
 	})
 	t.Run("ErrUnauthorized", func(t *testing.T) {
 		for _, k := range []string{"", "short", strings.Repeat("x", 20) + "!!"} {
-			api.WantError(t, http.MethodGet, edgeapi.PathCharacters, k, nil, apierr.EUNAUTHORIZED)
-			api.WantError(t, http.MethodPost, edgeapi.PathCharacters, k, map[string]string{"name": "Eve"}, apierr.EUNAUTHORIZED)
-			api.WantError(t, http.MethodDelete, edgeapi.PathCharacters+"/"+bob.CharacterID, k, nil, apierr.EUNAUTHORIZED)
+			api.WantError(t, http.MethodGet, public.PathCharacters, k, nil, apierr.EUNAUTHORIZED)
+			api.WantError(t, http.MethodPost, public.PathCharacters, k, map[string]string{"name": "Eve"}, apierr.EUNAUTHORIZED)
+			api.WantError(t, http.MethodDelete, public.PathCharacters+"/"+bob.CharacterID, k, nil, apierr.EUNAUTHORIZED)
 		}
 	})
 	return []string{key, other}

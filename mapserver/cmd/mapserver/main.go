@@ -28,7 +28,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/app"
 	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 )
 
@@ -92,6 +92,6 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 func healthcheck(cfg mapenv.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err := mapcontrol.NewMapClient(3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)), cfg.OrchCredential)
+	_, err := mapcontract.NewMapClient(3*time.Second).Health(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ControlPort)), cfg.OrchCredential)
 	return err
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
+	"github.com/mapyard/mapyard/mapserver/outbox"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -146,7 +146,7 @@ func TestSIGTERM_ClosesPlayersPushesExitsZero(t *testing.T) {
 		}
 	})
 
-	mc := mapcontrol.NewMapClient(2 * time.Second)
+	mc := mapcontract.NewMapClient(2 * time.Second)
 	var inst orchestrator.Instance
 	faketest.WaitFor(t, "the map to register and generate its world", func() bool {
 		var err error
@@ -191,10 +191,10 @@ func TestSIGTERM_ClosesPlayersPushesExitsZero(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the map did not exit within 15 s of SIGTERM")
 	}
-	if _, err := orch.DB.Snapshot(context.Background(), faketest.DefaultInstance, mapcontract.CharacterPartitionPrefix+j.CharacterID); err != nil {
+	if _, err := orch.DB.Snapshot(context.Background(), faketest.DefaultInstance, record.CharacterPartitionPrefix+j.CharacterID); err != nil {
 		t.Fatalf("the character's state was not pushed at stop: %v", err)
 	}
-	if _, err := orch.DB.Snapshot(context.Background(), faketest.DefaultInstance, orchlink.InstancePartition); err != nil {
+	if _, err := orch.DB.Snapshot(context.Background(), faketest.DefaultInstance, outbox.InstancePartition); err != nil {
 		t.Fatalf("the instance partition was not pushed at stop: %v", err)
 	}
 }

@@ -3,8 +3,8 @@
 // its check, strict JSON decoding, the one error handler and its body
 // ({"error":{"code","message"}}), the one client call helper, echo's set-up and the
 // servers' lifecycle. It knows no route and no message: the contracts built on it are
-// mapserver/kernel/mapcontract (what maps call), mapserver/kernel/mapcontrol (what maps serve)
-// and mapserver/kernel/edgeapi (what the edge calls). It imports no other mapyard package
+// mapserver/kernel/mapcontract (what maps call), mapserver/kernel/mapcontract (what maps serve)
+// and mapserver/kernel/routetable (what the edge calls). It imports no other mapyard package
 // but apierr, so a map server can depend on it without depending on the orchestrator.
 package httpkit
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // Client calls the orchestrator's side of the control RPC. Map servers use it.
@@ -74,8 +75,8 @@ func (c *Client) PersistSnapshot(ctx context.Context, r PersistSnapshot) (Persis
 
 // PersistCritical commits a critical event and returns once it is durable. Retried:
 // events are idempotent by EventID, and a retry returns the first commit's ack.
-func (c *Client) PersistCritical(ctx context.Context, ev CriticalEvent) (CriticalAck, error) {
-	return retried[CriticalAck](ctx, c, PathPersistCritical, ev)
+func (c *Client) PersistCritical(ctx context.Context, ev record.CriticalEvent) (record.CriticalAck, error) {
+	return retried[record.CriticalAck](ctx, c, PathPersistCritical, ev)
 }
 
 // retried is retry for a call answered with a value of type A.

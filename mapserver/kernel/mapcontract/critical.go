@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // PathPersistCriticalBatch commits several critical events of one instance in one
@@ -19,15 +20,15 @@ const MaxCriticalBatch = 256
 // a map never sends two events about the same item before the first one's ack (the
 // item is pending until then).
 type CriticalBatch struct {
-	InstanceID string          `json:"instanceId"`
-	Events     []CriticalEvent `json:"events"`
+	InstanceID string                 `json:"instanceId"`
+	Events     []record.CriticalEvent `json:"events"`
 }
 
 // CriticalResult is one event's outcome in a batch: its ack, or the error it would
 // have got alone.
 type CriticalResult struct {
-	Ack   *CriticalAck  `json:"ack,omitempty"`
-	Error *apierr.Error `json:"error,omitempty"`
+	Ack   *record.CriticalAck `json:"ack,omitempty"`
+	Error *apierr.Error       `json:"error,omitempty"`
 }
 
 // CriticalBatchAnswer holds the results in the order of the batch's events.

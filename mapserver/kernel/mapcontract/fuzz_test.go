@@ -6,7 +6,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // FuzzUnmarshal feeds arbitrary bodies to the strict decoder for every control RPC
@@ -26,7 +27,7 @@ func FuzzUnmarshal(f *testing.F) {
 		for _, v := range []any{
 			&mapcontract.MapReady{}, &mapcontract.Heartbeat{}, &mapcontract.RedeemRequest{},
 			&mapcontract.TransferRequest{}, &mapcontract.TransferResult{}, &mapcontract.PersistSnapshot{},
-			&mapcontract.CriticalEvent{}, &orchestrator.JoinRequest{},
+			&record.CriticalEvent{}, &public.JoinRequest{},
 		} {
 			err := httpkit.Unmarshal(body, v)
 			if err != nil && apierr.Code(err) != apierr.EBADREQUEST {

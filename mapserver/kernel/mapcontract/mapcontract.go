@@ -4,7 +4,7 @@
 // map calls". HTTP+JSON on host-local listeners only, every request carrying the
 // map's credential in httpkit.SecretHeader, every error answered as an
 // httpkit.ErrorResponse. The contract lives with the orchestrator, which serves it;
-// what a map serves lives in mapserver/kernel/mapcontrol. It imports no orchestrator package
+// what a map serves lives in mapserver/kernel/mapcontract. It imports no orchestrator package
 // but apierr, httpkit and record (the records the orchestrator keeps as maps send
 // them), plus mapserver/kernel/items (the item rules both sides share), so a map server can
 // depend on it without depending on the orchestrator.
@@ -13,7 +13,7 @@
 //
 // Every item route demands a map credential and acts only for the caller's instance.
 //
-//   - POST /orch/persist-critical-event (CriticalEvent → CriticalAck): durable before
+//   - POST /orch/persist-critical-event (record.CriticalEvent → record.CriticalAck): durable before
 //     the answer, idempotent by eventId. Item kinds (item_pickup, item_drop, item_trade,
 //     item_consume, item_recover) carry a mapserver/kernel/items Payload and, in epochs, the
 //     lease epoch of every character they give an item to or take one from; the item
@@ -38,12 +38,6 @@
 // this contract.
 package mapcontract
 
-import (
-	"encoding/json"
-
-	"github.com/mapyard/mapyard/mapserver/kernel/record"
-)
-
 // Orchestrator-side routes a map calls (served on the control listener).
 const (
 	PathMapReady        = "/orch/map-ready"
@@ -54,51 +48,3 @@ const (
 	PathPersistSnapshot = "/orch/persist-snapshot"
 	PathPersistCritical = "/orch/persist-critical-event"
 )
-
-// The records the orchestrator keeps exactly as a map sends them are declared in
-// package record, which the orchestrator's domain shares; the contract names them here
-// so that it reads whole. Each alias is the very same type.
-type (
-	// CharacterState is a character's saved state (record.CharacterState): what a
-	// redeem spawns a character with and what a transfer hands over.
-	CharacterState = record.CharacterState
-	// CharacterStatePayload is the payload schema of a "character:<id>" snapshot
-	// partition (record.CharacterStatePayload).
-	CharacterStatePayload = record.CharacterStatePayload
-	// SnapshotEnvelope wraps one pushed snapshot partition with its version metadata
-	// (record.SnapshotEnvelope).
-	SnapshotEnvelope = record.SnapshotEnvelope
-	// CriticalEvent is the body of POST /orch/persist-critical-event
-	// (record.CriticalEvent).
-	CriticalEvent = record.CriticalEvent
-	// CriticalAck is the answer to a durable critical event (record.CriticalAck).
-	CriticalAck = record.CriticalAck
-)
-
-// Limits and names of the records above, as the orchestrator enforces them.
-const (
-	// SnapshotSchemaVersion is the snapshot payload schema maps stamp on every envelope.
-	SnapshotSchemaVersion = record.SnapshotSchemaVersion
-	// CharacterPartitionPrefix starts a per-character partition ("character:<id>").
-	CharacterPartitionPrefix = record.CharacterPartitionPrefix
-	// MaxSnapshotPayloadBytes bounds one snapshot payload.
-	MaxSnapshotPayloadBytes = record.MaxSnapshotPayloadBytes
-	// MaxCriticalPayloadBytes bounds one critical event's payload.
-	MaxCriticalPayloadBytes = record.MaxCriticalPayloadBytes
-	// MaxKeyLen bounds every opaque key a map mints (characters, transfers, events,
-	// items, partitions).
-	MaxKeyLen = record.MaxKeyLen
-)
-
-// CharacterOfPartition returns the character id of a per-character snapshot partition
-// ("character:<id>"), as the orchestrator reads it (record.CharacterOfPartition).
-func CharacterOfPartition(partition string) (characterID string, ok bool) {
-	return record.CharacterOfPartition(partition)
-}
-
-// NewSnapshotEnvelope returns the envelope a map pushes for payload, at the current
-// schema version with its hash computed over the very bytes sent
-// (record.NewSnapshotEnvelope).
-func NewSnapshotEnvelope(simCoreVersion string, mapTick, serverTimeMs int64, payload json.RawMessage) SnapshotEnvelope {
-	return record.NewSnapshotEnvelope(simCoreVersion, mapTick, serverTimeMs, payload)
-}

@@ -1,5 +1,7 @@
 package mapcontract
 
+import "github.com/mapyard/mapyard/mapserver/kernel/record"
+
 // The messages of the /orch/* routes the orchestrator serves to maps.
 
 // MapReady is what a map server reports when it has started and can take players.
@@ -27,12 +29,12 @@ type RedeemResult struct {
 	// Name is the character's name as players see it: its owner's choice, or
 	// "Guest" and a few characters of its id for a disposable one. A map shows it to
 	// players instead of the id (the reference map: its welcome and players/names).
-	Name       string          `json:"name,omitempty"`
-	Disposable bool            `json:"disposable"`
-	Epoch      int64           `json:"epoch"`
-	TransferID string          `json:"transferId,omitempty"`
-	FromID     string          `json:"fromInstanceId,omitempty"`
-	State      *CharacterState `json:"state,omitempty"`
+	Name       string                 `json:"name,omitempty"`
+	Disposable bool                   `json:"disposable"`
+	Epoch      int64                  `json:"epoch"`
+	TransferID string                 `json:"transferId,omitempty"`
+	FromID     string                 `json:"fromInstanceId,omitempty"`
+	State      *record.CharacterState `json:"state,omitempty"`
 }
 
 // TransferRequest is what a source map sends to POST /orch/request-transfer when a
@@ -40,13 +42,13 @@ type RedeemResult struct {
 // request. State is the character's final state in the source map; it is durably saved
 // before the answer, and the source must stop simulating the character once answered.
 type TransferRequest struct {
-	TransferID     string         `json:"transferId"`
-	CharacterID    string         `json:"characterId"`
-	FromInstanceID string         `json:"fromInstanceId"`
-	ToInstanceID   string         `json:"toInstanceId,omitempty"`
-	ToMapID        string         `json:"toMapId,omitempty"`
-	Epoch          int64          `json:"epoch"`
-	State          CharacterState `json:"state"`
+	TransferID     string                `json:"transferId"`
+	CharacterID    string                `json:"characterId"`
+	FromInstanceID string                `json:"fromInstanceId"`
+	ToInstanceID   string                `json:"toInstanceId,omitempty"`
+	ToMapID        string                `json:"toMapId,omitempty"`
+	Epoch          int64                 `json:"epoch"`
+	State          record.CharacterState `json:"state"`
 }
 
 // TransferAnswer carries the transfer token the source map forwards to its client, in
@@ -71,11 +73,11 @@ type TransferResult struct {
 // PersistSnapshot is the body of POST /orch/persist-snapshot. Epoch is the lease epoch
 // the map holds for the character of a "character:<id>" partition (ignored otherwise).
 type PersistSnapshot struct {
-	InstanceID string           `json:"instanceId"`
-	Partition  string           `json:"partition"`
-	Revision   int64            `json:"revision"`
-	Epoch      int64            `json:"epoch,omitempty"`
-	Envelope   SnapshotEnvelope `json:"envelope"`
+	InstanceID string                  `json:"instanceId"`
+	Partition  string                  `json:"partition"`
+	Revision   int64                   `json:"revision"`
+	Epoch      int64                   `json:"epoch,omitempty"`
+	Envelope   record.SnapshotEnvelope `json:"envelope"`
 }
 
 // PersistSnapshotAnswer says whether the revision was newer than the one held; an older

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // flaky answers status with an error of code to the first `fail` calls, then 200 with body.
@@ -30,7 +31,7 @@ func TestClient_Retry(t *testing.T) {
 	ctx := context.Background()
 	t.Run("IdempotentRetried", func(t *testing.T) {
 		srv, calls := flaky(t, 2, http.StatusServiceUnavailable, apierr.EUNAVAILABLE, `{"eventId":"e1","seq":7}`)
-		ack, err := mapcontract.NewClient(srv.URL, "s").PersistCritical(ctx, mapcontract.CriticalEvent{EventID: "e1"})
+		ack, err := mapcontract.NewClient(srv.URL, "s").PersistCritical(ctx, record.CriticalEvent{EventID: "e1"})
 		if err != nil || ack.Seq != 7 {
 			t.Fatalf("ack %+v err %v", ack, err)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 )
 
@@ -65,13 +65,13 @@ func TestConfig_Validate(t *testing.T) {
 }
 
 // TestConfig_EnvNamesAreTheContract: the variables the orchestrator sets on a map
-// container are read under exactly the names mapcontrol declares (struct tags cannot
+// container are read under exactly the names mapcontract declares (struct tags cannot
 // name constants, so this test keeps the two one rule).
 func TestConfig_EnvNamesAreTheContract(t *testing.T) {
 	want := map[string]string{
-		"InstanceID": mapcontrol.EnvInstanceID, "MapID": mapcontrol.EnvMapID, "OrchURL": mapcontrol.EnvOrchURL,
-		"Credential": mapcontrol.EnvCredential, "OrchCredential": mapcontrol.EnvOrchCredential,
-		"GamePort": mapcontrol.EnvGamePort, "ControlPort": mapcontrol.EnvControlPort, "PoolID": mapcontrol.EnvPoolID,
+		"InstanceID": mapcontract.EnvInstanceID, "MapID": mapcontract.EnvMapID, "OrchURL": mapcontract.EnvOrchURL,
+		"Credential": mapcontract.EnvCredential, "OrchCredential": mapcontract.EnvOrchCredential,
+		"GamePort": mapcontract.EnvGamePort, "ControlPort": mapcontract.EnvControlPort, "PoolID": mapcontract.EnvPoolID,
 	}
 	typ := reflect.TypeFor[mapenv.Config]()
 	for field, name := range want {
@@ -84,8 +84,8 @@ func TestConfig_EnvNamesAreTheContract(t *testing.T) {
 		}
 	}
 	for i := range typ.NumField() {
-		if tag := typ.Field(i).Tag.Get("env"); tag != "" && !strings.HasPrefix(tag, mapcontrol.EnvPrefix) {
-			t.Errorf("Config.%s reads %q, outside %s*", typ.Field(i).Name, tag, mapcontrol.EnvPrefix)
+		if tag := typ.Field(i).Tag.Get("env"); tag != "" && !strings.HasPrefix(tag, mapcontract.EnvPrefix) {
+			t.Errorf("Config.%s reads %q, outside %s*", typ.Field(i).Name, tag, mapcontract.EnvPrefix)
 		}
 	}
 }

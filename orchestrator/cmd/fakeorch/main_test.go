@@ -16,12 +16,10 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -85,7 +83,7 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mc := mapcontrol.NewMapClient(2 * time.Second)
+		mc := mapcontract.NewMapClient(2 * time.Second)
 		var got string
 		waitFor(t, "the world hash", func() bool {
 			h, err := mc.Health(context.Background(), fmt.Sprintf("http://127.0.0.1:%d", inst.ControlPort), orchCred)
@@ -97,8 +95,8 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 		}
 	})
 	t.Run("DevTicketRedeemedOnce", func(t *testing.T) {
-		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, m.HTTP.PublicURL()+edgeapi.PathJoin, "", ``, http.StatusOK, &j) // no body: a disposable character
+		var j public.JoinResponse
+		testutil.PostJSON(t, m.HTTP.PublicURL()+public.PathJoin, "", ``, http.StatusOK, &j) // no body: a disposable character
 		if j.InstanceID != "dev-1" || !j.Disposable {
 			t.Fatalf("join %+v", j)
 		}

@@ -11,9 +11,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -36,7 +35,7 @@ func TestFakeOrchestrator_AbortsExpiredTransfers(t *testing.T) {
 
 	// Two maps register; a stand-in answers their start-instance calls.
 	maps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != mapcontrol.PathStartInstance {
+		if r.URL.Path != mapcontract.PathStartInstance {
 			http.NotFound(w, r)
 		}
 	}))
@@ -48,8 +47,8 @@ func TestFakeOrchestrator_AbortsExpiredTransfers(t *testing.T) {
 		testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathMapReady, mapCredential(t, m, id), body, http.StatusOK, nil)
 	}
 
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, m.HTTP.PublicURL()+edgeapi.PathJoin, "", ``, http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, m.HTTP.PublicURL()+public.PathJoin, "", ``, http.StatusOK, &j)
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathRedeem, mapCredential(t, m, "dev-1"), `{"instanceId":"dev-1","token":"`+j.Ticket+`"}`, http.StatusOK, &r)
 	req := fmt.Sprintf(`{"transferId":"tr-1","characterId":%q,"fromInstanceId":"dev-1","toInstanceId":"other-1","epoch":%d,"state":{}}`, r.CharacterID, r.Epoch)

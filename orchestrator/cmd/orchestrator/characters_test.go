@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
@@ -46,7 +47,7 @@ func TestEdge_Characters(t *testing.T) {
 	base := "ws" + strings.TrimPrefix(e.PublicURL(), "http")
 
 	var bobID string
-	keys := testutil.CharacterFlows(t, testutil.CharacterAPI{Base: e.PublicURL()}, max, func(t *testing.T, j orchestrator.JoinResponse) string {
+	keys := testutil.CharacterFlows(t, testutil.CharacterAPI{Base: e.PublicURL()}, max, func(t *testing.T, j public.JoinResponse) string {
 		c := dialWS(t, base+j.WS)
 		sendWS(t, c, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
 		var w struct{ Kind, CharacterID, InstanceID string }

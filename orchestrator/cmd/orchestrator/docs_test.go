@@ -19,7 +19,7 @@ import (
 	"github.com/mapyard/mapyard/docs/schemas"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -157,8 +157,8 @@ func TestDocs_ContractExamples(t *testing.T) {
 		"mapcontract.TransferResult":        {mapcontract.TransferResult{}, "orch/transfer-result.request.json"},
 		"mapcontract.PersistSnapshot":       {mapcontract.PersistSnapshot{}, "orch/persist-snapshot.request.json"},
 		"mapcontract.PersistSnapshotAnswer": {mapcontract.PersistSnapshotAnswer{}, "orch/persist-snapshot.answer.json"},
-		"mapcontract.CriticalEvent":         {mapcontract.CriticalEvent{}, "orch/persist-critical-event.request.json"},
-		"mapcontract.CriticalAck":           {mapcontract.CriticalAck{}, "orch/persist-critical-event.answer.json"},
+		"record.CriticalEvent":              {record.CriticalEvent{}, "orch/persist-critical-event.request.json"},
+		"record.CriticalAck":                {record.CriticalAck{}, "orch/persist-critical-event.answer.json"},
 		"mapcontract.CriticalBatch":         {mapcontract.CriticalBatch{}, "orch/persist-critical-events.request.json"},
 		"mapcontract.CriticalBatchAnswer":   {mapcontract.CriticalBatchAnswer{}, "orch/persist-critical-events.answer.json"},
 		"mapcontract.CharacterItemsRequest": {mapcontract.CharacterItemsRequest{}, "orch/character-items.request.json"},
@@ -167,8 +167,8 @@ func TestDocs_ContractExamples(t *testing.T) {
 		"mapcontract.InstanceItemsAnswer":   {mapcontract.InstanceItemsAnswer{}, "orch/instance-items.answer.json"},
 		"mapcontract.ItemPoliciesRequest":   {mapcontract.ItemPoliciesRequest{}, "orch/item-policies.request.json"},
 		"mapcontract.ItemPoliciesAnswer":    {mapcontract.ItemPoliciesAnswer{}, "orch/item-policies.answer.json"},
-		"mapcontrol.MapHealth":              {mapcontrol.MapHealth{}, "control/health.answer.json"},
-		"mapcontrol.StartInstance":          {mapcontrol.StartInstance{}, "control/start-instance.request.json"},
+		"mapcontract.MapHealth":             {mapcontract.MapHealth{}, "control/health.answer.json"},
+		"mapcontract.StartInstance":         {mapcontract.StartInstance{}, "control/start-instance.request.json"},
 	}
 	seen := map[string]bool{}
 	for _, b := range docBlocks(t) {

@@ -19,9 +19,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -132,8 +131,8 @@ func (p *pinger) check(t *testing.T, what string, n int64) {
 // after the welcome.
 func joinAndPlay(t *testing.T, e *edge.Edge) *websocket.Conn {
 	t.Helper()
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, e.PublicURL()+edgeapi.PathJoin, "", `{"name":"stays"}`, http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, e.PublicURL()+public.PathJoin, "", `{"name":"stays"}`, http.StatusOK, &j)
 	c := dialWS(t, "ws"+strings.TrimPrefix(e.PublicURL(), "http")+j.WS)
 	sendWS(t, c, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
 	var w struct{ Kind string }
@@ -148,7 +147,7 @@ func joinAndPlay(t *testing.T, e *edge.Edge) *websocket.Conn {
 func joinUnavailable(t *testing.T, e *edge.Edge) {
 	t.Helper()
 	start := time.Now()
-	resp, err := http.Post(e.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(`{}`))
+	resp, err := http.Post(e.PublicURL()+public.PathJoin, "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}

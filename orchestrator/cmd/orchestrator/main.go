@@ -33,7 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
@@ -180,7 +180,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		isolated.Set(1)
 	}
 	m.Registry.MustRegister(isolated)
-	m.Supervisor = supervise.New(rt, mapcontrol.NewMapClient(2*time.Second), root, m.Log, supervisorOptions(&cfg))
+	m.Supervisor = supervise.New(rt, mapcontract.NewMapClient(2*time.Second), root, m.Log, supervisorOptions(&cfg))
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = supervise.NewMetrics(m.Registry)
 	m.Admission = admission.NewService(root, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
@@ -277,18 +277,18 @@ func mapEnv(environ []string, orchURL string) []string {
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
-		case !strings.HasPrefix(k, mapcontrol.EnvPrefix), strings.HasPrefix(k, mapcontrol.EnvFaultPrefix):
+		case !strings.HasPrefix(k, mapcontract.EnvPrefix), strings.HasPrefix(k, mapcontract.EnvFaultPrefix):
 			continue
-		case k == mapcontrol.EnvOrchURL, k == mapcontrol.EnvLegacySecret, k == mapcontrol.EnvCredential, k == mapcontrol.EnvOrchCredential,
-			k == mapcontrol.EnvInstanceID, k == mapcontrol.EnvMapID, k == mapcontrol.EnvPoolID:
+		case k == mapcontract.EnvOrchURL, k == mapcontract.EnvLegacySecret, k == mapcontract.EnvCredential, k == mapcontract.EnvOrchCredential,
+			k == mapcontract.EnvInstanceID, k == mapcontract.EnvMapID, k == mapcontract.EnvPoolID:
 			continue
 		}
 		env = append(env, kv)
 	}
 	return append(env,
-		mapcontrol.EnvOrchURL+"="+orchURL,
-		fmt.Sprintf("%s=%d", mapcontrol.EnvGamePort, docker.MapGamePort),
-		fmt.Sprintf("%s=%d", mapcontrol.EnvControlPort, docker.MapControlPort),
+		mapcontract.EnvOrchURL+"="+orchURL,
+		fmt.Sprintf("%s=%d", mapcontract.EnvGamePort, docker.MapGamePort),
+		fmt.Sprintf("%s=%d", mapcontract.EnvControlPort, docker.MapControlPort),
 	)
 }
 

@@ -24,11 +24,10 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
@@ -173,7 +172,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 				t.Errorf("map container env holds the root secret: %s", strings.SplitN(kv, "=", 2)[0])
 			}
 		}
-		if !slices.Contains(info.Config.Env, mapcontrol.EnvCredential+"="+mapCred) || !slices.Contains(info.Config.Env, mapcontrol.EnvOrchCredential+"="+orchCred) {
+		if !slices.Contains(info.Config.Env, mapcontract.EnvCredential+"="+mapCred) || !slices.Contains(info.Config.Env, mapcontract.EnvOrchCredential+"="+orchCred) {
 			t.Errorf("map container env lacks its credentials")
 		}
 	})
@@ -192,7 +191,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		var got struct{ Instances []orchestrator.Instance }
 		testutil.GetJSON(t, child.control+httpapi.PathAdminMaps, secret, http.StatusOK, &got)
 		url := fmt.Sprintf("http://127.0.0.1:%d", got.Instances[0].ControlPort)
-		mc := mapcontrol.NewMapClient(2 * time.Second)
+		mc := mapcontract.NewMapClient(2 * time.Second)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			h, err := mc.Health(ctx, url, orchCred)
@@ -227,9 +226,9 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	})
 
 	t.Run("JoinAndRedeemOverHTTP", func(t *testing.T) {
-		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","name":"ada"}`, http.StatusOK, &j)
-		if j.InstanceID != instance || j.WS != orchestrator.WSPath(instance) || j.Ticket == "" || j.Disposable {
+		var j public.JoinResponse
+		testutil.PostJSON(t, child.public+public.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","name":"ada"}`, http.StatusOK, &j)
+		if j.InstanceID != instance || j.WS != public.WSPath(instance) || j.Ticket == "" || j.Disposable {
 			t.Fatalf("join answer %+v", j)
 		}
 		body := `{"instanceId":"` + instance + `","token":"` + j.Ticket + `"}`
@@ -243,11 +242,11 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		if e.Error.Code != apierr.ETICKETUSED {
 			t.Fatalf("replay: code %q, want ticket_used", e.Error.Code)
 		}
-		testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", `{"authKey":"short"}`, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, child.public+public.PathJoin, "", `{"authKey":"short"}`, http.StatusBadRequest, &e)
 		if e.Error.Code != apierr.EBADREQUEST || strings.Contains(e.Error.Message, "short") {
 			t.Fatalf("bad key: %+v", e.Error)
 		}
-		testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","extra":1}`, http.StatusBadRequest, &e)
+		testutil.PostJSON(t, child.public+public.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","extra":1}`, http.StatusBadRequest, &e)
 		testutil.PostJSON(t, child.control+mapcontract.PathRedeem, "", body, http.StatusUnauthorized, &e)
 	})
 
@@ -259,8 +258,8 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 		// A second map, then a saved character that enters the default map.
 		dest := instance + "-f"
 		testutil.PostJSON(t, child.control+httpapi.PathAdminMaps, secret, `{"instanceId":"`+dest+`","mapId":"frontier"}`, http.StatusCreated, nil)
-		var j orchestrator.JoinResponse
-		testutil.PostJSON(t, edge.PublicURL()+edgeapi.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
+		var j public.JoinResponse
+		testutil.PostJSON(t, edge.PublicURL()+public.PathJoin, "", `{"authKey":"Tr4nsf3rK3yAbCdEfGhIjKlMn"}`, http.StatusOK, &j)
 		base := "ws" + strings.TrimPrefix(edge.PublicURL(), "http")
 		src := dialWS(t, base+j.WS)
 		sendWS(t, src, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
@@ -280,7 +279,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 			`"state":{"mapId":"default","x":321.5,"y":42,"revision":7}}`, transferID, w.CharacterID, instance, dest, w.Epoch)
 		var a mapcontract.TransferAnswer
 		testutil.PostJSON(t, child.control+mapcontract.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
-		if a.ToInstanceID != dest || a.WS != orchestrator.WSPath(dest) {
+		if a.ToInstanceID != dest || a.WS != public.WSPath(dest) {
 			t.Fatalf("transfer answer %+v", a)
 		}
 

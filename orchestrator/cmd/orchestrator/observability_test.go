@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
@@ -53,7 +53,7 @@ func TestObservability_Prometheus(t *testing.T) {
 	testutil.PostJSON(t, child.control+httpapi.PathAdminMaps, secret, `{"instanceId":"`+second+`","mapId":"frontier"}`, http.StatusCreated, nil)
 	waitInstance(t, child.control, secret, second, orchestrator.StateReady, 60*time.Second)
 	e := openEdge(t, child.control, child.edgeCredential)
-	testutil.PostJSON(t, e.PublicURL()+edgeapi.PathJoin, "", `{}`, http.StatusOK, nil)
+	testutil.PostJSON(t, e.PublicURL()+public.PathJoin, "", `{}`, http.StatusOK, nil)
 
 	running := []string{deployment, second}
 	t.Run("DiscoveryListsRunningMaps", func(t *testing.T) {

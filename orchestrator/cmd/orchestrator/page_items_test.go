@@ -10,12 +10,11 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/client"
 	"github.com/mapyard/mapyard/mapserver/itemgen"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/sim"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -48,8 +47,8 @@ func itemNearPortal(t *testing.T, src mapgen.MapConfig, p mapgen.Portal) items.I
 // place and asks for the transfer as that map would.
 func enterAtAs(t *testing.T, child *childOrchestrator, mapCred, base string, src mapgen.MapConfig, x, y float64, authKey string) *client.Client {
 	t.Helper()
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", fmt.Sprintf(`{"authKey":%q}`, authKey), http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, child.public+public.PathJoin, "", fmt.Sprintf(`{"authKey":%q}`, authKey), http.StatusOK, &j)
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, child.control+mapcontract.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
 	req := fmt.Sprintf(`{"transferId":"tr-%s","characterId":%q,"fromInstanceId":%q,"toMapId":%q,"epoch":%d,`+

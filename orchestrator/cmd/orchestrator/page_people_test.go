@@ -15,10 +15,10 @@ import (
 	"github.com/docker/docker/client"
 
 	mapclient "github.com/mapyard/mapyard/mapserver/client"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -81,10 +81,10 @@ func panelsForPeople(p *page) {
 // enterAt joins with body (a key's, or {} for a guest) and moves the character onto
 // dst at (x, y) units, as enterAtAs does, and returns the connected Go client and the
 // join's answer (with its rejoin credential).
-func enterAt(t *testing.T, child *childOrchestrator, mapCred, base string, dst mapgen.MapConfig, x, y float64, body string) (*mapclient.Client, orchestrator.JoinResponse) {
+func enterAt(t *testing.T, child *childOrchestrator, mapCred, base string, dst mapgen.MapConfig, x, y float64, body string) (*mapclient.Client, public.JoinResponse) {
 	t.Helper()
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", body, http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, child.public+public.PathJoin, "", body, http.StatusOK, &j)
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, child.control+mapcontract.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
 	req := fmt.Sprintf(`{"transferId":"tr-%s","characterId":%q,"fromInstanceId":%q,"toMapId":%q,"epoch":%d,`+

@@ -8,8 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -57,7 +56,7 @@ func refusedRejoinPlaysAgain(p *page, base string) {
 		}},
 		{"Used", "ticket_used", func() string {
 			c := held()
-			testutil.PostJSON(t, base+edgeapi.PathJoin, "", orchestrator.JoinRequest{Rejoin: c}, http.StatusOK, nil)
+			testutil.PostJSON(t, base+public.PathJoin, "", public.JoinRequest{Rejoin: c}, http.StatusOK, nil)
 			return c
 		}},
 	} {

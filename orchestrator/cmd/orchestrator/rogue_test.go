@@ -19,8 +19,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
@@ -74,8 +74,8 @@ func TestRogueMap(t *testing.T) {
 
 	// A player enters the victim map, through the edge.
 	edge := openEdge(t, child.control, child.edgeCredential)
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, edge.PublicURL()+edgeapi.PathJoin, "", `{"authKey":"R0gueVictimKeyAbCdEfGhIjKl"}`, http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, edge.PublicURL()+public.PathJoin, "", `{"authKey":"R0gueVictimKeyAbCdEfGhIjKl"}`, http.StatusOK, &j)
 	ws := dialWS(t, "ws"+strings.TrimPrefix(edge.PublicURL(), "http")+j.WS)
 	sendWS(t, ws, `{"v":1,"kind":"hello","ticket":"`+j.Ticket+`"}`)
 	var w struct {
@@ -98,7 +98,7 @@ func TestRogueMap(t *testing.T) {
 		t.Fatalf("container %s has no %s", info.Name, k)
 		return ""
 	}
-	rogueCred, rogueOrchCred := envOf(rInfo, mapcontrol.EnvCredential), envOf(rInfo, mapcontrol.EnvOrchCredential)
+	rogueCred, rogueOrchCred := envOf(rInfo, mapcontract.EnvCredential), envOf(rInfo, mapcontract.EnvOrchCredential)
 	vNet := vInfo.NetworkSettings.Networks[netName]
 	if vNet == nil || vNet.IPAddress == "" {
 		t.Fatalf("victim is not on %s: %+v", netName, vInfo.NetworkSettings.Networks)
@@ -136,13 +136,13 @@ func TestRogueMap(t *testing.T) {
 			}
 		}
 		// ...and on the victim's published control port, which is always reachable.
-		mc := mapcontrol.NewMapClient(2 * time.Second)
+		mc := mapcontract.NewMapClient(2 * time.Second)
 		url := fmt.Sprintf("http://127.0.0.1:%d", v.ControlPort)
 		for _, cred := range []string{rogueCred, rogueOrchCred} {
 			if _, err := mc.Health(ctx, url, cred); apierr.Code(err) != apierr.EUNAUTHORIZED {
 				t.Errorf("victim /health with the rogue's credential: %v, want unauthorized", err)
 			}
-			err := mc.StartInstance(ctx, url, cred, mapcontrol.StartInstance{InstanceID: rogue, MapID: "frontier"})
+			err := mc.StartInstance(ctx, url, cred, mapcontract.StartInstance{InstanceID: rogue, MapID: "frontier"})
 			if apierr.Code(err) != apierr.EUNAUTHORIZED {
 				t.Errorf("victim start-instance with the rogue's credential: %v, want unauthorized", err)
 			}

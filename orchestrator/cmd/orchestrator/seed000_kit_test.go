@@ -17,10 +17,10 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/client"
 	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
@@ -111,10 +111,10 @@ func (k *kit) createMap(t *testing.T, cfg mapgen.MapConfig) {
 }
 
 // join asks the edge for a join ticket with body (a JoinRequest).
-func (k *kit) join(t *testing.T, body string) orchestrator.JoinResponse {
+func (k *kit) join(t *testing.T, body string) public.JoinResponse {
 	t.Helper()
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, k.edge.PublicURL()+edgeapi.PathJoin, "", body, http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, k.edge.PublicURL()+public.PathJoin, "", body, http.StatusOK, &j)
 	return j
 }
 
@@ -156,7 +156,7 @@ func (k *kit) enterAtAs(t *testing.T, authKey string, cfg mapgen.MapConfig, x, y
 // transferAt redeems join ticket j as the map it names (with that map's credential
 // mapCred) and asks the orchestrator, as that map, to transfer the character to map
 // mapID at (x, y) carrying attrs. It returns the orchestrator's answer with the token.
-func transferAt(t *testing.T, controlURL, mapCred string, j orchestrator.JoinResponse, mapID string, x, y float64, attrs string) mapcontract.TransferAnswer {
+func transferAt(t *testing.T, controlURL, mapCred string, j public.JoinResponse, mapID string, x, y float64, attrs string) mapcontract.TransferAnswer {
 	t.Helper()
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, controlURL+mapcontract.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
@@ -303,8 +303,8 @@ func steer(c *client.Client, x, y, near float64, stop func(client.Event) bool, o
 // connects it through the edge at base.
 func enterBesideAs(t *testing.T, child *childOrchestrator, mapCred, base string, src mapgen.MapConfig, p mapgen.Portal, attrs, authKey string) *client.Client {
 	t.Helper()
-	var j orchestrator.JoinResponse
-	testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", fmt.Sprintf(`{"authKey":%q}`, authKey), http.StatusOK, &j)
+	var j public.JoinResponse
+	testutil.PostJSON(t, child.public+public.PathJoin, "", fmt.Sprintf(`{"authKey":%q}`, authKey), http.StatusOK, &j)
 	x, y := float64(p.X-p.Radius)/100-1, float64(p.Y)/100
 	a := transferAt(t, child.control, mapCred, j, src.MapID, x, y, attrs)
 	c, err := client.Dial(context.Background(), base+a.WS, client.Hello{Ticket: a.Token}, client.Options{})

@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
-	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
@@ -80,14 +79,14 @@ func MustOpenOrch(tb testing.TB) *Orch {
 }
 
 // Join asks for a join ticket with body, as a player's browser does.
-func (o *Orch) Join(tb testing.TB, body string) orchestrator.JoinResponse {
+func (o *Orch) Join(tb testing.TB, body string) public.JoinResponse {
 	tb.Helper()
-	resp, err := http.Post(o.HTTP.PublicURL()+edgeapi.PathJoin, "application/json", strings.NewReader(body))
+	resp, err := http.Post(o.HTTP.PublicURL()+public.PathJoin, "application/json", strings.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var j orchestrator.JoinResponse
+	var j public.JoinResponse
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&j) != nil {
 		tb.Fatalf("join: %d", resp.StatusCode)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -76,12 +77,12 @@ func main() {
 	call("register-as-victim", http.MethodPost, orch+mapcontract.PathMapReady, cred, mapcontract.MapReady{InstanceID: victim, MapID: "default", GamePort: 7000, ControlPort: 9100})
 	call("heartbeat-as-victim", http.MethodPost, orch+mapcontract.PathMapHeartbeat, cred, mapcontract.Heartbeat{InstanceID: victim})
 	call("redeem-for-victim", http.MethodPost, orch+mapcontract.PathRedeem, cred, mapcontract.RedeemRequest{InstanceID: victim, Token: forge(victim)})
-	snap := mapcontract.PersistSnapshot{InstanceID: self, Partition: mapcontract.CharacterPartitionPrefix + char, Revision: 1 << 40, Epoch: epoch,
-		Envelope: mapcontract.NewSnapshotEnvelope("rogue", 1, time.Now().UnixMilli(), json.RawMessage(`{"mapId":"default","x":0,"y":0}`))}
+	snap := mapcontract.PersistSnapshot{InstanceID: self, Partition: record.CharacterPartitionPrefix + char, Revision: 1 << 40, Epoch: epoch,
+		Envelope: record.NewSnapshotEnvelope("rogue", 1, time.Now().UnixMilli(), json.RawMessage(`{"mapId":"default","x":0,"y":0}`))}
 	call("snapshot-of-victims-character", http.MethodPost, orch+mapcontract.PathPersistSnapshot, cred, snap)
 	snap.InstanceID = victim
 	call("snapshot-as-victim", http.MethodPost, orch+mapcontract.PathPersistSnapshot, cred, snap)
-	grant := mapcontract.CriticalEvent{EventID: "rogue-pickup", InstanceID: self, Kind: "item_pickup",
+	grant := record.CriticalEvent{EventID: "rogue-pickup", InstanceID: self, Kind: "item_pickup",
 		Payload: json.RawMessage(`{"itemId":"rogue-gold","templateId":"coin","quantity":1000,"from":{"instanceId":"` + self +
 			`","x":1,"y":1},"to":{"characterId":"` + char + `"}}`),
 		Epochs: map[string]int64{char: epoch}}

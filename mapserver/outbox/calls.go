@@ -1,10 +1,11 @@
-package orchlink
+package outbox
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // Critical queues a critical event (item ownership or value change) and returns at
@@ -13,21 +14,21 @@ import (
 // only then. Events are sent in the order they were queued and retried until they are
 // committed (they are idempotent by EventID). The event's InstanceID defaults to the
 // link's instance.
-func (l *Link) Critical(ev mapcontract.CriticalEvent, done func(mapcontract.CriticalAck, error)) error {
+func (l *Link) Critical(ev record.CriticalEvent, done func(record.CriticalAck, error)) error {
 	if ev.InstanceID == "" {
 		ev.InstanceID = l.Ready().InstanceID
 	}
 	if done == nil {
-		done = func(mapcontract.CriticalAck, error) {}
+		done = func(record.CriticalAck, error) {}
 	}
 	return enqueue(l, l.out.calls, call{event: &ev, done: done})
 }
 
 // CriticalChan is Critical with the answer delivered on a channel (buffered, so the
 // link never waits for the reader) instead of a callback.
-func (l *Link) CriticalChan(ev mapcontract.CriticalEvent) (<-chan CriticalResult, error) {
+func (l *Link) CriticalChan(ev record.CriticalEvent) (<-chan CriticalResult, error) {
 	ch := make(chan CriticalResult, 1)
-	err := l.Critical(ev, func(a mapcontract.CriticalAck, err error) { ch <- CriticalResult{Ack: a, Err: err} })
+	err := l.Critical(ev, func(a record.CriticalAck, err error) { ch <- CriticalResult{Ack: a, Err: err} })
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +37,7 @@ func (l *Link) CriticalChan(ev mapcontract.CriticalEvent) (<-chan CriticalResult
 
 // CriticalResult is the outcome of one critical event.
 type CriticalResult struct {
-	Ack mapcontract.CriticalAck
+	Ack record.CriticalAck
 	Err error
 }
 
@@ -89,7 +90,7 @@ func (l *Link) sendNext(ctx context.Context, c call) *call {
 func (l *Link) sendCall(ctx context.Context, c call) {
 	b := l.backoff()
 	for {
-		var ack mapcontract.CriticalAck
+		var ack record.CriticalAck
 		var err error
 		if c.event != nil {
 			ack, err = l.Orch.PersistCritical(ctx, *c.event)
@@ -114,7 +115,7 @@ func (l *Link) sendCall(ctx context.Context, c call) {
 	}
 }
 
-func (l *Link) callDone(c call, ack mapcontract.CriticalAck, err error) {
+func (l *Link) callDone(c call, ack record.CriticalAck, err error) {
 	if err != nil {
 		l.Log.Warn("orchestrator call refused", "call", c.name(), "err", err)
 	}

@@ -1,4 +1,4 @@
-package httpapi_test
+package listen_test
 
 import (
 	"context"
@@ -10,18 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/httpapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/listen"
 )
 
 const secret = "0123456789abcdef0123"
 
-func MustOpenServer(tb testing.TB) *httpapi.Server {
+func MustOpenServer(tb testing.TB) *listen.Server {
 	tb.Helper()
-	s := httpapi.NewServer(secret, httpapi.Health{Status: "ok", InstanceID: "a-1", MapID: "default"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := listen.NewServer(secret, listen.Health{Status: "ok", InstanceID: "a-1", MapID: "default"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.GameAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if err := s.Open(); err != nil {
 		tb.Fatal(err)
@@ -32,7 +32,7 @@ func MustOpenServer(tb testing.TB) *httpapi.Server {
 
 func TestServer_Health(t *testing.T) {
 	s := MustOpenServer(t)
-	url := "http://127.0.0.1:" + strconv.Itoa(s.ControlPort()) + mapcontrol.PathHealth
+	url := "http://127.0.0.1:" + strconv.Itoa(s.ControlPort()) + mapcontract.PathHealth
 	get := func(sec string) (*http.Response, []byte) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		if sec != "" {
@@ -48,7 +48,7 @@ func TestServer_Health(t *testing.T) {
 	}
 	t.Run("OK", func(t *testing.T) {
 		resp, body := get(secret)
-		var h httpapi.Health
+		var h listen.Health
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &h) != nil || h.InstanceID != "a-1" {
 			t.Fatalf("status %d body %s", resp.StatusCode, body)
 		}
@@ -66,12 +66,12 @@ func TestServer_Health(t *testing.T) {
 
 func TestServer_StartInstance(t *testing.T) {
 	ctx := context.Background()
-	mc := mapcontrol.NewMapClient(2 * time.Second)
-	open := func(t *testing.T, blank bool) (*httpapi.Server, string, *[]mapgen.MapConfig) {
-		s := httpapi.NewServer(secret, httpapi.Health{Status: "ok", InstanceID: "frontier-9", MapID: "frontier"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	mc := mapcontract.NewMapClient(2 * time.Second)
+	open := func(t *testing.T, blank bool) (*listen.Server, string, *[]mapgen.MapConfig) {
+		s := listen.NewServer(secret, listen.Health{Status: "ok", InstanceID: "frontier-9", MapID: "frontier"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.GameAddr, s.ControlAddr, s.Blank = "127.0.0.1:0", "127.0.0.1:0", blank
 		var got []mapgen.MapConfig
-		s.OnStart = func(r mapcontrol.StartInstance, c mapgen.MapConfig) { got = append(got, c) }
+		s.OnStart = func(r mapcontract.StartInstance, c mapgen.MapConfig) { got = append(got, c) }
 		if err := s.Open(); err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestServer_StartInstance(t *testing.T) {
 		cfg := mapgen.Default()
 		cfg.InstanceID, cfg.Seed = "a-1", 1234
 		raw, _ := json.Marshal(cfg)
-		r := mapcontrol.StartInstance{InstanceID: "a-1", MapID: "default", Config: raw}
+		r := mapcontract.StartInstance{InstanceID: "a-1", MapID: "default", Config: raw}
 		if err := mc.StartInstance(ctx, url, secret, r); err != nil {
 			t.Fatal(err)
 		}
@@ -96,24 +96,24 @@ func TestServer_StartInstance(t *testing.T) {
 		if len(*got) != 1 || (*got)[0].Seed != 1234 || (*got)[0].InstanceID != "a-1" {
 			t.Fatalf("OnStart calls %+v, want exactly one with the config", *got)
 		}
-		err := mc.StartInstance(ctx, url, secret, mapcontrol.StartInstance{InstanceID: "b-1", MapID: "frontier"})
+		err := mc.StartInstance(ctx, url, secret, mapcontract.StartInstance{InstanceID: "b-1", MapID: "frontier"})
 		if code := apierr.Code(err); code != apierr.ECONFLICT {
 			t.Fatalf("second instance: code %q (%v), want conflict", code, err)
 		}
 	})
 	t.Run("ErrConflictNotBlank", func(t *testing.T) {
 		_, url, _ := open(t, false)
-		err := mc.StartInstance(ctx, url, secret, mapcontrol.StartInstance{InstanceID: "a-1", MapID: "frontier"})
+		err := mc.StartInstance(ctx, url, secret, mapcontract.StartInstance{InstanceID: "a-1", MapID: "frontier"})
 		if code := apierr.Code(err); code != apierr.ECONFLICT {
 			t.Fatalf("code %q (%v), want conflict", code, err)
 		}
-		if err := mc.StartInstance(ctx, url, secret, mapcontrol.StartInstance{InstanceID: "frontier-9", MapID: "frontier"}); err != nil {
+		if err := mc.StartInstance(ctx, url, secret, mapcontract.StartInstance{InstanceID: "frontier-9", MapID: "frontier"}); err != nil {
 			t.Fatalf("own instance: %v", err)
 		}
 	})
 	t.Run("ErrBadRequest", func(t *testing.T) {
 		_, url, _ := open(t, true)
-		for name, r := range map[string]mapcontrol.StartInstance{
+		for name, r := range map[string]mapcontract.StartInstance{
 			"BadID":      {InstanceID: "Bad Id", MapID: "frontier"},
 			"UnknownMap": {InstanceID: "forest-1", MapID: "forest"},
 			"BadConfig":  {InstanceID: "forest-1", MapID: "forest", Config: json.RawMessage(`{"mapId":"forest","instanceId":"forest-1","seed":7}`)},
@@ -124,7 +124,7 @@ func TestServer_StartInstance(t *testing.T) {
 			}
 		}
 		// Refused configs leave the blank server free for a good one.
-		if err := mc.StartInstance(ctx, url, secret, mapcontrol.StartInstance{InstanceID: "frontier-2", MapID: "frontier"}); err != nil {
+		if err := mc.StartInstance(ctx, url, secret, mapcontract.StartInstance{InstanceID: "frontier-2", MapID: "frontier"}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -1,9 +1,9 @@
-// Package mapcontrol is the contract a map server serves on its control listener: the
+// What a map serves: is the contract a map server serves on its control listener: the
 // /control/* routes and /health, their messages, and the typed client the orchestrator
 // calls them with. It lives with the map server, which serves it, and shares the
 // secret header, error answers and HTTP call helper of mapserver/kernel/httpkit; the other
 // half of the map contract, what a map calls, is mapserver/kernel/mapcontract.
-package mapcontrol
+package mapcontract
 
 import (
 	"context"

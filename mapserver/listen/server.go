@@ -1,8 +1,8 @@
-// Package httpapi serves a map server's two listeners: the game listener that players'
+// Package listen serves a map server's two listeners: the game listener that players'
 // WebSockets reach through the orchestrator's proxy, and the control listener that
 // only the orchestrator calls, every request carrying the orchestrator's credential
 // towards this one container.
-package httpapi
+package listen
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
-	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 )
 
 // Health is the answer of GET /health, as the control RPC contract defines it.
-type Health = mapcontrol.MapHealth
+type Health = mapcontract.MapHealth
 
 // Server owns a map server's listeners. Set the fields, call Open, and Close at shutdown.
 type Server struct {
@@ -40,11 +40,11 @@ type Server struct {
 	// OnStart is called (outside any lock) when /control/start-instance assigns the
 	// server its instance for the first time, with the resolved MapConfig, so the link
 	// can register under it and the world can be generated.
-	OnStart func(mapcontrol.StartInstance, mapgen.MapConfig)
+	OnStart func(mapcontract.StartInstance, mapgen.MapConfig)
 
 	mu      sync.Mutex
 	health  Health
-	started *mapcontrol.StartInstance
+	started *mapcontract.StartInstance
 
 	game, control *echo.Echo
 	controlGroup  *echo.Group
@@ -58,8 +58,8 @@ type Server struct {
 func NewServer(orchCredential string, health Health, log *slog.Logger) *Server {
 	s := &Server{OrchCredential: orchCredential, health: health, Log: log, game: httpkit.NewEcho(log), control: httpkit.NewEcho(log)}
 	s.controlGroup = s.control.Group("", httpkit.RequireSecret(orchCredential))
-	s.controlGroup.GET(mapcontrol.PathHealth, s.handleHealth)
-	s.controlGroup.POST(mapcontrol.PathStartInstance, s.handleStartInstance)
+	s.controlGroup.GET(mapcontract.PathHealth, s.handleHealth)
+	s.controlGroup.POST(mapcontract.PathStartInstance, s.handleStartInstance)
 	return s
 }
 
@@ -92,7 +92,7 @@ func (s *Server) SetWorldHash(hash string) {
 
 // Started returns the instance assignment received through /control/start-instance,
 // or nil while there was none.
-func (s *Server) Started() *mapcontrol.StartInstance {
+func (s *Server) Started() *mapcontract.StartInstance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.started
@@ -108,7 +108,7 @@ func (s *Server) handleHealth(c echo.Context) error {
 // handleStartInstance assigns the server its instance and MapConfig. It is idempotent
 // for the same instance id, so the orchestrator may repeat it after a restart.
 func (s *Server) handleStartInstance(c echo.Context) error {
-	var r mapcontrol.StartInstance
+	var r mapcontract.StartInstance
 	if err := httpkit.DecodeJSON(c, &r, httpkit.DefaultMaxBodySize); err != nil {
 		return err
 	}

@@ -1,9 +1,9 @@
-// Package edgeapi is what the orchestrator and its public edge agree on: the public
-// routes the edge forwards to the orchestrator as they come (joins and the character
-// API), and the route table the edge watches, behind the edge's credential, to learn
-// where each map's players go. It is apart from the map contract (orchestrator/
-// mapcontract): maps never call these routes, and the edge never calls a map's.
-package edgeapi
+// Package routetable is what the orchestrator and its public edge agree on about maps:
+// the route table the edge watches, behind the edge's credential, to learn where each
+// map's players go, and the client that watches it. It is apart from the map contract
+// (mapserver/kernel/mapcontract): maps never call this route, and the edge never calls a
+// map's. The public routes the edge forwards are package public's.
+package routetable
 
 import (
 	"context"
@@ -17,21 +17,6 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 )
-
-// PathJoin is the orchestrator's public join route.
-const PathJoin = "/api/v1/join"
-
-// PathCharacters is the public character API of an identity (Authorization: Bearer
-// <authKey>): GET lists, POST creates; PathCharacters/{id}/select selects and DELETE
-// PathCharacters/{id} deletes. The edge forwards it like joins.
-const PathCharacters = "/api/v1/characters"
-
-// MaxPlayerBody bounds the body of a player's call (a join, the character API), at the
-// edge and at the orchestrator alike. It is far above any valid body (a few hundred
-// bytes) on purpose: a name or key that is merely too long is refused for what it is
-// (400 bad_request, naming the rule), and only a body no client would send is
-// too_large (413).
-const MaxPlayerBody = 64 << 10
 
 // PathRoutes is the orchestrator's route-table watch, served on the control listener
 // behind the secret: the edge long-polls it to learn where each map's players go.

@@ -1,4 +1,4 @@
-package orchlink_test
+package outbox_test
 
 import (
 	"context"
@@ -15,12 +15,13 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
+	"github.com/mapyard/mapyard/mapserver/outbox"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
 )
 
 // BenchmarkCriticalRoundTrip measures what a map waits for between a player's pickup
-// and showing it: the map's outbox (orchlink) sending the critical event to a real
+// and showing it: the map's outbox (outbox) sending the critical event to a real
 // orchestrator (the fake one: real control listener, lease check, item rules deciding
 // inside the SQLite store's transaction, group commit with fsync) and the durable ack
 // coming back to the map, which answers the player at its next tick. Pickups by eight
@@ -52,9 +53,9 @@ func benchRoundTrip(b *testing.B, rate, maxBatch int) {
 	ctl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) }))
 	defer ctl.Close()
 	port, _ := strconv.Atoi(ctl.URL[strings.LastIndexByte(ctl.URL, ':')+1:])
-	l := orchlink.New(cl, mapcontract.MapReady{InstanceID: inst, MapID: "default", GamePort: port, ControlPort: port, Version: "bench"},
+	l := outbox.New(cl, mapcontract.MapReady{InstanceID: inst, MapID: "default", GamePort: port, ControlPort: port, Version: "bench"},
 		time.Second, slog.New(slog.DiscardHandler))
-	l.MaxBatch, l.QueueSize = maxBatch, max(b.N, orchlink.DefaultQueueSize)
+	l.MaxBatch, l.QueueSize = maxBatch, max(b.N, outbox.DefaultQueueSize)
 	if err := l.Open(); err != nil {
 		b.Fatal(err)
 	}
@@ -83,11 +84,11 @@ func benchRoundTrip(b *testing.B, rate, maxBatch int) {
 			b.Fatal(err)
 		}
 	}
-	events := make([]mapcontract.CriticalEvent, b.N)
+	events := make([]record.CriticalEvent, b.N)
 	for i := range events {
 		c := chars[i%players]
 		p := items.Payload{Move: items.Move{ItemID: fmt.Sprintf("it-%d", i), TemplateID: "coin", Quantity: 1, From: ground, To: items.Place{CharacterID: c.CharacterID}}}
-		events[i] = mapcontract.CriticalEvent{EventID: fmt.Sprintf("ev-%d", i), InstanceID: inst, Kind: string(items.KindPickup),
+		events[i] = record.CriticalEvent{EventID: fmt.Sprintf("ev-%d", i), InstanceID: inst, Kind: string(items.KindPickup),
 			MapTick: int64(i), Payload: p.Encode(), Epochs: map[string]int64{c.CharacterID: c.Epoch}}
 	}
 	before := o.DB.Stats()
@@ -103,7 +104,7 @@ func benchRoundTrip(b *testing.B, rate, maxBatch int) {
 		if d := time.Until(at); d > 0 {
 			time.Sleep(d) // pacing the offered load, not waiting for a result
 		}
-		err := l.Critical(events[i], func(_ mapcontract.CriticalAck, err error) {
+		err := l.Critical(events[i], func(_ record.CriticalAck, err error) {
 			if err != nil {
 				b.Error(err)
 			}

@@ -1,4 +1,4 @@
-package orchlink_test
+package outbox_test
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
-	"github.com/mapyard/mapyard/mapserver/orchlink"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
+	"github.com/mapyard/mapyard/mapserver/outbox"
 )
 
 // fakeOrch is a hand-written fake of the orchestrator's side of the control RPC, served
@@ -36,7 +37,7 @@ type fakeOrch struct {
 	forgetAt                   int // the forgetAt-th heartbeat answers "not registered"
 	players                    []int
 	snaps                      []mapcontract.PersistSnapshot
-	events                     []mapcontract.CriticalEvent
+	events                     []record.CriticalEvent
 	transfers                  []mapcontract.TransferRequest
 	results                    []mapcontract.TransferResult
 	changed                    chan struct{}
@@ -107,10 +108,10 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		f.snaps = append(f.snaps, s)
 		out = mapcontract.PersistSnapshotAnswer{Accepted: true}
 	case mapcontract.PathPersistCritical:
-		var ev mapcontract.CriticalEvent
+		var ev record.CriticalEvent
 		_ = json.Unmarshal(body, &ev)
 		f.events = append(f.events, ev)
-		out = mapcontract.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}
+		out = record.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}
 	case mapcontract.PathPersistCriticalBatch:
 		var b mapcontract.CriticalBatch
 		_ = json.Unmarshal(body, &b)
@@ -118,7 +119,7 @@ func (f *fakeOrch) serve(w http.ResponseWriter, r *http.Request) {
 		a := mapcontract.CriticalBatchAnswer{}
 		for _, ev := range b.Events {
 			f.events = append(f.events, ev)
-			a.Results = append(a.Results, mapcontract.CriticalResult{Ack: &mapcontract.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}})
+			a.Results = append(a.Results, mapcontract.CriticalResult{Ack: &record.CriticalAck{EventID: ev.EventID, Seq: int64(len(f.events))}})
 		}
 		out = a
 	case mapcontract.PathRequestTransfer:
@@ -154,9 +155,9 @@ func (f *fakeOrch) until(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func openLink(t *testing.T, c orchlink.Orchestrator) *orchlink.Link {
+func openLink(t *testing.T, c outbox.Orchestrator) *outbox.Link {
 	t.Helper()
-	l := orchlink.New(c, mapcontract.MapReady{InstanceID: "a-1", MapID: "a"}, 5*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l := outbox.New(c, mapcontract.MapReady{InstanceID: "a-1", MapID: "a"}, 5*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l.RetryMin, l.RetryMax = time.Millisecond, 5*time.Millisecond
 	l.QueueSize = 4
 	if err := l.Open(); err != nil {
@@ -166,7 +167,7 @@ func openLink(t *testing.T, c orchlink.Orchestrator) *orchlink.Link {
 	return l
 }
 
-func flush(t *testing.T, l *orchlink.Link) {
+func flush(t *testing.T, l *outbox.Link) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -218,7 +219,7 @@ func TestLink_Push(t *testing.T) {
 		l := openLink(t, c)
 		var revs []int64
 		push := func(x float64) {
-			rev, err := l.PushCharacter("c1", 3, int64(x), mapcontract.CharacterStatePayload{X: x})
+			rev, err := l.PushCharacter("c1", 3, int64(x), record.CharacterStatePayload{X: x})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -228,7 +229,7 @@ func TestLink_Push(t *testing.T) {
 		<-f.held // the first push is on the wire; the next ones wait behind it
 		push(2)
 		push(3)
-		if _, err := l.Push(orchlink.InstancePartition, 9, json.RawMessage(`{"npcs":200}`)); err != nil {
+		if _, err := l.Push(outbox.InstancePartition, 9, json.RawMessage(`{"npcs":200}`)); err != nil {
 			t.Fatal(err)
 		}
 		close(f.hold)
@@ -247,7 +248,7 @@ func TestLink_Push(t *testing.T) {
 		if len(chars) != 2 || chars[0].Revision != revs[0] || chars[1].Revision != revs[2] {
 			t.Fatalf("sent %+v, want revision %d then only the newest %d", chars, revs[0], revs[2])
 		}
-		var st mapcontract.CharacterStatePayload
+		var st record.CharacterStatePayload
 		if err := json.Unmarshal(chars[1].Envelope.Payload, &st); err != nil || st.X != 3 || st.InstanceID != "a-1" || st.MapID != "a" {
 			t.Fatalf("newest payload %s (%v), want x=3 on a-1 of map a", chars[1].Envelope.Payload, err)
 		}
@@ -274,7 +275,7 @@ func TestLink_Push(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.fail[mapcontract.PathPersistSnapshot], f.failCode[mapcontract.PathPersistSnapshot] = 1, apierr.ECONFLICT
 		l := openLink(t, c)
-		if _, err := l.PushCharacter("gone", 1, 1, mapcontract.CharacterStatePayload{}); err != nil {
+		if _, err := l.PushCharacter("gone", 1, 1, record.CharacterStatePayload{}); err != nil {
 			t.Fatal(err)
 		}
 		flush(t, l)
@@ -296,7 +297,7 @@ func TestLink_Push(t *testing.T) {
 				t.Fatalf("push %d: %v", i, err)
 			}
 		}
-		if _, err := l.Push("p9", 1, json.RawMessage(`{}`)); !errors.Is(err, orchlink.ErrQueueFull) {
+		if _, err := l.Push("p9", 1, json.RawMessage(`{}`)); !errors.Is(err, outbox.ErrQueueFull) {
 			t.Fatalf("fifth pending partition: err=%v, want ErrQueueFull", err)
 		}
 		if _, err := l.Push("p1", 1, json.RawMessage(`{"newer":true}`)); err != nil {
@@ -318,7 +319,7 @@ func TestLink_Push(t *testing.T) {
 		const chars = 10
 		for i := range chars {
 			id := fmt.Sprintf("c%02d", i)
-			if _, err := l.PushCharacter(id, 1, 1, mapcontract.CharacterStatePayload{X: float64(i)}); err != nil {
+			if _, err := l.PushCharacter(id, 1, 1, record.CharacterStatePayload{X: float64(i)}); err != nil {
 				t.Fatalf("character %d of %d, QueueSize 4: %v", i+1, chars, err)
 			}
 		}
@@ -327,7 +328,7 @@ func TestLink_Push(t *testing.T) {
 				t.Fatalf("push %d beside %d pending characters: %v", i, chars, err)
 			}
 		}
-		if _, err := l.Push("p9", 1, json.RawMessage(`{}`)); !errors.Is(err, orchlink.ErrQueueFull) {
+		if _, err := l.Push("p9", 1, json.RawMessage(`{}`)); !errors.Is(err, outbox.ErrQueueFull) {
 			t.Fatalf("fifth pending partition beside characters: err=%v, want ErrQueueFull", err)
 		}
 		release.Do(func() { close(f.hold) })
@@ -339,7 +340,7 @@ func TestLink_Push(t *testing.T) {
 		}
 		f.mu.Unlock()
 		for i := range chars {
-			if p := mapcontract.CharacterPartitionPrefix + fmt.Sprintf("c%02d", i); !got[p] {
+			if p := record.CharacterPartitionPrefix + fmt.Sprintf("c%02d", i); !got[p] {
 				t.Fatalf("character partition %s never reached the orchestrator (got %v)", p, got)
 			}
 		}
@@ -347,7 +348,7 @@ func TestLink_Push(t *testing.T) {
 	t.Run("PushDueOncePerPeriod", func(t *testing.T) {
 		_, c := newFakeOrch(t)
 		now := time.Unix(1000, 0)
-		l := orchlink.New(c, mapcontract.MapReady{InstanceID: "a-1"}, time.Hour, slog.New(slog.DiscardHandler))
+		l := outbox.New(c, mapcontract.MapReady{InstanceID: "a-1"}, time.Hour, slog.New(slog.DiscardHandler))
 		l.Now, l.PushEvery = func() time.Time { return now }, 10*time.Second
 		if err := l.Open(); err != nil {
 			t.Fatal(err)
@@ -371,7 +372,7 @@ func TestLink_Critical(t *testing.T) {
 		var mu sync.Mutex
 		var acked []string
 		for _, id := range []string{"e1", "e2", "e3"} {
-			err := l.Critical(mapcontract.CriticalEvent{EventID: id, Kind: "item_spend"}, func(a mapcontract.CriticalAck, err error) {
+			err := l.Critical(record.CriticalEvent{EventID: id, Kind: "item_spend"}, func(a record.CriticalAck, err error) {
 				if err != nil {
 					t.Errorf("event %s: %v", id, err)
 				}
@@ -398,9 +399,9 @@ func TestLink_Critical(t *testing.T) {
 		f.holdCritical, f.heldCritical = make(chan struct{}), make(chan struct{}, 8)
 		f.fail[mapcontract.PathPersistCriticalBatch] = 1 // retried whole
 		l := openLink(t, c)
-		var acks []<-chan orchlink.CriticalResult
+		var acks []<-chan outbox.CriticalResult
 		send := func(id string) {
-			ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: id, Kind: "item_spend"})
+			ch, err := l.CriticalChan(record.CriticalEvent{EventID: id, Kind: "item_spend"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -437,9 +438,9 @@ func TestLink_Critical(t *testing.T) {
 		f.fail[mapcontract.PathPersistCriticalBatch], f.failCode[mapcontract.PathPersistCriticalBatch] = 1, apierr.ENOTFOUND
 		f.holdCritical, f.heldCritical = make(chan struct{}), make(chan struct{}, 8)
 		l := openLink(t, c)
-		var acks []<-chan orchlink.CriticalResult
+		var acks []<-chan outbox.CriticalResult
 		for _, id := range []string{"e1", "e2", "e3"} {
-			ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: id, Kind: "item_spend"})
+			ch, err := l.CriticalChan(record.CriticalEvent{EventID: id, Kind: "item_spend"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -467,7 +468,7 @@ func TestLink_Critical(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.fail[mapcontract.PathPersistCritical], f.failCode[mapcontract.PathPersistCritical] = 1, apierr.ECONFLICT
 		l := openLink(t, c)
-		ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: "e1"})
+		ch, err := l.CriticalChan(record.CriticalEvent{EventID: "e1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -479,7 +480,7 @@ func TestLink_Critical(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.fail[mapcontract.PathPersistCritical], f.failCode[mapcontract.PathPersistCritical] = 1<<30, apierr.ENOTIMPLEMENTED
 		l := openLink(t, c)
-		ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: "e1"})
+		ch, err := l.CriticalChan(record.CriticalEvent{EventID: "e1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -491,16 +492,16 @@ func TestLink_Critical(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.fail[mapcontract.PathPersistCritical] = 1 << 30
 		l := openLink(t, c)
-		ch, err := l.CriticalChan(mapcontract.CriticalEvent{EventID: "e1"})
+		ch, err := l.CriticalChan(record.CriticalEvent{EventID: "e1"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.until(t, "a first attempt", func() bool { return f.fail[mapcontract.PathPersistCritical] < 1<<30 })
 		l.Close()
-		if res := <-ch; !errors.Is(res.Err, orchlink.ErrClosed) {
+		if res := <-ch; !errors.Is(res.Err, outbox.ErrClosed) {
 			t.Fatalf("err=%v, want ErrClosed", res.Err)
 		}
-		if err := l.Critical(mapcontract.CriticalEvent{EventID: "e2"}, nil); !errors.Is(err, orchlink.ErrClosed) {
+		if err := l.Critical(record.CriticalEvent{EventID: "e2"}, nil); !errors.Is(err, outbox.ErrClosed) {
 			t.Fatalf("after close: err=%v, want ErrClosed", err)
 		}
 	})
@@ -511,9 +512,9 @@ func TestLink_Transfer(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.fail[mapcontract.PathRequestTransfer] = 5
 		l := openLink(t, c)
-		out := make(chan orchlink.TransferOutcome, 1)
+		out := make(chan outbox.TransferOutcome, 1)
 		err := l.RequestTransfer(mapcontract.TransferRequest{CharacterID: "c1", ToMapID: "b", Epoch: 2,
-			State: mapcontract.CharacterState{X: 4, Y: 5}}, func(o orchlink.TransferOutcome) { out <- o })
+			State: record.CharacterState{X: 4, Y: 5}}, func(o outbox.TransferOutcome) { out <- o })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -533,8 +534,8 @@ func TestLink_Transfer(t *testing.T) {
 		f, c := newFakeOrch(t)
 		f.fail[mapcontract.PathRequestTransfer], f.failCode[mapcontract.PathRequestTransfer] = 100, apierr.EMAPQUARANTINED
 		l := openLink(t, c)
-		out := make(chan orchlink.TransferOutcome, 1)
-		if err := l.RequestTransfer(mapcontract.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
+		out := make(chan outbox.TransferOutcome, 1)
+		if err := l.RequestTransfer(mapcontract.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o outbox.TransferOutcome) { out <- o }); err != nil {
 			t.Fatal(err)
 		}
 		if o := <-out; !o.Denied() || o.Code != apierr.EMAPQUARANTINED {
@@ -546,8 +547,8 @@ func TestLink_Transfer(t *testing.T) {
 		f.fail[mapcontract.PathRequestTransfer] = 1 << 30
 		l := openLink(t, c)
 		l.TransferLimit = 50 * time.Millisecond
-		out := make(chan orchlink.TransferOutcome, 1)
-		if err := l.RequestTransfer(mapcontract.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o orchlink.TransferOutcome) { out <- o }); err != nil {
+		out := make(chan outbox.TransferOutcome, 1)
+		if err := l.RequestTransfer(mapcontract.TransferRequest{CharacterID: "c1", ToMapID: "b"}, func(o outbox.TransferOutcome) { out <- o }); err != nil {
 			t.Fatal(err)
 		}
 		if o := <-out; !o.Denied() || o.Code != apierr.EMAPUNAVAILABLE {

@@ -1,4 +1,4 @@
-package orchlink
+package outbox
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // criticalBatcher is the batch route of the control RPC (mapcontract.Client's
@@ -61,7 +62,7 @@ func (l *Link) gather(first call, n int) (batch []call, next *call) {
 func (l *Link) sendBatch(ctx context.Context, batch []call) {
 	b := l.backoff()
 	for len(batch) > 0 {
-		req := mapcontract.CriticalBatch{InstanceID: l.Ready().InstanceID, Events: make([]mapcontract.CriticalEvent, len(batch))}
+		req := mapcontract.CriticalBatch{InstanceID: l.Ready().InstanceID, Events: make([]record.CriticalEvent, len(batch))}
 		for i, c := range batch {
 			req.Events[i] = *c.event
 			if req.Events[i].InstanceID == "" {
@@ -78,7 +79,7 @@ func (l *Link) sendBatch(ctx context.Context, batch []call) {
 		switch {
 		case ctx.Err() != nil:
 			for _, c := range batch {
-				l.callDone(c, mapcontract.CriticalAck{}, ErrClosed)
+				l.callDone(c, record.CriticalAck{}, ErrClosed)
 			}
 			return
 		case err != nil && !transient(err):
@@ -98,9 +99,9 @@ func (l *Link) sendBatch(ctx context.Context, batch []call) {
 				case r.Error != nil && transient(r.Error):
 					again = append(again, batch[i])
 				case r.Error != nil:
-					l.callDone(batch[i], mapcontract.CriticalAck{}, r.Error)
+					l.callDone(batch[i], record.CriticalAck{}, r.Error)
 				default:
-					l.callDone(batch[i], mapcontract.CriticalAck{}, fmt.Errorf("batch result %d has neither ack nor error", i))
+					l.callDone(batch[i], record.CriticalAck{}, fmt.Errorf("batch result %d has neither ack nor error", i))
 				}
 			}
 			if batch = again; len(batch) == 0 {
@@ -110,7 +111,7 @@ func (l *Link) sendBatch(ctx context.Context, batch []call) {
 		}
 		if !b.wait(ctx) {
 			for _, c := range batch {
-				l.callDone(c, mapcontract.CriticalAck{}, ErrClosed)
+				l.callDone(c, record.CriticalAck{}, ErrClosed)
 			}
 			return
 		}

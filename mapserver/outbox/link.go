@@ -1,10 +1,10 @@
-// Package orchlink is the map server's link to its orchestrator, built as an
+// Package outbox is the map server's link to its orchestrator, built as an
 // asynchronous outbox: it registers the map (map-ready) and keeps it registered with
 // heartbeats, pushes snapshot partitions, commits critical events, requests transfers
 // and reports arrivals. Nothing the tick calls ever waits for the network: every
 // method that sends something only queues it (bounded, never blocking) and the link's
 // own goroutines send it, retrying with backoff, and deliver answers through callbacks.
-package orchlink
+package outbox
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // Orchestrator is the part of the control RPC client the link uses.
@@ -24,7 +25,7 @@ type Orchestrator interface {
 	MapReady(ctx context.Context, r mapcontract.MapReady) error
 	Heartbeat(ctx context.Context, h mapcontract.Heartbeat) (mapcontract.HeartbeatAnswer, error)
 	PersistSnapshot(ctx context.Context, r mapcontract.PersistSnapshot) (mapcontract.PersistSnapshotAnswer, error)
-	PersistCritical(ctx context.Context, ev mapcontract.CriticalEvent) (mapcontract.CriticalAck, error)
+	PersistCritical(ctx context.Context, ev record.CriticalEvent) (record.CriticalAck, error)
 	RequestTransfer(ctx context.Context, r mapcontract.TransferRequest) (*mapcontract.TransferAnswer, error)
 	TransferResult(ctx context.Context, r mapcontract.TransferResult) error
 }

@@ -1,4 +1,4 @@
-package orchlink
+package outbox
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // outbox holds everything queued for the orchestrator and counts what is not finished
@@ -40,8 +41,8 @@ type push struct {
 // call is one ordered, retried call: a critical event (with its callback) or a
 // transfer report.
 type call struct {
-	event  *mapcontract.CriticalEvent
-	done   func(mapcontract.CriticalAck, error)
+	event  *record.CriticalEvent
+	done   func(record.CriticalAck, error)
 	report *mapcontract.TransferResult
 }
 
@@ -125,7 +126,7 @@ func (o *outbox) pendingOthersLocked() int {
 
 // isCharacter reports whether partition is a character's.
 func isCharacter(partition string) bool {
-	_, ok := mapcontract.CharacterOfPartition(partition)
+	_, ok := record.CharacterOfPartition(partition)
 	return ok
 }
 
@@ -141,7 +142,7 @@ func (o *outbox) abandon() {
 		select {
 		case c := <-o.calls:
 			if c.done != nil {
-				c.done(mapcontract.CriticalAck{}, ErrClosed)
+				c.done(record.CriticalAck{}, ErrClosed)
 			}
 			o.finished()
 		case t := <-o.transfers:

@@ -1,4 +1,4 @@
-package orchlink
+package outbox
 
 import (
 	"context"
