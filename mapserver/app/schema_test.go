@@ -277,6 +277,11 @@ func TestSchemas_RealMessages(t *testing.T) {
 	if _, err := mc.ItemPolicies(ctx, mapcontract.ItemPoliciesRequest{InstanceID: "dev-1"}); err != nil {
 		t.Fatal(err)
 	}
+	// A redeem answers the character's items, so mapyard's map asks for them apart only
+	// of an orchestrator that does not.
+	if _, err := mc.CharacterItems(ctx, mapcontract.CharacterItemsRequest{InstanceID: "dev-1", CharacterID: j.CharacterID, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
 	quest := record.CriticalEvent{EventID: "dev-1/quest/1", InstanceID: "dev-1", Kind: "quest_completed",
 		MapTick: int64(src.Loop.Tick()), Payload: json.RawMessage(`{"characterId":"` + j.CharacterID + `","quest":"first-steps"}`)}
 	if _, err := mc.PersistCritical(ctx, quest); err != nil {

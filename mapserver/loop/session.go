@@ -100,11 +100,19 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 	return sess
 }
 
-// loadItems reads the items the orchestrator keeps for a character just redeemed, so
-// that it arrives carrying them: a map that cannot learn them does not admit the
-// character (map_unavailable), rather than let it act on items it may hold.
+// loadItems returns the items the orchestrator keeps for a character just redeemed, so
+// that it arrives carrying them: the redeem's answer carries them, so a welcome waits
+// on one orchestrator call; only an orchestrator of an earlier version, whose answer has
+// no items, is asked apart. A map that cannot learn them does not admit the character
+// (map_unavailable), rather than let it act on items it may hold.
 func (l *Loop) loadItems(ctx context.Context, res *mapcontract.RedeemResult) ([]items.Item, error) {
-	if _, ok := l.decoder.(Holdings); !ok || l.Items == nil {
+	if _, ok := l.decoder.(Holdings); !ok {
+		return nil, nil
+	}
+	if res.Items != nil {
+		return res.Items, nil
+	}
+	if l.Items == nil {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.RedeemWait)

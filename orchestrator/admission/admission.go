@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
@@ -45,6 +46,9 @@ type Store interface {
 	orchestrator.AdmissionStore
 	orchestrator.CriticalEventStore
 	orchestrator.TransferStore
+	// CharacterItems answers a redeem with the items the character holds, so the map
+	// admits its player with one call (orchestrator.ItemStore's).
+	CharacterItems(ctx context.Context, characterID string) ([]items.Item, error)
 }
 
 // Defaults.

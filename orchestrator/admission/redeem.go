@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -98,6 +99,9 @@ func (s *Service) redeem(ctx context.Context, r mapcontract.RedeemRequest) (*map
 		res.Kind, res.TransferID, res.FromID = "transfer", tr.ID, tr.FromInstanceID
 	}
 	if res.State, err = s.state(ctx, c.CharacterID, c.ID); err != nil {
+		return nil, err
+	}
+	if res.Items, err = s.heldItems(ctx, c.CharacterID); err != nil {
 		return nil, err
 	}
 	s.Log.Info("ticket redeemed", "kind", res.Kind, "id", c.ID, "character", c.CharacterID, "instance", r.InstanceID, "epoch", epoch)
@@ -224,4 +228,22 @@ func (s *Service) state(ctx context.Context, characterID, transferID string) (*r
 		return nil, nil
 	}
 	return st, err
+}
+
+// heldItems is what a redeem answers of the items the character holds: every live item
+// of a saved character (read after the admission committed, under its new lease, so no
+// map can change them meanwhile), none for a disposable one. Never nil, so that a map
+// tells "holds nothing" from an orchestrator that does not answer items.
+func (s *Service) heldItems(ctx context.Context, characterID string) ([]items.Item, error) {
+	if IsDisposable(characterID) {
+		return []items.Item{}, nil
+	}
+	held, err := s.Store.CharacterItems(ctx, characterID)
+	if err != nil {
+		return nil, fmt.Errorf("redeem: items of %q: %w", characterID, err)
+	}
+	if held == nil {
+		held = []items.Item{}
+	}
+	return held, nil
 }

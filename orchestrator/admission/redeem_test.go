@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -26,6 +27,21 @@ func TestRedeem(t *testing.T) {
 		}
 		_, err := e.svc.Redeem(ctx, mapcontract.RedeemRequest{InstanceID: "default-1", Token: j.Ticket})
 		wantCode(t, err, apierr.ETICKETUSED)
+	})
+	t.Run("AnswersHeldItems", func(t *testing.T) {
+		e := newEnv(t)
+		j := e.join(t, authKey)
+		sword := items.Item{ID: "sword-1", TemplateID: "sword", Quantity: 1, Place: items.Place{CharacterID: j.CharacterID}, State: items.StateActive}
+		if err := e.db.SeedItems(ctx, func(items.Ledger) ([]items.Item, error) { return []items.Item{sword}, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.redeem(t, "default-1", j.Ticket); len(r.Items) != 1 || r.Items[0].ID != "sword-1" {
+			t.Fatalf("redeem answers items %+v, want the sword the character holds", r.Items)
+		}
+		g := e.join(t, "")
+		if r := e.redeem(t, "default-1", g.Ticket); r.Items == nil || len(r.Items) != 0 {
+			t.Fatalf("a guest's redeem answers items %#v, want none (and not absent)", r.Items)
+		}
 	})
 	t.Run("ErrTicketExpired", func(t *testing.T) {
 		e := newEnv(t)

@@ -1,6 +1,9 @@
 package mapcontract
 
-import "github.com/mapyard/mapyard/mapserver/kernel/record"
+import (
+	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
+)
 
 // The messages of the /orch/* routes the orchestrator serves to maps.
 
@@ -35,6 +38,11 @@ type RedeemResult struct {
 	TransferID string                 `json:"transferId,omitempty"`
 	FromID     string                 `json:"fromInstanceId,omitempty"`
 	State      *record.CharacterState `json:"state,omitempty"`
+	// Items are the live items the character holds, as /orch/character-items would
+	// answer (none for a disposable character), so that a map admits a player with one
+	// call. A map SHOULD take them from here; an orchestrator of a version before it
+	// sends no items field (nil here), and a map then asks /orch/character-items.
+	Items []items.Item `json:"items"`
 }
 
 // TransferRequest is what a source map sends to POST /orch/request-transfer when a
