@@ -9,7 +9,7 @@ const { encodeFull, KIND, FORMAT } = require('./snapshot');
 const { persistBody } = require('./orch');
 const { PLAYER_SPEED, QUANTA_PER_UNIT } = require('./world');
 
-const HELLO_MS = 5000, WORLD_WAIT_MS = 2000, IDLE_MS = 30000, KEEPALIVE_MS = 15000;
+const HELLO_MS = 5000, WORLD_WAIT_MS = 5000, IDLE_MS = 30000, KEEPALIVE_MS = 15000;
 const JITTER = 16; // inputs that may wait; past it the oldest are dropped
 const MAX_INPUTS = 32, MAX_NAMES = 64;
 const VIEW = 128; // players a snapshot shows at most: the nearest

@@ -30,8 +30,20 @@ class Generator {
   }
 }
 
+// WARM_UP is a small world generated once at load (docs/world-vectors/small.json's
+// config): the first call into the module runs its code cold, several times slower.
+const WARM_UP = JSON.stringify({
+  schemaVersion: 1, mapId: 'small', instanceId: 'small-1', seed: 1, bounds: { width: 200, height: 200 },
+  terrain: { cellSize: 10, maxHeight: 120, featureSize: 800, octaves: 5, persistence: 500, waterLevel: 300 },
+  biome: { moistureScale: 500, moistureBias: 0, beachHeight: 2, rockLine: 720, snowLine: 900, dryBelow: 330, wetAbove: 560 },
+  propSetIds: ['temperate-trees', 'rocks', 'ruins', 'coast'],
+  staticCollider: { navCellSize: 4, maxWalkableSlope: 700, boundaryWalls: true, wallThickness: 4, blockWater: true },
+  generationRules: { propDensity: 1200, npcDensity: 25, interactableDensity: 15, spawnPoints: 3, portals: [{ targetMapId: 'frontier', count: 2 }] },
+});
+
 if (!isMainThread) {
   loadGenerator(workerData.dir).then((generate) => {
+    generate(WARM_UP);
     parentPort.on('message', ({ id, configJSON }) => {
       const out = generate(configJSON);
       parentPort.postMessage({ id, out: out.error ? { error: out.error } : { world: out.world, hash: out.hash } });

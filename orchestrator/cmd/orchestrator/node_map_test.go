@@ -21,6 +21,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -190,6 +191,53 @@ func TestNodeMap_PlaysThroughTheKit(t *testing.T) {
 		if inst.Restarts != 0 || inst.LastExitCode == nil || *inst.LastExitCode != 0 {
 			t.Fatalf("stopped as %+v, want exit 0 and no restart", inst)
 		}
+	})
+}
+
+// TestNodeMap_DefaultMapOnPoolSpares runs a kit whose default map is the example's image
+// with a warm pool of it: a guest joins through the edge with a join ticket and walks as
+// the kit's movement predicts; the pool keeps a blank spare of the image (registered
+// under its pool id); after the map's container is killed the orchestrator restarts the
+// map on that spare, which takes on the instance, registers as it and admits the next
+// guest.
+func TestNodeMap_DefaultMapOnPoolSpares(t *testing.T) {
+	image := nodeMapImage(t, dockertest.Client(t))
+	k := newKit(t, "ORCH_MAP_IMAGE="+image, "ORCH_WARM_POOL_SIZE=1")
+	guestWalks := func(t *testing.T) {
+		j := k.join(t, `{}`)
+		c := k.play(t, j.WS, j.Ticket, client.Options{})
+		wel := c.Welcome()
+		if wel.InstanceID != k.def || wel.MapID != mapgen.DefaultMapID || wel.TransferID != "" || !strings.HasPrefix(wel.Name, "Guest") {
+			t.Fatalf("welcome %+v, want a guest joined on %s", wel, k.def)
+		}
+		start, _ := c.State().SelfEntity()
+		x, y := walkInputs(t, c, 127, 40, 20)
+		inputs := make([]sim.Input, 20)
+		for i := range inputs {
+			inputs[i] = sim.Input{Seq: uint64(i + 1), DX: 127, DY: 40}
+		}
+		want, _ := sim.Replay(sim.NewColliders(generate(t, wel.MapConfig)), sim.Vec{X: start.X, Y: start.Y}, sim.Stride{}, inputs, sim.DefaultPlayerSpeed, 30)
+		if x != want.X || y != want.Y {
+			t.Fatalf("from (%d, %d) the map walked the guest to (%d, %d), the kit's movement to (%d, %d)", start.X, start.Y, x, y, want.X, want.Y)
+		}
+	}
+	t.Run("GuestJoinsAndWalks", guestWalks)
+
+	t.Run("RestartedOnAPoolSpare", func(t *testing.T) {
+		waitMetric(t, k.orch.control, k.secret, fmt.Sprintf(`mapyard_warm_pool_ready_by_image{image=%q} 1`, image), 60*time.Second)
+		crashed := k.instance(t, k.def)
+		if err := k.cli.ContainerKill(context.Background(), crashed.ContainerID, "KILL"); err != nil {
+			t.Fatal(err)
+		}
+		var inst orchestrator.Instance
+		waitFor(t, "the map restarted in another container", 60*time.Second, func() bool {
+			inst = k.instance(t, k.def)
+			return inst.State == orchestrator.StateReady && inst.ContainerID != crashed.ContainerID && inst.Restarts == 1
+		})
+		if pool := inspect(t, k.cli, inst.ContainerID).Config.Labels[docker.LabelPool]; pool == "" {
+			t.Fatalf("restarted in %s, which is not a pool spare", inst.ContainerID)
+		}
+		guestWalks(t)
 	})
 }
 
