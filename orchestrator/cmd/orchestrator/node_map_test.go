@@ -16,7 +16,9 @@ import (
 	"time"
 
 	dockerclient "github.com/docker/docker/client"
+	"github.com/gorilla/websocket"
 
+	"github.com/mapyard/mapyard/docs/schemas"
 	"github.com/mapyard/mapyard/mapserver/client"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/sim"
@@ -153,6 +155,82 @@ func TestNodeMap_PlaysThroughTheKit(t *testing.T) {
 			var se *client.ServerError
 			if !errors.As(err, &se) || se.Code != tc.code {
 				t.Fatalf("hello with %s: %v, want %s", tc.code, err, tc.code)
+			}
+		}
+	})
+
+	t.Run("MessagesMatchTheSchemas", func(t *testing.T) {
+		set, err := schemas.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		valid := func(name string, doc []byte) {
+			t.Helper()
+			if err := set.Validate(name, doc); err != nil {
+				t.Fatalf("%s\n%s", err, doc)
+			}
+		}
+		// The control listener, with the orchestrator's credential and without it.
+		inst := k.instance(t, cfg.InstanceID)
+		_, orchCred := credentialsOf(t, inspect(t, k.cli, inst.ContainerID), k.secret)
+		health := fmt.Sprintf("http://127.0.0.1:%d/health", inst.ControlPort)
+		var h json.RawMessage
+		testutil.GetJSON(t, health, orchCred, http.StatusOK, &h)
+		valid("control/health.answer.json", h)
+		for _, cred := range []string{"", orchCred + "x"} {
+			var e json.RawMessage
+			testutil.GetJSON(t, health, cred, http.StatusUnauthorized, &e)
+			valid(schemas.ErrorAnswer, e)
+		}
+
+		// A player's connection, frame by frame.
+		j := k.join(t, fmt.Sprintf(`{"authKey":%q}`, testutil.NewAuthKey(t)))
+		a := transferAt(t, k.orch.control, k.mapCred(t, j.InstanceID), j, cfg.MapID, sx, sy, `{}`)
+		ws, _, err := websocket.DefaultDialer.Dial(k.ws+a.WS, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		exchange := func(typ int, msg, schema, kind string) []byte {
+			t.Helper()
+			if err := ws.WriteMessage(typ, []byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+			for {
+				typ, data, err := ws.ReadMessage()
+				if err != nil {
+					t.Fatalf("after %s: %v", msg, err)
+				}
+				if typ == websocket.TextMessage && strings.Contains(string(data), `"kind":"`+kind+`"`) {
+					valid(schema, data)
+					valid("player/from-map.json", data)
+					return data
+				}
+			}
+		}
+		exchange(websocket.TextMessage, fmt.Sprintf(`{"v":1,"kind":"hello","ticket":%q,"formats":[2]}`, a.Token), "player/welcome.json", "welcome")
+		if pong := exchange(websocket.TextMessage, `{"v":1,"kind":"ping","t":12.5}`, "player/pong.json", "pong"); !strings.Contains(string(pong), `"t":12.5`) {
+			t.Fatalf("pong %s, want the ping's t", pong)
+		}
+		self, _ := c.State().SelfEntity()
+		names := exchange(websocket.TextMessage, fmt.Sprintf(`{"v":1,"kind":"command","seq":1,"feature":"players","action":"names","payload":{"ids":[%d,999999]}}`, self.ID),
+			"player/event.json", "event")
+		if !strings.Contains(string(names), `"characterId":"`+wel.CharacterID+`"`) || strings.Contains(string(names), "999999") {
+			t.Fatalf("names %s, want the first player's alone", names)
+		}
+		for _, m := range []struct {
+			typ       int
+			msg, code string
+		}{
+			{websocket.TextMessage, `{"v":1,"kind":"command","seq":2,"feature":"dance","action":"now","payload":{}}`, "unknown_command"},
+			{websocket.TextMessage, `{"v":1,"kind":"command","seq":3,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":1,"dx":300,"dy":0}]}}`, "bad_direction"},
+			{websocket.TextMessage, `{"v":1,"kind":"hello","ticket":"again"}`, "bad_request"},
+			{websocket.BinaryMessage, `{}`, "bad_request"},
+			{websocket.TextMessage, `not json`, "bad_request"},
+		} {
+			if e := exchange(m.typ, m.msg, "player/error.json", "error"); !strings.Contains(string(e), `"code":"`+m.code+`"`) {
+				t.Fatalf("%s answered %s, want %s", m.msg, e, m.code)
 			}
 		}
 	})
