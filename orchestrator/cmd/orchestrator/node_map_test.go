@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -272,13 +273,14 @@ func TestNodeMap_PlaysThroughTheKit(t *testing.T) {
 	})
 }
 
-// TestNodeMap_DefaultMapOnPoolSpares runs a kit whose default map is the example's image
+// TestNodeMap_DefaultMapRestartedAndAdopted runs a kit whose default map is the example's image
 // with a warm pool of it: a guest joins through the edge with a join ticket and walks as
 // the kit's movement predicts; the pool keeps a blank spare of the image (registered
 // under its pool id); after the map's container is killed the orchestrator restarts the
 // map on that spare, which takes on the instance, registers as it and admits the next
-// guest.
-func TestNodeMap_DefaultMapOnPoolSpares(t *testing.T) {
+// guest; after the orchestrator is killed and started again, the new one adopts the
+// running map, which registers again when its heartbeat is answered registered: false.
+func TestNodeMap_DefaultMapRestartedAndAdopted(t *testing.T) {
 	image := nodeMapImage(t, dockertest.Client(t))
 	k := newKit(t, "ORCH_MAP_IMAGE="+image, "ORCH_WARM_POOL_SIZE=1")
 	guestWalks := func(t *testing.T) {
@@ -314,6 +316,23 @@ func TestNodeMap_DefaultMapOnPoolSpares(t *testing.T) {
 		})
 		if pool := inspect(t, k.cli, inst.ContainerID).Config.Labels[docker.LabelPool]; pool == "" {
 			t.Fatalf("restarted in %s, which is not a pool spare", inst.ContainerID)
+		}
+		guestWalks(t)
+	})
+
+	t.Run("AdoptedAfterAnOrchestratorRestart", func(t *testing.T) {
+		before := k.instance(t, k.def)
+		if err := k.orch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = k.orch.wait(10 * time.Second)
+		k.restart(t)
+		waitFor(t, "the map registered again with the new orchestrator", 30*time.Second, func() bool {
+			inst := k.instance(t, k.def)
+			return inst.State == orchestrator.StateReady && inst.Registered
+		})
+		if inst := k.instance(t, k.def); inst.ContainerID != before.ContainerID || inst.Restarts != before.Restarts {
+			t.Fatalf("after the restart %+v, want the same container %s adopted, no restart", inst, before.ContainerID)
 		}
 		guestWalks(t)
 	})
