@@ -132,6 +132,7 @@ async function main() {
     claimed = true;
     Object.assign(game, { instanceId: m.instanceId, mapId: m.mapId });
     reply(res, 200, health());
+    if (pool) register(); // a pool map is that instance in everything it sends from now on
     const out = early || await pending;
     if (out.error) { // cannot happen for a config that validated; a map without a world is no map
       log('error', 'world generation failed', { err: out.error });
@@ -139,7 +140,6 @@ async function main() {
     }
     game.start(m.instanceId, m.mapId, m.config, new World(JSON.parse(out.world)), out.hash);
     log('info', 'instance started', { instance: m.instanceId, worldHash: out.hash });
-    if (pool) register(); // a pool map becomes the instance it was handed
     return undefined;
   });
 
