@@ -143,6 +143,11 @@ async function main() {
     return undefined;
   });
 
+  // Idle connections are the orchestrator's to close (after 30 s), never ours first: a
+  // probe sent on a connection the map is closing would fail.
+  control.keepAliveTimeout = 65000;
+  control.headersTimeout = 66000;
+
   // The game listener: the player WebSocket at /ws; the edge's optional link is declined
   // with a complete 404, so the edge forwards each player on a connection of its own.
   const originOK = (req) => {
