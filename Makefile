@@ -37,7 +37,11 @@ RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filt
 # that carry it): built before them, never committed.
 PAGE_GEN  := orchestrator/edge/static/gen
 
-.PHONY: all engine build page images up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w1-edge bench-w2 bench-w3 lint clean docs
+# The Node.js example map's image (mapserver/examples/node), tagged with the version and
+# latest like the kit's own.
+NODE_MAP_IMAGE := mapyard/node-map
+
+.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w1-edge bench-w2 bench-w3 lint clean docs
 
 all: build
 
@@ -70,6 +74,11 @@ images: build engine
 		-t mapyard/map:latest -t mapyard/map:$(VERSION) .
 	@docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^mapyard/.*:latest '
 
+# The Node.js example map, a map in another language, by its recipe: this host's node,
+# the libraries it links and the page's module on scratch (scripts/node-map-image.sh).
+node-map-image: page engine
+	VERSION=$(VERSION) GO=$(GO) WASM_DIR=$(BIN) scripts/node-map-image.sh $(NODE_MAP_IMAGE):$(VERSION) $(NODE_MAP_IMAGE):latest
+
 up: images $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator edge
@@ -100,7 +109,7 @@ reset: $(ENV_FILE)
 		docker network rm $(MAP_NETWORK) >/dev/null && echo "removed network $(MAP_NETWORK)" || \
 		echo "network $(MAP_NETWORK) kept: containers of another deployment are on it"; fi
 
-test: engine lint images test-images test-go test-wasm test-fuzz
+test: engine lint images node-map-image test-images test-go test-wasm test-fuzz
 
 # The images as shipped, and the compose file as both compose versions read it (with the
 # env file absent, as on a fresh clone: a scratch copy of compose/ without it fails, the
@@ -110,16 +119,17 @@ test-images: images
 	@if [ -n "$(COMPOSE)" ]; then scripts/check-compose.sh "$(COMPOSE)" && echo "compose file valid ($(COMPOSE))"; \
 		else echo "no compose installed: compose file not checked"; fi
 
-# Tests start the map image by its version tag: mapyard/map:latest may be another
-# checkout's build on a shared engine. `make test` needs the engine (for the images)
-# and node (for test-wasm) anyway, so tests that use them fail here instead of skipping.
+# Tests start the map images by their version tags (the kit's map and the Node.js
+# example's): mapyard/map:latest may be another checkout's build on a shared engine.
+# `make test` needs the engine (for the images) and node (for test-wasm and the
+# example) anyway, so tests that use them fail here instead of skipping.
 # promtool checks every binary's metrics and the Prometheus docs; scripts/promtool.sh
 # installs it when it is missing. -timeout: the orchestrator's package plays real
 # containers and the page in Chromium; on a loaded host it needs more than go test's
 # default 10 minutes.
 test-go:
 	scripts/promtool.sh
-	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) $(GO) test -count=1 -timeout 20m ./...
+	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) MAPYARD_TEST_NODE_IMAGE=$(NODE_MAP_IMAGE):$(VERSION) $(GO) test -count=1 -timeout 20m ./...
 
 test-wasm:
 	@for p in $(WASM_PKGS); do \
