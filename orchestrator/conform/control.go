@@ -9,7 +9,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/mapyard/mapyard/docs/schemas"
 	"github.com/mapyard/mapyard/mapserver/mapcontrol"
@@ -86,37 +90,53 @@ func (r *runner) checkMapReady(ctx context.Context) error {
 	}); err != nil {
 		return r.notReady(r.a, err)
 	}
-	return r.checkRegistration(r.a, mapID, r.life.opened)
+	return r.waitRegistration(ctx, r.a, mapID, r.life.opened)
 }
 
-// checkRegistration checks the map-ready calls of instance id since `since`: at least
-// one, each per schema with the ids and the contract's ports, and one answered
-// {"registered": true}.
-func (r *runner) checkRegistration(id, wantMap string, since time.Time) error {
-	calls := r.setup.tap.find(mapcontract.PathMapReady, func(c call) bool { return c.Instance == id && !c.At.Before(since) })
-	if len(calls) == 0 {
-		return fmt.Errorf("%s is ready but never called %s", id, mapcontract.PathMapReady)
+// waitRegistration waits for instance id's registration since `since` and checks it:
+// every map-ready call per schema with the ids and the contract's ports, and one
+// answered {"registered": true}. The supervisor may call an instance ready a moment
+// before the map's call is answered (a handout, or the answer on its way), so the
+// check waits on the calls, not on the instance's state.
+func (r *runner) waitRegistration(ctx context.Context, id, wantMap string, since time.Time) error {
+	var why error
+	err := r.setup.tap.wait(ctx, "map-ready of "+id, func() bool {
+		var done bool
+		done, why = r.registration(id, wantMap, since)
+		return done
+	})
+	if why != nil {
+		return why
 	}
-	registered := false
+	return err
+}
+
+// registration reads instance id's map-ready calls since `since`: done with an error
+// at the first that breaks the contract, done without one once a call was answered
+// registered, not done (with why) otherwise.
+func (r *runner) registration(id, wantMap string, since time.Time) (done bool, why error) {
+	calls := r.setup.tap.find(mapcontract.PathMapReady, func(c call) bool { return c.Instance == id && !c.At.Before(since) })
 	for _, c := range calls {
 		if err := r.validateRequest(c); err != nil {
-			return err
+			return true, err
 		}
 		var m mapcontract.MapReady
 		if err := json.Unmarshal(c.Body, &m); err != nil {
-			return err
+			return true, err
 		}
 		if m.MapID != wantMap || m.GamePort != docker.MapGamePort || m.ControlPort != docker.MapControlPort {
-			return fmt.Errorf("map-ready %s: want mapId %q, gamePort %d, controlPort %d", brief(c.Body), wantMap, docker.MapGamePort, docker.MapControlPort)
+			return true, fmt.Errorf("map-ready %s: want mapId %q, gamePort %d, controlPort %d", brief(c.Body), wantMap, docker.MapGamePort, docker.MapControlPort)
 		}
 		var a mapcontract.HeartbeatAnswer
-		registered = registered || (c.Status == http.StatusOK && json.Unmarshal(c.Answer, &a) == nil && a.Registered)
+		if c.Status == http.StatusOK && json.Unmarshal(c.Answer, &a) == nil && a.Registered {
+			return true, nil
+		}
 	}
-	if !registered {
-		last := calls[len(calls)-1]
-		return fmt.Errorf("map-ready of %s never answered registered: last answer HTTP %d %s", id, last.Status, brief(last.Answer))
+	if len(calls) == 0 {
+		return false, fmt.Errorf("%s never called %s", id, mapcontract.PathMapReady)
 	}
-	return nil
+	last := calls[len(calls)-1]
+	return false, fmt.Errorf("map-ready of %s never answered registered: last answer HTTP %d %s", id, last.Status, brief(last.Answer))
 }
 
 // notReady explains why instance id is not ready: the supervisor's reason, which says
@@ -130,7 +150,34 @@ func (r *runner) notReady(id string, err error) error {
 	if inst.LastExitCode != nil {
 		why += fmt.Sprintf(", last exit code %d", *inst.LastExitCode)
 	}
+	if tail := r.logTail(inst.ContainerID); tail != "" {
+		why += "; its log ends: " + tail
+	}
 	return fmt.Errorf("%w: %s", err, why)
+}
+
+// logTail returns the last lines a container wrote (stdout and stderr), joined with
+// " | ", for a map author who sees only the report; "" when there are none.
+func (r *runner) logTail(containerID string) string {
+	if containerID == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rc, err := r.cli.ContainerLogs(ctx, containerID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "3"})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 16<<10)); err != nil && out.Len() == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for i, l := range lines {
+		lines[i] = brief([]byte(l))
+	}
+	return strings.Join(lines, " | ")
 }
 
 // reach returns instance id once ready and the credential its control listener takes.

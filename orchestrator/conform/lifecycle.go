@@ -168,8 +168,8 @@ func (r *runner) checkHandout(ctx context.Context) error {
 	if inst.ContainerID != r.pool.containerID {
 		return errors.New("the handout failed (start-instance on the blank map): the orchestrator started a container of its own")
 	}
-	if err := r.setup.tap.wait(ctx, "map-ready of "+r.b, func() bool { return r.checkRegistration(r.b, mapID, since) == nil }); err != nil {
-		return fmt.Errorf("after the handout: %w", r.checkRegistration(r.b, mapID, since))
+	if err := r.waitRegistration(ctx, r.b, mapID, since); err != nil {
+		return fmt.Errorf("after the handout: %w", err)
 	}
 	if err := r.checkHealthOf(ctx, inst.ControlPort, cred, r.b, mapID, r.hashes[r.b]); err != nil {
 		return err
@@ -181,7 +181,7 @@ func (r *runner) checkHandout(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tok, err := r.mint(r.life.adm.Signer, c, r.b, time.Now(), time.Minute)
+	tok, err := r.mint(r.life.adm.Signer, c, r.b, time.Now(), ticketTTL)
 	if err != nil {
 		return err
 	}
@@ -201,9 +201,11 @@ func (r *runner) startProbe(ctx context.Context) {
 
 // playStop stops the probe with a player in it, as an operator's stop does.
 func (r *runner) playStop(ctx context.Context) {
-	r.check(ctx, "sigterm-exit", r.opts.StartTimeout+r.opts.StopGrace+15*time.Second, nil, r.checkSigterm)
-	r.check(ctx, "push-on-sigterm", checkTimeout, nil, r.checkPushOnSigterm)
-	r.check(ctx, "no-writes", checkTimeout, nil, r.checkNoWrites)
+	// The probe registers as the default map does: without that, nothing is to stop.
+	needA := []string{"map-ready"}
+	r.check(ctx, "sigterm-exit", r.opts.StartTimeout+r.opts.StopGrace+15*time.Second, needA, r.checkSigterm)
+	r.check(ctx, "push-on-sigterm", checkTimeout, needA, r.checkPushOnSigterm)
+	r.check(ctx, "no-writes", checkTimeout, needA, r.checkNoWrites)
 }
 
 // checkSigterm welcomes a player into the probe, then stops it (SIGTERM, SIGKILL after
@@ -212,7 +214,9 @@ func (r *runner) checkSigterm(ctx context.Context) error {
 	if r.probe.created != nil {
 		return fmt.Errorf("not run: create the probe: %w", r.probe.created)
 	}
-	inst, _, err := r.reach(ctx, r.w)
+	rctx, cancel := context.WithTimeout(ctx, r.opts.StartTimeout)
+	inst, _, err := r.reach(rctx, r.w)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -220,7 +224,7 @@ func (r *runner) checkSigterm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tok, err := r.mint(r.life.adm.Signer, c, r.w, time.Now(), time.Minute)
+	tok, err := r.mint(r.life.adm.Signer, c, r.w, time.Now(), ticketTTL)
 	if err != nil {
 		return err
 	}
@@ -271,15 +275,23 @@ func (r *runner) checkPushOnSigterm(ctx context.Context) error {
 		problems = append(problems, fmt.Sprintf("the player's WebSocket was closed with %d, want 1001", code))
 	}
 	partition := record.CharacterPartitionPrefix + r.probe.char.id
-	pushes := r.setup.tap.find(mapcontract.PathPersistSnapshot, func(c call) bool {
-		var p mapcontract.PersistSnapshot
-		return c.Instance == r.w && c.At.After(r.probe.at) && json.Unmarshal(c.Body, &p) == nil && p.Partition == partition
-	})
+	var pushes []call
 	accepted := false
-	for _, c := range pushes {
-		var a mapcontract.PersistSnapshotAnswer
-		accepted = accepted || (c.Status == http.StatusOK && json.Unmarshal(c.Answer, &a) == nil && a.Accepted)
-	}
+	// The probe has exited; a push it made last may still be on its way to the
+	// orchestrator for a moment.
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_ = r.setup.tap.wait(wctx, "the push on SIGTERM", func() bool {
+		pushes = r.setup.tap.find(mapcontract.PathPersistSnapshot, func(c call) bool {
+			var p mapcontract.PersistSnapshot
+			return c.Instance == r.w && c.At.After(r.probe.at) && json.Unmarshal(c.Body, &p) == nil && p.Partition == partition
+		})
+		for _, c := range pushes {
+			var a mapcontract.PersistSnapshotAnswer
+			accepted = accepted || (c.Status == http.StatusOK && json.Unmarshal(c.Answer, &a) == nil && a.Accepted)
+		}
+		return accepted
+	})
+	cancel()
 	switch {
 	case len(pushes) == 0:
 		problems = append(problems, "no push of its player's character after SIGTERM")
@@ -349,8 +361,8 @@ func (r *runner) checkRestart(ctx context.Context) error {
 	if err != nil {
 		return r.notReady(r.a, err)
 	}
-	if err := r.setup.tap.wait(ctx, "map-ready of the new container", func() bool { return r.checkRegistration(r.a, mapID, since) == nil }); err != nil {
-		return fmt.Errorf("after the kill: %w", r.checkRegistration(r.a, mapID, since))
+	if err := r.waitRegistration(ctx, r.a, mapID, since); err != nil {
+		return fmt.Errorf("after the kill: %w", err)
 	}
 	return r.rejoin(ctx, inst)
 }
@@ -360,7 +372,7 @@ func (r *runner) rejoin(ctx context.Context, inst orchestrator.Instance) error {
 	if r.c1 == nil {
 		return nil
 	}
-	tok, err := r.mint(r.life.adm.Signer, r.c1, inst.ID, time.Now(), time.Minute)
+	tok, err := r.mint(r.life.adm.Signer, r.c1, inst.ID, time.Now(), ticketTTL)
 	if err != nil {
 		return err
 	}
@@ -416,11 +428,14 @@ func (r *runner) checkAdoption(ctx context.Context) error {
 		if !ok {
 			continue
 		}
+		if err := r.waitRegistration(ctx, id, mapID, l.opened); err != nil {
+			return fmt.Errorf("since the restart: %w", err)
+		}
 		inst, err := l.waitInstance(ctx, id, id+" ready and registered", func(i orchestrator.Instance) bool {
 			return i.State == orchestrator.StateReady && i.Registered
 		})
 		if err != nil {
-			return fmt.Errorf("%w; map-ready since the restart: %v", r.notReady(id, err), r.checkRegistration(id, mapID, l.opened))
+			return r.notReady(id, err)
 		}
 		info, err := r.cli.ContainerInspect(ctx, inst.ContainerID)
 		if err != nil {
@@ -428,9 +443,6 @@ func (r *runner) checkAdoption(ctx context.Context) error {
 		}
 		if inst.ContainerID != was.container || info.State.StartedAt != was.started {
 			return fmt.Errorf("%s was not adopted: its container was replaced or restarted", id)
-		}
-		if err := r.checkRegistration(id, mapID, l.opened); err != nil {
-			return err
 		}
 		if err := r.waitRegisteredBeat(ctx, id, l.opened); err != nil {
 			return err

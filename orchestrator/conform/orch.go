@@ -26,6 +26,9 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
+// ticketTTL is how long the run's join tickets are valid (a host's: 10 s).
+const ticketTTL = 2 * time.Minute
+
 // life is one run of the orchestrator against the image: the very parts
 // cmd/orchestrator wires (its Main.Run), on a database file, a root and a deployment
 // that outlive it, so that closing one life and opening the next is an orchestrator
@@ -86,6 +89,10 @@ func (s *orchestratorSetup) openLife(ctx context.Context) (l *life, err error) {
 	l.sup.Store = l.db
 	l.adm = admission.NewService(s.root, l.db, l.sup, s.defaultID, s.log)
 	l.adm.DefaultMapID = s.defaultMap
+	// A ticket of the run is presented again checks later (ticket-used), after checks
+	// that may wait out their time on a map that fails them: it must still be valid then,
+	// or the map would be refused ticket_expired for another check's failure.
+	l.adm.JoinTTL = ticketTTL
 	l.http = httpapi.NewServer(l.sup, l.adm, l.db, s.root, s.log)
 	l.http.Callers = l.sup
 	l.http.PublicAddr, l.http.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"

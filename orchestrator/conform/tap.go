@@ -140,7 +140,9 @@ func (t *tap) forward(req *http.Request, upstream string, body []byte) (int, []b
 	if upstream == "" {
 		return errorBody(http.StatusServiceUnavailable, apierr.EUNAVAILABLE, "the orchestrator is restarting")
 	}
-	out, err := http.NewRequestWithContext(req.Context(), req.Method, upstream+req.URL.RequestURI(), bytes.NewReader(body))
+	// A map that hangs up before the answer (it exits right after its last push, say)
+	// still delivered the call, as it would to the orchestrator itself.
+	out, err := http.NewRequestWithContext(context.WithoutCancel(req.Context()), req.Method, upstream+req.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return errorBody(http.StatusBadRequest, apierr.EBADREQUEST, err.Error())
 	}

@@ -56,7 +56,7 @@ func (r *runner) playTickets(ctx context.Context) {
 		return r.refused(ctx, r.ticket1, apierr.ETICKETUSED, 2)
 	})
 	r.check(ctx, "ticket-wrong-map", checkTimeout, needA, func(ctx context.Context) error {
-		tok, err := r.mint(r.life.adm.Signer, r.someone(), r.x, time.Now(), time.Minute)
+		tok, err := r.mint(r.life.adm.Signer, r.someone(), r.x, time.Now(), ticketTTL)
 		if err != nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func (r *runner) playTickets(ctx context.Context) {
 	})
 	r.check(ctx, "ticket-forged", checkTimeout, needA, func(ctx context.Context) error {
 		forger := ticket.NewSigner([]byte(randomHex(32)))
-		tok, err := r.mint(forger, r.someone(), r.a, time.Now(), time.Minute)
+		tok, err := r.mint(forger, r.someone(), r.a, time.Now(), ticketTTL)
 		if err != nil {
 			return err
 		}
