@@ -330,6 +330,7 @@ func (r *runner) checkNoWrites(ctx context.Context) error {
 	return nil
 }
 
+// changeKind names a change of `docker diff` in words.
 func changeKind(k container.ChangeType) string {
 	switch k {
 	case container.ChangeAdd:
@@ -346,6 +347,8 @@ func (r *runner) playKill(ctx context.Context) {
 	r.check(ctx, "restart-after-kill", r.opts.StartTimeout+20*time.Second, []string{"map-ready"}, r.checkRestart)
 }
 
+// checkRestart kills the default map's container with SIGKILL, as a crash would, and
+// waits for the supervisor to bring the instance back elsewhere.
 func (r *runner) checkRestart(ctx context.Context) error {
 	before, err := r.life.sup.Instance(r.a)
 	if err != nil {
@@ -392,6 +395,8 @@ func (r *runner) playAdoption(ctx context.Context) {
 	r.check(ctx, "adoption", r.opts.StartTimeout+r.opts.HeartbeatTimeout+15*time.Second, []string{"map-ready"}, r.checkAdoption)
 }
 
+// checkAdoption closes the orchestrator's first life and opens a second on the same
+// database, root and control port, and checks the running maps through it.
 func (r *runner) checkAdoption(ctx context.Context) error {
 	// A quiet host: the pool refilled after the handouts, no start in flight.
 	pctx, cancel := context.WithTimeout(ctx, r.opts.StartTimeout)

@@ -137,6 +137,7 @@ func (s *orchestratorSetup) closeLife(l *life) error {
 	return l.close()
 }
 
+// close closes what the life opened, in the order an orchestrator shuts down.
 func (l *life) close() error {
 	var errs []error
 	if l.adm != nil {
@@ -202,6 +203,7 @@ type probeAPI struct {
 
 var _ docker.API = (*probeAPI)(nil)
 
+// newProbeAPI wraps cli; no container is a probe until makeWritable names it.
 func newProbeAPI(cli *client.Client) *probeAPI {
 	return &probeAPI{Client: cli, writable: map[string]bool{}, probes: map[string]bool{},
 		diffs: map[string][]container.FilesystemChange{}, diffErrs: map[string]error{}}

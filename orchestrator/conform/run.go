@@ -292,6 +292,7 @@ func (r *runner) record(res Result) {
 	}
 }
 
+// randomHex returns n random bytes in hex: deployment ids, secrets.
 func randomHex(n int) string {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {

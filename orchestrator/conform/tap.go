@@ -57,6 +57,7 @@ type tap struct {
 	srv      *http.Server
 }
 
+// newTap returns a tap that records nothing yet and listens nowhere until open.
 func newTap(log *slog.Logger) *tap {
 	return &tap{hc: &http.Client{Timeout: 30 * time.Second}, log: log, changed: make(chan struct{})}
 }
@@ -224,6 +225,7 @@ func errorBody(status int, code, message string) (int, []byte) {
 	return status, b
 }
 
+// writeError answers with the contract's error body.
 func writeError(w http.ResponseWriter, status int, code, message string) {
 	status, b := errorBody(status, code, message)
 	w.Header().Set("Content-Type", "application/json")
