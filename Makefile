@@ -41,7 +41,7 @@ PAGE_GEN  := orchestrator/edge/static/gen
 # latest like the kit's own.
 NODE_MAP_IMAGE := mapyard/node-map
 
-.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz bench bench-w1 bench-w1-edge bench-w2 bench-w3 lint clean docs
+.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 lint clean docs
 
 all: build
 
@@ -142,6 +142,12 @@ test-fuzz:
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz: $$pkg $$fn ($(FUZZTIME))"; \
 		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# The conformance kit (docs/map-contract.md, "Conformance") against a map image: this
+# checkout's by default, or IMAGE=... (any language; it must be in the local engine).
+# ARGS=-json prints a report a program reads.
+conform: $(if $(IMAGE),build,images)
+	$(BIN)/orchestrator conform --image $(or $(IMAGE),mapyard/map:$(VERSION)) $(ARGS)
 
 # Workload W1 against one map container, with the Colyseus peer on the same machine
 # (docs/benchmarks.md). NS, WARMUP and WINDOW (seconds) shorten it for a smoke run:

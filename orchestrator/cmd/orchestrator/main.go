@@ -7,6 +7,9 @@
 //	orchestrator healthcheck  exit 0 if the local orchestrator answers /healthz
 //	orchestrator edge ...     run the edge instead (see package edge), so that one image
 //	                          ships both processes
+//	orchestrator conform --image IMAGE
+//	                          check a map image against the map contract (package
+//	                          conform), printing one line per check
 //	orchestrator -h           list every variable with its default
 //
 // Fault injection is for tests only and off by default: with
@@ -55,6 +58,9 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "edge" {
 		return edge.Run(args[1:], environ, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "conform" {
+		return runConform(args[1:], stdout, stderr)
+	}
 	var cfg orchestrator.Config
 	cmd := envconf.Command{
 		Name:  "orchestrator",
@@ -62,7 +68,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		Note: "Fault injection (tests only, off by default): with ORCH_ALLOW_FAULT_INJECTION=1,\n" +
 			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n" +
 			"\"MAP_FAULT_IGNORE_SIGTERM=true\"]\n" +
-			"for that instance's container; no other variable is ever accepted.",
+			"for that instance's container; no other variable is ever accepted.\n\n" +
+			"orchestrator conform --image IMAGE checks a map image against the map contract (-h for its flags).",
 		Healthcheck: func() error { return edge.Healthcheck(cfg.PublicAddr) },
 	}
 	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {

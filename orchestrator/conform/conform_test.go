@@ -1,0 +1,177 @@
+package conform_test
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+
+	"github.com/mapyard/mapyard/orchestrator/conform"
+	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
+)
+
+// images are the map images `make test` checks, each with exactly the checks it must
+// fail (none for an image that obeys the contract). Adding an image is adding a line:
+// kitImage names an image `make images` builds beside the map's, with the same tag.
+var images = []struct {
+	name  string
+	image func(t *testing.T, cli *client.Client) string
+	fail  []string
+}{
+	{"kit", kitImage("mapyard/map"), nil},
+	{"node", kitImage("mapyard/node-map"), nil}, // mapserver/examples/node (make node-map-image)
+	{"broken", brokenImage, []string{"container-user", "credential-missing", "credential-wrong",
+		"sigterm-exit", "push-on-sigterm", "no-writes", "pushes"}},
+}
+
+// TestRun_Images runs the conformance kit against every image of images, one after the
+// other (a run is a few containers on a shared engine), and checks which checks fail.
+func TestRun_Images(t *testing.T) {
+	cli := dockertest.Client(t)
+	for _, img := range images {
+		t.Run(img.name, func(t *testing.T) {
+			ref := img.image(t, cli)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			start := time.Now()
+			rep, err := conform.Run(ctx, conform.Options{Image: ref, Docker: cli, Log: testLogger(t)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text strings.Builder
+			_ = rep.WriteText(&text)
+			t.Logf("%s in %s:\n%s", ref, time.Since(start).Round(time.Millisecond), text.String())
+			var names []string
+			for _, c := range rep.Checks {
+				names = append(names, c.Name)
+			}
+			if want := checkNames(); !slices.Equal(names, want) {
+				t.Fatalf("the report lists %v, want every check once in order: %v", names, want)
+			}
+			if got := rep.Failures(); !slices.Equal(got, img.fail) {
+				t.Errorf("%s failed %v, want exactly %v", ref, got, img.fail)
+			}
+			if rep.Passed+rep.Failed != len(conform.Checks) || rep.Failed != len(img.fail) {
+				t.Errorf("counts %s for %d checks", rep.Summary(), len(conform.Checks))
+			}
+		})
+	}
+}
+
+// kitImage returns the image of repository repo that `make images` built with the tag
+// of MAPYARD_TEST_MAP_IMAGE (mapyard/map:<version>), so every image of one build is
+// checked together.
+func kitImage(repo string) func(*testing.T, *client.Client) string {
+	return func(t *testing.T, cli *client.Client) string {
+		ref := dockertest.MapImage()
+		if i := strings.LastIndex(ref, ":"); i > 0 && !strings.Contains(ref[i:], "/") {
+			ref = repo + ref[i:]
+		} else {
+			ref = repo + ":latest"
+		}
+		if _, err := cli.ImageInspect(context.Background(), ref); err != nil {
+			if os.Getenv("MAPYARD_REQUIRE_DOCKER") == "1" {
+				t.Fatalf("image %s is missing (run `make images`): %v", ref, err)
+			}
+			t.Skipf("image %s is missing (run `make images`): %v", ref, err)
+		}
+		return ref
+	}
+}
+
+// brokenImage builds testdata/brokenmap, a static binary, into a FROM scratch image of
+// its own with the engine's classic builder (no registry, no BuildKit), removed when
+// the test ends.
+func brokenImage(t *testing.T, cli *client.Client) string {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "brokenmap")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/brokenmap")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the broken map: %v\n%s", err, out)
+	}
+	binary, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	for _, f := range []struct {
+		name string
+		mode int64
+		body []byte
+	}{
+		// No USER: the image runs as root, on purpose. /state is 10001's, so that the
+		// map's write succeeds where the root is writable.
+		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY --chown=10001:10001 state/ /state/\nCOPY brokenmap /brokenmap\nENTRYPOINT [\"/brokenmap\"]\n")},
+		{"state/.keep", 0o644, nil},
+		{"brokenmap", 0o755, binary},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(f.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ref := fmt.Sprintf("mapyard/conform-broken:test-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resp, err := cli.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{ref}, Version: build.BuilderV1, Remove: true, ForceRemove: true})
+	if err != nil {
+		t.Fatalf("build the broken image: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &msg) == nil && msg.Error != "" {
+			t.Fatalf("build the broken image: %s", msg.Error)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = cli.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true})
+	})
+	return ref
+}
+
+// checkNames are the names of conform.Checks, in order.
+func checkNames() []string {
+	var out []string
+	for _, c := range conform.Checks {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// testLogger sends the in-process orchestrator's lines to the test log, which shows
+// them when a test fails.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type tbWriter struct{ t *testing.T }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
