@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -216,30 +215,7 @@ func TestDB_RekeyIdentity(t *testing.T) {
 // then lets the identity create more.
 func TestDB_MigrateOneCharacterPerKey(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "mapyard.db")
-	raw, err := sql.Open("sqlite", sqlite.DSN(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustExec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := raw.Exec(q, args...); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
-	mustExec(`CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)`)
-	old, err := filepath.Glob("migrations/000[1-5]_*.sql")
-	if err != nil || len(old) != 5 {
-		t.Fatalf("migrations before 0006: %v %v", old, err)
-	}
-	for _, f := range old {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustExec(string(b))
-		mustExec(`INSERT INTO migrations (name, applied_at_ms) VALUES (?, 1)`, f)
-	}
+	path, raw, mustExec := oldSchema(t, 5)
 	mustExec(`INSERT INTO characters (character_id, key_hash, name, created_at_ms) VALUES ('c1', 'kh1', 'Ada', 5), ('c2', 'kh2', 'Bob', 6)`)
 	mustExec(`INSERT INTO character_state (character_id, map_id, instance_id, x, y, attributes_json, revision, updated_at_ms)
 		VALUES ('c1', 'meadow', 'meadow-1', 1.5, 2.5, '{"hp":7}', 3, 9)`)

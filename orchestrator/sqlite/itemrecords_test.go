@@ -2,13 +2,9 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
 
 // TestDB_MigrateItemLastEvent opens a database written before items knew their last
@@ -17,30 +13,7 @@ import (
 // latest event when there are several, none for an item only seeded.
 func TestDB_MigrateItemLastEvent(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "mapyard.db")
-	raw, err := sql.Open("sqlite", sqlite.DSN(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustExec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := raw.Exec(q, args...); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
-	mustExec(`CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)`)
-	old, err := filepath.Glob("migrations/000[1-8]_*.sql")
-	if err != nil || len(old) != 8 {
-		t.Fatalf("migrations before 0009: %v %v", old, err)
-	}
-	for _, f := range old {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustExec(string(b))
-		mustExec(`INSERT INTO migrations (name, applied_at_ms) VALUES (?, 1)`, f)
-	}
+	path, raw, mustExec := oldSchema(t, 8)
 	mustExec(`INSERT INTO characters (character_id, key_hash, name, name_key, created_at_ms) VALUES ('c1', 'kh1', 'Ada', 'ada', 5), ('c2', 'kh2', 'Bob', 'bob', 6)`)
 	mustExec(`INSERT INTO inventory_items (item_id, template_id, quantity, owner_character_id, location_instance_id, updated_at_ms) VALUES
 		('i1', 'coin', 4, 'c2', NULL, 9), ('i2', 'apple', 1, 'c1', NULL, 9), ('i3', 'apple', 1, NULL, 'm-1', 9)`)
@@ -73,7 +46,7 @@ func TestDB_MigrateItemLastEvent(t *testing.T) {
 	if rec, _ := db.ItemRecord(ctx, "i1"); rec.Holder != "c2" {
 		t.Errorf("i1 held by %q, want c2", rec.Holder)
 	}
-	_, err = db.ItemRecord(ctx, "nope")
+	_, err := db.ItemRecord(ctx, "nope")
 	WantCode(t, err, apierr.ENOTFOUND)
 	_, err = db.HeldItemRecords(ctx, "nobody")
 	WantCode(t, err, apierr.ENOTFOUND)
