@@ -79,6 +79,10 @@ func (m *Main) Open() error {
 	if m.NewGame == nil {
 		m.NewGame = game.Build(game.Options{ViewCap: cfg.ViewCap, RecoveryEveryTicks: uint64(cfg.RecoveryEveryTicks)})
 	}
+	if cfg.FaultPanicAtTick > 0 {
+		m.Log.Warn("fault injection: the game panics at a tick", "tick", cfg.FaultPanicAtTick)
+		m.NewGame = panicAt(m.NewGame, cfg.FaultPanicAtTick)
+	}
 	m.generated = make(chan struct{})
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

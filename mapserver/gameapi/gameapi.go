@@ -39,7 +39,8 @@ type Game interface {
 	// Join puts an arriving character in the world (a join, a transfer through a
 	// portal, a return after a crash) and returns the id snapshots show it under (0:
 	// none), by which the kit names it to players who ask. An error refuses the
-	// arrival: the player is told internal and the character stays where it was.
+	// arrival: the player is told internal, and a transfer is reported failed, which
+	// sends the player back to the map it came from.
 	Join(a Arrival) (entity uint64, err error)
 	// Leave takes a character out of the world for good here: it left through a
 	// portal (its state went with the transfer) or its resume window passed (its

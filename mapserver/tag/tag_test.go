@@ -233,6 +233,15 @@ func TestTag_PortalsBothWays(t *testing.T) {
 	if p.TargetMapID != mapgen.DefaultMapID {
 		t.Fatalf("the arena's portal leads to %q", p.TargetMapID)
 	}
+	// Open ground between every spawn point and the portal: a player who arrives from
+	// a map the arena has no portal to walks straight to it (the kit's end-to-end tests
+	// do).
+	for _, sp := range g.world.Spawns {
+		from, to := sim.Vec{X: sim.FromCentimetres(sp.X), Y: sim.FromCentimetres(sp.Y)}, sim.Vec{X: sim.FromCentimetres(p.X), Y: sim.FromCentimetres(p.Y)}
+		if !g.sim.Colliders().LineOfSight(from, to) {
+			t.Errorf("spawn point %+v does not see the portal", sp)
+		}
+	}
 	// Arriving from the default map: beside the portal back, not in it.
 	mustJoin(t, g, "a", &mapcontract.CharacterState{MapID: mapgen.DefaultMapID, X: 1, Y: 1})
 	pos := g.sim.Entities[g.players["a"].slot].Pos

@@ -18,7 +18,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/mapyard/mapyard/mapserver/app"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
@@ -32,11 +31,8 @@ const testSecret = "0123456789abcdef-test"
 // TestMain lets tests run the real map server as a child process: the test binary
 // re-executed with MAPYARD_MAP_CHILD=1 behaves exactly like the mapserver binary.
 func TestMain(m *testing.M) {
-	switch os.Getenv("MAPYARD_MAP_CHILD") {
-	case "1":
+	if os.Getenv("MAPYARD_MAP_CHILD") == "1" {
 		os.Exit(run(nil, os.Environ(), os.Stdout, os.Stderr))
-	case "panic": // the map server of a game that panics in a tick (panic_test.go)
-		os.Exit(app.Binary{Name: "mapserver", NewGame: panicking}.Run(nil, os.Environ(), os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }

@@ -9,45 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/game"
-	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
 )
 
-// panicAtTick is the tick at which the panicking game's Step panics.
-const panicAtTick = 10
-
-// panicking builds the reference game with a Step that panics at panicAtTick: a game
-// with a defect.
-func panicking(s gameapi.Setup) (gameapi.Game, error) {
-	g, err := game.Build(game.Options{})(s)
-	if err != nil {
-		return nil, err
-	}
-	return &panicky{Game: g}, nil
-}
-
-type panicky struct {
-	gameapi.Game
-	ticks int
-}
-
-func (p *panicky) Step(out gameapi.Out) {
-	if p.ticks++; p.ticks == panicAtTick {
-		panic("the game's defect")
-	}
-	p.Game.Step(out)
-}
-
-// TestGamePanics_MapExitsNonZero: a game that panics in a tick takes its map server
-// down with a non-zero status, the panic and its stack in the log, within moments:
-// never a hung tick behind heartbeats that go on. The orchestrator restarts an exited
-// map like any crash (the supervisor's tests, MAP_FAULT_EXIT_AFTER_MS).
+// TestGamePanics_MapExitsNonZero: a game that panics in a tick (the fault injection's,
+// MAP_FAULT_PANIC_AT_TICK) takes its map server down with a non-zero status, the panic
+// and its stack in the log, within moments: never a hung tick behind heartbeats that
+// go on. The orchestrator restarts an exited map like any crash
+// (TestSupervisor_GamePanicRestarted, orchestrator/docker).
 func TestGamePanics_MapExitsNonZero(t *testing.T) {
 	orch := faketest.MustOpenOrch(t)
 	mapCred, orchCred := faketest.Credentials(t, faketest.DefaultInstance)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "MAPYARD_MAP_CHILD=panic",
+	cmd.Env = append(os.Environ(), "MAPYARD_MAP_CHILD=1", "MAP_FAULT_PANIC_AT_TICK=10",
 		"MAP_ORCH_URL="+orch.HTTP.ControlURL(), "MAP_CREDENTIAL="+mapCred, "MAP_ORCH_CREDENTIAL="+orchCred,
 		"MAP_INSTANCE_ID="+faketest.DefaultInstance, "MAP_MAP_ID=default", "MAP_LISTEN_HOST=127.0.0.1",
 		"MAP_GAME_PORT=0", "MAP_CONTROL_PORT_BASE=0", "MAP_HEARTBEAT_MS=200")
@@ -69,7 +43,7 @@ func TestGamePanics_MapExitsNonZero(t *testing.T) {
 		<-done
 		t.Fatalf("the map still runs 30 s after its game panicked\n%s", logs.String())
 	}
-	for _, want := range []string{"the tick panicked", "the game's defect", "panicky"} {
+	for _, want := range []string{"the tick panicked", "the game panics at tick 10", "faulty"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Fatalf("the log lacks %q:\n%s", want, logs.String())
 		}

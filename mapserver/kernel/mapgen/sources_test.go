@@ -26,7 +26,7 @@ func TestTemplates(t *testing.T) {
 		}
 	})
 	t.Run("PortalsLinkTheTemplates", func(t *testing.T) {
-		for _, link := range [][2]string{{"default", "frontier"}, {"frontier", "default"}, {"tag", "default"}} {
+		for _, link := range [][2]string{{"default", "frontier"}, {"frontier", "default"}, {"default", "tag"}, {"tag", "default"}} {
 			w := mustGenerate(t, mustTemplate(t, link[0]))
 			found := false
 			for _, p := range w.Portals {
