@@ -167,8 +167,9 @@ type Reply struct {
 }
 
 // Out takes what a call of the game causes besides its result. The kit acts on it
-// when the call has returned, in the order given; every method is called on the tick
-// goroutine, from within Command, Settle or Step.
+// when the call has returned: the notes, then the portals, the critical events and
+// the saves, each in the order given. Every method is called on the tick goroutine,
+// from within Command, Settle or Step.
 type Out interface {
 	// Notify sends frame, a JSON `event` envelope (wire.Event), to each of
 	// characterIDs that is connected here.

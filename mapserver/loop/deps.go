@@ -8,9 +8,6 @@ import (
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 )
 
-// The game the loop drives is a gameapi.Game: one interface, every method called on
-// the tick goroutine but Decode. The loop asks nothing else of it.
-
 // Writes is the transport's side of a snapshot round: the loop holds the writes of
 // every connection while it encodes the round and releases them once, after it.
 type Writes interface {

@@ -7,6 +7,10 @@
 //
 // Connections talk to the loop only through messages: the loop is the mapserver.Handshaker
 // of the transport, and the Session it hands back posts what the client sends.
+//
+// The game the loop drives is a gameapi.Game, one interface whose every method but
+// Decode runs on the tick goroutine; the loop asks nothing else of it, and tells no
+// value it holds apart at run time (house_test.go).
 package loop
 
 import (
