@@ -50,6 +50,7 @@ build: page
 	$(GOBUILD) -o $(BIN)/orchestrator ./orchestrator/cmd/orchestrator
 	$(GOBUILD) -o $(BIN)/edge ./orchestrator/cmd/edge
 	$(GOBUILD) -o $(BIN)/mapserver ./mapserver/cmd/mapserver
+	$(GOBUILD) -o $(BIN)/tagserver ./mapserver/cmd/tagserver
 	$(GOBUILD) -o $(BIN)/fakeorch ./orchestrator/cmd/fakeorch
 	$(GOBUILD) -o $(BIN)/mapbots ./mapserver/cmd/mapbots
 
@@ -72,6 +73,8 @@ images: build engine
 		-t mapyard/orchestrator:latest -t mapyard/orchestrator:$(VERSION) .
 	docker build -q -f Dockerfile.map --build-arg VERSION=$(VERSION) \
 		-t mapyard/map:latest -t mapyard/map:$(VERSION) .
+	docker build -q -f Dockerfile.map --build-arg VERSION=$(VERSION) --build-arg BIN=tagserver \
+		--build-arg TITLE="mapyard tag map server" -t mapyard/tag:latest -t mapyard/tag:$(VERSION) .
 	@docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^mapyard/.*:latest '
 
 # The Node.js example map, a map in another language, by its recipe: this host's node,
@@ -119,17 +122,19 @@ test-images: images
 	@if [ -n "$(COMPOSE)" ]; then scripts/check-compose.sh "$(COMPOSE)" && echo "compose file valid ($(COMPOSE))"; \
 		else echo "no compose installed: compose file not checked"; fi
 
-# Tests start the map images by their version tags (the kit's map and the Node.js
-# example's): mapyard/map:latest may be another checkout's build on a shared engine.
-# `make test` needs the engine (for the images) and node (for test-wasm and the
-# example) anyway, so tests that use them fail here instead of skipping.
+# Tests start the map images by their version tags (the kit's map, tag's for the tests
+# of a second game, and the Node.js example's): mapyard/map:latest may be another
+# checkout's build on a shared engine. `make test` needs the engine (for the images)
+# and node (for test-wasm and the example) anyway, so tests that use them fail here
+# instead of skipping.
 # promtool checks every binary's metrics and the Prometheus docs; scripts/promtool.sh
 # installs it when it is missing. -timeout: the orchestrator's package plays real
 # containers and the page in Chromium; on a loaded host it needs more than go test's
 # default 10 minutes.
 test-go:
 	scripts/promtool.sh
-	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) MAPYARD_TEST_NODE_IMAGE=$(NODE_MAP_IMAGE):$(VERSION) $(GO) test -count=1 -timeout 20m ./...
+	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) MAPYARD_TEST_TAG_IMAGE=mapyard/tag:$(VERSION) \
+		MAPYARD_TEST_NODE_IMAGE=$(NODE_MAP_IMAGE):$(VERSION) $(GO) test -count=1 -timeout 20m ./...
 
 test-wasm:
 	@for p in $(WASM_PKGS); do \

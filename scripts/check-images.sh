@@ -5,7 +5,7 @@
 set -euo pipefail
 max=$((20 * 1000 * 1000))
 fail=0
-for img in mapyard/orchestrator:latest mapyard/map:latest; do
+for img in mapyard/orchestrator:latest mapyard/map:latest mapyard/tag:latest; do
 	size=$(docker image inspect -f '{{.Size}}' "$img")
 	user=$(docker image inspect -f '{{.Config.User}}' "$img")
 	hc=$(docker image inspect -f '{{join .Config.Healthcheck.Test " "}}' "$img")

@@ -19,9 +19,9 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
-	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
@@ -35,16 +35,14 @@ import (
 // listeners.
 const DefaultStopTimeout = 5 * time.Second
 
-// GameFactory builds the game that simulates a generated world.
-type GameFactory func(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.Game, error)
-
 // Main is one map server. Set Config and Log, call Open, and Close at shutdown; the
 // parts are exported so tests can look inside.
 type Main struct {
 	Config mapenv.Config
 	Log    *slog.Logger
-	// NewGame builds the simulation of the generated world; nil means game.Factory.
-	NewGame GameFactory
+	// NewGame builds the game of the generated world; nil means the reference game
+	// (game.Build) with the host's options (MAP_VIEW_CAP, MAP_RECOVERY_EVERY_TICKS).
+	NewGame gameapi.New
 	// StopTimeout bounds Close; zero means DefaultStopTimeout.
 	StopTimeout time.Duration
 	// SendQueue bounds each connection's queued frames; zero means ws.DefaultSendQueue.
@@ -78,7 +76,11 @@ func (m *Main) Open() error {
 		m.Log = slog.New(slog.DiscardHandler)
 	}
 	if m.NewGame == nil {
-		m.NewGame = game.Factory
+		m.NewGame = game.Build(game.Options{ViewCap: cfg.ViewCap, RecoveryEveryTicks: uint64(cfg.RecoveryEveryTicks)})
+	}
+	if cfg.FaultPanicAtTick > 0 {
+		m.Log.Warn("fault injection: the game panics at a tick", "tick", cfg.FaultPanicAtTick)
+		m.NewGame = panicAt(m.NewGame, cfg.FaultPanicAtTick)
 	}
 	m.generated = make(chan struct{})
 	m.Registry = prometheus.NewRegistry()
@@ -145,15 +147,14 @@ func (m *Main) start(r mapcontract.StartInstance, mc mapgen.MapConfig) {
 			m.Log.Error("generate world", "err", err)
 			return
 		}
-		g, err := m.NewGame(w, mc, m.Config.TickHz)
+		g, err := m.NewGame(gameapi.Setup{
+			Config: mc, World: w, TickHz: m.Config.TickHz, SnapshotHz: m.Config.SnapshotHz,
+			Orchestrator: m.Orch, Context: context.Background(), Log: m.Log,
+		})
 		if err != nil {
 			m.Log.Error("build game", "err", err)
 			return
 		}
-		if c, ok := g.(viewCapper); ok {
-			c.SetViewCap(m.Config.ViewCap)
-		}
-		m.loadItems(r.InstanceID, g)
 		m.mu.Lock()
 		m.world = w
 		m.mu.Unlock()
@@ -161,49 +162,6 @@ func (m *Main) start(r mapcontract.StartInstance, mc mapgen.MapConfig) {
 		m.Loop.SetWorld(loop.World{Config: mc, Hash: w.Hash()}, g)
 		m.Log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
 	}()
-}
-
-// viewCapper is a game whose snapshots show a bounded number of entities per client
-// (MAP_VIEW_CAP).
-type viewCapper interface{ SetViewCap(n int) }
-
-// itemGame is a game with items in its world, which it seeds at the orchestrator and
-// loads from its answer.
-type itemGame interface {
-	ItemSeed() []items.Item
-	LoadItems([]items.Item)
-}
-
-// recoveryGame is a game that recovers critical items: it takes the policies anchored
-// in its instance and their items' ownership state from the same answer.
-type recoveryGame interface {
-	LoadRecovery(policies []items.Policy, state []items.Item, everyTicks uint64)
-}
-
-// ItemLoadLimit bounds how long a starting map waits for its items' ownership state.
-const ItemLoadLimit = 15 * time.Second
-
-// loadItems seeds the items the generator placed at the orchestrator and puts in the
-// world those the orchestrator says still lie here, so a restarted map never places an
-// item a player took. Without the orchestrator's answer the map places none: it never
-// guesses who owns what.
-func (m *Main) loadItems(instanceID string, g loop.Game) {
-	ig, ok := g.(itemGame)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), ItemLoadLimit)
-	defer cancel()
-	a, err := m.Orch.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: instanceID, Seed: ig.ItemSeed()})
-	if err != nil {
-		m.Log.Error("load instance items; the world has none", "err", err)
-		return
-	}
-	ig.LoadItems(a.Items)
-	if rg, ok := g.(recoveryGame); ok {
-		rg.LoadRecovery(a.Policies, a.Items, uint64(m.Config.RecoveryEveryTicks))
-	}
-	m.Log.Info("instance items loaded", "seeded", len(ig.ItemSeed()), "owned", len(a.Items), "policies", len(a.Policies))
 }
 
 // World returns the generated world, or nil before it exists.

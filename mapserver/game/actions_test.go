@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/loop"
 )
 
 // command decodes an item command.
@@ -30,9 +30,9 @@ func held(id, template string, q int64, c string) items.Item {
 // begin starts a critical item command and fails the test on a refusal.
 func begin(t *testing.T, g *game.Game, c, eventID string, cmd any) *record.CriticalEvent {
 	t.Helper()
-	ev, ok, err := g.Begin(c, 7, eventID, cmd)
-	if !ok || err != nil {
-		t.Fatalf("begin %T: %v %v", cmd, ok, err)
+	ev, err := tryBegin(g, c, eventID, cmd)
+	if ev == nil || err != nil {
+		t.Fatalf("begin %T: %v", cmd, err)
 	}
 	return ev
 }
@@ -48,12 +48,12 @@ func decoded(t *testing.T, ev *record.CriticalEvent) items.Event {
 }
 
 // named returns the events of evs with name, decoded into maps.
-func named(evs []loop.Event, name string) []map[string]any {
+func named(evs []gameapi.Note, name string) []map[string]any {
 	var out []map[string]any
 	for _, ev := range evs {
 		var env map[string]any
 		if json.Unmarshal(ev.Frame, &env) == nil && env["name"] == name {
-			env["viewers"] = strings.Join(ev.Viewers, ",")
+			env["viewers"] = strings.Join(ev.CharacterIDs, ",")
 			out = append(out, env)
 		}
 	}
@@ -67,28 +67,28 @@ func TestGame_Drop(t *testing.T) {
 	spawnAt(t, g, "c2", spot, 4)
 	g.Carry("c1", []items.Item{held("c1-torch", "torch", 3, "c1"), held("c1-coin", "coin", 50, "c1")})
 
-	_, _, err := g.Begin("c1", 7, "x", command(t, g, game.ActionDrop, `{"itemId":"nope"}`))
+	_, err := tryBegin(g, "c1", "x", command(t, g, game.ActionDrop, `{"itemId":"nope"}`))
 	wantCode(t, err, items.CodeNotFound)
-	_, _, err = g.Begin("c1", 7, "x", command(t, g, game.ActionDrop, `{"itemId":"c1-coin","quantity":10}`))
+	_, err = tryBegin(g, "c1", "x", command(t, g, game.ActionDrop, `{"itemId":"c1-coin","quantity":10}`))
 	wantCode(t, err, items.CodeQuantity)
-	_, _, err = g.Begin("c2", 7, "x", command(t, g, game.ActionDrop, `{"itemId":"c1-coin"}`))
+	_, err = tryBegin(g, "c2", "x", command(t, g, game.ActionDrop, `{"itemId":"c1-coin"}`))
 	wantCode(t, err, items.CodeNotFound) // not c2's
 
 	ev := begin(t, g, "c1", "ev-1", command(t, g, game.ActionDrop, `{"itemId":"c1-torch","quantity":3}`))
 	d := decoded(t, ev)
-	if err := d.Validate(); err != nil || d.Kind != items.KindDrop || d.To.InstanceID != "forest-1" || d.Quantity != 3 || ev.Epochs["c1"] != 7 {
+	if err := d.Validate(); err != nil || d.Kind != items.KindDrop || d.To.InstanceID != "forest-1" || d.Quantity != 3 || len(ev.Epochs) != 1 || ev.Epochs["c1"] != 0 {
 		t.Fatalf("drop event %+v: %v", d, err)
 	}
 	// Pending: the item cannot be dropped twice, consumed or offered meanwhile.
-	_, _, err = g.Begin("c1", 7, "x", command(t, g, game.ActionDrop, `{"itemId":"c1-torch"}`))
+	_, err = tryBegin(g, "c1", "x", command(t, g, game.ActionDrop, `{"itemId":"c1-torch"}`))
 	wantCode(t, err, game.CodeItemPending)
-	wantCode(t, g.Apply("c1", command(t, g, game.ActionOffer, `{"toCharacterId":"c2","itemId":"c1-torch"}`)), game.CodeItemPending)
+	wantCode(t, refused(g, "c1", command(t, g, game.ActionOffer, `{"toCharacterId":"c2","itemId":"c1-torch"}`)), game.CodeItemPending)
 	if _, ok := g.Inventory("c1").Find("c1-torch"); !ok {
 		t.Fatal("the item left the inventory before the durable ack")
 	}
 
 	// Refused (the orchestrator away): nothing changes hands, the item is free again.
-	if _, err := g.Settle("ev-1", apierr.Errorf(apierr.EMAPUNAVAILABLE, "away")); apierr.Code(err) != apierr.EMAPUNAVAILABLE {
+	if _, err := settle(g, "ev-1", apierr.Errorf(apierr.EMAPUNAVAILABLE, "away")); apierr.Code(err) != apierr.EMAPUNAVAILABLE {
 		t.Fatalf("settle: %v", err)
 	}
 	if _, ok := g.Inventory("c1").Find("c1-torch"); !ok || g.Sim().ItemCount() != len(g.ItemSeed()) {
@@ -96,7 +96,7 @@ func TestGame_Drop(t *testing.T) {
 	}
 
 	begin(t, g, "c1", "ev-2", command(t, g, game.ActionDrop, `{"itemId":"c1-torch"}`))
-	out, err := g.Settle("ev-2", nil)
+	out, err := settle(g, "ev-2", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +108,10 @@ func TestGame_Drop(t *testing.T) {
 	if p, q := g.Sim().Entities[slot].Pos, g.Sim().Entities[me].Pos; (p.X-q.X)*(p.X-q.X)+(p.Y-q.Y)*(p.Y-q.Y) > game.Reach*game.Reach {
 		t.Fatalf("dropped at %v, the character stands at %v", p, q)
 	}
-	if !strings.Contains(string(out.Frame), `"item_dropped"`) || len(out.Viewers) != 2 {
-		t.Fatalf("event %s to %v", out.Frame, out.Viewers)
+	if !strings.Contains(string(out.Frame), `"item_dropped"`) || len(out.CharacterIDs) != 2 {
+		t.Fatalf("event %s to %v", out.Frame, out.CharacterIDs)
 	}
-	inv, _ := inventoryOf(t, g.Step(), "c1")
+	inv, _ := inventoryOf(t, step(g), "c1")
 	if len(inv.Entries) != 1 || inv.Entries[0].ItemID != "c1-coin" {
 		t.Fatalf("inventory after the drop %+v", inv)
 	}
@@ -125,36 +125,36 @@ func TestGame_Consume(t *testing.T) {
 	spawnAt(t, g, "c1", spot, 3)
 	g.Carry("c1", []items.Item{held("apples", "apple", 2, "c1"), held("t", "torch", 1, "c1")})
 
-	_, _, err := g.Begin("c1", 7, "x", command(t, g, game.ActionConsume, `{"itemId":"t"}`))
+	_, err := tryBegin(g, "c1", "x", command(t, g, game.ActionConsume, `{"itemId":"t"}`))
 	wantCode(t, err, items.CodeNotConsumable)
-	_, _, err = g.Begin("c1", 7, "x", command(t, g, game.ActionConsume, `{"itemId":"pear"}`))
+	_, err = tryBegin(g, "c1", "x", command(t, g, game.ActionConsume, `{"itemId":"pear"}`))
 	wantCode(t, err, items.CodeNotFound)
 
 	ev := decoded(t, begin(t, g, "c1", "ev-1", command(t, g, game.ActionConsume, `{"itemId":"apples"}`)))
 	if ev.Kind != items.KindConsume || ev.Quantity != 1 || !ev.To.Nowhere() {
 		t.Fatalf("consume event %+v", ev)
 	}
-	_, _, err = g.Begin("c1", 7, "x", command(t, g, game.ActionConsume, `{"itemId":"apples"}`))
+	_, err = tryBegin(g, "c1", "x", command(t, g, game.ActionConsume, `{"itemId":"apples"}`))
 	wantCode(t, err, game.CodeItemPending)
-	out, err := g.Settle("ev-1", nil)
+	out, err := settle(g, "ev-1", nil)
 	if err != nil || !strings.Contains(string(out.Frame), `"left":1`) {
 		t.Fatalf("settle: %s %v", out.Frame, err)
 	}
 	begin(t, g, "c1", "ev-2", command(t, g, game.ActionConsume, `{"itemId":"apples"}`))
-	if _, err := g.Settle("ev-2", nil); err != nil {
+	if _, err := settle(g, "ev-2", nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := g.Inventory("c1").Find("apples"); ok {
 		t.Fatal("an item used up is still held")
 	}
-	if inv, ok := inventoryOf(t, g.Step(), "c1"); !ok || len(inv.Entries) != 1 {
+	if inv, ok := inventoryOf(t, step(g), "c1"); !ok || len(inv.Entries) != 1 {
 		t.Fatalf("inventory after consuming %+v", inv)
 	}
 }
 
 // tradeID returns the trade id of the last "trade_offered" event among evs, checking
 // it went to both parties.
-func tradeID(t *testing.T, evs []loop.Event, from, to string) string {
+func tradeID(t *testing.T, evs []gameapi.Note, from, to string) string {
 	t.Helper()
 	offered := named(evs, "trade_offered")
 	if len(offered) != 1 || offered[0]["viewers"] != from+","+to {
@@ -170,45 +170,45 @@ func TestGame_Trade(t *testing.T) {
 	spawnAt(t, g, "b", spot, 5)
 	spawnAt(t, g, "far", spot, 40)
 	g.Carry("a", []items.Item{held("sword-1", "sword", 1, "a"), held("coins", "coin", 9, "a")})
-	g.Step()
+	step(g)
 
-	wantCode(t, g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"ghost","itemId":"sword-1"}`)), game.CodeTradeAbsent)
-	wantCode(t, g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"far","itemId":"sword-1"}`)), game.CodeOutOfReach)
-	wantCode(t, g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"a","itemId":"sword-1"}`)), "bad_payload")
-	wantCode(t, g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"shield"}`)), items.CodeNotFound)
-	wantCode(t, g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins","quantity":2}`)), items.CodeQuantity)
-	_, _, err := g.Begin("b", 7, "x", command(t, g, game.ActionAccept, `{"tradeId":"trade-99"}`))
+	wantCode(t, refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"ghost","itemId":"sword-1"}`)), game.CodeTradeAbsent)
+	wantCode(t, refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"far","itemId":"sword-1"}`)), game.CodeOutOfReach)
+	wantCode(t, refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"a","itemId":"sword-1"}`)), "bad_payload")
+	wantCode(t, refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"shield"}`)), items.CodeNotFound)
+	wantCode(t, refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins","quantity":2}`)), items.CodeQuantity)
+	_, err := tryBegin(g, "b", "x", command(t, g, game.ActionAccept, `{"tradeId":"trade-99"}`))
 	wantCode(t, err, game.CodeTradeNotFound)
 
 	// Declined by the receiver: the item is free again.
-	if err := g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"sword-1"}`)); err != nil {
+	if err := refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"sword-1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	id := tradeID(t, g.Step(), "a", "b")
-	_, _, err = g.Begin("a", 7, "x", command(t, g, game.ActionAccept, `{"tradeId":"`+id+`"}`))
+	id := tradeID(t, step(g), "a", "b")
+	_, err = tryBegin(g, "a", "x", command(t, g, game.ActionAccept, `{"tradeId":"`+id+`"}`))
 	wantCode(t, err, game.CodeTradeNotFound) // only the receiver accepts
-	wantCode(t, g.Apply("far", command(t, g, game.ActionDecline, `{"tradeId":"`+id+`"}`)), game.CodeTradeNotFound)
-	if err := g.Apply("b", command(t, g, game.ActionDecline, `{"tradeId":"`+id+`"}`)); err != nil {
+	wantCode(t, refused(g, "far", command(t, g, game.ActionDecline, `{"tradeId":"`+id+`"}`)), game.CodeTradeNotFound)
+	if err := refused(g, "b", command(t, g, game.ActionDecline, `{"tradeId":"`+id+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if d := named(g.Step(), "trade_declined"); len(d) != 1 || d[0]["viewers"] != "a,b" || d[0]["data"].(map[string]any)["code"] != nil {
+	if d := named(step(g), "trade_declined"); len(d) != 1 || d[0]["viewers"] != "a,b" || d[0]["data"].(map[string]any)["code"] != nil {
 		t.Fatalf("trade_declined %v", d)
 	}
 
 	// Accepted, refused by the orchestrator: nothing changes hands, the offer ends.
-	if err := g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"sword-1"}`)); err != nil {
+	if err := refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"sword-1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	id = tradeID(t, g.Step(), "a", "b")
+	id = tradeID(t, step(g), "a", "b")
 	ev := begin(t, g, "b", "ev-1", command(t, g, game.ActionAccept, `{"tradeId":"`+id+`"}`))
-	if _, both := ev.Epochs["a"]; !both || ev.Epochs["b"] != 7 || len(ev.Epochs) != 2 {
+	if _, a := ev.Epochs["a"]; !a || len(ev.Epochs) != 2 || ev.Epochs["b"] != 0 {
 		t.Fatalf("trade epochs %v: both parties' leases must be checked", ev.Epochs)
 	}
-	wantCode(t, g.Apply("b", command(t, g, game.ActionDecline, `{"tradeId":"`+id+`"}`)), game.CodeTradePending)
-	if _, err := g.Settle("ev-1", apierr.Errorf(apierr.EMAPUNAVAILABLE, "away")); apierr.Code(err) != apierr.EMAPUNAVAILABLE {
+	wantCode(t, refused(g, "b", command(t, g, game.ActionDecline, `{"tradeId":"`+id+`"}`)), game.CodeTradePending)
+	if _, err := settle(g, "ev-1", apierr.Errorf(apierr.EMAPUNAVAILABLE, "away")); apierr.Code(err) != apierr.EMAPUNAVAILABLE {
 		t.Fatal(err)
 	}
-	if d := named(g.Step(), "trade_declined"); len(d) != 1 || d[0]["data"].(map[string]any)["code"] != apierr.EMAPUNAVAILABLE {
+	if d := named(step(g), "trade_declined"); len(d) != 1 || d[0]["data"].(map[string]any)["code"] != apierr.EMAPUNAVAILABLE {
 		t.Fatalf("trade_declined %v", d)
 	}
 	if _, ok := g.Inventory("a").Find("sword-1"); !ok || len(g.Inventory("b").Entries) != 0 {
@@ -216,25 +216,25 @@ func TestGame_Trade(t *testing.T) {
 	}
 
 	// Accepted and durable: the item moves from a to b, once.
-	if err := g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"sword-1"}`)); err != nil {
+	if err := refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"sword-1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	id = tradeID(t, g.Step(), "a", "b")
+	id = tradeID(t, step(g), "a", "b")
 	d := decoded(t, begin(t, g, "b", "ev-2", command(t, g, game.ActionAccept, `{"tradeId":"`+id+`"}`)))
 	if d.Kind != items.KindTrade || d.From.CharacterID != "a" || d.To.CharacterID != "b" {
 		t.Fatalf("trade event %+v", d)
 	}
-	out, err := g.Settle("ev-2", nil)
+	out, err := settle(g, "ev-2", nil)
 	if err != nil || !strings.Contains(string(out.Frame), `"item_traded"`) {
 		t.Fatalf("settle: %s %v", out.Frame, err)
 	}
-	evs := g.Step()
+	evs := step(g)
 	ia, _ := inventoryOf(t, evs, "a")
 	ib, _ := inventoryOf(t, evs, "b")
 	if len(ia.Entries) != 1 || len(ib.Entries) != 1 || ib.Entries[0].ItemID != "sword-1" {
 		t.Fatalf("inventories after the trade: a %+v, b %+v", ia, ib)
 	}
-	_, _, err = g.Begin("b", 7, "x", command(t, g, game.ActionAccept, `{"tradeId":"`+id+`"}`))
+	_, err = tryBegin(g, "b", "x", command(t, g, game.ActionAccept, `{"tradeId":"`+id+`"}`))
 	wantCode(t, err, game.CodeTradeNotFound)
 }
 
@@ -250,46 +250,46 @@ func TestGame_TradeEnds(t *testing.T) {
 	}
 
 	// Expiry: an unanswered offer ends after TradeExpiryTicks.
-	if err := g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins"}`)); err != nil {
+	if err := refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins"}`)); err != nil {
 		t.Fatal(err)
 	}
-	id := tradeID(t, g.Step(), "a", "b")
+	id := tradeID(t, step(g), "a", "b")
 	var declined []map[string]any
 	for range game.TradeExpiryTicks {
-		declined = append(declined, named(g.Step(), "trade_declined")...)
+		declined = append(declined, named(step(g), "trade_declined")...)
 	}
 	if len(declined) != 1 || declined[0]["data"].(map[string]any)["code"] != game.CodeTradeExpired {
 		t.Fatalf("after expiry: %v", declined)
 	}
-	_, _, err := g.Begin("b", 7, "x", command(t, g, game.ActionAccept, `{"tradeId":"`+id+`"}`))
+	_, err := tryBegin(g, "b", "x", command(t, g, game.ActionAccept, `{"tradeId":"`+id+`"}`))
 	wantCode(t, err, game.CodeTradeNotFound)
 
 	// Withdrawn by the offerer.
-	if err := g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins"}`)); err != nil {
+	if err := refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins"}`)); err != nil {
 		t.Fatal(err)
 	}
-	id = tradeID(t, g.Step(), "a", "b")
-	if err := g.Apply("a", command(t, g, game.ActionDecline, `{"tradeId":"`+id+`"}`)); err != nil {
+	id = tradeID(t, step(g), "a", "b")
+	if err := refused(g, "a", command(t, g, game.ActionDecline, `{"tradeId":"`+id+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if d := named(g.Step(), "trade_declined"); len(d) != 1 || d[0]["data"].(map[string]any)["code"] != game.CodeTradeWithdrawn {
+	if d := named(step(g), "trade_declined"); len(d) != 1 || d[0]["data"].(map[string]any)["code"] != game.CodeTradeWithdrawn {
 		t.Fatalf("withdrawn: %v", d)
 	}
 
 	// A party leaves: the offer ends and the item is free.
-	if err := g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins"}`)); err != nil {
+	if err := refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins"}`)); err != nil {
 		t.Fatal(err)
 	}
-	tradeID(t, g.Step(), "a", "b")
-	g.Despawn("b")
-	if d := named(g.Step(), "trade_declined"); len(d) != 1 || d[0]["data"].(map[string]any)["code"] != game.CodeTradeAbsent {
+	tradeID(t, step(g), "a", "b")
+	g.Leave("b")
+	if d := named(step(g), "trade_declined"); len(d) != 1 || d[0]["data"].(map[string]any)["code"] != game.CodeTradeAbsent {
 		t.Fatalf("partner left: %v", d)
 	}
 	spawnAt(t, g, "b", spot, 5)
 	g.Carry("b", full)
 	// A full inventory cannot receive.
-	wantCode(t, g.Apply("a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins"}`)), items.CodeInventoryFull)
-	if _, _, err := g.Begin("a", 7, "ev", command(t, g, game.ActionDrop, `{"itemId":"coins"}`)); err != nil {
+	wantCode(t, refused(g, "a", command(t, g, game.ActionOffer, `{"toCharacterId":"b","itemId":"coins"}`)), items.CodeInventoryFull)
+	if _, err := tryBegin(g, "a", "ev", command(t, g, game.ActionDrop, `{"itemId":"coins"}`)); err != nil {
 		t.Fatalf("the item stayed locked after its offer ended: %v", err)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -94,7 +94,7 @@ func benchGame(b *testing.B, instance string, edit func(*mapgen.MapConfig)) (*ga
 // bot is one benchmark player: its character and view.
 type bot struct {
 	id   string
-	view loop.View
+	view gameapi.View
 	dir  [2]int8
 	late bool // acknowledges the snapshot before the one it was just sent
 }
@@ -104,10 +104,10 @@ func spawnBots(b *testing.B, g *game.Game, n int, at func() *record.CharacterSta
 	bots := make([]bot, n)
 	for i := range bots {
 		bots[i].id = fmt.Sprintf("bot-%d", i)
-		if err := g.Spawn(bots[i].id, at()); err != nil {
+		if err := join(g, bots[i].id, at()); err != nil {
 			b.Fatal(err)
 		}
-		bots[i].view = g.NewView(bots[i].id)
+		bots[i].view = view(g, bots[i].id)
 	}
 	return bots
 }
@@ -120,6 +120,7 @@ func runTicks(b *testing.B, g *game.Game, rng *rand.Rand, move bool, bots []bot)
 	buf := make([]byte, 0, 16384)
 	var bytes, frames int
 	in := make([]sim.Input, 1)
+	var out gameapi.Recorder // reused, as the kit's is
 	b.ReportAllocs()
 	b.ResetTimer()
 	for tick := 1; tick <= b.N; tick++ {
@@ -132,9 +133,10 @@ func runTicks(b *testing.B, g *game.Game, rng *rand.Rand, move bool, bots []bot)
 				p.dir = [2]int8{int8(rng.IntN(255) - 127), int8(rng.IntN(255) - 127)}
 			}
 			in[0] = sim.Input{Seq: uint64(tick), DX: p.dir[0], DY: p.dir[1]}
-			g.Apply(p.id, in)
+			g.Command(p.id, uint64(tick), in, &out)
 		}
-		g.Step()
+		g.Step(&out)
+		out.Reset()
 		for i := tick % 2; i < len(bots); i += 2 {
 			p := &bots[i]
 			frame, _ := p.view.Snapshot(buf[:0])
@@ -167,6 +169,7 @@ func BenchmarkIdlePlayer(b *testing.B) {
 	})
 	buf := make([]byte, 0, 4096)
 	dec := wire.NewDecoder(wire.DefaultClientRing)
+	var out gameapi.Recorder
 	var bytes, frames, inView int
 	snapshot := func() int {
 		frame, _ := bots[0].view.Snapshot(buf[:0])
@@ -179,12 +182,14 @@ func BenchmarkIdlePlayer(b *testing.B) {
 		return len(s.Entities)
 	}
 	for range 60 { // past the first, full snapshot
-		g.Step()
+		g.Step(&out)
+		out.Reset()
 		snapshot()
 	}
 	b.ResetTimer()
 	for tick := 1; tick <= b.N; tick++ {
-		g.Step()
+		g.Step(&out)
+		out.Reset()
 		if tick%2 == 0 {
 			inView += snapshot()
 			bytes += len(buf)

@@ -1,8 +1,8 @@
 package game
 
 import (
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/loop"
 )
 
 // Consume is a decoded items/consume command: use up one unit of ItemID.
@@ -35,14 +35,14 @@ func (g *Game) beginConsume(characterID string, c Consume) (pendingAction, items
 
 // settleConsume ends a consumption: on the durable ack one unit leaves the inventory
 // and "item_consumed" goes to the players who see the character.
-func (g *Game) settleConsume(act pendingAction, answer error) (loop.Event, error) {
+func (g *Game) settleConsume(act pendingAction, answer error) (gameapi.Note, error) {
 	if answer != nil {
-		return loop.Event{}, answer
+		return gameapi.Note{}, answer
 	}
 	ev := ItemConsumed{ItemID: act.itemID, CharacterID: act.characterID}
 	slot, here := g.slots[act.characterID]
 	if !here {
-		return loop.Event{}, nil
+		return gameapi.Note{}, nil
 	}
 	inv := g.Inventory(act.characterID)
 	if e, ok := inv.Find(act.itemID); ok {
@@ -50,5 +50,5 @@ func (g *Game) settleConsume(act pendingAction, answer error) (loop.Event, error
 		ev.Left, _ = inv.Remove(act.itemID, 1)
 		g.touch(act.characterID)
 	}
-	return loop.Event{Viewers: g.viewersOf(slot), Frame: itemFrame("item_consumed", ev)}, nil
+	return gameapi.Note{CharacterIDs: g.viewersOf(slot), Frame: itemFrame("item_consumed", ev)}, nil
 }

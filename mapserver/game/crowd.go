@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/mapyard/mapyard/mapserver/loop"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
@@ -218,7 +218,7 @@ func (v *view) report(shown, inView int) {
 	if err != nil {
 		return
 	}
-	v.g.later = append(v.g.later, loop.Event{Frame: frame, Viewers: []string{v.id}})
+	v.g.later = append(v.g.later, gameapi.Note{Frame: frame, CharacterIDs: []string{v.id}})
 }
 
 // nearest moves the k nearest candidates (by distance, then slot) to c[:k], in no

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -33,7 +33,7 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 	place := func(id string, x, y int32) {
 		t.Helper()
 		st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: unit(x), Y: unit(y)}
-		if err := g.Spawn(id, st); err != nil {
+		if err := join(g, id, st); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,25 +47,25 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 	}
 	// The target offers p119, at the crowd's far corner 3.2 units away, a trade.
 	offerSword(t, g, "target", "p119")
-	views := make(map[string]loop.View, len(ids))
+	views := make(map[string]gameapi.View, len(ids))
 	decs := make(map[string]*wire.Decoder, len(ids))
 	for _, id := range ids {
-		views[id], decs[id] = g.NewView(id), wire.NewDecoder(0)
+		views[id], decs[id] = view(g, id), wire.NewDecoder(0)
 	}
 	capped := map[string]game.ViewCapped{}
 	chased := int32(-1)
 	var shownBefore map[string][]int32
-	for step := 0; step < 400 && (chased < 0 || shownBefore == nil); step++ {
-		for _, ev := range g.Step() {
+	for tick := 0; tick < 400 && (chased < 0 || shownBefore == nil); tick++ {
+		for _, ev := range step(g) {
 			var e struct {
 				Name string
 				Data game.ViewCapped
 			}
 			if ev.Frame != nil && json.Unmarshal(ev.Frame, &e) == nil && e.Name == "view_capped" {
-				capped[ev.Viewers[0]] = e.Data
+				capped[ev.CharacterIDs[0]] = e.Data
 			}
 		}
-		if step%2 != 0 {
+		if tick%2 != 0 {
 			continue
 		}
 		shown := map[string][]int32{}
@@ -106,8 +106,8 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 	}
 	// The crowd stands still: the next snapshot shows the same entities to everyone
 	// not chased (the chasing NPC walks).
-	g.Step()
-	g.Step()
+	step(g)
+	step(g)
 	for _, id := range ids {
 		frame, _ := views[id].Snapshot(nil)
 		snap, err := decs[id].Decode(frame)
@@ -139,21 +139,21 @@ func TestGame_ViewCapInACrowd(t *testing.T) {
 // cells and raises no view_capped event.
 func TestGame_ViewUnderTheCapShowsAll(t *testing.T) {
 	g, _ := mustNewGame(t)
-	if err := g.Spawn("c1", nil); err != nil {
+	if err := join(g, "c1", nil); err != nil {
 		t.Fatal(err)
 	}
 	g.SetViewCap(0)
-	v0 := g.NewView("c1")
-	g.Step()
+	v0 := view(g, "c1")
+	step(g)
 	f0, _ := v0.Snapshot(nil)
 	all, err := wire.NewDecoder(0).Decode(f0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.SetViewCap(len(all.Entities))
-	v := g.NewView("c1")
+	v := view(g, "c1")
 	for range 40 {
-		for _, ev := range g.Step() {
+		for _, ev := range step(g) {
 			if ev.Frame != nil && json.Valid(ev.Frame) && string(ev.Frame) != "" {
 				var e struct{ Name string }
 				if json.Unmarshal(ev.Frame, &e) == nil && e.Name == "view_capped" {
@@ -180,7 +180,7 @@ func offerSword(t *testing.T, g *game.Game, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Apply(from, offer); err != nil {
+	if err := refused(g, from, offer); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -195,18 +195,20 @@ func TestGame_CrowdSnapshotsDoNotAllocate(t *testing.T) {
 	g.SetViewCap(32)
 	at := clearSpot(t, g.Sim(), 10)
 	unit := func(q int32) float64 { return float64(q) / sim.QuantaPerUnit }
-	views := make([]loop.View, 0, 200)
+	views := make([]gameapi.View, 0, 200)
 	for i := range 200 {
 		id := fmt.Sprintf("p%d", i)
 		st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: unit(at.X) + float64(i%20)/4, Y: unit(at.Y) + float64(i/20)/4}
-		if err := g.Spawn(id, st); err != nil {
+		if err := join(g, id, st); err != nil {
 			t.Fatal(err)
 		}
-		views = append(views, g.NewView(id))
+		views = append(views, view(g, id))
 	}
 	buf := make([]byte, 0, 1<<16)
+	var out gameapi.Recorder // reused, as the kit's is
 	round := func() {
-		g.Step()
+		g.Step(&out)
+		out.Reset()
 		for _, v := range views {
 			frame, _ := v.Snapshot(buf[:0])
 			if len(frame) == 0 {

@@ -1,8 +1,8 @@
 package game
 
 import (
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 )
 
@@ -38,9 +38,9 @@ func (g *Game) beginDrop(characterID string, d Drop) (pendingAction, items.Paylo
 // character is still here) and lies in the world (also when its holder left meanwhile:
 // the orchestrator says it lies here), and "item_dropped" goes to the
 // players who see it; a refusal leaves it in the inventory, free again.
-func (g *Game) settleDrop(act pendingAction, answer error) (loop.Event, error) {
+func (g *Game) settleDrop(act pendingAction, answer error) (gameapi.Note, error) {
 	if answer != nil {
-		return loop.Event{}, answer
+		return gameapi.Note{}, answer
 	}
 	it := items.Item{ID: act.itemID, TemplateID: act.templateID, Quantity: act.quantity, Place: act.place, State: items.StateActive}
 	if inv := g.items.inv[act.characterID]; inv != nil {
@@ -49,7 +49,7 @@ func (g *Game) settleDrop(act pendingAction, answer error) (loop.Event, error) {
 		}
 	}
 	slot := g.place1(it)
-	return loop.Event{Viewers: g.viewersOf(slot), Frame: itemFrame("item_dropped", ItemMoved{
+	return gameapi.Note{CharacterIDs: g.viewersOf(slot), Frame: itemFrame("item_dropped", ItemMoved{
 		ID: uint64(g.state.Entities[slot].ID), ItemID: it.ID, TemplateID: it.TemplateID, Quantity: it.Quantity, CharacterID: act.characterID,
 	})}, nil
 }

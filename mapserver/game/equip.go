@@ -3,6 +3,7 @@ package game
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
@@ -34,7 +35,7 @@ const (
 	// at the default 30 Hz.
 	EquipCooldownTicks = 15
 	// EquipSeqWindow is how many of a character's latest equipment command seqs are
-	// remembered: a seq among them is a duplicate and is ignored. The loop drops any seq
+	// remembered: a seq among them is a duplicate and is ignored. The kit drops any seq
 	// not above the connection's last one already; the window keeps the rule inside the
 	// game too, for a command replayed after a resume.
 	EquipSeqWindow = 64
@@ -44,8 +45,8 @@ const (
 // (record.CharacterState.Attributes, a JSON object): the skill levels that gate
 // equipment, and the equipment itself, slot → item id. Equipment is not an ownership
 // change (the item stays the character's), so it travels with the character's state
-// rather than as a critical event; the loop pushes that state as soon as the
-// equipment changes (see Equip's changed).
+// rather than as a critical event; the kit pushes that state as soon as the
+// equipment changes (Command's out.Save).
 const (
 	AttrSkills    = "skills"
 	AttrEquipment = "equipment"
@@ -110,15 +111,15 @@ func decodeEquipment(action string, payload json.RawMessage) (any, error) {
 	return nil, apierr.Errorf(wire.CodeUnknownCommand, "unknown command %.32q/%.32q", FeatureEquipment, action)
 }
 
-// Equip applies an equipment command of a character, the seq-th of its session, and
-// returns the "equip_result" frame to send it (ok false: cmd is not an equipment
-// command) and whether its equipment changed. A seq among the character's last
-// EquipSeqWindow is a duplicate: nothing is applied and no frame is returned. Checks, in order: the slot exists (illegal_slot),
+// equipCommand applies an equipment command of a character, the seq-th of its
+// session, and returns the "equip_result" frame to send it and whether its equipment
+// changed. A seq among the character's last EquipSeqWindow is a duplicate: nothing is
+// applied and no frame is returned. Checks, in order: the slot exists (illegal_slot),
 // the slot is not locked (equip_locked), the item is in the inventory (item_not_found),
 // it is made for that slot (illegal_slot), the character's skill (skill_gate), backpack
 // room for what the slot held (inventory_full). A change locks the slot for
 // EquipCooldownTicks.
-func (g *Game) Equip(characterID string, seq uint64, cmd any) (result []byte, changed, ok bool) {
+func (g *Game) equipCommand(characterID string, seq uint64, cmd any) (result []byte, changed bool) {
 	var op string
 	var slot items.Slot
 	switch c := cmd.(type) {
@@ -127,13 +128,13 @@ func (g *Game) Equip(characterID string, seq uint64, cmd any) (result []byte, ch
 	case Unequip:
 		op, slot = ActionUnequip, c.Slot
 	default:
-		return nil, false, false
+		return nil, false
 	}
 	if _, here := g.slots[characterID]; !here {
-		return nil, false, true
+		return nil, false
 	}
 	if g.equip.duplicate(characterID, seq) {
-		return nil, false, true
+		return nil, false
 	}
 	res := EquipResult{Seq: seq, Operation: op, Slot: slot}
 	if err := g.applyEquip(characterID, cmd); err != nil {
@@ -142,7 +143,7 @@ func (g *Game) Equip(characterID string, seq uint64, cmd any) (result []byte, ch
 		res.Success = true
 	}
 	b, _ := json.Marshal(wire.Event{V: wire.Version, Kind: wire.KindEvent, Name: EventEquipResult, Data: res})
-	return b, res.Success, true
+	return b, res.Success
 }
 
 // applyEquip checks and applies one equipment command.
@@ -239,8 +240,10 @@ func (g *Game) restoreEquipment(characterID string) {
 }
 
 // withEquipment returns a character's attributes with its current equipment under
-// "equipment", for the state the map pushes; the attributes pass unchanged while the
-// game does not know the character's equipment (its inventory not loaded yet).
+// "equipment", for the state the map pushes. The attributes pass as they came (every
+// key the game does not know, in its order) while the game does not know the
+// character's equipment (its inventory not loaded yet) or while it is what they say
+// already; only a change rewrites them.
 func (g *Game) withEquipment(characterID string, attrs json.RawMessage) json.RawMessage {
 	if !g.equip.known[characterID] {
 		return attrs
@@ -254,6 +257,13 @@ func (g *Game) withEquipment(characterID string, attrs json.RawMessage) json.Raw
 		if isEquipSlot(items.Slot(e.Compartment)) {
 			worn[string(e.Compartment)] = e.ItemID
 		}
+	}
+	var said map[string]string
+	if raw, ok := obj[AttrEquipment]; ok && json.Unmarshal(raw, &said) == nil && maps.Equal(said, worn) && len(worn) > 0 {
+		return attrs
+	}
+	if _, ok := obj[AttrEquipment]; !ok && len(worn) == 0 {
+		return attrs
 	}
 	if len(worn) == 0 {
 		delete(obj, AttrEquipment)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
@@ -19,10 +20,10 @@ func equipGame(t *testing.T) *game.Game {
 	t.Helper()
 	g, _ := mustNewGame(t)
 	st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: 500, Y: 600, Attributes: json.RawMessage(`{"skills":{"melee":1},"gold":7}`)}
-	if err := g.Spawn("c1", st); err != nil {
+	if err := join(g, "c1", st); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Spawn("c2", &record.CharacterState{MapID: mapgen.DefaultMapID, X: 510, Y: 600}); err != nil {
+	if err := join(g, "c2", &record.CharacterState{MapID: mapgen.DefaultMapID, X: 510, Y: 600}); err != nil {
 		t.Fatal(err)
 	}
 	give(t, g, "c1", "sword-1", "sword", "shield-1", "shield", "shield-2", "shield", "helmet-1", "helmet", "apple-1", "apple", "armor-1", "armor")
@@ -42,13 +43,24 @@ func give(t *testing.T, g *game.Game, characterID string, pairs ...string) {
 	}
 }
 
-// equipResult applies cmd as command seq of c1 and decodes its answer.
+// equipResult applies cmd as command seq of a character and decodes its answer: the
+// "equip_result" event, sent instead of an ack, and whether the game asked the kit to
+// push the character's state at once.
 func equipResult(t *testing.T, g *game.Game, characterID string, seq uint64, cmd any) (game.EquipResult, bool) {
 	t.Helper()
-	frame, changed, ok := g.Equip(characterID, seq, cmd)
-	if !ok {
-		t.Fatalf("%T is not an equipment command", cmd)
+	out := &gameapi.Recorder{}
+	r := g.Command(characterID, seq, cmd, out)
+	if !r.Quiet || r.Err != nil || r.Critical != nil {
+		t.Fatalf("%T answered %+v, want the game's own answer", cmd, r)
 	}
+	var frame []byte
+	if len(out.Notes) > 0 {
+		if n := out.Notes[0]; len(n.CharacterIDs) != 1 || n.CharacterIDs[0] != characterID {
+			t.Fatalf("equip_result to %v", n.CharacterIDs)
+		}
+		frame = out.Notes[0].Frame
+	}
+	changed := len(out.Saves) == 1 && out.Saves[0] == characterID
 	if frame == nil {
 		if changed {
 			t.Fatal("an ignored command reports a change")
@@ -63,7 +75,7 @@ func equipResult(t *testing.T, g *game.Game, characterID string, seq uint64, cmd
 		t.Fatalf("frame %s: %v", frame, err)
 	}
 	if changed != ev.Data.Success {
-		t.Fatalf("equip_result success %v, but changed %v: the loop pushes the state on a change", ev.Data.Success, changed)
+		t.Fatalf("equip_result success %v, but saved %v: the kit pushes the state on a change", ev.Data.Success, changed)
 	}
 	return ev.Data, true
 }
@@ -131,12 +143,12 @@ func TestGame_EquipAndUnequip(t *testing.T) {
 			t.Fatalf("unequip at once: %+v", res)
 		}
 		for range game.EquipCooldownTicks - 1 {
-			g.Step()
+			step(g)
 		}
 		if res, _ := equipResult(t, g, "c1", 4, game.Equip{ItemID: "shield-2", Slot: items.SlotOffHand}); res.Code != game.CodeEquipLocked {
 			t.Fatalf("one tick before the cooldown ends: %+v", res)
 		}
-		g.Step()
+		step(g)
 	})
 
 	t.Run("SwapAfterCooldown", func(t *testing.T) {
@@ -158,7 +170,7 @@ func TestGame_EquipAndUnequip(t *testing.T) {
 			give(t, g, "c1", "coin-"+string(rune('a'+i)), "coin")
 		}
 		for range game.EquipCooldownTicks {
-			g.Step()
+			step(g)
 		}
 		res, _ := equipResult(t, g, "c1", 7, game.Unequip{Slot: items.SlotOffHand})
 		if res.Success || res.Code != items.CodeInventoryFull || compartment(g, "c1", "shield-2") != items.OffHand {
@@ -173,7 +185,7 @@ func TestGame_EquipDuplicateSeqIgnored(t *testing.T) {
 		t.Fatalf("equip: %+v", res)
 	}
 	for range game.EquipCooldownTicks {
-		g.Step()
+		step(g)
 	}
 	// The same seq again, even as another command: nothing is applied, nothing answered.
 	if res, answered := equipResult(t, g, "c1", 7, game.Unequip{Slot: items.SlotHead}); answered {
@@ -187,7 +199,7 @@ func TestGame_EquipDuplicateSeqIgnored(t *testing.T) {
 		t.Fatalf("c2's seq 7: %+v", res)
 	}
 	// A connection that takes the character over counts from 1 again.
-	g.NewSession("c1")
+	g.Presence("c1", gameapi.Fresh)
 	if res, answered := equipResult(t, g, "c1", 7, game.Unequip{Slot: items.SlotHead}); !answered || !res.Success {
 		t.Fatalf("seq 7 of a new session: %+v", res)
 	}
@@ -228,11 +240,12 @@ func TestGame_EquipmentTravelsInState(t *testing.T) {
 	// the orchestrator (every item in the backpack) and the equipment restored.
 	h, _ := mustNewGame(t)
 	st.Attributes = json.RawMessage(`{"skills":{"melee":1},"equipment":{"main_hand":"sword-1","head":"helmet-1","off_hand":"gone-1","body":"helmet-1"}}`)
-	if err := h.Spawn("c1", &st); err != nil {
+	mine := func(id, tpl string) items.Item {
+		return items.Item{ID: id, TemplateID: tpl, Quantity: 1, Place: items.Place{CharacterID: "c1"}, State: items.StateActive}
+	}
+	if err := join(h, "c1", &st, mine("sword-1", "sword"), mine("helmet-1", "helmet"), mine("shield-1", "shield")); err != nil {
 		t.Fatal(err)
 	}
-	give(t, h, "c1", "sword-1", "sword", "helmet-1", "helmet", "shield-1", "shield")
-	h.RestoreEquipment("c1")
 	if compartment(h, "c1", "sword-1") != items.MainHand || compartment(h, "c1", "helmet-1") != items.Head ||
 		compartment(h, "c1", "shield-1") != items.Backpack {
 		t.Fatalf("restored inventory %v", h.Inventory("c1").Entries)

@@ -1,5 +1,7 @@
 package game
 
-// RestoreEquipment exposes restoreEquipment to the external tests: what the game does
-// once a character's inventory is rebuilt from the orchestrator.
-func (g *Game) RestoreEquipment(characterID string) { g.restoreEquipment(characterID) }
+import "github.com/mapyard/mapyard/mapserver/kernel/items"
+
+// Carry exposes carry to the external tests: the inventory a character arrives with
+// (gameapi.Arrival.Items), given again as the orchestrator would at a later arrival.
+func (g *Game) Carry(characterID string, held []items.Item) { g.carry(characterID, held) }

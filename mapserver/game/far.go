@@ -1,12 +1,9 @@
 package game
 
 import (
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
-
-var _ loop.FarViewer = (*Game)(nil)
 
 // DefaultFarRadius is the distance beyond which a player sees an entity from afar: its
 // movement reaches the player once every wire.DefaultFarEvery snapshots (1.25 times a

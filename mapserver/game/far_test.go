@@ -26,7 +26,7 @@ func TestGame_FarEntitiesMoveLessOften(t *testing.T) {
 	place := func(id string, dx float64) {
 		t.Helper()
 		x := float64(at.X)/sim.QuantaPerUnit + dx
-		if err := g.Spawn(id, &record.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(at.Y) / sim.QuantaPerUnit}); err != nil {
+		if err := join(g, id, &record.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(at.Y) / sim.QuantaPerUnit}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,7 +35,7 @@ func TestGame_FarEntitiesMoveLessOften(t *testing.T) {
 	place("far", 3.2)
 	nearSlot, _ := g.Slot("near")
 	farSlot, _ := g.Slot("far")
-	view, dec := g.NewView("me"), wire.NewDecoder(0)
+	view, dec := view(g, "me"), wire.NewDecoder(0)
 	tick := 0
 	// moves runs n snapshots with both walkers walking circles of 0.27 units' radius,
 	// one every 10 ticks (so no two consecutive snapshots, nor two samples of a far
@@ -51,11 +51,11 @@ func TestGame_FarEntitiesMoveLessOften(t *testing.T) {
 				a := 2 * math.Pi * float64(tick%10) / 10
 				in := sim.Input{Seq: uint64(tick), DX: int8(math.Round(127 * math.Cos(a))), DY: int8(math.Round(127 * math.Sin(a)))}
 				for _, id := range []string{"near", "far"} {
-					if err := g.Apply(id, []sim.Input{in}); err != nil {
+					if err := refused(g, id, []sim.Input{in}); err != nil {
 						t.Fatal(err)
 					}
 				}
-				g.Step()
+				step(g)
 			}
 			frame, _ := view.Snapshot(nil)
 			snap, err := dec.Decode(frame)

@@ -1,22 +1,20 @@
-// Package game puts the pure packages together into the game the tick loop drives: the
-// simulation (sim) with its players and NPCs, the area-of-interest grid (aoi) and the
-// snapshot encoder (wire), plus the bookkeeping between characters and simulation
-// slots. Like the simulation it has no goroutines, no I/O and no clock; the tick
-// goroutine owns it.
+// Package game is mapyard's reference game, one implementation of the game API
+// (gameapi.Game, in api.go): the simulation (sim) with its players and NPCs, the
+// area-of-interest grid (aoi) and the snapshot encoder (wire), the items of the map
+// with their critical events (items.go and a file per command), equipment (equip.go)
+// and the recovery of critical items (recovery.go), plus the bookkeeping between
+// characters and simulation slots. Like the simulation it has no goroutines, no I/O and
+// no clock; the tick goroutine owns it.
 package game
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"math"
 
 	"github.com/mapyard/mapyard/mapserver/aoi"
-	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
-	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -28,8 +26,12 @@ const (
 	Margin   = 10 * sim.QuantaPerUnit
 )
 
-// Game is one map's dynamic world as the loop sees it.
+// Game is one map's dynamic world.
 type Game struct {
+	// NewEventID makes the id of each critical event the game starts
+	// (gameapi.NewEventID); tests set their own.
+	NewEventID func() string
+
 	world *mapgen.World
 	mapID string
 	state *sim.State
@@ -39,11 +41,11 @@ type Game struct {
 	slots  map[string]int32 // character id → slot
 	owners []string         // slot → character id ("" for NPCs and free slots)
 	attrs  map[string]json.RawMessage
+	guests map[string]bool // the disposable characters here, which hold no items
 	// encoded is the simulation tick the encoder's current table holds.
 	encoded  uint64
 	began    bool
 	visible  []int32
-	events   []loop.Event
 	items    itemState
 	equip    equipState
 	recovery recoveryState
@@ -55,7 +57,7 @@ type Game struct {
 	cands   []candidate
 	pinned  []int32
 	mark    []uint64
-	later   []loop.Event
+	later   []gameapi.Note
 	// chases pairs each chased player's slot with the NPC chasing it, at chaseTick.
 	chases     [][2]int32
 	chaseTick  uint64
@@ -68,14 +70,11 @@ type Game struct {
 	keep      []int32
 }
 
-var (
-	_ loop.Game          = (*Game)(nil)
-	_ loop.SnapshotPaced = (*Game)(nil)
-	_ loop.Named         = (*Game)(nil)
-)
+var _ gameapi.Game = (*Game)(nil)
 
 // New builds the game of world w, generated from cfg, stepped tickHz times a second:
-// NPCs from the config's density, seeded by its seed.
+// NPCs from the config's density, seeded by its seed, and no item in the world until
+// LoadItems (Build does both, with the orchestrator's answer).
 func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 	st, err := sim.New(w, sim.Options{TickHz: tickHz, Seed: cfg.Seed, NPCs: sim.NPCCount(cfg.GenerationRules, w)})
 	if err != nil {
@@ -88,9 +87,9 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 	}
 	g := &Game{
 		world: w, mapID: cfg.MapID, state: st, grid: grid, enc: wire.NewEncoder(wire.DefaultClientRing),
-		slots: make(map[string]int32), attrs: make(map[string]json.RawMessage),
+		slots: make(map[string]int32), attrs: make(map[string]json.RawMessage), guests: make(map[string]bool),
 		items: newItemState(items.DefaultCatalog(), cfg.InstanceID), viewCap: DefaultViewCap,
-		farRadius: DefaultFarRadius,
+		farRadius: DefaultFarRadius, NewEventID: gameapi.NewEventID,
 	}
 	g.items.seed = GenerateItems(cfg, w, st.Colliders(), g.items.catalog)
 	g.place()
@@ -98,18 +97,13 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 	return g, nil
 }
 
-// SetSnapshotHz says how many snapshots a second each view is sent, which the loop
-// builds at every tick for some of the views (see loop.Loop): the encoder then samples
+// SetSnapshotHz says how many snapshots a second each view is sent, which the kit
+// builds at every tick for some of the views (gameapi.Setup): the encoder then samples
 // distant entities so that each view sees them move once in wire.DefaultFarEvery of its
 // own snapshots. Call it before the first snapshot.
 func (g *Game) SetSnapshotHz(hz int) { g.enc.SetRates(g.state.Options().TickHz, hz) }
 
-// Factory is New as the app's game factory.
-func Factory(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (loop.Game, error) {
-	return New(w, cfg, tickHz)
-}
-
-// State exposes the simulation, for tests and benchmarks that look inside.
+// Sim exposes the simulation, for tests and benchmarks that look inside.
 func (g *Game) Sim() *sim.State { return g.state }
 
 // Slot returns the simulation slot of a character, for tests and benchmarks that look
@@ -117,135 +111,6 @@ func (g *Game) Sim() *sim.State { return g.state }
 func (g *Game) Slot(characterID string) (int32, bool) {
 	slot, ok := g.slots[characterID]
 	return slot, ok
-}
-
-// EntityOf returns the entity id snapshots show a character under, so that the loop
-// can tell players its name.
-func (g *Game) EntityOf(characterID string) (uint64, bool) {
-	slot, ok := g.slots[characterID]
-	if !ok {
-		return 0, false
-	}
-	return uint64(g.state.Entities[slot].ID), true
-}
-
-// Decode decodes a command payload; it touches no game state, so connections call it
-// concurrently. Movement input batches become []sim.Input, item commands Pickup.
-func (g *Game) Decode(feature, action string, payload json.RawMessage) (any, error) {
-	if feature == FeatureItems {
-		return decodeItems(action, payload)
-	}
-	if feature == FeatureEquipment {
-		return decodeEquipment(action, payload)
-	}
-	if feature == wire.FeatureMovement && action == wire.ActionInputBatch {
-		in, err := wire.DecodeInputBatch(payload, nil)
-		if err != nil {
-			var we *wire.Error
-			if errors.As(err, &we) {
-				return nil, apierr.Errorf(we.Code, "%s", we.Message)
-			}
-			return nil, apierr.Errorf(wire.CodeBadPayload, "%v", err)
-		}
-		return in, nil
-	}
-	return nil, apierr.Errorf(wire.CodeUnknownCommand, "unknown command %.32q/%.32q", feature, action)
-}
-
-// Spawn adds a character where ArrivalPointOf puts it: its saved position on
-// this map, next to the portal leading back where it came from, or a spawn point. The
-// attributes it carries stay with it untouched.
-func (g *Game) Spawn(characterID string, st *record.CharacterState) error {
-	if _, ok := g.slots[characterID]; ok {
-		return fmt.Errorf("character %q is already in the world", characterID)
-	}
-	a := ArrivalPointOf(g.world, g.mapID, characterID, st)
-	pos := sim.Vec{X: toQuanta(a.X), Y: toQuanta(a.Y)}
-	slot, _ := g.state.AddPlayer(sim.PlayerState{Pos: pos})
-	for int(slot) >= len(g.owners) {
-		g.owners = append(g.owners, "")
-	}
-	g.owners[slot] = characterID
-	g.slots[characterID] = slot
-	if st != nil && len(st.Attributes) > 0 {
-		g.attrs[characterID] = st.Attributes
-		g.rememberEquipment(characterID, st.Attributes)
-	}
-	e := g.state.Entities[slot]
-	g.grid.Update(slot, e.Pos.X, e.Pos.Y)
-	return nil
-}
-
-// Apply queues a character's movement inputs (inputs it already has are ignored), or
-// applies an item command that changes no owner (a trade offer, a decline).
-func (g *Game) Apply(characterID string, cmd any) error {
-	slot, ok := g.slots[characterID]
-	if !ok {
-		return apierr.Errorf(apierr.ENOTFOUND, "no such character")
-	}
-	if mine, err := g.applyItems(characterID, cmd); mine {
-		return err
-	}
-	in, ok := cmd.([]sim.Input)
-	if !ok {
-		return apierr.Errorf(wire.CodeUnknownCommand, "unknown command")
-	}
-	g.state.Enqueue(slot, in)
-	return nil
-}
-
-// Stop discards a character's waiting inputs: it stands still until new ones come.
-func (g *Game) Stop(characterID string) {
-	if slot, ok := g.slots[characterID]; ok {
-		g.state.Halt(slot)
-	}
-}
-
-// NewSession starts a fresh input sequence for a character a new connection took
-// over: its inputs count from seq 1 and walk at once.
-func (g *Game) NewSession(characterID string) {
-	if slot, ok := g.slots[characterID]; ok {
-		g.state.NewSession(slot)
-		g.equip.newSession(characterID)
-	}
-}
-
-// Hold freezes a character in place (on) while its transfer is in flight, or releases
-// it (off) when the transfer was denied.
-func (g *Game) Hold(characterID string, on bool) {
-	if slot, ok := g.slots[characterID]; ok {
-		g.state.Freeze(slot, on)
-	}
-}
-
-// InputsDropped counts the movement inputs the simulation never walked (past the
-// jitter buffer, or shed as a standing delay) since the game began.
-func (g *Game) InputsDropped() uint64 { return g.state.Counters().InputsDropped }
-
-// Step advances the simulation one tick, moves everything in the grid, runs the
-// critical-item recovery pass at maintenance boundaries (recovery.go; its events are
-// collected with Recoveries) and reports the portals players entered, perception
-// changes, what the last snapshots raised, and trade and inventory events.
-func (g *Game) Step() []loop.Event {
-	ev := g.state.Step()
-	g.place()
-	g.maintain()
-	g.events = g.events[:0]
-	for _, p := range ev.Portals {
-		if int(p.Slot) < len(g.owners) && g.owners[p.Slot] != "" && p.Portal < len(g.world.Portals) {
-			g.events = append(g.events, loop.Event{CharacterID: g.owners[p.Slot], Portal: g.world.Portals[p.Portal]})
-		}
-	}
-	for _, p := range ev.Perception {
-		if viewers := g.viewersOf(p.Slot); len(viewers) > 0 {
-			g.events = append(g.events, loop.Event{Frame: npcStateFrame(p), Viewers: viewers})
-		}
-	}
-	g.events = append(g.events, g.later...)
-	clear(g.later)
-	g.later = g.later[:0]
-	g.events = g.inventoryEvents(g.events)
-	return g.events
 }
 
 // viewersOf returns the characters whose area of interest holds slot: the players of
@@ -281,71 +146,6 @@ func (g *Game) place() {
 			g.grid.Update(int32(i), e.Pos.X, e.Pos.Y)
 		}
 	}
-}
-
-// State is a character's position in units (metres) and its attributes, with its
-// current equipment under "equipment" once the game knows it (equip.go).
-func (g *Game) State(characterID string) (record.CharacterState, bool) {
-	slot, ok := g.slots[characterID]
-	if !ok {
-		return record.CharacterState{}, false
-	}
-	p := g.state.Entities[slot].Pos
-	return record.CharacterState{
-		CharacterID: characterID, MapID: g.mapID,
-		X: float64(p.X) / sim.QuantaPerUnit, Y: float64(p.Y) / sim.QuantaPerUnit, Attributes: g.withEquipment(characterID, g.attrs[characterID]),
-	}, true
-}
-
-// Despawn removes a character.
-func (g *Game) Despawn(characterID string) {
-	slot, ok := g.slots[characterID]
-	if !ok {
-		return
-	}
-	g.state.RemovePlayer(slot)
-	g.grid.Remove(slot)
-	g.owners[slot] = ""
-	delete(g.slots, characterID)
-	delete(g.attrs, characterID)
-	delete(g.items.inv, characterID)
-	g.expireTrades(characterID)
-	g.equip.forget(characterID)
-}
-
-// Entities counts players, NPCs and items in the world.
-func (g *Game) Entities() int {
-	return g.state.PlayerCount() + g.state.NPCCount() + g.state.ItemCount()
-}
-
-// instanceState is the payload of the instance partition: the tick and where every
-// NPC stands and walks, in quanta.
-type instanceState struct {
-	MapID string     `json:"mapId"`
-	Tick  uint64     `json:"tick"`
-	NPCs  [][5]int64 `json:"npcs"` // id, x, y, dx, dy
-}
-
-// InstanceState returns the instance partition's payload.
-func (g *Game) InstanceState() json.RawMessage {
-	st := instanceState{MapID: g.mapID, Tick: g.state.Tick(), NPCs: make([][5]int64, 0, g.state.NPCCount())}
-	for i := range g.state.Entities {
-		if e := &g.state.Entities[i]; e.Kind == sim.KindNPC {
-			st.NPCs = append(st.NPCs, [5]int64{int64(e.ID), int64(e.Pos.X), int64(e.Pos.Y), int64(e.DX), int64(e.DY)})
-		}
-	}
-	b, err := json.Marshal(st)
-	if err != nil {
-		return json.RawMessage(`{}`)
-	}
-	return b
-}
-
-// NewView starts one connection's replication of a character: its first snapshot is
-// full.
-func (g *Game) NewView(characterID string) loop.View {
-	g.views++
-	return &view{g: g, id: characterID, client: wire.NewClient(wire.DefaultClientRing), countdown: g.views % reselectEvery}
 }
 
 // begin records every entity's state in the encoder once per simulation tick, at the

@@ -32,10 +32,10 @@ func mustNewGame(t *testing.T) (*game.Game, *mapgen.World) {
 func TestGame_SpawnCarriesStateAndMoves(t *testing.T) {
 	g, _ := mustNewGame(t)
 	st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: 500, Y: 600, Attributes: json.RawMessage(`{"gold":7}`)}
-	if err := g.Spawn("c1", st); err != nil {
+	if err := join(g, "c1", st); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Spawn("c1", st); err == nil {
+	if err := join(g, "c1", st); err == nil {
 		t.Fatal("spawned one character twice")
 	}
 	got, ok := g.State("c1")
@@ -46,19 +46,19 @@ func TestGame_SpawnCarriesStateAndMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Apply("c1", cmd); err != nil {
+	if err := refused(g, "c1", cmd); err != nil {
 		t.Fatal(err)
 	}
-	g.Step()
-	g.Step()
+	step(g)
+	step(g)
 	after, _ := g.State("c1")
 	if after.Y <= 600 || after.X != 500 {
 		t.Fatalf("after two inputs north: %+v", after)
 	}
-	if n := g.Entities(); n != 1+g.Sim().Options().NPCs {
+	if n := g.Stats().Entities; n != 1+g.Sim().Options().NPCs {
 		t.Fatalf("entities %d", n)
 	}
-	g.Despawn("c1")
+	g.Leave("c1")
 	if _, ok := g.State("c1"); ok || g.Sim().PlayerCount() != 0 {
 		t.Fatal("despawned character still there")
 	}
@@ -81,12 +81,12 @@ func TestGame_DecodeErrorsCarryCodes(t *testing.T) {
 // the acknowledged tick, with the character's own slot and last input seq.
 func TestGame_SnapshotsFullThenDelta(t *testing.T) {
 	g, _ := mustNewGame(t)
-	if err := g.Spawn("c1", nil); err != nil {
+	if err := join(g, "c1", nil); err != nil {
 		t.Fatal(err)
 	}
-	v := g.NewView("c1")
+	v := view(g, "c1")
 	dec := wire.NewDecoder(0)
-	g.Step()
+	step(g)
 	frame, full := v.Snapshot(nil)
 	s, err := dec.Decode(frame)
 	if err != nil || !full || !s.Full || s.Find(s.Self) == nil {
@@ -94,8 +94,8 @@ func TestGame_SnapshotsFullThenDelta(t *testing.T) {
 	}
 	v.Ack(uint64(s.Tick))
 	cmd, _ := g.Decode("movement", "input_batch", json.RawMessage(`{"inputs":[{"seq":1,"dx":1,"dy":0}]}`))
-	g.Apply("c1", cmd)
-	g.Step()
+	refused(g, "c1", cmd)
+	step(g)
 	frame, full = v.Snapshot(nil)
 	d, err := dec.Decode(frame)
 	if err != nil || full || d.Full || d.BaseTick != s.Tick || d.Seq != 1 {
@@ -110,12 +110,12 @@ func TestGame_SnapshotsFullThenDelta(t *testing.T) {
 // template reach the client, at spawn and when they change.
 func TestGame_SnapshotsCarryEntityState(t *testing.T) {
 	g, _ := mustNewGame(t)
-	if err := g.Spawn("c1", nil); err != nil {
+	if err := join(g, "c1", nil); err != nil {
 		t.Fatal(err)
 	}
-	v := g.NewView("c1")
+	v := view(g, "c1")
 	dec := wire.NewDecoder(0)
-	g.Step()
+	step(g)
 	frame, _ := v.Snapshot(nil)
 	s, err := dec.Decode(frame)
 	if err != nil {
@@ -125,7 +125,7 @@ func TestGame_SnapshotsCarryEntityState(t *testing.T) {
 	e := &g.Sim().Entities[self]
 	e.Facing, e.State, e.Template = 64, sim.ItemPending, 7
 	v.Ack(uint64(s.Tick))
-	g.Step()
+	step(g)
 	frame, full := v.Snapshot(nil)
 	d, err := dec.Decode(frame)
 	if err != nil || full {
@@ -135,7 +135,7 @@ func TestGame_SnapshotsCarryEntityState(t *testing.T) {
 		t.Fatalf("delta shows %+v, want facing 64, state 1, template 7", got.EntityState)
 	}
 	// A new client sees the same state in its full snapshot.
-	frame, _ = g.NewView("c1").Snapshot(nil)
+	frame, _ = view(g, "c1").Snapshot(nil)
 	f, err := wire.NewDecoder(0).Decode(frame)
 	if err != nil || *f.Find(self) != *d.Find(self) {
 		t.Fatalf("full snapshot shows %+v, the delta %+v (%v)", f.Find(self), d.Find(self), err)
@@ -152,7 +152,7 @@ func TestGame_PortalEntered(t *testing.T) {
 	p := w.Portals[0]
 	// Start one unit west of the trigger circle and walk east.
 	x := float64(p.X-p.Radius)/100 - 1
-	if err := g.Spawn("c1", &record.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(p.Y) / 100}); err != nil {
+	if err := join(g, "c1", &record.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(p.Y) / 100}); err != nil {
 		t.Fatal(err)
 	}
 	var inputs []sim.Input
@@ -163,9 +163,9 @@ func TestGame_PortalEntered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Apply("c1", cmd)
+	refused(g, "c1", cmd)
 	for range 60 {
-		for _, ev := range g.Step() {
+		for _, ev := range stepOut(g).Portals {
 			if ev.CharacterID != "c1" || ev.Portal.ID != p.ID || ev.Portal.TargetMapID != p.TargetMapID {
 				t.Fatalf("event %+v, want c1 in portal %+v", ev, p)
 			}
@@ -198,12 +198,12 @@ func TestGame_PerceptionEventReachesViewers(t *testing.T) {
 	at := clearSpot(t, s, 4)
 	npc, id := s.AddNPC(at, 1, 0)
 	player := sim.Vec{X: s.Entities[npc].Pos.X + 4*sim.QuantaPerUnit, Y: s.Entities[npc].Pos.Y}
-	if err := g.Spawn("watcher", &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(player.X) / 16, Y: float64(player.Y) / 16}); err != nil {
+	if err := join(g, "watcher", &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(player.X) / 16, Y: float64(player.Y) / 16}); err != nil {
 		t.Fatal(err)
 	}
 	var got []wire.NPCState
 	for range 60 {
-		for _, ev := range g.Step() {
+		for _, ev := range step(g) {
 			if ev.Frame == nil {
 				continue
 			}
@@ -214,16 +214,16 @@ func TestGame_PerceptionEventReachesViewers(t *testing.T) {
 			if err := json.Unmarshal(ev.Frame, &e); err != nil {
 				t.Fatal(err)
 			}
-			if e.Kind != "event" || e.Name != "npc_state" || len(ev.Viewers) == 0 {
-				t.Fatalf("event %s to %v", ev.Frame, ev.Viewers)
+			if e.Kind != "event" || e.Name != "npc_state" || len(ev.CharacterIDs) == 0 {
+				t.Fatalf("event %s to %v", ev.Frame, ev.CharacterIDs)
 			}
 			if e.Data.ID == uint64(id) {
 				found := false
-				for _, v := range ev.Viewers {
+				for _, v := range ev.CharacterIDs {
 					found = found || v == "watcher"
 				}
 				if !found {
-					t.Fatalf("the watcher does not get the event of the NPC it sees: viewers %v", ev.Viewers)
+					t.Fatalf("the watcher does not get the event of the NPC it sees: viewers %v", ev.CharacterIDs)
 				}
 				got = append(got, e.Data)
 			}

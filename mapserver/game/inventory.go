@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -32,12 +32,12 @@ type InventoryData struct {
 	Skills      map[string]int    `json:"skills"`
 }
 
-// Carry gives an arriving character the items the orchestrator says it holds (POST
+// carry gives an arriving character the items the orchestrator says it holds (POST
 // /orch/character-items), replacing what the map kept for it, and sets the speed its
-// load allows; the loop sends InventoryFrame after the welcome. Items not live or held by someone else are left out. The orchestrator's
-// word wins over the inventory's limits: an item it says the character holds is kept
-// even where the layout would refuse it.
-func (g *Game) Carry(characterID string, held []items.Item) {
+// load allows; its welcome is followed by InventoryFrame. Items not live or held by
+// someone else are left out. The orchestrator's word wins over the inventory's limits:
+// an item it says the character holds is kept even where the layout would refuse it.
+func (g *Game) carry(characterID string, held []items.Item) {
 	inv := items.NewInventory(items.DefaultLayout())
 	for _, it := range held {
 		if it.Live() && it.Place.Held() && it.Place.CharacterID == characterID {
@@ -82,22 +82,23 @@ func (g *Game) speedOf(characterID string) int32 {
 	return sim.ScaledSpeed(g.state.Options().PlayerSpeed, g.Inventory(characterID).SpeedPermille(g.items.catalog))
 }
 
-// inventoryEvents appends, last in a Step, the item events of the tick: trade offers
+// inventoryEvents sends, last in a Step, the item events of the tick: trade offers
 // that expired, the events raised since the last Step outside it (offers, declines,
 // refused trades), then the "inventory" events of the characters whose inventory
 // changed, in the order they changed, and forgets them.
-func (g *Game) inventoryEvents(evs []loop.Event) []loop.Event {
+func (g *Game) inventoryEvents(out gameapi.Out) {
 	g.expireTrades("")
-	evs = append(evs, g.items.out...)
+	for _, n := range g.items.out {
+		out.Notify(n.Frame, n.CharacterIDs)
+	}
 	clear(g.items.out)
 	g.items.out = g.items.out[:0]
 	for _, id := range g.items.dirty {
 		if _, here := g.slots[id]; here {
-			evs = append(evs, loop.Event{Frame: g.InventoryFrame(id), Viewers: []string{id}})
+			out.Notify(g.InventoryFrame(id), []string{id})
 		}
 	}
 	g.items.dirty = g.items.dirty[:0]
-	return evs
 }
 
 // InventoryFrame returns the "inventory" event of a character, for its owner.

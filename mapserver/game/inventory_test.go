@@ -6,15 +6,15 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/game"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
 // inventoryOf decodes the "inventory" event among evs sent to characterID; false when
 // there is none.
-func inventoryOf(t *testing.T, evs []loop.Event, characterID string) (game.InventoryData, bool) {
+func inventoryOf(t *testing.T, evs []gameapi.Note, characterID string) (game.InventoryData, bool) {
 	t.Helper()
 	for _, ev := range evs {
 		var env struct {
@@ -24,7 +24,7 @@ func inventoryOf(t *testing.T, evs []loop.Event, characterID string) (game.Inven
 		if err := json.Unmarshal(ev.Frame, &env); err != nil || env.Name != game.EventInventory {
 			continue
 		}
-		if len(ev.Viewers) != 1 || ev.Viewers[0] != characterID {
+		if len(ev.CharacterIDs) != 1 || ev.CharacterIDs[0] != characterID {
 			continue
 		}
 		return env.Data, true
@@ -54,7 +54,7 @@ func TestGame_CarryLoadsInventoryAndSpeed(t *testing.T) {
 	if n := len(g.Inventory("c1").Entries); n != 4 {
 		t.Fatalf("c1 carries %d items, want its 4 live ones", n)
 	}
-	if _, sent := inventoryOf(t, g.Step(), "c1"); sent {
+	if _, sent := inventoryOf(t, step(g), "c1"); sent {
 		t.Fatal("Carry sent an inventory event: the welcome's is the one")
 	}
 	var frame struct {
@@ -104,11 +104,11 @@ func TestGame_EncumbranceSlowsWalking(t *testing.T) {
 	}
 	for _, one := range in {
 		for _, c := range []string{"light", "heavy"} {
-			if err := g.Apply(c, []sim.Input{one}); err != nil {
+			if err := refused(g, c, []sim.Input{one}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		g.Step()
+		step(g)
 	}
 	for c, want := range map[string]int32{"light": 80, "heavy": speed} {
 		got := g.Sim().Entities[slots[c]].Pos
@@ -126,17 +126,17 @@ func TestGame_PickupSendsInventory(t *testing.T) {
 	g := mustItemGame(t)
 	it := g.ItemSeed()[5]
 	spawnAt(t, g, "c1", it, 0)
-	g.Step()
-	if _, _, err := g.Begin("c1", 2, "ev-1", pickup(t, g, it.ID)); err != nil {
+	step(g)
+	if _, err := tryBegin(g, "c1", "ev-1", pickup(t, g, it.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if _, sent := inventoryOf(t, g.Step(), "c1"); sent {
+	if _, sent := inventoryOf(t, step(g), "c1"); sent {
 		t.Fatal("an inventory event before the durable ack")
 	}
-	if _, err := g.Settle("ev-1", nil); err != nil {
+	if _, err := settle(g, "ev-1", nil); err != nil {
 		t.Fatal(err)
 	}
-	d, ok := inventoryOf(t, g.Step(), "c1")
+	d, ok := inventoryOf(t, step(g), "c1")
 	if !ok || len(d.Entries) != 1 || d.Entries[0].ItemID != it.ID || d.Entries[0].Quantity != it.Quantity {
 		t.Fatalf("inventory after the pickup: %+v (%v)", d, ok)
 	}

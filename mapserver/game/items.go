@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/itemgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -75,8 +75,8 @@ type itemState struct {
 	// dirty lists the characters whose inventory changed since the last Step.
 	dirty []string
 	// out holds item events raised outside Step (offers, declines, refused trades),
-	// sent with the next Step's events.
-	out []loop.Event
+	// sent with the next Step's.
+	out []gameapi.Note
 }
 
 func newItemState(cat *items.Catalog, instanceID string) itemState {
@@ -179,8 +179,8 @@ func decodeItems(action string, payload json.RawMessage) (any, error) {
 	return deref(cmd), nil
 }
 
-// deref returns the command a pointer decoded into, by value: what Begin and Apply
-// switch on.
+// deref returns the command a pointer decoded into, by value: what Command
+// switches on.
 func deref(cmd itemCommand) any {
 	switch c := cmd.(type) {
 	case *Pickup:
@@ -199,20 +199,14 @@ func deref(cmd itemCommand) any {
 	return cmd
 }
 
-// Begin starts an item command that changes an owner (pickup, drop, an accepted trade,
-// consume): after the map's own checks and the item rules (items.Apply on what the map
-// knows), what it moves becomes pending (nobody can touch it) and the critical event to
-// make durable is returned, with eventID as its id. Epochs names every character the
-// event involves, with epoch for the actor; the loop fills in the others. Anything
-// else is not Begin's (ok false).
-func (g *Game) Begin(characterID string, epoch int64, eventID string, cmd any) (*record.CriticalEvent, bool, error) {
-	if _, ok := g.slots[characterID]; !ok {
-		switch cmd.(type) {
-		case Pickup, Drop, Accept, Consume:
-			return nil, true, apierr.Errorf(apierr.ENOTFOUND, "no such character")
-		}
-		return nil, false, nil
-	}
+// beginItem starts an item command that changes an owner (pickup, drop, an accepted
+// trade, consume): after the map's own checks and the item rules (items.Apply on what
+// the map knows), what it moves becomes pending (nobody can touch it) and the critical
+// event to make durable is returned, with eventID as its id. Its Epochs name every
+// character it involves, for the kit to fill in. An event that would give a guest an
+// item, or take one from it, is refused (guest_no_items): the orchestrator keeps items
+// for saved characters only and would refuse it, so the map sends nothing.
+func (g *Game) beginItem(characterID, eventID string, cmd any) (*record.CriticalEvent, error) {
 	var act pendingAction
 	var payload items.Payload
 	var err error
@@ -226,25 +220,31 @@ func (g *Game) Begin(characterID string, epoch int64, eventID string, cmd any) (
 	case Consume:
 		act, payload, err = g.beginConsume(characterID, c)
 	default:
-		return nil, false, nil
+		return nil, apierr.Errorf(wire.CodeUnknownCommand, "not an item command that changes an owner")
 	}
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	ev := items.Event{ID: eventID, Kind: act.kind, InstanceID: g.items.instance, MapTick: int64(g.state.Tick()), Payload: payload}
 	if err := g.decide(ev); err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	epochs := make(map[string]int64)
 	for _, id := range ev.Characters() {
+		if g.guests[id] {
+			return nil, apierr.Errorf(wire.CodeGuestNoItems, "%s", refusalText[wire.CodeGuestNoItems])
+		}
 		epochs[id] = 0
 	}
-	epochs[characterID] = epoch
+	epochs[characterID] = 0
+	if g.guests[characterID] {
+		return nil, apierr.Errorf(wire.CodeGuestNoItems, "%s", refusalText[wire.CodeGuestNoItems])
+	}
 	g.lock(eventID, act)
 	return &record.CriticalEvent{
 		EventID: eventID, InstanceID: g.items.instance, Kind: string(act.kind), MapTick: ev.MapTick,
 		Payload: payload.Encode(), Epochs: epochs,
-	}, true, nil
+	}, nil
 }
 
 // decide runs the item rules (the very ones the orchestrator runs before it makes the
@@ -293,14 +293,14 @@ func (g *Game) lock(eventID string, act pendingAction) {
 	g.items.locked[act.itemID] = eventID
 }
 
-// Settle ends the item command of event eventID with the orchestrator's answer: nil
-// is the durable ack (the change happens on the map, and its gameplay event goes to
-// the players who see it; the inventories it changed follow with the next Step); an
+// settleItem ends the item command of event eventID with the orchestrator's answer:
+// nil is the durable ack (the change happens on the map, and its gameplay event goes
+// to the players who see it; the inventories it changed follow with the next Step); an
 // error frees what was pending and is returned as the refusal to answer.
-func (g *Game) Settle(eventID string, answer error) (loop.Event, error) {
+func (g *Game) settleItem(eventID string, answer error) (gameapi.Note, error) {
 	act, ok := g.items.pending[eventID]
 	if !ok {
-		return loop.Event{}, apierr.Errorf(apierr.EINTERNAL, "unknown item event")
+		return gameapi.Note{}, apierr.Errorf(apierr.EINTERNAL, "unknown item event")
 	}
 	delete(g.items.pending, eventID)
 	if act.kind != items.KindPickup && g.items.locked[act.itemID] == eventID {
@@ -316,21 +316,7 @@ func (g *Game) Settle(eventID string, answer error) (loop.Event, error) {
 	case items.KindConsume:
 		return g.settleConsume(act, answer)
 	}
-	return loop.Event{}, apierr.Errorf(apierr.EINTERNAL, "unknown item event kind")
-}
-
-// applyItems takes the item commands that change no owner (offer, decline); ok false
-// for anything else.
-func (g *Game) applyItems(characterID string, cmd any) (bool, error) {
-	switch c := cmd.(type) {
-	case Offer:
-		return true, g.offer(characterID, c)
-	case Decline:
-		return true, g.decline(characterID, c)
-	case Pickup, Drop, Accept, Consume:
-		return true, apierr.Errorf(wire.CodeUnknownCommand, "item commands that change an owner go through Begin")
-	}
-	return false, nil
+	return gameapi.Note{}, apierr.Errorf(apierr.EINTERNAL, "unknown item event kind")
 }
 
 // held returns the entry of itemID in a character's inventory, free to act on: not

@@ -94,7 +94,7 @@ func TestGame_LoadItemsPlacesOnlyWhatLiesHere(t *testing.T) {
 func spawnAt(t *testing.T, g *game.Game, id string, it items.Item, dxUnits float64) {
 	t.Helper()
 	st := &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(it.Place.X)/100 + dxUnits, Y: float64(it.Place.Y) / 100}
-	if err := g.Spawn(id, st); err != nil {
+	if err := join(g, id, st); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -122,21 +122,21 @@ func TestGame_PickupPendingThenDurable(t *testing.T) {
 	spawnAt(t, g, "c2", it, 1)
 	spawnAt(t, g, "far", it, 30)
 
-	_, _, err := g.Begin("c1", 2, "ev-x", pickup(t, g, "no-such-item"))
+	_, err := tryBegin(g, "c1", "ev-x", pickup(t, g, "no-such-item"))
 	wantCode(t, err, items.CodeNotFound)
-	_, _, err = g.Begin("far", 2, "ev-x", pickup(t, g, it.ID))
+	_, err = tryBegin(g, "far", "ev-x", pickup(t, g, it.ID))
 	wantCode(t, err, game.CodeOutOfReach)
 
-	ev, ok, err := g.Begin("c1", 2, "ev-1", pickup(t, g, it.ID))
-	if !ok || err != nil {
-		t.Fatalf("pickup: %v %v", ok, err)
+	ev, err := tryBegin(g, "c1", "ev-1", pickup(t, g, it.ID))
+	if ev == nil || err != nil {
+		t.Fatalf("pickup: %v", err)
 	}
 	p, err := items.DecodePayload(ev.Payload)
 	if err != nil {
 		t.Fatal(err)
 	}
 	full := items.Event{ID: ev.EventID, Kind: items.Kind(ev.Kind), InstanceID: ev.InstanceID, MapTick: ev.MapTick, Payload: p}
-	if err := full.Validate(); err != nil || ev.EventID != "ev-1" || ev.Epochs["c1"] != 2 || p.ItemID != it.ID || p.To.CharacterID != "c1" {
+	if err := full.Validate(); err != nil || ev.EventID != "ev-1" || len(ev.Epochs) != 1 || ev.Epochs["c1"] != 0 || p.ItemID != it.ID || p.To.CharacterID != "c1" {
 		t.Fatalf("event %+v payload %+v: %v", ev, p, err)
 	}
 	_, slot, _ := g.WorldItem(it.ID)
@@ -144,11 +144,11 @@ func TestGame_PickupPendingThenDurable(t *testing.T) {
 		t.Fatal("the item is not pending while its event is in flight")
 	}
 	// Nobody else can take a pending item.
-	_, _, err = g.Begin("c2", 2, "ev-2", pickup(t, g, it.ID))
+	_, err = tryBegin(g, "c2", "ev-2", pickup(t, g, it.ID))
 	wantCode(t, err, game.CodeItemPending)
 
 	// The orchestrator refuses: the item is free again, nobody holds it.
-	if _, err := g.Settle("ev-1", apierr.Errorf(apierr.EMAPUNAVAILABLE, "away")); apierr.Code(err) != apierr.EMAPUNAVAILABLE {
+	if _, err := settle(g, "ev-1", apierr.Errorf(apierr.EMAPUNAVAILABLE, "away")); apierr.Code(err) != apierr.EMAPUNAVAILABLE {
 		t.Fatalf("settle refusal: %v", err)
 	}
 	if g.Sim().Entities[slot].State&sim.ItemPending != 0 || len(g.Inventory("c1").Entries) != 0 {
@@ -156,13 +156,13 @@ func TestGame_PickupPendingThenDurable(t *testing.T) {
 	}
 
 	// The second player takes it; only the durable ack moves it.
-	if _, _, err := g.Begin("c2", 3, "ev-3", pickup(t, g, it.ID)); err != nil {
+	if _, err := tryBegin(g, "c2", "ev-3", pickup(t, g, it.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, ok := g.WorldItem(it.ID); !ok {
 		t.Fatal("the item left the world before the durable ack")
 	}
-	out, err := g.Settle("ev-3", nil)
+	out, err := settle(g, "ev-3", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +172,10 @@ func TestGame_PickupPendingThenDurable(t *testing.T) {
 	if e, ok := g.Inventory("c2").Find(it.ID); !ok || e.Quantity != it.Quantity {
 		t.Fatalf("inventory of c2: %v", g.Inventory("c2").Entries)
 	}
-	if !strings.Contains(string(out.Frame), `"item_picked"`) || len(out.Viewers) != 3 {
-		t.Fatalf("event %s to %v", out.Frame, out.Viewers)
+	if !strings.Contains(string(out.Frame), `"item_picked"`) || len(out.CharacterIDs) != 3 {
+		t.Fatalf("event %s to %v", out.Frame, out.CharacterIDs)
 	}
-	_, _, err = g.Begin("c1", 2, "ev-4", pickup(t, g, it.ID))
+	_, err = tryBegin(g, "c1", "ev-4", pickup(t, g, it.ID))
 	wantCode(t, err, items.CodeNotFound)
 }
 
@@ -189,7 +189,7 @@ func TestGame_PickupRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, _, err := g.Begin("c1", 2, "ev-1", pickup(t, g, it.ID))
+	_, err := tryBegin(g, "c1", "ev-1", pickup(t, g, it.ID))
 	wantCode(t, err, items.CodeInventoryFull)
 	for _, bad := range []string{`{}`, `{"itemId":""}`, `[]`, `{"itemId":"a b"}`} {
 		_, err := g.Decode(game.FeatureItems, game.ActionPickup, json.RawMessage(bad))
@@ -197,8 +197,8 @@ func TestGame_PickupRefusals(t *testing.T) {
 	}
 	_, err = g.Decode(game.FeatureItems, "juggle", json.RawMessage(`{}`))
 	wantCode(t, err, "unknown_command")
-	if _, ok, _ := g.Begin("c1", 2, "ev-2", []sim.Input{}); ok {
-		t.Fatal("Begin took a movement command")
+	if r, _ := try(g, "c1", []sim.Input{}); r.Critical != nil || r.Err != nil || !r.Quiet {
+		t.Fatalf("movement answered %+v, want no event and no ack", r)
 	}
 }
 
@@ -206,11 +206,11 @@ func TestGame_PickupAckAfterTheCharacterLeft(t *testing.T) {
 	g := mustItemGame(t)
 	it := g.ItemSeed()[9]
 	spawnAt(t, g, "c1", it, 0)
-	if _, _, err := g.Begin("c1", 2, "ev-1", pickup(t, g, it.ID)); err != nil {
+	if _, err := tryBegin(g, "c1", "ev-1", pickup(t, g, it.ID)); err != nil {
 		t.Fatal(err)
 	}
-	g.Despawn("c1")
-	if _, err := g.Settle("ev-1", nil); err != nil {
+	g.Leave("c1")
+	if _, err := settle(g, "ev-1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, ok := g.WorldItem(it.ID); ok {

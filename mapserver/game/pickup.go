@@ -1,9 +1,9 @@
 package game
 
 import (
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 )
 
@@ -44,14 +44,14 @@ func (g *Game) beginPickup(characterID string, p Pickup) (pendingAction, items.P
 // character's inventory (a character that left meanwhile gets it from the
 // orchestrator where it is now) and "item_picked" goes to the players who saw it; a
 // refusal leaves the item in the world, free again.
-func (g *Game) settlePickup(act pendingAction, answer error) (loop.Event, error) {
+func (g *Game) settlePickup(act pendingAction, answer error) (gameapi.Note, error) {
 	wi := g.items.world[act.itemID]
 	if wi == nil {
-		return loop.Event{}, apierr.Errorf(items.CodeNotFound, "the item is gone")
+		return gameapi.Note{}, apierr.Errorf(items.CodeNotFound, "the item is gone")
 	}
 	if answer != nil {
 		g.state.SetItemPending(wi.slot, false)
-		return loop.Event{}, answer
+		return gameapi.Note{}, answer
 	}
 	viewers := g.viewersOf(wi.slot)
 	id := g.state.Entities[wi.slot].ID
@@ -66,7 +66,7 @@ func (g *Game) settlePickup(act pendingAction, answer error) (loop.Event, error)
 	g.state.RemoveItem(wi.slot)
 	g.grid.Remove(wi.slot)
 	delete(g.items.world, act.itemID)
-	return loop.Event{Viewers: viewers, Frame: itemFrame("item_picked", ItemMoved{
+	return gameapi.Note{CharacterIDs: viewers, Frame: itemFrame("item_picked", ItemMoved{
 		ID: uint64(id), ItemID: wi.item.ID, TemplateID: wi.item.TemplateID, Quantity: wi.item.Quantity, CharacterID: act.characterID,
 	})}, nil
 }

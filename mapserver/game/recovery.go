@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -59,8 +59,6 @@ type recoveryState struct {
 	actions map[string]recoveryAction
 	// retry is the first tick an item's recovery may be tried again after a refusal.
 	retry map[string]uint64
-	// queued are the critical events decided by the last pass, for the loop to send.
-	queued []record.CriticalEvent
 }
 
 // recoveryAction is a recovery in flight and the tick it was decided at.
@@ -108,8 +106,8 @@ func (r *recoveryState) keeps(itemID string) bool {
 
 // maintain runs the recovery pass when the tick is a maintenance boundary: it brings
 // what the map knows of the policy copies up to date, decides the recoveries with
-// items.Recover, and queues their critical events (Recoveries hands them to the loop).
-func (g *Game) maintain() {
+// items.Recover, and hands their critical events to the kit (Settle answers them).
+func (g *Game) maintain(out gameapi.Out) {
 	r := &g.recovery
 	tick := g.state.Tick()
 	if r.every == 0 || len(r.policies) == 0 || tick%r.every != 0 {
@@ -133,7 +131,7 @@ func (g *Game) maintain() {
 		if wi := g.items.world[a.ItemID]; wi != nil {
 			g.state.SetItemPending(wi.slot, true) // nobody picks up what is being moved
 		}
-		r.queued = append(r.queued, record.CriticalEvent{
+		out.Critical(record.CriticalEvent{
 			EventID: ev.ID, InstanceID: ev.InstanceID, Kind: string(ev.Kind), MapTick: ev.MapTick, Payload: ev.Payload.Encode(),
 		})
 	}
@@ -188,23 +186,15 @@ func (g *Game) noteHeld(it items.Item, characterID string, tick int64) {
 	delete(r.lost, it.ID)
 }
 
-// Recoveries returns the critical events the recovery pass decided since the last call,
-// for the loop to send; each is answered through Recovered.
-func (g *Game) Recoveries() []record.CriticalEvent {
-	q := g.recovery.queued
-	g.recovery.queued = nil
-	return q
-}
-
-// Recovered ends the recovery of event eventID with the orchestrator's answer. On the
+// recovered ends the recovery of event eventID with the orchestrator's answer. On the
 // durable ack the item leaves wherever the map still has it and lies at its anchor, and
 // the "item_recovered" event goes to the players who see the anchor; a refusal frees
 // what was pending and the item is left alone for RecoveryBackoffPasses passes.
-func (g *Game) Recovered(eventID string, answer error) loop.Event {
+func (g *Game) recovered(eventID string, answer error) gameapi.Note {
 	r := &g.recovery
 	a, ok := r.actions[eventID]
 	if !ok {
-		return loop.Event{}
+		return gameapi.Note{}
 	}
 	delete(r.actions, eventID)
 	delete(r.inflight, a.ItemID)
@@ -213,7 +203,7 @@ func (g *Game) Recovered(eventID string, answer error) loop.Event {
 			g.state.SetItemPending(wi.slot, false)
 		}
 		r.retry[a.ItemID] = g.state.Tick() + RecoveryBackoffPasses*max(r.every, 1)
-		return loop.Event{}
+		return gameapi.Note{}
 	}
 	if wi := g.items.world[a.ItemID]; wi != nil {
 		g.state.RemoveItem(wi.slot)
@@ -233,7 +223,7 @@ func (g *Game) Recovered(eventID string, answer error) loop.Event {
 	delete(r.lost, it.ID)
 	tpl, okTpl := g.items.wireIDs[it.TemplateID]
 	if !okTpl {
-		return loop.Event{}
+		return gameapi.Note{}
 	}
 	slot, id := g.state.AddItem(sim.Vec{X: sim.FromCentimetres(a.To.X), Y: sim.FromCentimetres(a.To.Y)}, tpl)
 	g.items.world[it.ID] = &worldItem{item: it, slot: slot}
@@ -241,7 +231,7 @@ func (g *Game) Recovered(eventID string, answer error) loop.Event {
 	g.grid.Update(slot, e.Pos.X, e.Pos.Y)
 	frame, _ := json.Marshal(wire.Event{V: wire.Version, Kind: wire.KindEvent, Name: EventItemRecovered,
 		Data: ItemRecovered{ID: uint64(id), ItemID: it.ID, TemplateID: it.TemplateID, Trigger: a.Trigger}})
-	return loop.Event{Frame: frame, Viewers: g.viewersOf(slot)}
+	return gameapi.Note{Frame: frame, CharacterIDs: g.viewersOf(slot)}
 }
 
 // characters returns the characters in the world here, sorted.

@@ -37,12 +37,12 @@ func recoveryFixture(t *testing.T) (*game.Game, []items.Place) {
 	return g, anchors
 }
 
-// stepUntil steps g to tick n and returns the recoveries decided on the way.
+// stepUntil steps g to tick n and returns the recoveries decided on the way: the
+// critical events the game handed the kit on its own.
 func stepUntil(g *game.Game, n uint64) []record.CriticalEvent {
 	var out []record.CriticalEvent
 	for g.Sim().Tick() < n {
-		g.Step()
-		out = append(out, g.Recoveries()...)
+		out = append(out, stepOut(g).Criticals...)
 	}
 	return out
 }
@@ -69,10 +69,13 @@ func TestGame_RecoveryRespawnsAfterCooldown(t *testing.T) {
 		if _, _, ok := g.WorldItem("ember"); ok {
 			t.Fatal("the ember lies in the world before the ack")
 		}
-		if err := g.Spawn("c1", &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(anchors[0].X) / 100, Y: float64(anchors[0].Y) / 100}); err != nil {
+		if err := join(g, "c1", &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(anchors[0].X) / 100, Y: float64(anchors[0].Y) / 100}); err != nil {
 			t.Fatal(err)
 		}
-		ev := g.Recovered("recover/forest-1/60/ember", nil)
+		ev, err := settle(g, "recover/forest-1/60/ember", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		it, slot, ok := g.WorldItem("ember")
 		if !ok || it.Place != anchors[0] || !it.Live() || it.SinceTick != 60 {
 			t.Fatalf("after the ack the ember is %+v (%v)", it, ok)
@@ -85,8 +88,8 @@ func TestGame_RecoveryRespawnsAfterCooldown(t *testing.T) {
 			frame.Data.ItemID != "ember" || frame.Data.Trigger != items.TriggerMissing || frame.Data.ID != uint64(g.Sim().Entities[slot].ID) {
 			t.Fatalf("event %s: %v", ev.Frame, err)
 		}
-		if len(ev.Viewers) != 1 || ev.Viewers[0] != "c1" {
-			t.Fatalf("viewers %v, want the player beside the anchor", ev.Viewers)
+		if len(ev.CharacterIDs) != 1 || ev.CharacterIDs[0] != "c1" {
+			t.Fatalf("viewers %v, want the player beside the anchor", ev.CharacterIDs)
 		}
 		if again := stepUntil(g, 120); len(again) != 0 {
 			t.Fatalf("a recovered item was recovered again: %+v", again)
@@ -94,7 +97,9 @@ func TestGame_RecoveryRespawnsAfterCooldown(t *testing.T) {
 	})
 
 	t.Run("RefusedBacksOff", func(t *testing.T) {
-		g.Recovered("recover/forest-1/30/shard#1", apierr.Errorf(items.CodeNotRecoverable, "it exists"))
+		if _, err := settle(g, "recover/forest-1/30/shard#1", apierr.Errorf(items.CodeNotRecoverable, "it exists")); err != nil {
+			t.Fatalf("a recovery's refusal answers no command, yet settle returned %v", err)
+		}
 		if _, _, ok := g.WorldItem("shard#1"); ok {
 			t.Fatal("a refused recovery placed the item")
 		}
@@ -114,7 +119,7 @@ func TestGame_RecoveryIsDeterministic(t *testing.T) {
 		var out string
 		for _, ev := range stepUntil(g, 90) {
 			out += fmt.Sprintf("%s %s %d %s\n", ev.EventID, ev.Kind, ev.MapTick, ev.Payload)
-			g.Recovered(ev.EventID, nil)
+			_, _ = settle(g, ev.EventID, nil)
 		}
 		return out
 	}
@@ -130,23 +135,23 @@ func TestGame_RecoveryFollowsPickups(t *testing.T) {
 	crown := items.Item{ID: "crown", TemplateID: "crown", Quantity: 1, Place: anchors[0], State: items.StateActive}
 	g.LoadItems(append(g.ItemSeed(), crown))
 	g.LoadRecovery([]items.Policy{pol}, []items.Item{crown}, 30)
-	if err := g.Spawn("c1", &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(anchors[0].X) / 100, Y: float64(anchors[0].Y) / 100}); err != nil {
+	if err := join(g, "c1", &record.CharacterState{MapID: mapgen.DefaultMapID, X: float64(anchors[0].X) / 100, Y: float64(anchors[0].Y) / 100}); err != nil {
 		t.Fatal(err)
 	}
-	ev, ok, err := g.Begin("c1", 1, "e1", game.Pickup{ItemID: "crown"})
-	if err != nil || !ok || ev == nil {
-		t.Fatalf("pickup: %v %v", ok, err)
+	ev, err := tryBegin(g, "c1", "e1", game.Pickup{ItemID: "crown"})
+	if err != nil || ev == nil {
+		t.Fatalf("pickup: %v", err)
 	}
 	if evs := stepUntil(g, 30); len(evs) != 0 {
 		t.Fatalf("a pending pickup was recovered: %+v", evs)
 	}
-	if _, err := g.Settle("e1", nil); err != nil {
+	if _, err := settle(g, "e1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if evs := stepUntil(g, 60); len(evs) != 0 {
 		t.Fatalf("a crown held by a player here was recovered: %+v", evs)
 	}
-	g.Despawn("c1") // leaves holding it
+	g.Leave("c1") // leaves holding it
 	if evs := stepUntil(g, 60+30); len(evs) != 1 {
 		t.Fatalf("the crown of a player who left %d ticks ago: %+v", 60, evs)
 	} else if p, _ := items.DecodePayload(evs[0].Payload); p.Trigger != items.TriggerOwnershipTimeout || p.From.CharacterID != "c1" || p.To != anchors[0] {

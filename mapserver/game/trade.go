@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -129,7 +129,7 @@ func (g *Game) offer(from string, o Offer) error {
 	}
 	g.items.trades[t.id] = t
 	g.items.locked[e.ItemID] = t.id
-	g.items.out = append(g.items.out, loop.Event{Viewers: []string{t.from, t.to}, Frame: itemFrame("trade_offered", TradeOffered{
+	g.items.out = append(g.items.out, gameapi.Note{CharacterIDs: []string{t.from, t.to}, Frame: itemFrame("trade_offered", TradeOffered{
 		TradeID: t.id, FromCharacterID: t.from, ToCharacterID: t.to, ItemID: e.ItemID, TemplateID: e.TemplateID, Quantity: e.Quantity,
 	})})
 	return nil
@@ -175,15 +175,15 @@ func (g *Game) beginTrade(to string, a Accept) (pendingAction, items.Payload, er
 // inventory for the receiver's, both at once, and "item_traded" goes to the players
 // who see either; a refusal ends the offer ("trade_declined" with the refusal's code)
 // and nothing changes hands.
-func (g *Game) settleTrade(act pendingAction, answer error) (loop.Event, error) {
+func (g *Game) settleTrade(act pendingAction, answer error) (gameapi.Note, error) {
 	t := g.items.trades[act.tradeID]
 	delete(g.items.trades, act.tradeID)
 	if t == nil {
-		return loop.Event{}, apierr.Errorf(apierr.EINTERNAL, "unknown trade")
+		return gameapi.Note{}, apierr.Errorf(apierr.EINTERNAL, "unknown trade")
 	}
 	if answer != nil {
 		g.endTrade(t, apierr.Code(answer), false)
-		return loop.Event{}, answer
+		return gameapi.Note{}, answer
 	}
 	e := t.entry
 	if inv := g.items.inv[t.from]; inv != nil {
@@ -205,7 +205,7 @@ func (g *Game) settleTrade(act pendingAction, answer error) (loop.Event, error) 
 			}
 		}
 	}
-	return loop.Event{Viewers: viewers, Frame: itemFrame("item_traded", ItemTraded{
+	return gameapi.Note{CharacterIDs: viewers, Frame: itemFrame("item_traded", ItemTraded{
 		TradeID: t.id, ItemID: e.ItemID, TemplateID: e.TemplateID, Quantity: e.Quantity, FromCharacterID: t.from, ToCharacterID: t.to,
 	})}, nil
 }
@@ -232,7 +232,7 @@ func (g *Game) endTrade(t *trade, code string, unlock bool) {
 	if unlock && g.items.locked[t.entry.ItemID] == t.id {
 		delete(g.items.locked, t.entry.ItemID)
 	}
-	g.items.out = append(g.items.out, loop.Event{Viewers: []string{t.from, t.to}, Frame: itemFrame("trade_declined", TradeDeclined{TradeID: t.id, Code: code})})
+	g.items.out = append(g.items.out, gameapi.Note{CharacterIDs: []string{t.from, t.to}, Frame: itemFrame("trade_declined", TradeDeclined{TradeID: t.id, Code: code})})
 }
 
 // expireTrades ends the open offers whose time is up, and those a party left

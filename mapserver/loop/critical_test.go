@@ -1,19 +1,18 @@
 package loop_test
 
 import (
-	"strconv"
-	"strings"
+	"errors"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/loop"
-	"github.com/mapyard/mapyard/mapserver/wire"
+	"github.com/mapyard/mapyard/mapserver/ws"
 )
 
 // pickupCmd ("test/pickup") is a critical command of the actor alone; Refuse, when set,
-// is the item rule the game refuses it with before anything is sent.
+// is the refusal the game answers it with before anything is sent.
 type pickupCmd struct {
 	Refuse string `json:"refuse"`
 }
@@ -23,26 +22,41 @@ type giveCmd struct {
 	To string `json:"to"`
 }
 
-var _ loop.Criticals = (*fakeGame)(nil)
-
-func (g *fakeGame) Begin(id string, epoch int64, eventID string, cmd any) (*record.CriticalEvent, bool, error) {
-	ev := &record.CriticalEvent{EventID: eventID, InstanceID: "forest-1", Kind: string(items.KindPickup),
-		Payload: []byte(`{}`), Epochs: map[string]int64{id: epoch}}
+// critical answers a critical command: the event to make durable, naming the
+// characters it involves with no epoch (the kit's to fill in).
+func (g *fakeGame) critical(id string, cmd any) gameapi.Reply {
+	ev := &record.CriticalEvent{EventID: gameapi.NewEventID(), InstanceID: "forest-1", Kind: string(items.KindPickup),
+		Payload: []byte(`{}`), Epochs: map[string]int64{id: 0}}
 	switch c := cmd.(type) {
 	case pickupCmd:
 		if c.Refuse != "" {
-			return nil, true, apierr.Errorf(c.Refuse, "item %q is at character %q, not at %q", "forest-1.item-3", "char-9", "forest-1")
+			return gameapi.Reply{Err: apierr.Errorf(c.Refuse, "That item is no longer where it was.")}
 		}
 	case giveCmd:
 		ev.Kind, ev.Epochs[c.To] = string(items.KindTrade), 0
-	default:
-		return nil, false, nil
 	}
-	return ev, true, nil
+	return gameapi.Reply{Critical: ev}
 }
 
-func (g *fakeGame) Settle(eventID string, answer error) (loop.Event, error) {
-	return loop.Event{}, answer
+// Settle keeps the answer and returns it, with its code, as the refusal; a durable
+// event shows "settled" to the actor after the ack.
+func (g *fakeGame) Settle(eventID string, answer error, out gameapi.Out) error {
+	g.mu.Lock()
+	g.settled[eventID] = answer
+	g.mu.Unlock()
+	if answer != nil {
+		return apierr.Errorf(apierr.Code(answer), "Refused.")
+	}
+	out.Notify([]byte(`{"v":1,"kind":"event","name":"settled"}`), []string{"char-1"})
+	return nil
+}
+
+// Settled returns the answer Settle was given for eventID.
+func (g *fakeGame) Settled(eventID string) (answer error, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	answer, ok = g.settled[eventID]
+	return answer, ok
 }
 
 // Critical records ev and answers it with the durable ack, or with refuse when set.
@@ -59,88 +73,119 @@ func (f *fakeOrch) Critical(ev record.CriticalEvent, done func(record.CriticalAc
 	return nil
 }
 
-// sent is the number of critical events the map sent the orchestrator.
-func (f *fakeOrch) sent() int {
+func (f *fakeOrch) Away() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.criticals)
+	return f.away
 }
 
-// wantRefusal reads the answer to command seq and checks it is a refusal with code
-// whose message is the sentence written for players, naming no id.
-func wantRefusal(t *testing.T, c *client, seq float64, code string) {
-	t.Helper()
-	m := c.next()
-	msg, _ := m["message"].(string)
-	if m["kind"] != "error" || m["seq"] != seq || m["code"] != code {
-		t.Fatalf("got %v, want the refusal %s of command %v", m, code, seq)
-	}
-	for _, leak := range []string{"char-", "guest-", "forest-1", "not found", `"`} {
-		if strings.Contains(msg, leak) {
-			t.Fatalf("the player reads %q, which names %q", msg, leak)
-		}
-	}
-	if msg == "" || !strings.HasSuffix(msg, ".") {
-		t.Fatalf("the player reads %q, not a sentence", msg)
-	}
+// sentEvents returns the critical events the map sent the orchestrator.
+func (f *fakeOrch) sentEvents() []record.CriticalEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]record.CriticalEvent(nil), f.criticals...)
 }
 
-// TestCritical_GuestNoItems: a guest's item event is refused at once with
-// guest_no_items and never sent (the orchestrator keeps items for saved characters
-// only), and so is a saved character's that would give a guest an item; a saved
-// character's own goes through.
-func TestCritical_GuestNoItems(t *testing.T) {
+// TestCritical_AckAfterDurable: a command that needs a critical event is answered only
+// once the orchestrator made the event durable: the ack, then what the game shows of
+// the outcome. The kit fills in the lease epoch of every character the event names.
+func TestCritical_AckAfterDurable(t *testing.T) {
 	h := newHarness(t, nil)
-	guest := h.dial(t, `{"v":1,"kind":"hello","ticket":"guest-1"}`)
-	guest.welcome()
-	saved := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
-	saved.welcome()
+	a := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
+	a.welcome()
+	b := h.dial(t, `{"v":1,"kind":"hello","ticket":"tr-char-2"}`)
+	b.welcome()
 
-	guest.send(`{"v":1,"kind":"command","seq":1,"feature":"test","action":"pickup","payload":{}}`)
-	wantRefusal(t, guest, 1, wire.CodeGuestNoItems)
-	saved.send(`{"v":1,"kind":"command","seq":1,"feature":"test","action":"give","payload":{"to":"guest-1"}}`)
-	wantRefusal(t, saved, 1, wire.CodeGuestNoItems)
-	if n := h.orch.sent(); n != 0 {
-		t.Fatalf("%d critical events sent for a guest", n)
+	a.send(`{"v":1,"kind":"command","seq":1,"feature":"test","action":"pickup","payload":{}}`)
+	if m := a.next(); m["kind"] != "ack" || m["seq"] != float64(1) {
+		t.Fatalf("got %v, want the ack of 1", m)
 	}
-	saved.send(`{"v":1,"kind":"command","seq":2,"feature":"test","action":"pickup","payload":{}}`)
-	if m := saved.next(); m["kind"] != "ack" || m["seq"] != float64(2) {
-		t.Fatalf("a saved character's pickup: %v", m)
+	if m := a.next(); m["name"] != "settled" {
+		t.Fatalf("got %v, want the game's event after the ack", m)
+	}
+	a.send(`{"v":1,"kind":"command","seq":2,"feature":"test","action":"give","payload":{"to":"char-2"}}`)
+	if m := a.next(); m["kind"] != "ack" || m["seq"] != float64(2) {
+		t.Fatalf("got %v, want the ack of 2", m)
+	}
+	evs := h.orch.sentEvents()
+	if len(evs) != 2 || evs[0].Epochs["char-1"] != 2 || evs[1].Epochs["char-1"] != 2 || evs[1].Epochs["char-2"] != 9 {
+		t.Fatalf("events sent %+v, want the epochs filled in (char-1 at 2, char-2 at 9)", evs)
+	}
+	if err, ok := h.game.Settled(evs[1].EventID); !ok || err != nil {
+		t.Fatalf("the game settled %v %v, want the durable ack", ok, err)
 	}
 }
 
-// TestCritical_RefusalsForPlayers: whatever refuses an item event, the item rules on
-// the map or the orchestrator with its store's words, the player gets a code to act on
-// and a sentence that names no character, item or instance.
-func TestCritical_RefusalsForPlayers(t *testing.T) {
+// TestCritical_Refusals: whatever refuses an event, the game hears it through Settle
+// and what it returns answers the command: its own refusal before anything is sent; the
+// orchestrator's refusal as it came; map_unavailable for an orchestrator that could not
+// be reached or is away (then nothing is sent); conflict for a character the event
+// involves that is not here.
+func TestCritical_Refusals(t *testing.T) {
 	h := newHarness(t, nil)
 	c := h.dial(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
 	c.welcome()
 	seq := 0
-	pickup := func(payload string) float64 {
+	send := func(action, payload string) float64 {
 		seq++
-		c.send(`{"v":1,"kind":"command","seq":` + strconv.Itoa(seq) + `,"feature":"test","action":"pickup","payload":` + payload + `}`)
+		c.send(`{"v":1,"kind":"command","seq":` + jsonNum(uint64(seq)) + `,"feature":"test","action":"` + action + `","payload":` + payload + `}`)
 		return float64(seq)
 	}
-	t.Run("ItemRuleOnTheMap", func(t *testing.T) {
-		wantRefusal(t, c, pickup(`{"refuse":"item_wrong_place"}`), items.CodeWrongPlace)
-	})
-	for _, tt := range []struct {
-		name     string
-		answer   error
-		wantCode string
-	}{
-		{"ErrHolderNotSaved", apierr.Errorf(apierr.ENOTFOUND, `character "guest-abc" not found`), wire.CodeGuestNoItems},
-		{"ErrItemRule", apierr.Errorf(items.CodeWrongPlace, `item "forest-1.item-3" is at character "char-9", not at instance "forest-1"`), items.CodeWrongPlace},
-		{"ErrLease", apierr.Errorf(apierr.ECONFLICT, `character "char-1" is held at epoch 4, not 2`), apierr.ECONFLICT},
-		{"ErrMalformed", apierr.Errorf(apierr.EBADREQUEST, `critical event: eventId must be 1 to 128 printable characters`), apierr.EINTERNAL},
-		{"ErrStore", apierr.Errorf(apierr.EUNAVAILABLE, `store closing: database "forest-1" is locked`), apierr.EMAPUNAVAILABLE},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			h.orch.mu.Lock()
-			h.orch.refuse = tt.answer
-			h.orch.mu.Unlock()
-			wantRefusal(t, c, pickup(`{}`), tt.wantCode)
-		})
+	want := func(seq float64, code string) {
+		t.Helper()
+		if m := c.next(); m["kind"] != "error" || m["seq"] != seq || m["code"] != code {
+			t.Fatalf("got %v, want the refusal %s of command %v", m, code, seq)
+		}
 	}
+	setOrch := func(refuse error, away bool) {
+		h.orch.mu.Lock()
+		h.orch.refuse, h.orch.away = refuse, away
+		h.orch.mu.Unlock()
+	}
+	t.Run("ErrByTheGame", func(t *testing.T) {
+		n := len(h.orch.sentEvents())
+		want(send("pickup", `{"refuse":"item_wrong_place"}`), items.CodeWrongPlace)
+		if len(h.orch.sentEvents()) != n {
+			t.Fatal("an event the game refused was sent")
+		}
+	})
+	t.Run("ErrByTheOrchestrator", func(t *testing.T) {
+		setOrch(apierr.Errorf(items.CodeWrongPlace, `item "x" is elsewhere`), false)
+		want(send("pickup", `{}`), items.CodeWrongPlace)
+		evs := h.orch.sentEvents()
+		if err, _ := h.game.Settled(evs[len(evs)-1].EventID); apierr.Code(err) != items.CodeWrongPlace {
+			t.Fatalf("the game was told %v", err)
+		}
+	})
+	t.Run("ErrUnreachable", func(t *testing.T) {
+		setOrch(errors.New("dial tcp: connection refused"), false)
+		want(send("pickup", `{}`), apierr.EMAPUNAVAILABLE)
+	})
+	t.Run("ErrAway", func(t *testing.T) {
+		setOrch(nil, true)
+		n := len(h.orch.sentEvents())
+		want(send("pickup", `{}`), apierr.EMAPUNAVAILABLE)
+		if len(h.orch.sentEvents()) != n {
+			t.Fatal("an event was sent while the orchestrator was away")
+		}
+		setOrch(nil, false)
+	})
+	t.Run("ErrPartyAbsent", func(t *testing.T) {
+		n := len(h.orch.sentEvents())
+		want(send("give", `{"to":"char-9"}`), apierr.ECONFLICT)
+		if len(h.orch.sentEvents()) != n {
+			t.Fatal("an event involving an absent character was sent")
+		}
+	})
+}
+
+// TestCritical_FromStep: an event the game decides on its own in a Step is sent with no
+// command waiting for it, and its answer reaches the game's Settle.
+func TestCritical_FromStep(t *testing.T) {
+	ev := record.CriticalEvent{EventID: gameapi.NewEventID(), InstanceID: "forest-1", Kind: string(items.KindRecover), Payload: []byte(`{}`)}
+	h := newHarness(t, func(h *harness, _ *ws.Server) { h.game.criticals = append(h.game.criticals, ev) })
+	waitFor(t, "the game's own event to be settled", func() bool {
+		err, ok := h.game.Settled(ev.EventID)
+		return ok && err == nil
+	})
 }

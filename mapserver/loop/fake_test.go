@@ -7,16 +7,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/loop"
+	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
 // fakeGame is a tiny game: characters stand on a line at X and move by the dx of their
-// inputs; "test"/"portal" makes the character enter a portal at the next step and
-// "test"/"reject" is refused by Apply. Its views write JSON snapshots saying whether
-// they are full or a delta against the acknowledged tick.
+// inputs; "test"/"portal" makes the character enter a portal at the next step,
+// "test"/"reject" is refused, "test"/"quiet" is answered with an event of the game's
+// own instead of an ack, and "test"/"pickup" and "test"/"give" need a critical event
+// (critical_test.go). Its views write JSON snapshots saying whether they are full or a
+// delta against the acknowledged tick.
 type fakeGame struct {
 	tick    uint64
 	chars   map[string]*fakeChar
@@ -27,6 +30,15 @@ type fakeGame struct {
 	// padFor gets snapshots fattened by padBytes (to fill a slow client's buffers).
 	padFor   string
 	padBytes int
+
+	// greet follows every welcome with a "greeting" event.
+	greet bool
+	// criticals are events Step hands the kit on its own (a maintenance pass).
+	criticals []record.CriticalEvent
+	// settled are the answers Settle was given, by event id.
+	settled map[string]error
+	// presence is what the kit told the game of each character, in order.
+	presence map[string][]gameapi.Presence
 
 	mu    sync.Mutex
 	steps []time.Time
@@ -50,9 +62,11 @@ type fakeInput struct {
 
 type portalCmd struct{}
 
-func newFakeGame() *fakeGame { return &fakeGame{chars: make(map[string]*fakeChar)} }
+func newFakeGame() *fakeGame {
+	return &fakeGame{chars: make(map[string]*fakeChar), settled: make(map[string]error), presence: make(map[string][]gameapi.Presence)}
+}
 
-var _ loop.Game = (*fakeGame)(nil)
+var _ gameapi.Game = (*fakeGame)(nil)
 
 func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any, error) {
 	switch feature + "/" + action {
@@ -70,6 +84,8 @@ func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any,
 		return "reject", nil
 	case "test/other":
 		return "other", nil
+	case "test/quiet":
+		return "quiet", nil
 	case "test/pickup":
 		var p pickupCmd
 		_ = json.Unmarshal(payload, &p)
@@ -84,45 +100,59 @@ func (g *fakeGame) Decode(feature, action string, payload json.RawMessage) (any,
 	return nil, apierr.Errorf(apierr.ENOTIMPLEMENTED, "unknown command %s/%s", feature, action)
 }
 
-func (g *fakeGame) Spawn(id string, st *record.CharacterState) error {
+func (g *fakeGame) Join(a gameapi.Arrival) (uint64, error) {
+	if a.CharacterID == "char-refused" {
+		return 0, fmt.Errorf("no room for %s", a.CharacterID)
+	}
 	g.spawned++
 	c := &fakeChar{x: 100, entity: 100 + g.spawned}
-	if st != nil {
-		c.x, c.attrs = st.X, st.Attributes
+	if a.State != nil {
+		c.x, c.attrs = a.State.X, a.State.Attributes
 	}
-	g.chars[id] = c
-	return nil
+	g.chars[a.CharacterID] = c
+	return c.entity, nil
 }
 
-func (g *fakeGame) Apply(id string, cmd any) error {
+func (g *fakeGame) Command(id string, seq uint64, cmd any, out gameapi.Out) gameapi.Reply {
 	c := g.chars[id]
 	switch v := cmd.(type) {
 	case []fakeInput:
 		c.pending = append(c.pending, v...)
+		return gameapi.Reply{Quiet: true}
 	case portalCmd:
 		g.portals = append(g.portals, id)
+	case pickupCmd, giveCmd:
+		return g.critical(id, v)
 	case string:
-		if v == "reject" {
-			return apierr.Errorf(apierr.ECONFLICT, "refused")
+		switch v {
+		case "reject":
+			return gameapi.Reply{Err: apierr.Errorf(apierr.ECONFLICT, "refused")}
+		case "quiet":
+			out.Notify([]byte(fmt.Sprintf(`{"v":1,"kind":"event","name":"quiet","data":{"seq":%d}}`, seq)), []string{id})
+			return gameapi.Reply{Quiet: true}
 		}
 	}
-	return nil
+	return gameapi.Reply{}
 }
 
-func (g *fakeGame) Stop(id string) { g.chars[id].pending = nil }
-
-func (g *fakeGame) NewSession(id string) { g.chars[id].lastIn, g.chars[id].pending = 0, nil }
-
-func (g *fakeGame) Hold(id string, on bool) {
-	g.chars[id].held = on
-	if on {
-		g.chars[id].pending = nil
+func (g *fakeGame) Presence(id string, p gameapi.Presence) {
+	g.mu.Lock()
+	g.presence[id] = append(g.presence[id], p)
+	g.mu.Unlock()
+	c := g.chars[id]
+	switch p {
+	case gameapi.Away:
+		c.pending = nil
+	case gameapi.Fresh:
+		c.lastIn, c.pending, c.held = 0, nil, false
+	case gameapi.Held:
+		c.held, c.pending = true, nil
+	case gameapi.Freed:
+		c.held = false
 	}
 }
 
-func (g *fakeGame) InputsDropped() uint64 { return 0 }
-
-func (g *fakeGame) Step() []loop.Event {
+func (g *fakeGame) Step(out gameapi.Out) {
 	g.tick++
 	g.mu.Lock()
 	g.steps = append(g.steps, time.Now())
@@ -139,12 +169,14 @@ func (g *fakeGame) Step() []loop.Event {
 		}
 		c.pending = nil
 	}
-	var evs []loop.Event
 	for _, id := range g.portals {
-		evs = append(evs, loop.Event{CharacterID: id, Portal: mapgen.Portal{ID: 7, TargetMapID: "frontier"}})
+		out.Portal(id, mapgen.Portal{ID: 7, TargetMapID: "frontier"})
 	}
 	g.portals = nil
-	return evs
+	for _, ev := range g.criticals {
+		out.Critical(ev)
+	}
+	g.criticals = nil
 }
 
 func (g *fakeGame) State(id string) (record.CharacterState, bool) {
@@ -155,14 +187,27 @@ func (g *fakeGame) State(id string) (record.CharacterState, bool) {
 	return record.CharacterState{CharacterID: id, X: c.x, Y: 5, Attributes: c.attrs}, true
 }
 
-func (g *fakeGame) Despawn(id string) { delete(g.chars, id) }
+func (g *fakeGame) Leave(id string) { delete(g.chars, id) }
 
-func (g *fakeGame) NewView(id string) loop.View { return &fakeView{g: g, id: id} }
+func (g *fakeGame) Welcome(id string) gameapi.Welcome {
+	w := gameapi.Welcome{View: &fakeView{g: g, id: id}, FarView: &wire.FarView{Radius: 60, Every: 12}}
+	if g.greet {
+		w.After = [][]byte{[]byte(`{"v":1,"kind":"event","name":"greeting"}`)}
+	}
+	return w
+}
 
-func (g *fakeGame) Entities() int { return len(g.chars) }
+func (g *fakeGame) Stats() gameapi.Stats { return gameapi.Stats{Entities: len(g.chars)} }
 
 func (g *fakeGame) InstanceState() json.RawMessage {
 	return json.RawMessage(fmt.Sprintf(`{"tick":%d}`, g.tick))
+}
+
+// Presences returns what the kit told the game of a character so far.
+func (g *fakeGame) Presences(id string) []gameapi.Presence {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]gameapi.Presence(nil), g.presence[id]...)
 }
 
 // Steps returns the times of every step so far.

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
@@ -13,18 +14,11 @@ import (
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
-// FeatureMovement is the command feature whose inputs snapshots acknowledge (the
-// header's input seq), so they get no ack message of their own.
-const FeatureMovement = "movement"
-
 // handle applies one message on the tick goroutine.
 func (l *Loop) handle(m message) {
 	switch m.op {
 	case opWorld:
 		l.game = m.game
-		if p, ok := l.game.(SnapshotPaced); ok {
-			p.SetSnapshotHz(l.SnapshotHz)
-		}
 	case opJoin:
 		m.admit.result <- l.join(m.sess, m.admit.res, m.admit.held)
 	case opResume:
@@ -40,8 +34,6 @@ func (l *Loop) handle(m message) {
 		l.transferred(m.characterID, m.transferID, m.outcome)
 	case opCritical:
 		l.settle(m.eventID, m.answer)
-	case opRecovery:
-		l.recovered(m.eventID, m.answer)
 	}
 }
 
@@ -62,19 +54,16 @@ func (l *Loop) join(sess *session, res *mapcontract.RedeemResult, held []items.I
 		}
 		l.detach(p, mapserver.CloseReplaced, wire.CodeReplaced)
 		p.transfer, p.denied = "", false
-		l.game.Hold(p.id, false)
-		l.game.NewSession(p.id)
+		l.game.Presence(p.id, gameapi.Fresh)
 	} else {
-		if err := l.game.Spawn(res.CharacterID, res.State); err != nil {
-			l.Log.Error("spawn failed", "character", res.CharacterID, "err", err)
+		entity, err := l.game.Join(gameapi.Arrival{CharacterID: res.CharacterID, Guest: res.Disposable, State: res.State, Items: held})
+		if err != nil {
+			l.Log.Error("join refused by the game", "character", res.CharacterID, "err", err)
 			return apierr.Errorf(apierr.EINTERNAL, "the character cannot be placed on this map")
-		}
-		if hg, ok := l.game.(Holdings); ok {
-			hg.Carry(res.CharacterID, held)
 		}
 		p = &player{id: res.CharacterID, phase: l.nextPhase()}
 		l.chars[p.id] = p
-		l.index(p)
+		l.index(p, entity)
 	}
 	p.epoch, p.disposable, p.lastSeq, p.name = res.Epoch, res.Disposable, 0, res.Name
 	// Counted before the welcome leaves, so a client that sees its welcome sees itself
@@ -116,43 +105,76 @@ func (l *Loop) command(m message) {
 		l.Metrics.command(cmdIgnored).Inc()
 		return
 	}
-	if q, ok := m.cmd.(wire.NamesQuery); ok {
-		l.answerNames(p, m.seq, q)
+	if m.names != nil {
+		l.answerNames(p, m.seq, m.names)
 		return
 	}
-	if eg, ok := l.game.(Equipment); ok {
-		if frame, changed, mine := eg.Equip(p.id, m.seq, m.cmd); mine {
-			l.Metrics.command(cmdApplied).Inc()
-			if changed {
-				// Equipment changes are rare and live only in the character's state:
-				// pushed now, a crash rolls them back no further than a critical
-				// event, not a whole push period.
-				l.push(p)
-			}
-			if frame != nil {
-				l.send(p, frame, false)
-			}
-			return
+	r := l.game.Command(p.id, m.seq, m.cmd, &l.out)
+	switch {
+	case r.Critical != nil:
+		l.critical(p, m.seq, r.Critical)
+	case r.Err != nil:
+		l.answer(p, m.seq, r.Err)
+	default:
+		l.Metrics.command(cmdApplied).Inc()
+		if !r.Quiet {
+			l.send(p, wire.AckFrame(m.seq), false)
 		}
 	}
-	// Movement, nearly every command, is never critical: it draws no event id.
-	if cg, ok := l.game.(Criticals); ok && m.feature != FeatureMovement && l.critical(cg, p, m) {
-		return
-	}
-	if err := l.game.Apply(p.id, m.cmd); err != nil {
+	l.act()
+}
+
+// answer answers command seq of p with an ack (err nil) or its refusal.
+func (l *Loop) answer(p *player, seq uint64, err error) {
+	if err != nil {
 		l.Metrics.command(cmdRejected).Inc()
-		l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), m.seq), false)
+		if p != nil {
+			l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), seq), false)
+		}
 		return
 	}
 	l.Metrics.command(cmdApplied).Inc()
-	if m.feature != FeatureMovement {
-		l.send(p, wire.AckFrame(m.seq), false)
+	if p != nil {
+		l.send(p, wire.AckFrame(seq), false)
+	}
+}
+
+// act does what the game's last call handed the kit (l.out): notes, then portals,
+// critical events and saves, in the order the game gave each. What acting on them makes
+// the game say (a critical event that could not be sent, settled at once) is acted on
+// right after.
+func (l *Loop) act() {
+	o := &l.out
+	if o.Empty() {
+		return
+	}
+	for _, n := range o.Notes {
+		l.notify(n.Frame, n.CharacterIDs)
+	}
+	for _, e := range o.Portals {
+		l.portal(e)
+	}
+	var unsent []string
+	for _, ev := range o.Criticals {
+		if !l.sendCritical(ev, pendingCritical{}) {
+			unsent = append(unsent, ev.EventID)
+		}
+	}
+	for _, id := range o.Saves {
+		if p := l.chars[id]; p != nil {
+			l.push(p)
+		}
+	}
+	o.Reset()
+	for _, id := range unsent {
+		_ = l.game.Settle(id, apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator now"), &l.out)
+		l.act()
 	}
 }
 
 // portal starts a transfer for a character that entered a portal: the request carries
 // its state, and the character stands still until the orchestrator answers.
-func (l *Loop) portal(ev Event) {
+func (l *Loop) portal(ev gameapi.Entered) {
 	p := l.chars[ev.CharacterID]
 	if p == nil || p.transfer != "" {
 		return
@@ -182,7 +204,7 @@ func (l *Loop) portal(ev Event) {
 		return
 	}
 	p.transfer = tr
-	l.game.Hold(p.id, true)
+	l.game.Presence(p.id, gameapi.Held)
 	l.Log.Info("transfer requested", "character", p.id, "transfer", tr, "toMap", req.ToMapID)
 }
 
@@ -196,7 +218,7 @@ func (l *Loop) transferred(characterID, transferID string, o outbox.TransferOutc
 	}
 	if o.Denied() {
 		p.transfer = ""
-		l.game.Hold(p.id, false)
+		l.game.Presence(p.id, gameapi.Freed)
 		l.deny(p, o.Code, apierr.Message(o.Err))
 		return
 	}
@@ -207,7 +229,7 @@ func (l *Loop) transferred(characterID, transferID string, o outbox.TransferOutc
 	})
 	l.send(p, frame, false)
 	l.detach(p, mapserver.CloseNormal, "transferred")
-	l.game.Despawn(p.id)
+	l.game.Leave(p.id)
 	delete(l.chars, p.id)
 	delete(l.entities, p.entity)
 	delete(l.tokens, p.token)
@@ -215,11 +237,11 @@ func (l *Loop) transferred(characterID, transferID string, o outbox.TransferOutc
 	l.Log.Info("character transferred", "character", p.id, "transfer", transferID, "to", a.ToInstanceID)
 }
 
-// notify sends a gameplay event to the connected characters that see it.
-func (l *Loop) notify(ev Event) {
-	for _, id := range ev.Viewers {
+// notify sends a frame of the game to those of ids that are connected.
+func (l *Loop) notify(frame []byte, ids []string) {
+	for _, id := range ids {
 		if p := l.chars[id]; p != nil && p.sess != nil {
-			l.send(p, ev.Frame, false)
+			l.send(p, frame, false)
 		}
 	}
 }
@@ -232,46 +254,40 @@ func (l *Loop) deny(p *player, code, msg string) {
 	l.Log.Info("transfer denied", "character", p.id, "code", code)
 }
 
-// critical starts a command the orchestrator must make durable first, if m is one: its
-// event goes through the link, and the command is answered when the answer comes back
-// (settle). A refusal, or a link that takes no more events, is answered at once.
-func (l *Loop) critical(cg Criticals, p *player, m message) bool {
-	eventID := outbox.NewEventID()
-	ev, ok, err := cg.Begin(p.id, p.epoch, eventID, m.cmd)
-	if !ok {
+// critical sends the critical event a command of p needs made durable before it is
+// answered (settle answers it). An event the kit cannot send (a character it involves
+// is leaving, the orchestrator is away, the link takes no more) is settled at once
+// with that refusal, which the game turns into the answer.
+func (l *Loop) critical(p *player, seq uint64, ev *record.CriticalEvent) {
+	err := l.epochs(ev)
+	if err == nil && l.Link.Away() {
+		err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the orchestrator cannot be reached now; nothing changed hands, try again")
+	}
+	if err == nil && !l.sendCritical(*ev, pendingCritical{characterID: p.id, seq: seq, command: true}) {
+		err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator now; try again")
+	}
+	if err != nil {
+		l.answer(p, seq, l.game.Settle(ev.EventID, err, &l.out))
+	}
+}
+
+// sendCritical queues a critical event on the link, its answer posted back to the
+// tick (settle); false when the link did not take it.
+func (l *Loop) sendCritical(ev record.CriticalEvent, waiting pendingCritical) bool {
+	id := ev.EventID
+	err := l.Link.Critical(ev, func(_ record.CriticalAck, err error) {
+		l.post(message{op: opCritical, eventID: id, answer: err})
+	})
+	if err != nil {
+		l.Log.Warn("critical event not sent", "event", id, "err", err)
 		return false
 	}
-	if err == nil {
-		err = l.epochs(ev)
-		if err == nil && items.IsKind(ev.Kind) && l.guestIn(ev) {
-			err = apierr.Errorf(wire.CodeGuestNoItems, "%s", refusalText[wire.CodeGuestNoItems])
-		}
-		if r, ok := l.Link.(Reachability); ok && err == nil && r.Away() {
-			err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the orchestrator cannot be reached now; nothing changed hands, try again")
-		}
-		if err == nil {
-			err = l.Link.Critical(*ev, func(_ record.CriticalAck, err error) {
-				l.post(message{op: opCritical, eventID: eventID, answer: err})
-			})
-			if err != nil {
-				err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map cannot reach the orchestrator now; try again")
-			}
-		}
-		if err == nil {
-			l.pending[eventID] = pendingCommand{characterID: p.id, seq: m.seq}
-			return true
-		}
-		_, _ = cg.Settle(eventID, err)
-	}
-	err = ruleRefusal(err)
-	l.Metrics.command(cmdRejected).Inc()
-	l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), m.seq), false)
+	l.pending[id] = waiting
 	return true
 }
 
-// epochs fills in the lease epoch of every character an event involves besides the
-// actor (the other party of a trade): each must be here, and not leaving through a
-// portal, or the event is not sent (conflict).
+// epochs fills in the lease epoch of every character an event involves: each must be
+// here, and not leaving through a portal, or the event is not sent (conflict).
 func (l *Loop) epochs(ev *record.CriticalEvent) error {
 	for id := range ev.Epochs {
 		q := l.chars[id]
@@ -283,62 +299,39 @@ func (l *Loop) epochs(ev *record.CriticalEvent) error {
 	return nil
 }
 
-// guestIn reports whether an item event involves a disposable character (a guest):
-// the orchestrator keeps items for saved characters only and would refuse it, so the
-// map refuses it at once (guest_no_items) and sends nothing.
-func (l *Loop) guestIn(ev *record.CriticalEvent) bool {
-	for id := range ev.Epochs {
-		if q := l.chars[id]; q != nil && q.disposable {
-			return true
-		}
-	}
-	return false
-}
-
-// pendingCommand is a command waiting for the orchestrator's answer to its event.
-type pendingCommand struct {
+// pendingCritical is a critical event awaiting the orchestrator's answer: the command
+// it answers, or none for an event the game sent on its own.
+type pendingCritical struct {
 	characterID string
 	seq         uint64
+	command     bool
 }
 
-// settle answers a command with the orchestrator's answer to its critical event: the
-// ack and the gameplay event once it is durable, else the refusal with a public code
-// and a sentence for players (orchestratorRefusal: the orchestrator's words and ids
-// never reach a player), map_unavailable when it could not be reached.
+// settle hands the orchestrator's answer to a critical event to the game and, for an
+// event of a command, answers the command with what the game returns: the ack before
+// what the outcome shows to others, or the refusal. An answer that is not the
+// orchestrator's word (it could not be reached) reaches the game as map_unavailable.
 func (l *Loop) settle(eventID string, answer error) {
-	cmd, ok := l.pending[eventID]
+	w, ok := l.pending[eventID]
 	if !ok {
 		return
 	}
 	delete(l.pending, eventID)
-	cg, _ := l.game.(Criticals)
-	if cg == nil {
-		return
-	}
 	var public *apierr.Error
-	if answer != nil && !errors.As(answer, &public) {
+	switch {
+	case answer == nil:
+		if !w.command {
+			l.Log.Info("critical event made durable", "event", eventID)
+		}
+	case !errors.As(answer, &public):
 		l.Log.Warn("critical event not made durable", "event", eventID, "err", answer)
 		answer = apierr.Errorf(apierr.EMAPUNAVAILABLE, "the orchestrator did not confirm the action; nothing changed hands")
+	default:
+		l.Log.Info("critical event refused", "event", eventID, "character", w.characterID, "code", public.Code, "message", public.Message)
 	}
-	if answer != nil {
-		refusal, same := orchestratorRefusal(answer)
-		if !same {
-			l.Log.Warn("critical event refused", "event", eventID, "character", cmd.characterID, "code", apierr.Code(refusal), "err", answer)
-		}
-		answer = refusal
+	err := l.game.Settle(eventID, answer, &l.out)
+	if w.command {
+		l.answer(l.chars[w.characterID], w.seq, err)
 	}
-	ev, err := cg.Settle(eventID, answer)
-	p := l.chars[cmd.characterID]
-	if err != nil {
-		l.Metrics.command(cmdRejected).Inc()
-		if p != nil {
-			l.send(p, wire.ErrorFrame(apierr.Code(err), apierr.Message(err), cmd.seq), false)
-		}
-		return
-	}
-	l.Metrics.command(cmdApplied).Inc()
-	if p != nil {
-		l.send(p, wire.AckFrame(cmd.seq), false)
-	}
-	l.notify(ev)
+	l.act()
 }

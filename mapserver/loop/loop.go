@@ -7,6 +7,10 @@
 //
 // Connections talk to the loop only through messages: the loop is the mapserver.Handshaker
 // of the transport, and the Session it hands back posts what the client sends.
+//
+// The game the loop drives is a gameapi.Game, one interface whose every method but
+// Decode runs on the tick goroutine; the loop asks nothing else of it, and tells no
+// value it holds apart at run time (house_test.go).
 package loop
 
 import (
@@ -14,11 +18,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 )
 
@@ -53,7 +59,7 @@ type Loop struct {
 	RedeemWait         time.Duration
 
 	Redeemer Redeemer
-	// Items loads what an arriving character holds, for a Game that is Holdings; nil
+	// Items loads what an arriving character holds (gameapi.Arrival.Items); nil
 	// admits characters with nothing.
 	Items ItemLoader
 	Link  Link
@@ -67,8 +73,8 @@ type Loop struct {
 	inbox     chan message
 	ready     chan struct{}
 	worldOnce sync.Once
-	world     World // written once before ready is closed
-	decoder   Game  // the game's Decode, safe for concurrent use; set with world
+	world     World        // written once before ready is closed
+	decoder   gameapi.Game // the game's Decode, safe for concurrent use; set with world
 
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -78,15 +84,17 @@ type Loop struct {
 	players atomic.Int64
 
 	// Owned by the tick goroutine.
-	game      Game
+	game      gameapi.Game
+	out       gameapi.Recorder // what the game's last call handed the kit (see act)
 	chars     map[string]*player
-	entities  map[uint64]*player // the characters by entity id, when the game names them (Named)
+	entities  map[uint64]*player // the characters by the entity id the game shows them under
 	tokens    map[string]*player
-	pending   map[string]pendingCommand // critical event id → the command it answers
-	lastRound uint64                    // the tick of the last snapshot round
-	phased    uint64                    // players given a snapshot phase so far (see nextPhase)
-	arena     []byte                    // the frames of the last snapshot round
-	dropped   uint64                    // the game's InputsDropped already counted in Metrics
+	pending   map[string]pendingCritical // critical event id → what awaits its answer
+	lastRound uint64                     // the tick of the last snapshot round
+	phased    uint64                     // players given a snapshot phase so far (see nextPhase)
+	arena     []byte                     // the frames of the last snapshot round
+	stats     gameapi.Stats              // the game's figures after the last step
+	dropped   uint64                     // the game's InputsDropped already counted in Metrics
 }
 
 // New returns a Loop that redeems tickets through r and sends everything else for the
@@ -97,7 +105,7 @@ func New(r Redeemer, link Link, tickHz, snapshotHz int, log *slog.Logger) *Loop 
 		WorldWait: DefaultWorldWait, RedeemWait: DefaultRedeemWait,
 		Redeemer: r, Link: link, Log: log, Now: time.Now,
 		ready: make(chan struct{}), done: make(chan struct{}), inbox: make(chan message, InboxSize),
-		chars: make(map[string]*player), tokens: make(map[string]*player), pending: make(map[string]pendingCommand),
+		chars: make(map[string]*player), tokens: make(map[string]*player), pending: make(map[string]pendingCritical),
 		entities: make(map[uint64]*player),
 	}
 }
@@ -131,9 +139,10 @@ func (l *Loop) Open() error {
 	return nil
 }
 
-// SetWorld hands the loop its generated world and the game simulating it. Only the
-// first call counts: a map runs one world. Players are admitted from then on.
-func (l *Loop) SetWorld(w World, g Game) {
+// SetWorld hands the loop its generated world and the game built for it (with the
+// loop's TickHz and SnapshotHz). Only the first call counts: a map runs one world.
+// Players are admitted from then on.
+func (l *Loop) SetWorld(w World, g gameapi.Game) {
 	l.worldOnce.Do(func() {
 		l.world, l.decoder = w, g
 		// Posted before ready closes, so it reaches the tick before any join.
@@ -181,6 +190,7 @@ func (l *Loop) post(m message) bool {
 // due (at most MaxCatchUp), then the snapshots due, and sleeps until the next deadline.
 func (l *Loop) run(ctx context.Context) {
 	defer close(l.done)
+	defer l.crash()
 	period := time.Second / time.Duration(l.TickHz)
 	start := time.Now()
 	next := start
@@ -221,6 +231,19 @@ func (l *Loop) run(ctx context.Context) {
 	}
 }
 
+// crash ends the process when the tick panics (a game's defect, or the kit's): the
+// panic is logged with its stack and raised again, so the map exits non-zero and the
+// orchestrator restarts it like any crash, from the last push. Nothing recovers it:
+// a tick that went on after a panic would run a game whose state is half changed, and
+// one that stopped would hold every player of the map while its heartbeats, which
+// another goroutine sends, kept it looking alive.
+func (l *Loop) crash() {
+	if v := recover(); v != nil {
+		l.Log.Error("the tick panicked; the map exits", "panic", fmt.Sprint(v), "tick", l.tick.Load(), "stack", string(debug.Stack()))
+		panic(v)
+	}
+}
+
 // step runs one tick: the messages that arrived since the last one, then the
 // simulation.
 func (l *Loop) step() {
@@ -230,15 +253,10 @@ func (l *Loop) step() {
 	l.tick.Add(1)
 	l.Metrics.Ticks.Inc()
 	if l.game != nil {
-		for _, ev := range l.game.Step() {
-			if ev.Frame != nil {
-				l.notify(ev)
-				continue
-			}
-			l.portal(ev)
-		}
-		l.recover()
-		if d := l.game.InputsDropped(); d != l.dropped {
+		l.game.Step(&l.out)
+		l.act()
+		l.stats = l.game.Stats()
+		if d := l.stats.InputsDropped; d != l.dropped {
 			l.Metrics.InputsDropped.Add(float64(d - l.dropped))
 			l.dropped = d
 		}
@@ -338,9 +356,7 @@ func (l *Loop) snapshot() {
 	l.players.Store(int64(len(l.chars)))
 	l.Metrics.Players.Set(float64(len(l.chars)))
 	l.Metrics.Connections.Set(float64(connected))
-	if l.game != nil {
-		l.Metrics.Entities.Set(float64(l.game.Entities()))
-	}
+	l.Metrics.Entities.Set(float64(l.stats.Entities))
 }
 
 // send queues a frame for p's connection. A full queue drops the connection: the

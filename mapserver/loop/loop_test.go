@@ -44,6 +44,7 @@ type fakeOrch struct {
 	// criticals are the critical events sent; refuse, when set, answers them.
 	criticals []record.CriticalEvent
 	refuse    error
+	away      bool
 }
 
 var _ loop.Link = (*fakeOrch)(nil)

@@ -8,36 +8,37 @@ import (
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
-// decode decodes a command's payload: the kit's own players/names query here, every
-// other command by the game.
-func (s *session) decode(in *wire.Inbound) (any, error) {
+// decode decodes a command's payload into the message posted to the tick: the kit's
+// own players/names query here, every other command by the game.
+func (s *session) decode(in *wire.Inbound, m *message) error {
 	if in.Feature != wire.FeaturePlayers {
-		return s.l.decoder.Decode(in.Feature, in.Action, in.Payload)
+		cmd, err := s.l.decoder.Decode(in.Feature, in.Action, in.Payload)
+		m.cmd = cmd
+		return err
 	}
 	if in.Action != wire.ActionNames {
-		return nil, apierr.Errorf(wire.CodeUnknownCommand, "unknown command %s/%.32q", wire.FeaturePlayers, in.Action)
+		return apierr.Errorf(wire.CodeUnknownCommand, "unknown command %s/%.32q", wire.FeaturePlayers, in.Action)
 	}
 	q, err := wire.DecodeNamesQuery(in.Payload)
 	var we *wire.Error
 	if errors.As(err, &we) {
-		return nil, apierr.Errorf(we.Code, "%s", we.Message)
+		return apierr.Errorf(we.Code, "%s", we.Message)
 	}
-	return q, err
+	m.names = &q
+	return err
 }
 
-// index remembers the entity a character just spawned is shown as, when the game says.
-func (l *Loop) index(p *player) {
-	if ng, ok := l.game.(Named); ok {
-		if id, ok := ng.EntityOf(p.id); ok {
-			p.entity = id
-			l.entities[id] = p
-		}
+// index remembers the entity a character just joined is shown as (0: none).
+func (l *Loop) index(p *player, entity uint64) {
+	if entity != 0 {
+		p.entity = entity
+		l.entities[entity] = p
 	}
 }
 
 // answerNames answers a names query with the names of the asked entities that are
 // characters here, as a "names" event to the asking player alone.
-func (l *Loop) answerNames(p *player, seq uint64, q wire.NamesQuery) {
+func (l *Loop) answerNames(p *player, seq uint64, q *wire.NamesQuery) {
 	l.Metrics.command(cmdApplied).Inc()
 	out := wire.Names{Seq: seq, Names: make([]wire.PlayerName, 0, len(q.IDs))}
 	for _, id := range q.IDs {

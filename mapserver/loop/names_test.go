@@ -4,19 +4,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
-
-	"github.com/mapyard/mapyard/mapserver/loop"
 )
-
-var _ loop.Named = (*fakeGame)(nil)
-
-func (g *fakeGame) EntityOf(id string) (uint64, bool) {
-	c, ok := g.chars[id]
-	if !ok {
-		return 0, false
-	}
-	return c.entity, true
-}
 
 // TestNames: players see each other by name, not by id: the welcome names the player's
 // own character, and a players/names query names the entities asked for that are

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
@@ -25,20 +26,19 @@ const (
 	opDetach             // a connection ended
 	opTransfer           // the orchestrator answered a transfer request
 	opCritical           // the orchestrator answered a critical event
-	opRecovery           // the orchestrator answered a recovery the game sent
 )
 
 // message is everything a connection or the link tells the tick. One struct for all
 // kinds keeps the inbox a plain channel of values.
 type message struct {
-	op      op
-	sess    *session
-	seq     uint64
-	tick    uint64
-	feature string
-	cmd     any
-	game    Game
-	admit   *admission
+	op    op
+	sess  *session
+	seq   uint64
+	tick  uint64
+	cmd   any
+	names *wire.NamesQuery // the kit's own players/names query, instead of cmd
+	game  gameapi.Game
+	admit *admission
 	// opTransfer
 	characterID, transferID string
 	outcome                 outbox.TransferOutcome
@@ -59,11 +59,11 @@ type admission struct {
 type player struct {
 	id         string
 	name       string // what players see it by (the redeem's), "" when none
-	entity     uint64 // its entity in snapshots, when the game names it (Named)
+	entity     uint64 // its entity in snapshots (0: the game shows it under none)
 	epoch      int64
 	disposable bool
 	sess       *session // the attached connection; nil while waiting for a resume
-	view       View
+	view       gameapi.View
 	token      string    // the resume token of the current welcome
 	expires    time.Time // while detached: when the character is released
 	lastSeq    uint64    // the last command seq accepted
@@ -85,16 +85,15 @@ func (l *Loop) attach(p *player, sess *session, transferID string, resumed bool)
 	l.tokens[p.token] = p
 	p.sess, p.expires = sess, time.Time{}
 	sess.player = p
-	p.view = l.game.NewView(p.id)
+	gw := l.game.Welcome(p.id)
+	p.view = gw.View
 	cfg := l.world.Config
 	w := wire.Welcome{
 		V: wire.Version, Kind: wire.KindWelcome, CharacterID: p.id, Name: p.name,
 		InstanceID: cfg.InstanceID, MapID: cfg.MapID, Epoch: p.epoch, WorldHash: l.world.Hash,
 		TickHz: l.TickHz, SnapshotHz: l.SnapshotHz, MapConfig: cfg, SnapshotFormat: wire.FormatVersion,
 		ResumeToken: p.token, ResumeTTLMs: l.ResumeTTL.Milliseconds(), Resumed: resumed, TransferID: transferID,
-	}
-	if fv, ok := l.game.(FarViewer); ok {
-		w.FarView = fv.FarView()
+		FarView: gw.FarView,
 	}
 	frame, err := json.Marshal(w)
 	if err != nil {
@@ -105,8 +104,10 @@ func (l *Loop) attach(p *player, sess *session, transferID string, resumed bool)
 		return
 	}
 	l.Log.Info("player welcomed", "character", p.id, "epoch", p.epoch, "resumed", resumed, "transfer", transferID)
-	if hg, ok := l.game.(Holdings); ok {
-		l.send(p, hg.InventoryFrame(p.id), false)
+	for _, frame := range gw.After {
+		if !l.send(p, frame, false) {
+			return
+		}
 	}
 }
 
@@ -122,7 +123,7 @@ func (l *Loop) detach(p *player, code int, reason string) {
 	p.sess, p.view = nil, nil
 	p.expires = l.Now().Add(l.ResumeTTL)
 	if l.game != nil {
-		l.game.Stop(p.id)
+		l.game.Presence(p.id, gameapi.Away)
 	}
 }
 
@@ -131,7 +132,7 @@ func (l *Loop) detach(p *player, code int, reason string) {
 func (l *Loop) release(p *player, why string) {
 	l.detach(p, mapserver.CloseNormal, why)
 	l.push(p)
-	l.game.Despawn(p.id)
+	l.game.Leave(p.id)
 	delete(l.chars, p.id)
 	delete(l.entities, p.entity)
 	delete(l.tokens, p.token)

@@ -106,9 +106,6 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 // no items, is asked apart. A map that cannot learn them does not admit the character
 // (map_unavailable), rather than let it act on items it may hold.
 func (l *Loop) loadItems(ctx context.Context, res *mapcontract.RedeemResult) ([]items.Item, error) {
-	if _, ok := l.decoder.(Holdings); !ok {
-		return nil, nil
-	}
 	if res.Items != nil {
 		return res.Items, nil
 	}
@@ -236,13 +233,13 @@ func (s *session) command(in *wire.Inbound) {
 		s.fail(apierr.EBADREQUEST, "a command needs a seq of 1 or more", 0)
 		return
 	}
-	cmd, err := s.decode(in)
-	if err != nil {
+	m := message{op: opCommand, sess: s, seq: in.Seq, tick: in.Tick}
+	if err := s.decode(in, &m); err != nil {
 		s.l.Metrics.command(cmdMalformed).Inc()
 		s.fail(apierr.Code(err), apierr.Message(err), in.Seq)
 		return
 	}
-	s.l.post(message{op: opCommand, sess: s, seq: in.Seq, tick: in.Tick, feature: in.Feature, cmd: cmd})
+	s.l.post(m)
 }
 
 // Closed tells the tick the connection is gone; the character waits for a resume.

@@ -33,14 +33,6 @@ func NewTransferID() string {
 	return "tr-" + hex.EncodeToString(b[:])
 }
 
-// NewEventID returns a fresh critical event id, chosen once by the map so that every
-// retry of the event is recognised as the same event.
-func NewEventID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return "ev-" + hex.EncodeToString(b[:])
-}
-
 // RequestTransfer queues a transfer of one character and returns at once; done is
 // called from the link's goroutine with the outcome. The request carries the
 // character's final state, which the orchestrator saves before it answers; the source

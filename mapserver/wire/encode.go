@@ -46,6 +46,27 @@ const (
 	knownFields   = fieldFacing | fieldState | fieldTemplate
 )
 
+// Entity kinds of snapshots (docs/netcode.md, "Entity kinds"): what a client draws an
+// entity as when it knows nothing else of the game. Kinds 1 to 3 are the simulation's
+// (sim.Kind); a game may send any other, and a client draws a kind it does not know as
+// a plain disc.
+const (
+	EntityPlayer uint8 = 1
+	EntityNPC    uint8 = 2
+	EntityItem   uint8 = 3
+	// EntityZone is an area that does not move: a disc of Template centimetres radius,
+	// tinted by State (0 neutral, 1 and up a colour of the game's).
+	EntityZone uint8 = 4
+)
+
+// A player's State flags, which clients draw whatever the game: a game gives them its
+// own meaning (in tag, the player who is "it" is marked and a player who cannot be
+// tagged now is shielded).
+const (
+	PlayerMarked   uint8 = 1 << 0
+	PlayerShielded uint8 = 1 << 1
+)
+
 // EntityState is what the snapshot carries of one entity: its stable id and kind
 // (sent once, in the spawn record), its position in quanta (1/16 unit), and the
 // kind-specific state a client draws and predicts it with. Zero state fields cost
@@ -53,14 +74,16 @@ const (
 type EntityState struct {
 	ID   uint64
 	X, Y int32
-	// Template is an item's template id; 0 for other kinds.
+	// Template is an item's template id, a zone's radius in centimetres; 0 for other
+	// kinds.
 	Template uint32
 	Kind     uint8
 	// Facing is the direction the entity looks, in 1/256 turns counter-clockwise from
 	// east.
 	Facing uint8
-	// State is kind-specific: an NPC's perception state (idle 0, suspicious 1, alert 2,
-	// chasing 3), an item's flags (bit 0 pending).
+	// State is kind-specific: a player's flags (PlayerMarked, PlayerShielded), an
+	// NPC's perception state (idle 0, suspicious 1, alert 2, chasing 3), an item's flags
+	// (bit 0 pending), a zone's colour.
 	State uint8
 }
 

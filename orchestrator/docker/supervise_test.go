@@ -104,6 +104,24 @@ func TestSupervisor_CrashLoopQuarantine(t *testing.T) {
 	}
 }
 
+// TestSupervisor_GamePanicRestarted starts a map whose game panics in its thirtieth
+// tick (MAP_FAULT_PANIC_AT_TICK), a second after it starts: the map exits non-zero and
+// is restarted like any crash, again and again until the crash loop is quarantined.
+// Never a map that stays up with its tick hung.
+func TestSupervisor_GamePanicRestarted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *supervise.Supervisor) {
+		s.AllowFaultEnv = true
+		s.Policy = supervise.RestartPolicy{Window: 60 * time.Second, Max: 2, Quarantine: time.Minute}
+	})
+	id := h.deployment + "-panic"
+	h.create(id, "MAP_FAULT_PANIC_AT_TICK=30")
+	q := h.waitState(id, orchestrator.StateQuarantined, 90*time.Second)
+	if q.Restarts != 2 || q.LastExitCode == nil || *q.LastExitCode != 2 {
+		t.Fatalf("quarantined with restarts=%d lastExitCode=%v, want 2 restarts of a map that exited with Go's panic status 2", q.Restarts, q.LastExitCode)
+	}
+}
+
 // TestSupervisor_FailingHealthRestarts runs a map whose /health answers 503: the probes
 // make it unhealthy and it is restarted.
 func TestSupervisor_FailingHealthRestarts(t *testing.T) {

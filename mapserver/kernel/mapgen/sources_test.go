@@ -10,7 +10,7 @@ import (
 )
 
 func TestTemplates(t *testing.T) {
-	if got, want := mapgen.TemplateIDs(), []string{"default", "frontier"}; !reflect.DeepEqual(got, want) {
+	if got, want := mapgen.TemplateIDs(), []string{"default", "frontier", "tag"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("TemplateIDs() = %q, want %q", got, want)
 	}
 	t.Run("DefaultIsDefaultMap", func(t *testing.T) {
@@ -25,8 +25,8 @@ func TestTemplates(t *testing.T) {
 			t.Errorf("Bounds = %+v, want %+v", got, want)
 		}
 	})
-	t.Run("PortalsLinkDefaultAndFrontier", func(t *testing.T) {
-		for _, link := range [][2]string{{"default", "frontier"}, {"frontier", "default"}} {
+	t.Run("PortalsLinkTheTemplates", func(t *testing.T) {
+		for _, link := range [][2]string{{"default", "frontier"}, {"frontier", "default"}, {"default", "tag"}, {"tag", "default"}} {
 			w := mustGenerate(t, mustTemplate(t, link[0]))
 			found := false
 			for _, p := range w.Portals {
@@ -35,6 +35,11 @@ func TestTemplates(t *testing.T) {
 			if !found {
 				t.Errorf("map %q has no portal to %q: %+v", link[0], link[1], w.Portals)
 			}
+		}
+	})
+	t.Run("TagRunsItsOwnImage", func(t *testing.T) {
+		if got, want := mustTemplate(t, "tag").Image, "mapyard/tag:latest"; got != want {
+			t.Errorf("tag's image = %q, want %q", got, want)
 		}
 	})
 	t.Run("CopiesAreIndependent", func(t *testing.T) {

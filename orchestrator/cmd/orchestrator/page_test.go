@@ -37,8 +37,8 @@ import (
 // server's: seed 000's criterion 9), walks with the keyboard (the server's saved state follows),
 // comes back by itself after `docker kill` of its map, comes back as the same character
 // after a reload, plays again within 2 s when the orchestrator refuses its rejoin
-// credential, and walks through a portal onto the second map. It saves screenshots
-// and prints where.
+// credential, walks through a portal onto the second map, and plays tag, the second
+// game, drawn from its snapshots alone. It saves screenshots and prints where.
 func TestPage_PlaysInChromium(t *testing.T) {
 	chromium := findChromium(t)
 	cli := dockertest.Client(t)
@@ -56,6 +56,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		"MAP_HEARTBEAT_MS=300",
 		"MAP_SNAPSHOT_PUSH_MS=200",
 		"MAP_RESUME_TTL_MS=3000",
+		"ORCH_MAP_IMAGES="+dockertest.TagGameImage(),
 	))
 	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
 	files := pageFiles(t)
@@ -290,6 +291,9 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		}
 	})
 
+	t.Run("PlaysTheSecondGame", func(t *testing.T) {
+		playsTag(page.in(t), cli, child, secret, deployment, dbPath, e.PublicURL())
+	})
 	t.Run("PanelsForPeople", func(t *testing.T) { panelsForPeople(page.in(t)) })
 	t.Run("GuestBesideItems", func(t *testing.T) {
 		guestBesideItems(page.in(t), cli, child, secret, deployment, dbPath, e.PublicURL())

@@ -29,6 +29,31 @@ func MapImage() string {
 	return "mapyard/map:latest"
 }
 
+// TagGameImage returns the image of tag, the second game, that tests start:
+// MAPYARD_TEST_TAG_IMAGE, or mapyard/tag:latest (`make test` passes the version tag
+// `make images` built, for the reason MapImage gives).
+func TagGameImage() string {
+	if img := os.Getenv("MAPYARD_TEST_TAG_IMAGE"); img != "" {
+		return img
+	}
+	return "mapyard/tag:latest"
+}
+
+// RequireImage skips tb when the engine lacks image ref, or fails it under
+// MAPYARD_REQUIRE_DOCKER=1: for the tests of an image besides the map's, which Client
+// checks.
+func RequireImage(tb testing.TB, cli *client.Client, ref string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.ImageInspect(ctx, ref); err != nil {
+		if os.Getenv("MAPYARD_REQUIRE_DOCKER") == "1" {
+			tb.Fatalf("image %s is missing (run `make images`): %v", ref, err)
+		}
+		tb.Skipf("image %s is missing (run `make images`; set MAPYARD_REQUIRE_DOCKER=1 to fail instead): %v", ref, err)
+	}
+}
+
 // Client returns a client of the local Docker engine, closed when the test ends, after
 // checking that the engine answers and that the images tests need exist.
 func Client(tb testing.TB) *client.Client {

@@ -177,8 +177,9 @@ function play(wasm, view, identity, menu) {
     names.ask(now);
     const others = session.others(now, INTERPOLATION_MS);
     for (const e of others) if (e.kind === 1) e.name = (names.of(e.id) || {}).name || "";
+    const mine = session.latest().get(session.selfId);
     view.draw(self || session.server, self, others,
-      { pending: hud.pendingIds(), target: target && target.entity.id, selfName: session.selfName() });
+      { pending: hud.pendingIds(), target: target && target.entity.id, selfName: session.selfName(), selfState: mine ? mine.state : 0 });
     if (view.frames > framesAtPlay && !debug.firstFrameMs) {
       debug.firstFrameAfterPlayMs = performance.now() - debug.playAt;
       debug.firstFrameMs = debug.readyMs + debug.firstFrameAfterPlayMs;

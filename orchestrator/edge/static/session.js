@@ -666,7 +666,11 @@ function pointAt(points, t) {
   return points[points.length - 1];
 }
 
+// eventText is what the event log says of an event the page has no panel for: its
+// message, written for players by the game of the map (tag's "tagged"), when it has
+// one and no code.
 function eventText(e) {
   if (e.name === "transfer_denied") return `portal closed: ${e.code}${e.message ? " (" + e.message + ")" : ""}`;
+  if (e.message && !e.code) return e.message;
   return `${e.name}${e.code ? ": " + e.code : ""}${e.message ? " " + e.message : ""}`;
 }

@@ -20,8 +20,9 @@ const PROP_COLOURS = {
 };
 import { itemColour, itemGlyph } from "./hud.js";
 
-// Entity kinds of the snapshot (1 player, 2 NPC, 3 item). Kinds the page does not know
-// yet (new creatures) are drawn in grey until they get a style here.
+// Entity kinds of the snapshot (docs/netcode.md, "Entity kinds": 1 player, 2 NPC, 3
+// item, 4 zone), whatever game the map runs. Kinds the page does not know are drawn as
+// grey discs.
 const KIND_STYLES = {
   1: { fill: "#4aa3ff", stroke: "#0d2a4a", label: "player" },
   2: { fill: "#e0503a", stroke: "#4a120a", label: "NPC" },
@@ -34,7 +35,16 @@ const NPC_STYLES = [
   { fill: "#f2994a", stroke: "#4a2508", sign: "!" },
   { fill: "#eb3b2f", stroke: "#4a0c08", sign: "!!" },
 ];
+const KIND_PLAYER = 1;
 const KIND_ITEM = 3;
+const KIND_ZONE = 4;
+// A player's flags (its state byte): marked (in tag, the player who is it) and
+// shielded (in tag, cannot be tagged now).
+const PLAYER_MARKED = 1;
+const PLAYER_SHIELDED = 2;
+// A zone's colour (its state byte): 0 neutral, then the game's colours.
+const ZONE_COLOURS = ["rgba(255, 255, 255, 0.18)", "rgba(235, 59, 47, 0.25)", "rgba(74, 163, 255, 0.25)",
+  "rgba(111, 207, 151, 0.25)", "rgba(242, 201, 76, 0.25)"];
 const OTHER_KIND = { fill: "#b0b0b0", stroke: "#303030", label: "entity" };
 // Drawn radius of a prop of each kind at scale 1000, in metres (a canopy is wider than
 // the trunk its collider stands for).
@@ -117,9 +127,10 @@ export class View {
   }
 
   // draw renders one frame: the world around camera (quanta), the portals with their
-  // destination, every other entity and the player's own, players with their names
-  // (e.name) above them. marks: {pending: Set of item entity ids the player is picking
-  // up, target: the item entity E would pick up, selfName: the player's own name}.
+  // destination, zones, every other entity and the player's own, players with their
+  // names (e.name) above them and their flags. marks: {pending: Set of item entity ids
+  // the player is picking up, target: the item entity E would pick up, selfName: the
+  // player's own name, selfState: its own flags}.
   draw(camera, self, others, marks = {}) {
     const g = this.ctx, cw = this.canvas.width, ch = this.canvas.height;
     g.fillStyle = "#1b1f24";
@@ -185,21 +196,58 @@ export class View {
     }
     g.fillStyle = "rgba(255, 255, 255, 0.7)";
     for (const sp of w.spawns) g.fillRect(sx(sp.x / 100) - 2, sy(sp.y / 100) - 2, 4, 4);
+    for (const e of others) {
+      if (e.kind !== KIND_ZONE) continue;
+      const rz = (e.template || 0) / 100 * ZOOM, x = sx(e.x / QUANTA), y = sy(e.y / QUANTA);
+      if (x < -rz - 20 || y < -rz - 20 || x > cw + rz + 20 || y > ch + rz + 20) continue;
+      g.fillStyle = ZONE_COLOURS[e.state] || ZONE_COLOURS[0];
+      g.strokeStyle = "rgba(255, 255, 255, 0.6)";
+      g.lineWidth = 1.5;
+      g.beginPath();
+      g.arc(x, y, Math.max(3, rz), 0, Math.PI * 2);
+      g.fill();
+      g.stroke();
+    }
     const r = Math.max(4, 0.375 * ZOOM * 1.6);
     for (const e of others) {
       const x = sx(e.x / QUANTA), y = sy(e.y / QUANTA);
-      if (x < -20 || y < -20 || x > cw + 20 || y > ch + 20) continue;
+      if (e.kind === KIND_ZONE || x < -20 || y < -20 || x > cw + 20 || y > ch + 20) continue;
       if (e.kind === KIND_ITEM) this.item(x, y, e, marks);
       else if (e.kind === 2) this.npc(x, y, r, e);
       else this.body(x, y, r, KIND_STYLES[e.kind] || OTHER_KIND, false);
+      if (e.kind === KIND_PLAYER) this.flags(x, y, r, e.state);
       if (e.name) this.label(x, y - r - 5, e.name, "#e8f1ff");
     }
     if (self) {
       const x = sx(self.x / QUANTA), y = sy(self.y / QUANTA);
       this.body(x, y, r + 1, { fill: "#ffd23f", stroke: "#1b1f24" }, true);
+      this.flags(x, y, r + 1, marks.selfState || 0);
       if (marks.selfName) this.label(x, y - r - 6, marks.selfName, "#ffe58a");
     }
     this.frames++;
+  }
+
+  // flags rings a player by its flags: red with "IT" below when marked, white and
+  // dashed when shielded.
+  flags(x, y, r, state) {
+    const g = this.ctx;
+    if (state & PLAYER_SHIELDED) {
+      g.strokeStyle = "#ffffff";
+      g.setLineDash([3, 3]);
+      g.lineWidth = 2;
+      g.beginPath();
+      g.arc(x, y, r + 7, 0, Math.PI * 2);
+      g.stroke();
+      g.setLineDash([]);
+    }
+    if (state & PLAYER_MARKED) {
+      g.strokeStyle = "#eb3b2f";
+      g.lineWidth = 3;
+      g.beginPath();
+      g.arc(x, y, r + 3, 0, Math.PI * 2);
+      g.stroke();
+      this.label(x, y + r + 16, "IT", "#ff6b5e");
+    }
   }
 
   // label writes a player's name centred above it, outlined so it reads on any ground.

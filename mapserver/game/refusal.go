@@ -1,4 +1,4 @@
-package loop
+package game
 
 import (
 	"strings"
@@ -42,8 +42,8 @@ var refusalText = map[string]string{
 // cannot is the sentence of a refusal the player can do nothing about.
 const cannot = "The server could not do that; nothing changed hands."
 
-// ruleRefusal gives a refusal of the item rules, which a game runs itself before it
-// sends an event (Criticals.Begin), the sentence players read; any other refusal (the
+// ruleRefusal gives a refusal of the item rules, which the game runs itself before it
+// sends an event (beginItem), the sentence players read; any other refusal (the
 // game's own, written for players already) is returned as it is.
 func ruleRefusal(err error) error {
 	code := apierr.Code(err)
@@ -53,15 +53,15 @@ func ruleRefusal(err error) error {
 	return err
 }
 
-// orchestratorRefusal turns the orchestrator's refusal of a critical event into what the
-// player is answered. The item rules' codes stay, with a sentence for players; the
-// lease refusals (conflict, forbidden) and map_unavailable too. not_found means that
-// a character the event gives an item to is not a saved character, the only holder the
-// orchestrator keeps items for: guest_no_items. Anything else (a malformed event, a
-// store error) is the map's or the host's fault, which the player cannot act on:
-// internal. same reports whether the code stayed; when it did not, the caller logs
-// the original for the operator.
-func orchestratorRefusal(answer error) (refusal error, same bool) {
+// orchestratorRefusal turns the refusal of a critical event (the orchestrator's, or the
+// kit's before sending it) into what the player is answered: the orchestrator's words
+// and ids never reach a player (the kit logs them for the operator). The item rules'
+// codes stay, with a sentence for players; the lease refusals (conflict, forbidden)
+// and map_unavailable too. not_found means that a character the event gives an item to
+// is not a saved character, the only holder the orchestrator keeps items for:
+// guest_no_items. Anything else (a malformed event, a store error) is the map's or the
+// host's fault, which the player cannot act on: internal.
+func orchestratorRefusal(answer error) error {
 	code := apierr.Code(answer)
 	switch {
 	case code == apierr.ENOTFOUND:
@@ -73,5 +73,5 @@ func orchestratorRefusal(answer error) (refusal error, same bool) {
 	if !ok {
 		code, text = apierr.EINTERNAL, refusalText[apierr.EINTERNAL]
 	}
-	return apierr.Errorf(code, "%s", text), code == apierr.Code(answer)
+	return apierr.Errorf(code, "%s", text)
 }
