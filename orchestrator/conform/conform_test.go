@@ -33,7 +33,7 @@ var images = []struct {
 	fail  []string
 }{
 	{"kit", kitImage("mapyard/map"), nil},
-	{"tag", kitImage("mapyard/tag"), nil}, // the second game, on the game API (mapserver/tag)
+	{"tag", kitImage("mapyard/tag"), nil},       // the second game, on the game API (mapserver/tag)
 	{"node", kitImage("mapyard/node-map"), nil}, // mapserver/examples/node (make node-map-image)
 	{"broken", brokenImage, []string{"container-user", "credential-missing", "credential-wrong",
 		"sigterm-exit", "push-on-sigterm", "no-writes", "pushes"}},
