@@ -16,6 +16,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -64,8 +65,8 @@ func joinNear(t *testing.T, f *fakeOrch, m *app.Main, authKey string, it items.I
 	payload, _ := json.Marshal(mapcontract.CharacterStatePayload{
 		MapID: mapgen.DefaultMapID, InstanceID: "dev-1", X: float64(it.Place.X)/100 + dx, Y: float64(it.Place.Y) / 100,
 	})
-	env := mapcontract.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", mapcontract.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	env := record.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartition(j.CharacterID), 1, env); err != nil {
 		t.Fatal(err)
 	}
 	g := &gamer{player: dialMap(t, m), dec: wire.NewDecoder(0)}

@@ -16,6 +16,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -40,8 +41,8 @@ func besidePortal(t *testing.T, f *fakeOrch, src *app.Main, authKey string) (*ga
 		MapID: mapgen.DefaultMapID, InstanceID: "dev-1", Attributes: json.RawMessage(`{"gold":12}`),
 		X: float64(portal.X-portal.Radius)/100 - 1, Y: float64(portal.Y) / 100,
 	})
-	env := mapcontract.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", mapcontract.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	env := record.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartition(j.CharacterID), 1, env); err != nil {
 		t.Fatal(err)
 	}
 	g := &gamer{player: dialMap(t, src), dec: wire.NewDecoder(0)}
@@ -94,7 +95,7 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", mapcontract.CharacterPartitionPrefix+characterID)
+	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", record.CharacterPartition(characterID))
 	if err != nil {
 		t.Fatal(err)
 	}

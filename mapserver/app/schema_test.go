@@ -25,6 +25,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontrol"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/fake/faketest"
 )
@@ -306,8 +307,8 @@ func saveAndJoin(t *testing.T, f *fakeOrch, authKey string, x, y float64) (j orc
 	t.Helper()
 	j = f.join(t, `{"authKey":"`+authKey+`"}`)
 	payload, _ := json.Marshal(mapcontract.CharacterStatePayload{MapID: mapgen.DefaultMapID, InstanceID: "dev-1", X: x, Y: y})
-	env := mapcontract.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", mapcontract.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	env := record.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartition(j.CharacterID), 1, env); err != nil {
 		t.Fatal(err)
 	}
 	return j

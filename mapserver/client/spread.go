@@ -12,6 +12,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // Spread places bots uniformly over a map before they connect, as returning players
@@ -70,9 +71,9 @@ func (sp *Spread) join(ctx context.Context, hc *http.Client, joinURL string, r *
 	}
 	now := time.Now()
 	push := mapcontract.PersistSnapshot{
-		InstanceID: first.InstanceID, Partition: mapcontract.CharacterPartitionPrefix + res.CharacterID,
+		InstanceID: first.InstanceID, Partition: record.CharacterPartition(res.CharacterID),
 		Revision: now.UnixMicro(), Epoch: res.Epoch,
-		Envelope: mapcontract.NewSnapshotEnvelope("mapbots", 0, now.UnixMilli(), payload),
+		Envelope: record.NewSnapshotEnvelope("mapbots", 0, now.UnixMilli(), payload),
 	}
 	if err := httpkit.Call(ctx, hc, http.MethodPost, sp.ControlURL+mapcontract.PathPersistSnapshot, sp.Secret, push, nil); err != nil {
 		return Ticket{}, fmt.Errorf("place: %w", err)

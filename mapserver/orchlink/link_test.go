@@ -16,6 +16,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 )
 
@@ -339,7 +340,7 @@ func TestLink_Push(t *testing.T) {
 		}
 		f.mu.Unlock()
 		for i := range chars {
-			if p := mapcontract.CharacterPartitionPrefix + fmt.Sprintf("c%02d", i); !got[p] {
+			if p := record.CharacterPartition(fmt.Sprintf("c%02d", i)); !got[p] {
 				t.Fatalf("character partition %s never reached the orchestrator (got %v)", p, got)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // outbox holds everything queued for the orchestrator and counts what is not finished
@@ -125,7 +126,7 @@ func (o *outbox) pendingOthersLocked() int {
 
 // isCharacter reports whether partition is a character's.
 func isCharacter(partition string) bool {
-	_, ok := mapcontract.CharacterOfPartition(partition)
+	_, ok := record.CharacterOfPartition(partition)
 	return ok
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // InstancePartition is the partition name of the per-instance snapshot (the map's own
@@ -36,7 +37,7 @@ func (l *Link) PushCharacter(characterID string, epoch, mapTick int64, st mapcon
 	if st.MapID == "" {
 		st.MapID = l.Ready().MapID
 	}
-	return l.queuePush(mapcontract.CharacterPartitionPrefix+characterID, epoch, mapTick, nil, st)
+	return l.queuePush(record.CharacterPartition(characterID), epoch, mapTick, nil, st)
 }
 
 // Push queues one partition's payload (a JSON object the caller does not change
@@ -157,7 +158,7 @@ func (l *Link) sendPush(ctx context.Context, p *push) bool {
 		}
 		payload = b
 	}
-	env := mapcontract.NewSnapshotEnvelope(l.SimCoreVersion, p.mapTick, p.timeMs, payload)
+	env := record.NewSnapshotEnvelope(l.SimCoreVersion, p.mapTick, p.timeMs, payload)
 	_, err := l.Orch.PersistSnapshot(ctx, mapcontract.PersistSnapshot{
 		InstanceID: p.instanceID, Partition: p.partition, Revision: p.revision, Epoch: p.epoch, Envelope: env,
 	})

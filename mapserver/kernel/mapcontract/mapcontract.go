@@ -38,11 +38,7 @@
 // this contract.
 package mapcontract
 
-import (
-	"encoding/json"
-
-	"github.com/mapyard/mapyard/mapserver/kernel/record"
-)
+import "github.com/mapyard/mapyard/mapserver/kernel/record"
 
 // Orchestrator-side routes a map calls (served on the control listener).
 const (
@@ -57,7 +53,9 @@ const (
 
 // The records the orchestrator keeps exactly as a map sends them are declared in
 // package record, which the orchestrator's domain shares; the contract names them here
-// so that it reads whole. Each alias is the very same type.
+// so that it reads whole. Each alias is the very same type. Their limits, the partition
+// names and the envelope's constructor are record's alone (record.CharacterPartition,
+// record.NewSnapshotEnvelope, record.MaxKeyLen, ...): callers import record for them.
 type (
 	// CharacterState is a character's saved state (record.CharacterState): what a
 	// redeem spawns a character with and what a transfer hands over.
@@ -74,31 +72,3 @@ type (
 	// CriticalAck is the answer to a durable critical event (record.CriticalAck).
 	CriticalAck = record.CriticalAck
 )
-
-// Limits and names of the records above, as the orchestrator enforces them.
-const (
-	// SnapshotSchemaVersion is the snapshot payload schema maps stamp on every envelope.
-	SnapshotSchemaVersion = record.SnapshotSchemaVersion
-	// CharacterPartitionPrefix starts a per-character partition ("character:<id>").
-	CharacterPartitionPrefix = record.CharacterPartitionPrefix
-	// MaxSnapshotPayloadBytes bounds one snapshot payload.
-	MaxSnapshotPayloadBytes = record.MaxSnapshotPayloadBytes
-	// MaxCriticalPayloadBytes bounds one critical event's payload.
-	MaxCriticalPayloadBytes = record.MaxCriticalPayloadBytes
-	// MaxKeyLen bounds every opaque key a map mints (characters, transfers, events,
-	// items, partitions).
-	MaxKeyLen = record.MaxKeyLen
-)
-
-// CharacterOfPartition returns the character id of a per-character snapshot partition
-// ("character:<id>"), as the orchestrator reads it (record.CharacterOfPartition).
-func CharacterOfPartition(partition string) (characterID string, ok bool) {
-	return record.CharacterOfPartition(partition)
-}
-
-// NewSnapshotEnvelope returns the envelope a map pushes for payload, at the current
-// schema version with its hash computed over the very bytes sent
-// (record.NewSnapshotEnvelope).
-func NewSnapshotEnvelope(simCoreVersion string, mapTick, serverTimeMs int64, payload json.RawMessage) SnapshotEnvelope {
-	return record.NewSnapshotEnvelope(simCoreVersion, mapTick, serverTimeMs, payload)
-}
