@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
@@ -112,12 +111,9 @@ func (s *Service) keepGuestState(characterID, instanceID string, revision int64,
 	if err := env.ValidatePayload(record.MaxSnapshotPayloadBytes); err != nil {
 		return false, err
 	}
-	var p record.CharacterStatePayload
-	if err := json.Unmarshal(env.Payload, &p); err != nil || p.MapID == "" || p.InstanceID == "" {
-		return false, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload needs mapId and instanceId")
-	}
-	if len(p.Attributes) > 0 && !json.Valid(p.Attributes) {
-		return false, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition attributes must be JSON")
+	p, err := record.DecodeCharacterStatePayload(env.Payload)
+	if err != nil {
+		return false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

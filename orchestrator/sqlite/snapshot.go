@@ -81,8 +81,8 @@ func (db *DB) putSnapshot(instanceID, partition string, revision int64, env reco
 		return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 	}
 	var char *record.CharacterStatePayload
-	if charID, ok := record.CharacterOfPartition(partition); ok {
-		if char, err = decodeCharacterPartition(charID, env.Payload); err != nil {
+	if _, ok := record.CharacterOfPartition(partition); ok {
+		if char, err = record.DecodeCharacterStatePayload(env.Payload); err != nil {
 			return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 		}
 	}
@@ -104,21 +104,6 @@ func (db *DB) putSnapshot(instanceID, partition string, revision int64, env reco
 		dirty: true,
 	})
 	return true, nil
-}
-
-// decodeCharacterPartition checks the payload of a "character:<id>" partition.
-func decodeCharacterPartition(charID string, payload []byte) (*record.CharacterStatePayload, error) {
-	var p record.CharacterStatePayload
-	if !record.ValidKey(charID) {
-		return nil, apierr.Errorf(apierr.EBADREQUEST, "character partition needs a character id")
-	} else if err := json.Unmarshal(payload, &p); err != nil {
-		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload: %v", err)
-	} else if p.MapID == "" || p.InstanceID == "" {
-		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload needs mapId and instanceId")
-	} else if len(p.Attributes) > 0 && !json.Valid(p.Attributes) {
-		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition attributes must be JSON")
-	}
-	return &p, nil
 }
 
 // put stores e under key and keeps the per-character index pointing at the newest
@@ -294,9 +279,9 @@ func (db *DB) rehydrate(ctx context.Context) error {
 			e.snap.Envelope, e.dirty = up, true
 			payload = up.Payload
 		}
-		if charID, ok := record.CharacterOfPartition(s.Partition); ok {
+		if _, ok := record.CharacterOfPartition(s.Partition); ok {
 			// Checked on ingest; a row that no longer decodes is kept but not projected.
-			e.char, _ = decodeCharacterPartition(charID, payload)
+			e.char, _ = record.DecodeCharacterStatePayload(payload)
 		}
 		c.put(snapKey{s.InstanceID, s.Partition}, e)
 		rec.Partitions++
