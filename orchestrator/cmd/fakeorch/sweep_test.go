@@ -52,7 +52,7 @@ func TestFakeOrchestrator_AbortsExpiredTransfers(t *testing.T) {
 	testutil.PostJSON(t, m.HTTP.PublicURL()+edgeapi.PathJoin, "", ``, http.StatusOK, &j)
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathRedeem, mapCredential(t, m, "dev-1"), `{"instanceId":"dev-1","token":"`+j.Ticket+`"}`, http.StatusOK, &r)
-	req := fmt.Sprintf(`{"transferId":"tr-1","characterId":%q,"fromInstanceId":"dev-1","toInstanceId":"other-1","epoch":%d,"state":{}}`, r.CharacterID, r.Epoch)
+	req := fmt.Sprintf(`{"transferId":"tr-1","characterId":%q,"fromInstanceId":"dev-1","toInstanceId":"other-1","epoch":%d,"state":{"mapId":"default","x":1,"y":1}}`, r.CharacterID, r.Epoch)
 	var a mapcontract.TransferAnswer
 	testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathRequestTransfer, mapCredential(t, m, "dev-1"), req, http.StatusOK, &a)
 
