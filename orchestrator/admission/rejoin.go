@@ -141,15 +141,7 @@ func (s *Service) guestState(characterID string) *record.CharacterState {
 // errRejoinAtMap refuses a rejoin credential presented to a map as a ticket.
 var errRejoinAtMap = &apierr.Error{Code: apierr.ETICKETINVALID, Message: "a rejoin credential is not a ticket; trade it at POST /api/v1/join"}
 
-// useNonce marks a rejoin credential's nonce used, in memory first (a replay costs no
-// durable write) and then durably in the store, which is the authority across restarts.
+// useNonce marks a rejoin credential's nonce used (spendNonce), durably on its own.
 func (s *Service) useNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
-	if _, seen := s.used.LoadOrStore(nonce, expiresAt); seen {
-		return apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
-	}
-	err := s.Store.UseNonce(ctx, nonce, expiresAt)
-	if err != nil && apierr.Code(err) != apierr.ETICKETUSED {
-		s.used.Delete(nonce) // not used after all: the write failed
-	}
-	return err
+	return s.spendNonce(nonce, expiresAt, func() error { return s.Store.UseNonce(ctx, nonce, expiresAt) })
 }
