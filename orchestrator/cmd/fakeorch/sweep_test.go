@@ -25,8 +25,8 @@ import (
 // character is free to join again, as with the real orchestrator.
 func TestFakeOrchestrator_AbortsExpiredTransfers(t *testing.T) {
 	m := &Main{
-		Config: Config{PublicAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0", DefaultInstanceID: "dev-1",
-			JoinTicketTTLMS: 10000, TransferTokenTTLMS: 100, LogLevel: "info"},
+		Config: Config{RPCConfig: orchestrator.RPCConfig{PublicAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0", DefaultInstanceID: "dev-1",
+			JoinTicketTTLMS: 10000, TransferTokenTTLMS: 100, LogLevel: "info"}},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if err := m.Run(); err != nil {
