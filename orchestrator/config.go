@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
@@ -201,6 +200,3 @@ func (c *Config) MapNanoCPUs() (int64, error) {
 	}
 	return int64(cpus * 1e9), nil
 }
-
-// Ms converts a millisecond tunable to a time.Duration.
-func Ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }

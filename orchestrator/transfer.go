@@ -186,7 +186,3 @@ type JoinResponse struct {
 	// client keeps in memory to come back after its map crashed.
 	Rejoin string `json:"rejoin,omitempty"`
 }
-
-// WSPath is the public WebSocket path of a map instance, proxied by the edge; the edge
-// routes WSPath(":id").
-func WSPath(instanceID string) string { return "/maps/" + instanceID + "/ws" }

@@ -13,13 +13,13 @@ import (
 	"github.com/mapyard/mapyard/mapserver/app"
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
-	"github.com/mapyard/mapyard/orchestrator"
 )
 
 // besidePortal saves a character (with attributes) one unit west of src's portal to
@@ -69,7 +69,7 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 
 	g, characterID := besidePortal(t, f, src, "P0rtalK3yAbCdEfGhIjKlMnOp")
 	tr := g.next()
-	if tr["kind"] != "transfer" || tr["toInstanceId"] != "frontier-1" || tr["ws"] != orchestrator.WSPath("frontier-1") || tr["token"] == "" {
+	if tr["kind"] != "transfer" || tr["toInstanceId"] != "frontier-1" || tr["ws"] != edgeapi.WSPath("frontier-1") || tr["token"] == "" {
 		t.Fatalf("got %v, want a transfer to frontier-1", tr)
 	}
 	g.wantClose(websocket.CloseNormalClosure)

@@ -16,13 +16,13 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/orchlink"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/mapserver/ws"
-	"github.com/mapyard/mapyard/orchestrator"
 )
 
 // fakeOrch is the Redeemer and the Link: tickets "char-N" (or "char-N#k", another
@@ -102,7 +102,7 @@ func (f *fakeOrch) RequestTransfer(r mapcontract.TransferRequest, done func(orch
 			return
 		}
 		done(orchlink.TransferOutcome{Answer: &mapcontract.TransferAnswer{
-			TransferID: r.TransferID, Token: "tok", ToInstanceID: "frontier-1", WS: orchestrator.WSPath("frontier-1"), ExpiresAtMs: 99,
+			TransferID: r.TransferID, Token: "tok", ToInstanceID: "frontier-1", WS: edgeapi.WSPath("frontier-1"), ExpiresAtMs: 99,
 		}})
 	}()
 	return nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -289,7 +290,7 @@ func (s *Service) ticket(characterID, subject string, inst orchestrator.Instance
 	s.Log.Info("join ticket issued", "joinId", c.ID, "character", characterID, "instance", inst.ID, "disposable", IsDisposable(characterID))
 	return &orchestrator.JoinResponse{
 		Ticket: tok, CharacterID: characterID, Disposable: IsDisposable(characterID),
-		MapID: inst.MapID, InstanceID: inst.ID, WS: orchestrator.WSPath(inst.ID), ExpiresAtMs: c.ExpiresAtMs,
+		MapID: inst.MapID, InstanceID: inst.ID, WS: edgeapi.WSPath(inst.ID), ExpiresAtMs: c.ExpiresAtMs,
 		Rejoin: rejoin,
 	}, nil
 }

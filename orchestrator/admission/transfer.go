@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
@@ -169,7 +170,7 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*mapcontract.TransferAnswer
 	}
 	return &mapcontract.TransferAnswer{
 		TransferID: tr.ID, Token: tok, ToInstanceID: tr.ToInstanceID,
-		WS: orchestrator.WSPath(tr.ToInstanceID), ExpiresAtMs: tr.ExpiresAt.UnixMilli(),
+		WS: edgeapi.WSPath(tr.ToInstanceID), ExpiresAtMs: tr.ExpiresAt.UnixMilli(),
 	}, nil
 }
 

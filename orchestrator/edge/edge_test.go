@@ -21,7 +21,6 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 )
 
@@ -201,7 +200,7 @@ func ready(id string, port int) edgeapi.Route {
 }
 
 func wsURL(e *edge.Edge, id string) string {
-	return "ws" + strings.TrimPrefix(e.PublicURL(), "http") + orchestrator.WSPath(id)
+	return "ws" + strings.TrimPrefix(e.PublicURL(), "http") + edgeapi.WSPath(id)
 }
 
 // dialEcho connects through the edge and reads the backend's report.
@@ -381,7 +380,7 @@ func TestEdge_Errors(t *testing.T) {
 		return resp
 	}
 	t.Run("ErrMethodNotAllowed", func(t *testing.T) {
-		errorOf(t, do(http.MethodPost, orchestrator.WSPath("forest-1"), "", ""), 405, apierr.EMETHODNOTALLOWED)
+		errorOf(t, do(http.MethodPost, edgeapi.WSPath("forest-1"), "", ""), 405, apierr.EMETHODNOTALLOWED)
 		errorOf(t, do(http.MethodGet, edgeapi.PathJoin, "", ""), 405, apierr.EMETHODNOTALLOWED)
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
@@ -390,7 +389,7 @@ func TestEdge_Errors(t *testing.T) {
 	t.Run("ErrBadRequestNotAnUpgrade", func(t *testing.T) {
 		orch.setRoutes("v2", ready("forest-1", 1))
 		waitFor(t, "the new table", func() bool { _, ok := e.Routes.Lookup("forest-1"); return ok })
-		errorOf(t, do(http.MethodGet, orchestrator.WSPath("forest-1"), "", ""), 400, apierr.EBADREQUEST)
+		errorOf(t, do(http.MethodGet, edgeapi.WSPath("forest-1"), "", ""), 400, apierr.EBADREQUEST)
 	})
 	t.Run("ErrUnsupportedMediaType", func(t *testing.T) {
 		errorOf(t, do(http.MethodPost, edgeapi.PathJoin, "application/x-www-form-urlencoded", "name=ada"), 415, apierr.EUNSUPPORTEDMEDIA)

@@ -21,6 +21,11 @@ import (
 // PathJoin is the orchestrator's public join route.
 const PathJoin = "/api/v1/join"
 
+// WSPath is the public WebSocket path of a map instance: the edge routes
+// WSPath(":id") to the map's players, and the orchestrator names it in every join and
+// transfer answer, so the two agree on it by construction.
+func WSPath(instanceID string) string { return "/maps/" + instanceID + "/ws" }
+
 // PathCharacters is the public character API of an identity (Authorization: Bearer
 // <authKey>): GET lists, POST creates; PathCharacters/{id}/select selects and DELETE
 // PathCharacters/{id} deletes. The edge forwards it like joins.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/caarlos0/env/v10"
 )
@@ -62,6 +63,10 @@ func Load(cfg any, environ []string) error {
 	}
 	return errors.New(strings.Join(msgs, "; "))
 }
+
+// Ms converts a millisecond tunable to a time.Duration: every duration of mapyard's
+// configuration is a whole number of milliseconds, named *_MS.
+func Ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // Var is one environment variable of a configuration struct, as its tags declare it.
 type Var struct {

@@ -156,8 +156,8 @@ func (m *Main) Run() (err error) {
 		}
 	}
 	m.Admission = admission.NewService(m.Root, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
-	m.Admission.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
-	m.Admission.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
+	m.Admission.JoinTTL = envconf.Ms(m.Config.JoinTicketTTLMS)
+	m.Admission.TransferTTL = envconf.Ms(m.Config.TransferTokenTTLMS)
 	if err := m.Admission.Open(); err != nil {
 		return err
 	}

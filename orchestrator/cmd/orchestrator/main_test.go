@@ -229,7 +229,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 	t.Run("JoinAndRedeemOverHTTP", func(t *testing.T) {
 		var j orchestrator.JoinResponse
 		testutil.PostJSON(t, child.public+edgeapi.PathJoin, "", `{"authKey":"Zq3v9LrT0pXw2YbN5cHs8KdA","name":"ada"}`, http.StatusOK, &j)
-		if j.InstanceID != instance || j.WS != orchestrator.WSPath(instance) || j.Ticket == "" || j.Disposable {
+		if j.InstanceID != instance || j.WS != edgeapi.WSPath(instance) || j.Ticket == "" || j.Disposable {
 			t.Fatalf("join answer %+v", j)
 		}
 		body := `{"instanceId":"` + instance + `","token":"` + j.Ticket + `"}`
@@ -280,7 +280,7 @@ func TestOrchestrator_DefaultMap(t *testing.T) {
 			`"state":{"mapId":"default","x":321.5,"y":42,"revision":7}}`, transferID, w.CharacterID, instance, dest, w.Epoch)
 		var a mapcontract.TransferAnswer
 		testutil.PostJSON(t, child.control+mapcontract.PathRequestTransfer, mapCred, req, http.StatusOK, &a)
-		if a.ToInstanceID != dest || a.WS != orchestrator.WSPath(dest) {
+		if a.ToInstanceID != dest || a.WS != edgeapi.WSPath(dest) {
 			t.Fatalf("transfer answer %+v", a)
 		}
 

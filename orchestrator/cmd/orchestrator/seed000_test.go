@@ -19,11 +19,11 @@ import (
 	"github.com/mapyard/mapyard/mapserver/client"
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgeapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
@@ -43,7 +43,7 @@ func TestSeed000_1_JoinThroughEdgeReceivesSnapshots(t *testing.T) {
 	}
 
 	j := k.join(t, `{"name":"grace"}`)
-	if j.InstanceID != k.def || j.MapID != mapgen.DefaultMapID || j.WS != orchestrator.WSPath(k.def) || j.Ticket == "" || !j.Disposable {
+	if j.InstanceID != k.def || j.MapID != mapgen.DefaultMapID || j.WS != edgeapi.WSPath(k.def) || j.Ticket == "" || !j.Disposable {
 		t.Fatalf("join answer %+v, want a guest ticket to %s", j, k.def)
 	}
 	c := k.play(t, j.WS, j.Ticket, client.Options{})
@@ -379,7 +379,7 @@ func TestSeed000_4_InvalidExpiredWrongMapJoinTicketsDenied(t *testing.T) {
 	k := newKit(t, "ORCH_JOIN_TICKET_TTL_MS=2000")
 	other := flatMap(t, k.deployment+"-b")
 	k.createMap(t, other)
-	defWS := k.ws + orchestrator.WSPath(k.def)
+	defWS := k.ws + edgeapi.WSPath(k.def)
 
 	t.Run("Invalid", func(t *testing.T) {
 		j := k.join(t, `{}`)
@@ -417,7 +417,7 @@ func TestSeed000_4_InvalidExpiredWrongMapJoinTicketsDenied(t *testing.T) {
 	})
 	t.Run("WrongMap", func(t *testing.T) {
 		j := k.join(t, `{}`)
-		if code := deniedHello(t, k.ws+orchestrator.WSPath(other.InstanceID), j.Ticket); code != apierr.EWRONGMAP {
+		if code := deniedHello(t, k.ws+edgeapi.WSPath(other.InstanceID), j.Ticket); code != apierr.EWRONGMAP {
 			t.Fatalf("ticket for %s at %s: %s, want %s", j.InstanceID, other.InstanceID, code, apierr.EWRONGMAP)
 		}
 		if c := k.play(t, j.WS, j.Ticket, client.Options{}); c.Welcome().CharacterID != j.CharacterID {
@@ -432,7 +432,7 @@ func TestSeed000_4_InvalidExpiredWrongMapJoinTicketsDenied(t *testing.T) {
 		}
 	})
 	t.Run("UnknownMapRefusedAtEdge", func(t *testing.T) {
-		_, resp, err := websocket.DefaultDialer.Dial(k.ws+orchestrator.WSPath("nowhere-1"), nil)
+		_, resp, err := websocket.DefaultDialer.Dial(k.ws+edgeapi.WSPath("nowhere-1"), nil)
 		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 			t.Fatalf("unknown map: %v %v, want 503", err, resp)
 		}
