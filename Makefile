@@ -4,7 +4,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 GO        ?= go
 BIN       := bin
-LDFLAGS   := -s -w -X github.com/mapyard/mapyard/orchestrator.Version=$(VERSION) -X github.com/mapyard/mapyard/mapserver.Version=$(VERSION) -X github.com/mapyard/mapyard/orchestrator.Commit=$(COMMIT)
+LDFLAGS   := -s -w -X github.com/mapyard/mapyard/orchestrator.Version=$(VERSION) -X github.com/mapyard/mapyard/mapserver.Version=$(VERSION) -X github.com/mapyard/mapyard/orchestrator.Commit=$(COMMIT) -X github.com/mapyard/mapyard/orchestrator/edge.Version=$(VERSION)
 GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 GOROOT    := $(shell $(GO) env GOROOT)
 

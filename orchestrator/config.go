@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
@@ -17,13 +16,64 @@ var (
 	Commit  = "none"
 )
 
+// RPCConfig is the part of Config that every process serving the orchestrator's side
+// of the control RPC reads: the orchestrator, and bin/fakeorch, which serves it to a
+// map developer without Docker. Both embed it, so a variable has one name, one rule
+// (Validate) and one meaning wherever it is read; fakeorch presets its own defaults
+// (envconf.Load).
+type RPCConfig struct {
+	PublicAddr         string `env:"ORCH_PUBLIC_ADDR" envDefault:"127.0.0.1:8081" help:"the orchestrator's own HTTP listener: /healthz, /readyz and the join API (players come through the edge on :8080, which forwards joins to the control listener)"`
+	ControlAddr        string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC and admin listener (loopback; also bound on the map network gateway)"`
+	Secret             string `env:"ORCH_INTERNAL_RPC_SECRET" help:"root secret every key and credential is derived from (never given to maps); generated on first start and kept in the data dir when empty"`
+	DefaultInstanceID  string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"default-1" help:"instance id of the default map (container mapyard-map-<id>, with .<deployment> after it outside the default deployment)"`
+	TransferTokenTTLMS int    `env:"ORCH_TRANSFER_TOKEN_TTL_MS" envDefault:"10000" help:"lifetime of a transfer token"`
+	JoinTicketTTLMS    int    `env:"ORCH_JOIN_TICKET_TTL_MS" envDefault:"10000" help:"lifetime of a join ticket"`
+	LogLevel           string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+}
+
+// Validate checks the values of RPCConfig that parse but make no sense, naming the
+// variable.
+func (c *RPCConfig) Validate() error {
+	for _, a := range []struct{ name, addr string }{
+		{"ORCH_PUBLIC_ADDR", c.PublicAddr}, {"ORCH_CONTROL_ADDR", c.ControlAddr},
+	} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("%s=%q: not host:port: %w", a.name, a.addr, err)
+		}
+	}
+	// The control listener must never face the outside: it drives every map.
+	if host, _, _ := net.SplitHostPort(c.ControlAddr); host != "localhost" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("ORCH_CONTROL_ADDR=%q: must be a loopback address (maps reach it through the map network gateway)", c.ControlAddr)
+		}
+	}
+	if c.Secret != "" && len(c.Secret) < 16 {
+		return fmt.Errorf("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
+	}
+	if !record.ValidName(c.DefaultInstanceID) {
+		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must be %s", c.DefaultInstanceID, record.IDRule)
+	}
+	for _, v := range []struct {
+		name string
+		val  int
+	}{{"ORCH_TRANSFER_TOKEN_TTL_MS", c.TransferTokenTTLMS}, {"ORCH_JOIN_TICKET_TTL_MS", c.JoinTicketTTLMS}} {
+		if v.val < 100 {
+			return fmt.Errorf("%s=%d: must be at least 100", v.name, v.val)
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("ORCH_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
 // Config is every tunable of the orchestrator, read from the environment (see
 // envconf.Load). Durations are whole milliseconds, as in the variable names.
 type Config struct {
-	PublicAddr  string `env:"ORCH_PUBLIC_ADDR" envDefault:"127.0.0.1:8081" help:"the orchestrator's own HTTP listener: /healthz, /readyz and the join API (players come through the edge on :8080, which forwards joins to the control listener)"`
-	ControlAddr string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC and admin listener (loopback; also bound on the map network gateway)"`
-	DBPath      string `env:"ORCH_DB_PATH" envDefault:"/data/mapyard.db" help:"SQLite database file; the generated secret is kept beside it"`
-	Secret      string `env:"ORCH_INTERNAL_RPC_SECRET" help:"root secret every key and credential is derived from (never given to maps); generated on first start and kept in the data dir when empty"`
+	RPCConfig
+	DBPath string `env:"ORCH_DB_PATH" envDefault:"/data/mapyard.db" help:"SQLite database file; the generated secret is kept beside it"`
 	// EdgeCredentialFile is where the edge, which must not read the root, finds its
 	// own credential.
 	EdgeCredentialFile string `env:"ORCH_EDGE_CREDENTIAL_FILE" envDefault:"" help:"file the orchestrator writes the edge's credential to at every start (derived from the root; opens only the route-table watch and join forwarding), in a directory the edge mounts instead of the data dir; empty = not written"`
@@ -31,8 +81,6 @@ type Config struct {
 	PreviousSecret string `env:"ORCH_PREVIOUS_INTERNAL_RPC_SECRET" help:"root secret before the last rotation, so saved characters are found by their players' authKeys (also read from internal-rpc-secret.previous in the data dir)"`
 
 	CheckpointMS          int `env:"ORCH_CHECKPOINT_MS" envDefault:"300000" help:"interval between snapshot checkpoints to the database"`
-	TransferTokenTTLMS    int `env:"ORCH_TRANSFER_TOKEN_TTL_MS" envDefault:"10000" help:"lifetime of a transfer token"`
-	JoinTicketTTLMS       int `env:"ORCH_JOIN_TICKET_TTL_MS" envDefault:"10000" help:"lifetime of a join ticket"`
 	HeartbeatTimeoutMS    int `env:"ORCH_HEARTBEAT_TIMEOUT_MS" envDefault:"15000" help:"a map without a heartbeat for this long is unhealthy"`
 	MapRestartWindowMS    int `env:"ORCH_MAP_RESTART_WINDOW_MS" envDefault:"60000" help:"window in which map restarts are counted"`
 	MapRestartMaxInWindow int `env:"ORCH_MAP_RESTART_MAX_IN_WINDOW" envDefault:"3" help:"restarts allowed per window before a map is quarantined"`
@@ -44,14 +92,12 @@ type Config struct {
 	MapImage  string   `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of maps whose template or admin create names none; always allowed"`
 	MapImages []string `env:"ORCH_MAP_IMAGES" envDefault:"mapyard/map:latest,mapyard/tag:latest" envSeparator:"," help:"comma-separated images a map template or admin create may name (compared as written; ORCH_MAP_IMAGE is allowed too); any other is refused with 400 image_not_allowed"`
 
-	MapNetwork        string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
-	MapMemoryMB       int    `env:"ORCH_MAP_MEMORY_MB" envDefault:"512" help:"memory limit of each map container"`
-	MapCPUs           string `env:"ORCH_MAP_CPUS" envDefault:"1" help:"CPU limit of each map container, in cores (e.g. 0.5)"`
-	MapPidsLimit      int    `env:"ORCH_MAP_PIDS_LIMIT" envDefault:"256" help:"process/thread limit of each map container"`
-	MapStopGraceMS    int    `env:"ORCH_MAP_STOP_GRACE_MS" envDefault:"10000" help:"time a stopping map gets to flush before it is killed"`
-	DefaultMapID      string `env:"ORCH_DEFAULT_MAP_ID" envDefault:"default" help:"map that new characters join"`
-	DefaultInstanceID string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"default-1" help:"instance id of the default map (container mapyard-map-<id>, with .<deployment> after it outside the default deployment)"`
-	LogLevel          string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	MapNetwork     string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
+	MapMemoryMB    int    `env:"ORCH_MAP_MEMORY_MB" envDefault:"512" help:"memory limit of each map container"`
+	MapCPUs        string `env:"ORCH_MAP_CPUS" envDefault:"1" help:"CPU limit of each map container, in cores (e.g. 0.5)"`
+	MapPidsLimit   int    `env:"ORCH_MAP_PIDS_LIMIT" envDefault:"256" help:"process/thread limit of each map container"`
+	MapStopGraceMS int    `env:"ORCH_MAP_STOP_GRACE_MS" envDefault:"10000" help:"time a stopping map gets to flush before it is killed"`
+	DefaultMapID   string `env:"ORCH_DEFAULT_MAP_ID" envDefault:"default" help:"map that new characters join"`
 
 	Deployment        string         `env:"ORCH_DEPLOYMENT" envDefault:"mapyard" help:"name of this deployment: the orchestrator lists, adopts, stops and removes only map containers labelled with it; other deployments name their containers mapyard-map-<id>.<deployment>"`
 	MapProbeMS        int            `env:"ORCH_MAP_PROBE_MS" envDefault:"2000" help:"interval between HTTP probes of each map's /health"`
@@ -72,24 +118,11 @@ type Config struct {
 
 // Validate checks values that parse but make no sense, naming the variable.
 func (c *Config) Validate() error {
-	for _, a := range []struct{ name, addr string }{
-		{"ORCH_PUBLIC_ADDR", c.PublicAddr}, {"ORCH_CONTROL_ADDR", c.ControlAddr},
-	} {
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			return fmt.Errorf("%s=%q: not host:port: %w", a.name, a.addr, err)
-		}
-	}
-	// The control listener must never face the outside: it drives every map.
-	if host, _, _ := net.SplitHostPort(c.ControlAddr); host != "localhost" {
-		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-			return fmt.Errorf("ORCH_CONTROL_ADDR=%q: must be a loopback address (maps reach it through the map network gateway)", c.ControlAddr)
-		}
+	if err := c.RPCConfig.Validate(); err != nil {
+		return err
 	}
 	if c.DBPath == "" {
 		return fmt.Errorf("ORCH_DB_PATH: must not be empty")
-	}
-	if c.Secret != "" && len(c.Secret) < 16 {
-		return fmt.Errorf("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
 	}
 	if c.PreviousSecret != "" && len(c.PreviousSecret) < 16 {
 		return fmt.Errorf("ORCH_PREVIOUS_INTERNAL_RPC_SECRET: must be at least 16 characters")
@@ -99,8 +132,6 @@ func (c *Config) Validate() error {
 		val, min int
 	}{
 		{"ORCH_CHECKPOINT_MS", c.CheckpointMS, 100},
-		{"ORCH_TRANSFER_TOKEN_TTL_MS", c.TransferTokenTTLMS, 100},
-		{"ORCH_JOIN_TICKET_TTL_MS", c.JoinTicketTTLMS, 100},
 		{"ORCH_HEARTBEAT_TIMEOUT_MS", c.HeartbeatTimeoutMS, 100},
 		{"ORCH_MAP_RESTART_WINDOW_MS", c.MapRestartWindowMS, 100},
 		{"ORCH_MAP_RESTART_MAX_IN_WINDOW", c.MapRestartMaxInWindow, 0},
@@ -132,9 +163,6 @@ func (c *Config) Validate() error {
 	if !record.ValidName(c.DefaultMapID) {
 		return fmt.Errorf("ORCH_DEFAULT_MAP_ID=%q: must be %s", c.DefaultMapID, record.IDRule)
 	}
-	if !record.ValidName(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must be %s", c.DefaultInstanceID, record.IDRule)
-	}
 	if !record.ValidName(c.Deployment) {
 		return fmt.Errorf("ORCH_DEPLOYMENT=%q: must be %s", c.Deployment, record.IDRule)
 	}
@@ -148,11 +176,6 @@ func (c *Config) Validate() error {
 	}
 	if !record.ValidName(c.MapNetwork) {
 		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must be %s", c.MapNetwork, record.IDRule)
-	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return fmt.Errorf("ORCH_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
 	}
 	return nil
 }
@@ -177,6 +200,3 @@ func (c *Config) MapNanoCPUs() (int64, error) {
 	}
 	return int64(cpus * 1e9), nil
 }
-
-// Ms converts a millisecond tunable to a time.Duration.
-func Ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }

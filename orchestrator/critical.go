@@ -1,6 +1,8 @@
 package orchestrator
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
@@ -22,6 +24,24 @@ type CriticalCommit struct {
 	// Boundary is the character state a transfer_boundary records (an older revision
 	// never overwrites a newer one).
 	Boundary *record.CharacterState
+}
+
+// BoundaryCommit is the commit of a transfer_boundary: critical event eventID of the
+// map st.InstanceID that records st, a character's final state in the map it leaves,
+// with st as its effect. The orchestrator writes boundaries itself, in the transaction
+// that issues a transfer (TransferIssue); maps never send them. st must pass
+// record.CharacterState.Validate, the one check of a handed-over state, so no boundary
+// reaches the store that the rule refuses. Error code: EBADREQUEST.
+func BoundaryCommit(eventID string, st record.CharacterState) (*CriticalCommit, error) {
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
+	payload, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("transfer boundary %q: %w", eventID, err)
+	}
+	ev := record.CriticalEvent{EventID: eventID, InstanceID: st.InstanceID, Kind: record.EventTransferBoundary, Payload: payload}
+	return &CriticalCommit{Event: ev, Boundary: &st}, nil
 }
 
 // ItemRecovery is one row of the append-only recovery audit: a recovery (tick, item,

@@ -66,7 +66,7 @@ func joinNear(t *testing.T, f *fakeOrch, m *app.Main, authKey string, it items.I
 		MapID: mapgen.DefaultMapID, InstanceID: "dev-1", X: float64(it.Place.X)/100 + dx, Y: float64(it.Place.Y) / 100,
 	})
 	env := record.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartition(j.CharacterID), 1, env); err != nil {
 		t.Fatal(err)
 	}
 	g := &gamer{player: dialMap(t, m), dec: wire.NewDecoder(0)}

@@ -41,7 +41,7 @@ func besidePortal(t *testing.T, f *fakeOrch, src *app.Main, authKey string) (*ga
 		X: float64(portal.X-portal.Radius)/100 - 1, Y: float64(portal.Y) / 100,
 	})
 	env := record.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartition(j.CharacterID), 1, env); err != nil {
 		t.Fatal(err)
 	}
 	g := &gamer{player: dialMap(t, src), dec: wire.NewDecoder(0)}
@@ -94,7 +94,7 @@ func TestPortal_TransferToSecondMap(t *testing.T) {
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", record.CharacterPartitionPrefix+characterID)
+	snap, err := f.DB.Snapshot(context.Background(), "frontier-1", record.CharacterPartition(characterID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -312,7 +312,7 @@ func saveAndJoin(t *testing.T, f *fakeOrch, authKey string, x, y float64) (j pub
 	j = f.join(t, `{"authKey":"`+authKey+`"}`)
 	payload, _ := json.Marshal(record.CharacterStatePayload{MapID: mapgen.DefaultMapID, InstanceID: "dev-1", X: x, Y: y})
 	env := record.NewSnapshotEnvelope("test", 1, time.Now().UnixMilli(), payload)
-	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartitionPrefix+j.CharacterID, 1, env); err != nil {
+	if _, err := f.DB.PutSnapshot(context.Background(), "dev-1", record.CharacterPartition(j.CharacterID), 1, env); err != nil {
 		t.Fatal(err)
 	}
 	return j

@@ -71,7 +71,7 @@ func (sp *Spread) join(ctx context.Context, hc *http.Client, joinURL string, r *
 	}
 	now := time.Now()
 	push := mapcontract.PersistSnapshot{
-		InstanceID: first.InstanceID, Partition: record.CharacterPartitionPrefix + res.CharacterID,
+		InstanceID: first.InstanceID, Partition: record.CharacterPartition(res.CharacterID),
 		Revision: now.UnixMicro(), Epoch: res.Epoch,
 		Envelope: record.NewSnapshotEnvelope("mapbots", 0, now.UnixMilli(), payload),
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/client"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
 // fakeOrch is a hand-written orchestrator for Spread: the first join of an authKey
@@ -60,7 +61,8 @@ func newFakeOrch(t *testing.T, stuck bool) *fakeOrch {
 		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		o.saved[strings.TrimPrefix(push.Partition, "character:")] = push.Envelope.Payload
+		id, _ := record.CharacterOfPartition(push.Partition)
+		o.saved[id] = push.Envelope.Payload
 		_ = json.NewEncoder(w).Encode(map[string]bool{"accepted": true})
 	})
 	o.srv = httptest.NewServer(mux)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/latency"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 )
 
@@ -253,7 +254,7 @@ func (s *Swarm) Report(window time.Duration) Report {
 	bots := s.Bots()
 	sec := window.Seconds()
 	r := Report{Bots: len(bots), JoinFailures: s.JoinFailures, WindowSec: sec, MinSnapshotsSec: math.Inf(1)}
-	var rtts []time.Duration
+	var rtts latency.Recorder
 	var down, up, snapBytes int64
 	for _, c := range bots {
 		st := c.Stats()
@@ -269,7 +270,7 @@ func (s *Swarm) Report(window time.Duration) Report {
 		up += st.BytesUp
 		snapBytes += st.SnapshotBytes
 		r.MinSnapshotsSec = min(r.MinSnapshotsSec, float64(st.Snapshots)/sec)
-		rtts = append(rtts, st.RTT...)
+		rtts.AddAll(st.RTT)
 	}
 	if n := float64(len(bots)); n > 0 && sec > 0 {
 		r.SnapshotsPerSec = float64(r.SnapshotsTotal) / n / sec
@@ -286,15 +287,6 @@ func (s *Swarm) Report(window time.Duration) Report {
 		r.BytesPerEntity = float64(snapBytes) / float64(r.EntitiesSeenSum)
 	}
 	r.SnapshotBytesSum = snapBytes
-	slices.Sort(rtts)
-	r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = quantileMs(rtts, 0.5), quantileMs(rtts, 0.99), quantileMs(rtts, 1)
+	r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = latency.Ms(rtts.Quantile(0.5)), latency.Ms(rtts.Quantile(0.99)), latency.Ms(rtts.Quantile(1))
 	return r
-}
-
-func quantileMs(sorted []time.Duration, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := min(int(q*float64(len(sorted))), len(sorted)-1)
-	return float64(sorted[i].Microseconds()) / 1000
 }

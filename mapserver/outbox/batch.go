@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
@@ -82,7 +83,7 @@ func (l *Link) sendBatch(ctx context.Context, batch []call) {
 				l.callDone(c, record.CriticalAck{}, ErrClosed)
 			}
 			return
-		case err != nil && !transient(err):
+		case err != nil && !httpkit.Transient(err):
 			l.Log.Warn("critical batch refused; sending its events one by one", "events", len(batch), "err", err)
 			for _, c := range batch {
 				l.sendCall(ctx, c)
@@ -96,7 +97,7 @@ func (l *Link) sendBatch(ctx context.Context, batch []call) {
 				switch {
 				case r.Error == nil && r.Ack != nil:
 					l.callDone(batch[i], *r.Ack, nil)
-				case r.Error != nil && transient(r.Error):
+				case r.Error != nil && httpkit.Transient(r.Error):
 					again = append(again, batch[i])
 				case r.Error != nil:
 					l.callDone(batch[i], record.CriticalAck{}, r.Error)

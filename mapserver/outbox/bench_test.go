@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/latency"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/outbox"
@@ -93,22 +93,18 @@ func benchRoundTrip(b *testing.B, rate, maxBatch int) {
 	}
 	before := o.DB.Stats()
 
-	lat := make([]time.Duration, b.N)
-	interval := time.Second / time.Duration(rate)
+	lat := latency.NewRecorder(b.N)
 	var wg sync.WaitGroup
 	wg.Add(b.N)
 	b.ResetTimer()
-	start := time.Now()
+	ol := latency.NewOpenLoop(rate)
 	for i := range events {
-		at := start.Add(time.Duration(i) * interval)
-		if d := time.Until(at); d > 0 {
-			time.Sleep(d) // pacing the offered load, not waiting for a result
-		}
+		at := ol.Wait(i)
 		err := l.Critical(events[i], func(_ record.CriticalAck, err error) {
 			if err != nil {
 				b.Error(err)
 			}
-			lat[i] = time.Since(at)
+			lat.Add(time.Since(at))
 			wg.Done()
 		})
 		if err != nil {
@@ -116,12 +112,9 @@ func benchRoundTrip(b *testing.B, rate, maxBatch int) {
 		}
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
-	b.ReportMetric(float64(lat[len(lat)*50/100].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(ol.PerSecond(b.N), "events/s")
+	lat.Report(b)
 	if st := o.DB.Stats(); st.CriticalCommits > before.CriticalCommits {
 		b.ReportMetric(float64(st.CriticalEvents-before.CriticalEvents)/float64(st.CriticalCommits-before.CriticalCommits), "events/commit")
 	}

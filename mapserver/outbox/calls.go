@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
@@ -100,7 +101,7 @@ func (l *Link) sendCall(ctx context.Context, c call) {
 		if ctx.Err() == nil {
 			l.answered(err)
 		}
-		if err == nil || !transient(err) || ctx.Err() != nil {
+		if err == nil || !httpkit.Transient(err) || ctx.Err() != nil {
 			if ctx.Err() != nil && err != nil {
 				err = ErrClosed
 			}

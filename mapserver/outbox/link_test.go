@@ -340,7 +340,7 @@ func TestLink_Push(t *testing.T) {
 		}
 		f.mu.Unlock()
 		for i := range chars {
-			if p := record.CharacterPartitionPrefix + fmt.Sprintf("c%02d", i); !got[p] {
+			if p := record.CharacterPartition(fmt.Sprintf("c%02d", i)); !got[p] {
 				t.Fatalf("character partition %s never reached the orchestrator (got %v)", p, got)
 			}
 		}

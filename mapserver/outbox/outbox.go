@@ -3,11 +3,9 @@ package outbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
@@ -199,24 +197,4 @@ func (b *backoff) wait(ctx context.Context) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// transient reports whether a failed call may succeed if repeated: transport failures
-// and 5xx answers. A 4xx answer would fail the same way again, map_quarantined or
-// map_unavailable is the orchestrator's answer to a transfer, not a fault, and
-// not_implemented (an orchestrator that cannot do it, such as the fake one starting a
-// map) does not change by asking again.
-func transient(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var e *apierr.Error
-	if errors.As(err, &e) {
-		switch e.Code {
-		case apierr.EMAPQUARANTINED, apierr.EMAPUNAVAILABLE, apierr.ENOTIMPLEMENTED:
-			return false
-		}
-		return apierr.Status(e.Code) >= 500
-	}
-	return true
 }

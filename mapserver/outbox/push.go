@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
@@ -37,7 +38,7 @@ func (l *Link) PushCharacter(characterID string, epoch, mapTick int64, st record
 	if st.MapID == "" {
 		st.MapID = l.Ready().MapID
 	}
-	return l.queuePush(record.CharacterPartitionPrefix+characterID, epoch, mapTick, nil, st)
+	return l.queuePush(record.CharacterPartition(characterID), epoch, mapTick, nil, st)
 }
 
 // Push queues one partition's payload (a JSON object the caller does not change
@@ -165,7 +166,7 @@ func (l *Link) sendPush(ctx context.Context, p *push) bool {
 	if err == nil {
 		return true
 	}
-	if transient(err) && ctx.Err() == nil {
+	if httpkit.Transient(err) && ctx.Err() == nil {
 		l.Log.Warn("snapshot push failed; retrying", "partition", p.partition, "revision", p.revision, "err", err)
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 )
 
@@ -96,7 +97,7 @@ func (l *Link) sendTransfer(ctx context.Context, r mapcontract.TransferRequest) 
 		if err == nil {
 			return a, nil
 		}
-		if !transient(err) || ctx.Err() != nil {
+		if !httpkit.Transient(err) || ctx.Err() != nil {
 			l.Log.Info("transfer not granted", "transfer", r.TransferID, "character", r.CharacterID, "err", err)
 			if ctx.Err() != nil {
 				err = apierr.Errorf(apierr.EMAPUNAVAILABLE, "no answer from the orchestrator within %s: %v", limit, err)

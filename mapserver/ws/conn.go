@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver"
+	"github.com/mapyard/mapyard/mapserver/kernel/rawio"
 )
 
 // lingerTimeout bounds how long a closing connection waits for the client's side of the
@@ -25,8 +26,8 @@ const lingerTimeout = time.Second
 type conn struct {
 	peer
 	ws  *websocket.Conn
-	raw rawConn // the socket's non-blocking writev; nil: every write takes the slow path
-	buf []byte  // the reader's message buffer (read)
+	raw *rawio.Conn // the socket's non-blocking writev; nil: every write takes the slow path
+	buf []byte      // the reader's message buffer (read)
 
 	// wmu orders every write. The flusher and the reader hold it only to take frames
 	// and make one non-blocking write; while slow is set, drainSlow (or, at the end,
@@ -44,7 +45,7 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 	// frame itself, beside the flusher, and close with the rest of the message unread
 	// (a reset that can destroy that frame). read enforces the limit instead.
 	ws.SetReadLimit(0)
-	c := &conn{ws: ws, raw: newRawConn(ws.NetConn())}
+	c := &conn{ws: ws, raw: rawio.New(ws.NetConn())}
 	c.init(s, c, s.logger().With("remote", ws.RemoteAddr().String()))
 	c.slowDone = sync.NewCond(&c.wmu)
 	// gorilla's own handlers would answer pings and closes with writes of their own,

@@ -13,6 +13,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/rawio"
 )
 
 const (
@@ -69,7 +70,7 @@ func (s *Server) ServeLink(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = nc.SetDeadline(time.Time{})
 	l := &edgeLink{
-		s: s, nc: nc, raw: newRawConn(nc), remote: nc.RemoteAddr().String(),
+		s: s, nc: nc, raw: rawio.New(nc), remote: nc.RemoteAddr().String(),
 		// The request's context ends when this handler returns; the link keeps its
 		// values, not its end.
 		ctx:     context.WithoutCancel(r.Context()),
@@ -96,7 +97,7 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 type edgeLink struct {
 	s      *Server
 	nc     net.Conn
-	raw    rawConn // the socket's non-blocking writev; nil: every write takes the slow path
+	raw    *rawio.Conn // the socket's non-blocking writev; nil: every write takes the slow path
 	remote string
 	log    *slog.Logger
 	ctx    context.Context
@@ -305,7 +306,7 @@ func (l *edgeLink) writeLocked() {
 	if l.raw != nil {
 		var err error
 		l.iov[0] = l.out
-		n, err = l.raw.writev(l.iov)
+		n, err = l.raw.Writev(l.iov)
 		l.iov[0] = nil
 		if err != nil {
 			l.fail(err)

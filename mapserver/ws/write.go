@@ -37,7 +37,7 @@ func (c *conn) writev(b *batch) (int, error) {
 	if c.raw == nil {
 		return 0, nil
 	}
-	return c.raw.writev(b.iov)
+	return c.raw.Writev(b.iov)
 }
 
 // wrote records a complete write; after the close frame, the client's answer is waited

@@ -110,20 +110,34 @@ func (s *Service) redeem(ctx context.Context, r mapcontract.RedeemRequest) (*map
 
 // admit uses the ticket's nonce and moves the character's lease to instanceID with the
 // next epoch, in one durable transaction with the transfer it accepts (tr) or the one a
-// join supersedes, and returns the new epoch. The store is the authority on nonces (it
-// survives restarts); the in-memory set answers replays seen by this process without a
-// durable write, which keeps a flood of replays from costing an fsync each. The caller
-// holds the character's lock.
-func (s *Service) admit(ctx context.Context, c ticket.Claims, instanceID string, tr *orchestrator.Transfer) (int64, error) {
+// join supersedes, and returns the new epoch. The nonce is spent as every credential's
+// is (spendNonce). The caller holds the character's lock.
+func (s *Service) admit(ctx context.Context, c ticket.Claims, instanceID string, tr *orchestrator.Transfer) (epoch int64, err error) {
 	expiresAt := time.UnixMilli(c.ExpiresAtMs)
-	if _, seen := s.used.LoadOrStore(c.Nonce, expiresAt); seen {
-		return 0, apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
-	}
-	epoch, err := s.admitOnce(ctx, c, instanceID, tr, expiresAt)
-	if err != nil && apierr.Code(err) != apierr.ETICKETUSED {
-		s.used.Delete(c.Nonce) // the store answers a retry: it wrote nothing, or refuses the nonce itself
-	}
+	err = s.spendNonce(c.Nonce, expiresAt, func() error {
+		epoch, err = s.admitOnce(ctx, c, instanceID, tr, expiresAt)
+		return err
+	})
 	return epoch, err
+}
+
+// spendNonce is the one rule by which a credential's nonce is used, whatever the
+// credential (a join ticket, a transfer token, a rejoin credential): the in-memory set
+// answers a replay this process has seen without a durable write, so a flood of
+// replays does not cost an fsync each; then write records the nonce in the store, the
+// authority across restarts, with whatever else the credential does in the same
+// transaction. A write that fails for any other reason than the nonce being used
+// (ETICKETUSED) wrote nothing, so the nonce is forgotten in memory too and a retry is
+// answered by the store.
+func (s *Service) spendNonce(nonce string, expiresAt time.Time, write func() error) error {
+	if _, seen := s.used.LoadOrStore(nonce, expiresAt); seen {
+		return apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
+	}
+	err := write()
+	if err != nil && apierr.Code(err) != apierr.ETICKETUSED {
+		s.used.Delete(nonce)
+	}
+	return err
 }
 
 // admitOnce is admit after the in-memory replay check.

@@ -212,7 +212,7 @@ func BenchmarkMassRejoin(b *testing.B) {
 		keys[i] = fmt.Sprintf("MassRejoinKey%011d", i)
 		r := e.redeem(b, "default-1", e.join(b, keys[i]).Ticket)
 		payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
-		if _, err := e.db.PutSnapshot(ctx, "default-1", record.CharacterPartitionPrefix+r.CharacterID, 1,
+		if _, err := e.db.PutSnapshot(ctx, "default-1", record.CharacterPartition(r.CharacterID), 1,
 			record.NewSnapshotEnvelope("sim-1", 1, e.clock.Now().UnixMilli(), payload)); err != nil {
 			b.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
@@ -113,12 +112,9 @@ func (s *Service) keepGuestState(characterID, instanceID string, revision int64,
 	if err := env.ValidatePayload(record.MaxSnapshotPayloadBytes); err != nil {
 		return false, err
 	}
-	var p record.CharacterStatePayload
-	if err := json.Unmarshal(env.Payload, &p); err != nil || p.MapID == "" || p.InstanceID == "" {
-		return false, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload needs mapId and instanceId")
-	}
-	if len(p.Attributes) > 0 && !json.Valid(p.Attributes) {
-		return false, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition attributes must be JSON")
+	p, err := record.DecodeCharacterStatePayload(env.Payload)
+	if err != nil {
+		return false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -146,15 +142,7 @@ func (s *Service) guestState(characterID string) *record.CharacterState {
 // errRejoinAtMap refuses a rejoin credential presented to a map as a ticket.
 var errRejoinAtMap = &apierr.Error{Code: apierr.ETICKETINVALID, Message: "a rejoin credential is not a ticket; trade it at POST /api/v1/join"}
 
-// useNonce marks a rejoin credential's nonce used, in memory first (a replay costs no
-// durable write) and then durably in the store, which is the authority across restarts.
+// useNonce marks a rejoin credential's nonce used (spendNonce), durably on its own.
 func (s *Service) useNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
-	if _, seen := s.used.LoadOrStore(nonce, expiresAt); seen {
-		return apierr.Errorf(apierr.ETICKETUSED, "ticket already used")
-	}
-	err := s.Store.UseNonce(ctx, nonce, expiresAt)
-	if err != nil && apierr.Code(err) != apierr.ETICKETUSED {
-		s.used.Delete(nonce) // not used after all: the write failed
-	}
-	return err
+	return s.spendNonce(nonce, expiresAt, func() error { return s.Store.UseNonce(ctx, nonce, expiresAt) })
 }

@@ -47,7 +47,7 @@ func TestSessions_InPlay(t *testing.T) {
 		t.Fatalf("after %s without a sign of life: %+v", e.svc.SessionIdle, s)
 	}
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
-	if _, err := e.db.PutSnapshot(ctx, "default-1", record.CharacterPartitionPrefix+r.CharacterID, 1,
+	if _, err := e.db.PutSnapshot(ctx, "default-1", record.CharacterPartition(r.CharacterID), 1,
 		record.NewSnapshotEnvelope("sim-1", 1, e.clock.Now().UnixMilli(), payload)); err != nil {
 		t.Fatal(err)
 	}

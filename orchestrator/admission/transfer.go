@@ -175,12 +175,19 @@ func (s *Service) answer(tr *orchestrator.Transfer) (*mapcontract.TransferAnswer
 }
 
 // issue records a transfer at token_issued with the character's final state in the
-// source and its lease in transit (the source gives the character up with it). For a
+// source and its lease in transit (the source gives the character up with it). The
+// state must pass record.CharacterState.Validate (EBADREQUEST), whoever keeps it. For a
 // saved character all three are one transaction, the final state a transfer_boundary
-// critical event; a disposable character's state and lease live in memory, beside its
-// transfer row. Nothing is recorded when it fails.
+// critical event (orchestrator.BoundaryCommit); a disposable character's state and
+// lease live in memory, beside its transfer row. Nothing is recorded when it fails.
 func (s *Service) issue(ctx context.Context, tr *orchestrator.Transfer, st record.CharacterState, transit orchestrator.Lease, prevEpoch int64) error {
 	st.CharacterID, st.InstanceID = tr.CharacterID, tr.FromInstanceID
+	if st.Revision <= 0 {
+		st.Revision = prevEpoch
+	}
+	if err := st.Validate(); err != nil {
+		return err
+	}
 	if IsDisposable(tr.CharacterID) {
 		if err := s.Store.CreateTransfer(ctx, tr); err != nil {
 			return err
@@ -194,21 +201,11 @@ func (s *Service) issue(ctx context.Context, tr *orchestrator.Transfer, st recor
 		s.mu.Unlock()
 		return nil
 	}
-	if st.Revision <= 0 {
-		st.Revision = prevEpoch
-	}
-	payload, err := json.Marshal(st)
+	boundary, err := orchestrator.BoundaryCommit(transferEventPrefix+tr.ID, st)
 	if err != nil {
 		return fmt.Errorf("final state: %w", err)
 	}
-	return s.Store.IssueTransfer(ctx, orchestrator.TransferIssue{
-		Transfer: tr,
-		Boundary: &orchestrator.CriticalCommit{Event: record.CriticalEvent{
-			EventID: transferEventPrefix + tr.ID, InstanceID: tr.FromInstanceID,
-			Kind: record.EventTransferBoundary, Payload: payload,
-		}, Boundary: &st},
-		Lease: transit, PrevEpoch: prevEpoch,
-	})
+	return s.Store.IssueTransfer(ctx, orchestrator.TransferIssue{Transfer: tr, Boundary: boundary, Lease: transit, PrevEpoch: prevEpoch})
 }
 
 // TransferResult records the destination's report. Success completes the transfer;

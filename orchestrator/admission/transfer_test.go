@@ -170,6 +170,27 @@ func TestTransfer_Failures(t *testing.T) {
 		_, err = e.svc.RequestTransfer(ctx, transferReq("tr-self", r, "default-1", "default", 1))
 		wantCode(t, err, apierr.EBADREQUEST)
 	})
+	// The state a transfer hands over follows the rule of every character state
+	// (record.CharacterState.Validate), for a saved character and a guest alike; a
+	// refused one records nothing, so the same request with a good state goes through.
+	for name, key := range map[string]string{"ErrBadRequestStateSaved": authKey, "ErrBadRequestStateGuest": ""} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			r := enter(t, e, key)
+			for _, mut := range []func(*mapcontract.TransferRequest){
+				func(q *mapcontract.TransferRequest) { q.State.MapID = "" },
+				func(q *mapcontract.TransferRequest) { q.State.Attributes = json.RawMessage(`{"hp":`) },
+			} {
+				req := transferReq("tr-state", r, "default-1", "frontier", 1)
+				mut(&req)
+				_, err := e.svc.RequestTransfer(ctx, req)
+				wantCode(t, err, apierr.EBADREQUEST)
+			}
+			if _, err := e.svc.RequestTransfer(ctx, transferReq("tr-state", r, "default-1", "frontier", 1)); err != nil {
+				t.Fatalf("a good state after refused ones: %v", err)
+			}
+		})
+	}
 }
 
 // TestTransfer_ToDefaultMap walks a character from the default map to frontier and back

@@ -15,10 +15,10 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
-	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
 // poolMap is the blank warm-pool map of the first life.
@@ -51,7 +51,7 @@ func (r *runner) checkPoolRegistration(ctx context.Context) error {
 	tap := r.setup.tap
 	var reg call
 	if err := tap.wait(ctx, "a blank pool map's registration", func() bool {
-		for _, c := range tap.find(mapcontract.PathMapReady, func(c call) bool { return strings.HasPrefix(c.Instance, supervise.PoolIDPrefix) }) {
+		for _, c := range tap.find(mapcontract.PathMapReady, func(c call) bool { return strings.HasPrefix(c.Instance, mapgen.PoolIDPrefix) }) {
 			reg = c
 			if c.Status == http.StatusOK {
 				return true

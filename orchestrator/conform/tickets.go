@@ -2,6 +2,7 @@ package conform
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +17,6 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
@@ -214,12 +214,13 @@ func (r *runner) redeemsOf(token string) []call {
 	})
 }
 
-// checkSnapshots decodes the welcomed player's binary frames as format 2, acknowledging
-// each so that the map may send deltas, and checks its JSON messages meanwhile.
+// checkSnapshots reads the welcomed player's binary frames as format 2 (their header,
+// byte by byte as docs/netcode.md lays it out, read here apart from the kit's own decoder
+// so a map is held to the document), acknowledging each so that the map may send
+// deltas, and checks its JSON messages meanwhile.
 func (r *runner) checkSnapshots(ctx context.Context) error {
 	const want = 4
 	p := r.p1
-	dec := wire.NewDecoder(32)
 	decoded := 0
 	for decoded < want {
 		if err := p.wait(ctx, fmt.Sprintf("%d snapshot frames", want), func() bool { return len(p.binary) > decoded || p.closed }); err != nil {
@@ -230,14 +231,14 @@ func (r *runner) checkSnapshots(ctx context.Context) error {
 			return fmt.Errorf("the connection closed after %d snapshot frames", decoded)
 		}
 		for ; decoded < len(frames); decoded++ {
-			snap, err := dec.Decode(frames[decoded])
+			full, tick, err := snapshotHeader(frames[decoded])
 			if err != nil {
 				return fmt.Errorf("snapshot frame %d: %w", decoded+1, err)
 			}
-			if decoded == 0 && !snap.Full {
+			if decoded == 0 && !full {
 				return errors.New("the first snapshot is a delta: it has no baseline")
 			}
-			if err := p.send(map[string]any{"v": 1, "kind": "ack", "tick": snap.Tick}); err != nil {
+			if err := p.send(map[string]any{"v": 1, "kind": "ack", "tick": tick}); err != nil {
 				return fmt.Errorf("send ack: %w", err)
 			}
 		}
@@ -337,4 +338,33 @@ func jsonEqual(a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// snapshotFormat is the binary snapshot layout the contract requires (docs/netcode.md,
+// "Snapshot frames").
+const snapshotFormat = 2
+
+// snapshotHeader reads a snapshot frame's header as docs/netcode.md lays it out: one
+// byte of format (high seven bits) and mode (low bit: 0 full, 1 delta), the tick as an
+// unsigned varint, and for a delta how many ticks back its baseline is (at least 1, at
+// most the tick).
+func snapshotHeader(frame []byte) (full bool, tick uint64, err error) {
+	if len(frame) == 0 {
+		return false, 0, errors.New("empty frame")
+	}
+	if f := frame[0] >> 1; f != snapshotFormat {
+		return false, 0, fmt.Errorf("format %d, want %d", f, snapshotFormat)
+	}
+	full = frame[0]&1 == 0
+	tick, n := binary.Uvarint(frame[1:])
+	if n <= 0 || tick > 1<<32-1 {
+		return false, 0, errors.New("no tick after the header byte")
+	}
+	if !full {
+		back, m := binary.Uvarint(frame[1+n:])
+		if m <= 0 || back == 0 || back > tick {
+			return false, 0, fmt.Errorf("delta of tick %d names no baseline within its ticks", tick)
+		}
+	}
+	return full, tick, nil
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
 // checkHeartbeats waits for the default map's heartbeats: at least two answered
@@ -206,7 +206,7 @@ func (r *runner) checkCalls(ctx context.Context) error {
 		if why := r.callProblem(c, asInstance[c.Credential]); why != "" {
 			problems = append(problems, fmt.Sprintf("%s %s: %s", c.Method, c.Path, why))
 		}
-		if c.Instance != "" && !strings.HasPrefix(c.Instance, supervise.PoolIDPrefix) {
+		if c.Instance != "" && !strings.HasPrefix(c.Instance, mapgen.PoolIDPrefix) {
 			asInstance[c.Credential] = true
 		}
 	}
@@ -223,7 +223,7 @@ func (r *runner) checkCalls(ctx context.Context) error {
 // credential called as an instance before.
 func (r *runner) callProblem(c call, handedOut bool) string {
 	_, _, known := schemas.ForRoute(c.Path)
-	pooled := strings.HasPrefix(c.Instance, supervise.PoolIDPrefix)
+	pooled := strings.HasPrefix(c.Instance, mapgen.PoolIDPrefix)
 	switch {
 	case !known || !strings.HasPrefix(c.Path, "/orch/"):
 		return "not a route of the contract"

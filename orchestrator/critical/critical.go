@@ -68,9 +68,6 @@ func NewService(store Store, leases Leases) *Service {
 // id used for another event), ENOTFOUND (an item holder that is not a saved character),
 // the item rules' item_* codes (409), EUNAVAILABLE (store closing).
 func (s *Service) Commit(ctx context.Context, ev record.CriticalEvent) (record.CriticalAck, error) {
-	if ev.Kind == record.EventTransferBoundary {
-		return record.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "transfer boundaries are recorded through %s", mapcontract.PathRequestTransfer)
-	}
 	c, iev, err := Prepare(s.Catalog, ev)
 	if err != nil {
 		return record.CriticalAck{}, err
@@ -110,11 +107,13 @@ func (s *Service) authorize(ctx context.Context, ev *items.Event, epochs map[str
 // MaxKindLen bounds a critical event's kind.
 const MaxKindLen = 64
 
-// Prepare validates a critical event's envelope, compacts its payload (so retries
+// Prepare validates a critical event a map sends, compacts its payload (so retries
 // compare equal whatever their whitespace) and returns the commit the store records.
 // For an item event (a kind beginning with "item_") it also decodes and validates the
-// payload, returns it, and sets the commit's Items to the rules' decision. Other kinds
-// are recorded only. Error codes: EBADREQUEST, ETOOLARGE.
+// payload, returns it, and sets the commit's Items to the rules' decision. A
+// transfer_boundary is refused: only the orchestrator writes one, built by
+// orchestrator.BoundaryCommit. Other kinds are recorded only. Error codes: EBADREQUEST,
+// ETOOLARGE.
 func Prepare(cat *items.Catalog, ev record.CriticalEvent) (orchestrator.CriticalCommit, *items.Event, error) {
 	bad := func(format string, args ...any) error {
 		return apierr.Errorf(apierr.EBADREQUEST, "critical event: "+format, args...)
@@ -128,6 +127,10 @@ func Prepare(cat *items.Catalog, ev record.CriticalEvent) (orchestrator.Critical
 		return orchestrator.CriticalCommit{}, nil, bad("kind must be 1 to %d characters", MaxKindLen)
 	case ev.MapTick < 0:
 		return orchestrator.CriticalCommit{}, nil, bad("mapTick must not be negative")
+	case ev.Kind == record.EventTransferBoundary:
+		// The orchestrator writes boundaries itself, with the state a transfer request
+		// hands over (orchestrator.BoundaryCommit); a map never sends one.
+		return orchestrator.CriticalCommit{}, nil, bad("transfer boundaries are recorded through %s", mapcontract.PathRequestTransfer)
 	case len(ev.Payload) > record.MaxCriticalPayloadBytes:
 		return orchestrator.CriticalCommit{}, nil, apierr.Errorf(apierr.ETOOLARGE, "critical event payload is %d bytes, limit is %d", len(ev.Payload), record.MaxCriticalPayloadBytes)
 	}
@@ -137,19 +140,7 @@ func Prepare(cat *items.Catalog, ev record.CriticalEvent) (orchestrator.Critical
 	}
 	ev.Payload = buf.Bytes()
 	c := orchestrator.CriticalCommit{Event: ev}
-	switch {
-	case ev.Kind == record.EventTransferBoundary:
-		st := &record.CharacterState{}
-		if err := json.Unmarshal(ev.Payload, st); err != nil {
-			return c, nil, bad("%s payload: %v", ev.Kind, err)
-		} else if !record.ValidKey(st.CharacterID) || st.MapID == "" || st.InstanceID == "" || st.Revision <= 0 {
-			return c, nil, bad("%s payload needs characterId, mapId, instanceId and a positive revision", ev.Kind)
-		} else if len(st.Attributes) > 0 && !json.Valid(st.Attributes) {
-			return c, nil, bad("%s attributes must be JSON", ev.Kind)
-		}
-		c.Boundary = st
-		return c, nil, nil
-	case !strings.HasPrefix(ev.Kind, items.CodePrefix):
+	if !strings.HasPrefix(ev.Kind, items.CodePrefix) {
 		return c, nil, nil
 	}
 	p, err := items.DecodePayload(ev.Payload)

@@ -111,8 +111,8 @@ func TestPrepare(t *testing.T) {
 			ev.Kind = "item_drop"
 			ev.Payload = items.Payload{Move: items.Move{ItemID: "x", TemplateID: "coin", Quantity: 1, From: ground, To: alice}}.Encode()
 		}, items.CodeIllegalMove},
-		{"ErrBoundaryNoRevision", func(ev *record.CriticalEvent) {
-			ev.Kind, ev.Payload = record.EventTransferBoundary, json.RawMessage(`{"characterId":"alice","mapId":"m","instanceId":"i"}`)
+		{"ErrTransferBoundary", func(ev *record.CriticalEvent) {
+			ev.Kind, ev.Payload = record.EventTransferBoundary, json.RawMessage(`{"characterId":"alice","mapId":"m","instanceId":"i","revision":2}`)
 		}, apierr.EBADREQUEST},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

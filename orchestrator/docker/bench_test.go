@@ -3,13 +3,13 @@ package docker_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/latency"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
@@ -28,7 +28,7 @@ func BenchmarkColdSpawn(b *testing.B) {
 	h := newHarness(b, nil)
 	ctx := context.Background()
 	h.waitState(h.deployment+"-d", orchestrator.StateReady, 30*time.Second)
-	var cold, raw []time.Duration
+	var cold, raw latency.Recorder
 	n := 0
 	for b.Loop() {
 		for range benchSamples {
@@ -40,7 +40,7 @@ func BenchmarkColdSpawn(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			raw = append(raw, time.Since(t0))
+			raw.Add(time.Since(t0))
 			if err := h.rt.Remove(ctx, id); err != nil {
 				b.Fatal(err)
 			}
@@ -51,15 +51,15 @@ func BenchmarkColdSpawn(b *testing.B) {
 			if _, err := h.sup.Acquire(ctx, inst); err != nil {
 				b.Fatal(err)
 			}
-			cold = append(cold, time.Since(t0))
+			cold.Add(time.Since(t0))
 			if err := h.sup.Stop(ctx, inst); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	c, r := median(cold), median(raw)
-	b.ReportMetric(msf(c), "cold-ms")
-	b.ReportMetric(msf(r), "raw-ms")
+	c, r := cold.Quantile(0.5), raw.Quantile(0.5)
+	b.ReportMetric(latency.Ms(c), "cold-ms")
+	b.ReportMetric(latency.Ms(r), "raw-ms")
 	b.ReportMetric(float64(c)/float64(r), "ratio")
 }
 
@@ -69,7 +69,7 @@ func BenchmarkWarmPoolHandout(b *testing.B) {
 	h := newHarness(b, func(s *supervise.Supervisor) { s.PoolSize = 1 })
 	ctx := context.Background()
 	h.waitState(h.deployment+"-d", orchestrator.StateReady, 30*time.Second)
-	var d []time.Duration
+	var d latency.Recorder
 	n := 0
 	for b.Loop() {
 		for range 2 * benchSamples {
@@ -81,7 +81,7 @@ func BenchmarkWarmPoolHandout(b *testing.B) {
 			if _, err := h.sup.Acquire(ctx, inst); err != nil {
 				b.Fatal(err)
 			}
-			d = append(d, time.Since(t0))
+			d.Add(time.Since(t0))
 			if !h.sawTransition(inst, orchestrator.StateReady, "handed warm pool container") {
 				b.Fatal("instance was not handed a pool container")
 			}
@@ -90,8 +90,7 @@ func BenchmarkWarmPoolHandout(b *testing.B) {
 			}
 		}
 	}
-	b.ReportMetric(msf(percentile(d, 50)), "p50-ms")
-	b.ReportMetric(msf(percentile(d, 99)), "p99-ms")
+	d.Report(b)
 }
 
 // BenchmarkKillToRestart measures the time from `docker kill -s KILL` of a ready map to
@@ -102,7 +101,7 @@ func BenchmarkKillToRestart(b *testing.B) {
 	})
 	ctx := context.Background()
 	id := h.deployment + "-d"
-	var d []time.Duration
+	var d latency.Recorder
 	for b.Loop() {
 		for range benchSamples {
 			inst := h.waitState(id, orchestrator.StateReady, 30*time.Second)
@@ -122,11 +121,11 @@ func BenchmarkKillToRestart(b *testing.B) {
 				}
 				return false
 			})
-			d = append(d, at.Sub(t0))
+			d.Add(at.Sub(t0))
 		}
 	}
-	b.ReportMetric(msf(median(d)), "median-ms")
-	b.ReportMetric(msf(slices.Max(d)), "max-ms")
+	b.ReportMetric(latency.Ms(d.Quantile(0.5)), "median-ms")
+	b.ReportMetric(latency.Ms(d.Quantile(1)), "max-ms")
 }
 
 // BenchmarkRawCreateStartScratch is the engine's own floor: create and start a trivial
@@ -137,32 +136,18 @@ func BenchmarkRawCreateStartScratch(b *testing.B) {
 	ctx := context.Background()
 	deployment := "test-" + randomHex(b, 4)
 	b.Cleanup(func() { dockertest.RemoveDeployment(b, cli, deployment) })
-	var d []time.Duration
+	var d latency.Recorder
 	for b.Loop() {
 		t0 := time.Now()
 		id, err := createTrivial(ctx, cli, deployment)
 		if err != nil {
 			b.Fatal(err)
 		}
-		d = append(d, time.Since(t0))
+		d.Add(time.Since(t0))
 		docker.NewRuntime(cli, docker.Template{}).Remove(ctx, id)
 	}
-	b.ReportMetric(msf(median(d)), "median-ms")
+	b.ReportMetric(latency.Ms(d.Quantile(0.5)), "median-ms")
 }
-
-func median(d []time.Duration) time.Duration { return percentile(d, 50) }
-
-func percentile(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	return s[max(0, min(len(s)-1, i-1))]
-}
-
-func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func createTrivial(ctx context.Context, cli *client.Client, deployment string) (string, error) {
 	c, err := cli.ContainerCreate(ctx, &container.Config{

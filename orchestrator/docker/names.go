@@ -3,6 +3,7 @@ package docker
 import (
 	"strings"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
@@ -15,7 +16,7 @@ const DefaultDeployment = "mapyard"
 const ContainerNamePrefix = "mapyard-map-"
 
 // poolNamePrefix starts the Docker name of every blank warm-pool container (the pool id
-// itself starts with "pool-").
+// itself starts with mapgen.PoolIDPrefix).
 const poolNamePrefix = "mapyard-"
 
 // nameSuffix is what a deployment adds to its container names: nothing for the
@@ -49,7 +50,7 @@ func PoolContainerName(deployment, poolID string) string {
 // poolFromContainerName returns the pool id of a blank pool container's name.
 func poolFromContainerName(deployment, name string) (id string, ok bool) {
 	id, ok = idFromName(deployment, name, poolNamePrefix)
-	return id, ok && strings.HasPrefix(id, "pool-")
+	return id, ok && mapgen.IsPoolID(id)
 }
 
 // InstanceFromContainerName returns the instance id of a map container name of

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
@@ -227,7 +228,7 @@ func TestSupervisor_WarmPool(t *testing.T) {
 		return info.Name == "/"+docker.ContainerName(h.deployment, id)
 	})
 	poolID := info.Config.Labels[docker.LabelPool]
-	if !strings.HasPrefix(poolID, supervise.PoolIDPrefix) || info.Config.Labels[docker.LabelInstance] != "" || info.Config.Labels[docker.LabelMap] != "" {
+	if !mapgen.IsPoolID(poolID) || info.Config.Labels[docker.LabelInstance] != "" || info.Config.Labels[docker.LabelMap] != "" {
 		t.Fatalf("handed-out container labels %v", info.Config.Labels)
 	}
 	for _, kv := range info.Config.Env {

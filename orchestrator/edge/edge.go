@@ -32,12 +32,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/ratelimit"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
-	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
 
 //go:embed static
@@ -119,17 +119,17 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e := &Edge{
 		PublicAddr: cfg.PublicAddr, MetricsAddr: cfg.MetricsAddr,
 		OrchURL: strings.TrimRight(cfg.OrchURL, "/"), Credential: cfg.Credential, CredentialFile: cfg.CredentialFile,
-		DrainTimeout: orchestrator.Ms(cfg.DrainTimeoutMS),
+		DrainTimeout: envconf.Ms(cfg.DrainTimeoutMS),
 		Static:       StaticFiles(),
 		Proxy:        NewProxy(cfg.MaxConns, log),
 		Registry:     prometheus.NewRegistry(),
 		Log:          log,
 	}
-	e.Proxy.IdleTimeout = orchestrator.Ms(cfg.IdleTimeoutMS)
-	e.Proxy.WriteTimeout = orchestrator.Ms(cfg.WriteTimeoutMS)
+	e.Proxy.IdleTimeout = envconf.Ms(cfg.IdleTimeoutMS)
+	e.Proxy.WriteTimeout = envconf.Ms(cfg.WriteTimeoutMS)
 	e.Proxy.Engine = cfg.Engine
 	e.Proxy.Link = cfg.MapLink != "off"
-	e.Proxy.LinkBatch = orchestrator.Ms(cfg.LinkBatchMS)
+	e.Proxy.LinkBatch = envconf.Ms(cfg.LinkBatchMS)
 	e.dialNetwork.Store(cfg.MapDial != MapDialLoopback)
 	e.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	e.Proxy.Metrics = NewMetrics(e.Registry)
@@ -349,7 +349,7 @@ func (e *Edge) refresh(ctx context.Context, missedAt time.Time) {
 }
 
 func (e *Edge) handleHealthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "version": orchestrator.Version})
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "version": Version})
 }
 
 // handleReadyz answers 200 while the orchestrator is reachable and its default map takes

@@ -3,7 +3,7 @@ package edge
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mapyard/mapyard/orchestrator/ratelimit"
+	"github.com/mapyard/mapyard/mapserver/kernel/ratelimit"
 )
 
 // newLimiter returns a per-address limiter of perMin requests a minute with burst,

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/rawio"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -520,7 +521,7 @@ func (l *loop) copyDir(lp *loopPair, i int, now int64) bool {
 	if d.eof || len(d.pending) > 0 {
 		return true
 	}
-	n, e := rawRead(src.fd, l.scratch)
+	n, e := rawio.Read(src.fd, l.scratch)
 	switch {
 	case e == syscall.EAGAIN:
 		return true
@@ -603,7 +604,7 @@ func (l *loop) watch(lp *loopPair, j int) bool {
 func writeAll(fd int, b []byte) (int, syscall.Errno) {
 	w := 0
 	for w < len(b) {
-		n, e := rawWrite(fd, b[w:])
+		n, e := rawio.Write(fd, b[w:])
 		if e != 0 {
 			return w, e
 		}

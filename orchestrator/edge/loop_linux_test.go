@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/rawio"
 )
 
 // TestLoop_PaceBusyLinks: in both ways the loop waits (its own thread, Go's poller), a
@@ -80,7 +81,7 @@ func TestLoop_LinkReadWhole(t *testing.T) {
 	if lk.dead {
 		t.Fatal("the link ended")
 	}
-	if n, e := rawRead(fds[0], make([]byte, 1)); e != syscall.EAGAIN {
+	if n, e := rawio.Read(fds[0], make([]byte, 1)); e != syscall.EAGAIN {
 		t.Fatalf("after one pass the socket still held bytes (read %d, %v)", n, e)
 	}
 	if l.more {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/rawio"
 )
 
 // Link commands of the loop (loopCmd.op).
@@ -156,7 +157,7 @@ func (l *loop) readLink(lk *linkConn, now int64) (full, ok bool) {
 		lk.rbuf = append(make([]byte, 0, 2*cap(lk.rbuf)), lk.rbuf...)
 	}
 	free := lk.rbuf[len(lk.rbuf):cap(lk.rbuf)]
-	n, e := rawRead(lk.fd, free)
+	n, e := rawio.Read(lk.fd, free)
 	switch {
 	case e == syscall.EAGAIN:
 		return false, false
@@ -335,7 +336,7 @@ func (l *loop) pumpClient(st *linkStream, ev uint32, now int64) {
 	if ev&(syscall.EPOLLIN|syscall.EPOLLHUP|syscall.EPOLLRDHUP) == 0 {
 		return
 	}
-	n, e := rawRead(st.fd, l.scratch)
+	n, e := rawio.Read(st.fd, l.scratch)
 	switch {
 	case e == syscall.EAGAIN:
 		return

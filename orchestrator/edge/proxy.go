@@ -20,6 +20,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/rawio"
 )
 
 // Proxy defaults; see the fields of Proxy.
@@ -443,7 +444,7 @@ func (s *splice) copy(dst, src net.Conn, dir string) int64 {
 	counter := s.p.Metrics.bytes(dir)
 	in, out := ioFor(src), ioFor(dst)
 	for {
-		n, err := in.read(buf)
+		n, err := in.Read(buf)
 		if n > 0 {
 			now := time.Now().UnixNano()
 			s.last.Store(now)
@@ -451,7 +452,7 @@ func (s *splice) copy(dst, src net.Conn, dir string) int64 {
 				_ = dst.SetWriteDeadline(time.Unix(0, now).Add(wto))
 				wset = now
 			}
-			if werr := out.write(buf[:n]); werr != nil {
+			if _, werr := out.Write(buf[:n]); werr != nil {
 				s.closeBoth()
 				return total
 			}
@@ -484,26 +485,15 @@ func (s *splice) copy(dst, src net.Conn, dir string) int64 {
 	return total
 }
 
-// connIO is how a splice reads one side and writes the other: raw system calls where
-// the platform allows (rawio_linux.go), net.Conn otherwise.
-type connIO interface {
-	read([]byte) (int, error)
-	write([]byte) error
-}
-
-type netIO struct{ net.Conn }
-
-func (c netIO) read(b []byte) (int, error) { return c.Read(b) }
-func (c netIO) write(b []byte) error {
-	_, err := c.Write(b)
-	return err
-}
-
-func ioFor(c net.Conn) connIO {
-	if r := newRawIO(c); r != nil {
+// ioFor is how a splice reads one side or writes the other: raw system calls where the
+// platform allows (mapserver/kernel/rawio), net.Conn otherwise. Each call makes a new
+// reader or writer, one per direction, as a rawio.Conn is not shared between
+// goroutines.
+func ioFor(c net.Conn) io.ReadWriter {
+	if r := rawio.New(c); r != nil {
 		return r
 	}
-	return netIO{c}
+	return c
 }
 
 func (s *splice) closeBoth() {

@@ -12,8 +12,12 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
-	"github.com/mapyard/mapyard/orchestrator"
 )
+
+// Version identifies the edge's build; `make build` stamps it with -ldflags, as it
+// stamps the orchestrator's and the map server's, so that the edge needs no other part
+// of the orchestrator to say what it is.
+var Version = "dev"
 
 // Run is the edge process: `edge` (or `orchestrator edge`, as the image runs it)
 // configured by EDGE_* variables, `edge healthcheck`, and `edge -h`. It serves until
@@ -22,7 +26,7 @@ func Run(args, environ []string, stdout, stderr io.Writer) int {
 	var cfg Config
 	cmd := envconf.Command{
 		Name:        "edge",
-		Title:       "mapyard edge " + orchestrator.Version,
+		Title:       "mapyard edge " + Version,
 		Note:        "EDGE_STATIC_ROUTES is for benchmarks of the proxy only: with it the edge never asks the orchestrator for routes.",
 		Healthcheck: func() error { return Healthcheck(cfg.PublicAddr) },
 	}
@@ -42,7 +46,7 @@ func Run(args, environ []string, stdout, stderr io.Writer) int {
 		log.Error("start failed", "err", err)
 		return 1
 	}
-	log.Info("edge listening", "version", orchestrator.Version, "public", e.PublicURL(), "metrics", e.MetricsURL(),
+	log.Info("edge listening", "version", Version, "public", e.PublicURL(), "metrics", e.MetricsURL(),
 		"orchestrator", cfg.OrchURL, "procs", cfg.Procs, "staticRoutes", cfg.StaticRoutes != "")
 	<-ctx.Done()
 	log.Info("draining", "connections", e.Proxy.Active(), "timeout", e.DrainTimeout.String())

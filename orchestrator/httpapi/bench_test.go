@@ -6,12 +6,12 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/latency"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -22,28 +22,6 @@ const (
 	benchIdentities = 200
 	benchPace       = 500 * time.Millisecond
 )
-
-// latencies collects call latencies from many goroutines.
-type latencies struct {
-	mu  sync.Mutex
-	all []time.Duration
-}
-
-func (l *latencies) add(d []time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.all = append(l.all, d...)
-}
-
-// report reports the 50th and 99th percentile in milliseconds.
-func (l *latencies) report(b *testing.B) {
-	if len(l.all) == 0 {
-		return
-	}
-	slices.Sort(l.all)
-	b.ReportMetric(float64(l.all[len(l.all)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(l.all[len(l.all)*99/100].Microseconds())/1000, "p99-ms")
-}
 
 // timeCall sends r and returns how long the whole answer took; any status but 200 is
 // an error.
@@ -96,7 +74,7 @@ func BenchmarkCharacters(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var next atomic.Int64
-			var lat latencies
+			var lat latency.Recorder
 			b.SetParallelism((benchIdentities + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -110,16 +88,16 @@ func BenchmarkCharacters(b *testing.B) {
 					}
 					local = append(local, d)
 				}
-				lat.add(local)
+				lat.AddAll(local)
 			})
 			b.StopTimer()
-			lat.report(b)
+			lat.Report(b)
 		})
 		// Paced: each identity calls once every benchPace, as players loading pages do,
 		// instead of back to back: the latency a player sees when the host is not
 		// saturated. b.N calls are spread over the identities.
 		b.Run(bc.name+"Paced", func(b *testing.B) {
-			var lat latencies
+			var lat latency.Recorder
 			var wg sync.WaitGroup
 			per := (b.N + benchIdentities - 1) / benchIdentities
 			b.ResetTimer()
@@ -140,12 +118,12 @@ func BenchmarkCharacters(b *testing.B) {
 						local = append(local, d)
 						<-t.C
 					}
-					lat.add(local)
+					lat.AddAll(local)
 				}()
 			}
 			wg.Wait()
 			b.StopTimer()
-			lat.report(b)
+			lat.Report(b)
 		})
 	}
 }

@@ -147,7 +147,7 @@ func TestAdminSessions(t *testing.T) {
 	t.Run("Saves", func(t *testing.T) {
 		payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
 		testutil.PostJSON(t, s.ControlURL()+mapcontract.PathPersistSnapshot, as(t, "default-1"), mapcontract.PersistSnapshot{
-			InstanceID: "default-1", Partition: record.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
+			InstanceID: "default-1", Partition: record.CharacterPartition(r.CharacterID), Revision: 1, Epoch: r.Epoch,
 			Envelope: record.NewSnapshotEnvelope("sim-7", 10, 0, payload)}, http.StatusOK, nil)
 		if _, err := db.Checkpoint(context.Background()); err != nil {
 			t.Fatal(err)

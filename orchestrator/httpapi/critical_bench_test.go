@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/latency"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
@@ -62,35 +62,28 @@ func benchItemRoute(b *testing.B, rate, batchHz int) {
 			ItemID: fmt.Sprintf("it-%d", i), TemplateID: "coin", Quantity: 1, From: groundAt, To: items.Place{CharacterID: c.CharacterID}}},
 			map[string]int64{c.CharacterID: c.Epoch})
 	}
-	lat := make([]time.Duration, b.N)
-	interval := time.Second / time.Duration(rate)
+	lat := latency.NewRecorder(b.N)
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start := time.Now()
+	ol := latency.NewOpenLoop(rate)
 	if batchHz > 0 {
-		sendBatches(b, cl, events, lat, start, interval, time.Second/time.Duration(batchHz), &wg)
+		sendBatches(b, cl, events, lat, ol, time.Second/time.Duration(batchHz), &wg)
 	}
 	for i := 0; batchHz == 0 && i < len(events); i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if d := time.Until(at); d > 0 {
-			time.Sleep(d) // pacing the offered load, not waiting for a result
-		}
+		at := ol.Wait(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if _, err := cl.PersistCritical(ctx, events[i]); err != nil {
 				b.Error(err)
 			}
-			lat[i] = time.Since(at)
+			lat.Add(time.Since(at))
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
-	b.ReportMetric(float64(lat[len(lat)*50/100].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(ol.PerSecond(b.N), "events/s")
+	lat.Report(b)
 	if st := db.Stats(); st.CriticalCommits > 0 {
 		b.ReportMetric(float64(st.CriticalEvents)/float64(st.CriticalCommits), "events/commit")
 	}
@@ -98,14 +91,14 @@ func benchItemRoute(b *testing.B, rate, batchHz int) {
 
 // sendBatches sends, every tick, the events due by then in one batch, each batch in its
 // own goroutine, and records every event's latency as its batch's round trip.
-func sendBatches(b *testing.B, cl *mapcontract.Client, events []record.CriticalEvent, lat []time.Duration,
-	start time.Time, interval, tick time.Duration, wg *sync.WaitGroup) {
+func sendBatches(b *testing.B, cl *mapcontract.Client, events []record.CriticalEvent, lat *latency.Recorder,
+	ol latency.OpenLoop, tick time.Duration, wg *sync.WaitGroup) {
 	next := 0
-	for t := start.Add(tick); next < len(events); t = t.Add(tick) {
+	for t := ol.Start.Add(tick); next < len(events); t = t.Add(tick) {
 		if d := time.Until(t); d > 0 {
 			time.Sleep(d)
 		}
-		due := min(len(events), int(time.Since(start)/interval)+1)
+		due := min(len(events), ol.Due())
 		for next < due {
 			lo, hi := next, min(due, next+mapcontract.MaxCriticalBatch)
 			next = hi
@@ -118,11 +111,11 @@ func sendBatches(b *testing.B, cl *mapcontract.Client, events []record.CriticalE
 					b.Error(err)
 					return
 				}
-				for i, r := range a.Results {
+				for _, r := range a.Results {
 					if r.Error != nil {
 						b.Error(r.Error)
 					}
-					lat[lo+i] = time.Since(t0)
+					lat.Add(time.Since(t0))
 				}
 			}()
 		}

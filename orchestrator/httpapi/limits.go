@@ -4,7 +4,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
-	"github.com/mapyard/mapyard/orchestrator/ratelimit"
+	"github.com/mapyard/mapyard/mapserver/kernel/ratelimit"
 )
 
 // PublicLimits are the per-client-address rate limits of the orchestrator's own public

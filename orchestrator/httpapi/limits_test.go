@@ -12,8 +12,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/mapserver/kernel/ratelimit"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
-	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 )
 
 // clientFrom returns an HTTP client whose connections come from the loopback address

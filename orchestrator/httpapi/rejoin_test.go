@@ -31,7 +31,7 @@ func TestRejoin_GuestAfterMapCrash(t *testing.T) {
 
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":12.5,"y":7}`)
 	snap := mapcontract.PersistSnapshot{
-		InstanceID: "default-1", Partition: record.CharacterPartitionPrefix + r.CharacterID, Revision: 5, Epoch: r.Epoch,
+		InstanceID: "default-1", Partition: record.CharacterPartition(r.CharacterID), Revision: 5, Epoch: r.Epoch,
 		Envelope: record.NewSnapshotEnvelope("sim-1", 10, 0, payload),
 	}
 	var a mapcontract.PersistSnapshotAnswer

@@ -112,7 +112,7 @@ func TestPersistSnapshot_Lease(t *testing.T) {
 
 	payload := json.RawMessage(`{"mapId":"default","instanceId":"default-1","x":1,"y":2}`)
 	snap := mapcontract.PersistSnapshot{
-		InstanceID: "default-1", Partition: record.CharacterPartitionPrefix + r.CharacterID, Revision: 1, Epoch: r.Epoch,
+		InstanceID: "default-1", Partition: record.CharacterPartition(r.CharacterID), Revision: 1, Epoch: r.Epoch,
 		Envelope: record.NewSnapshotEnvelope("sim-1", 10, 0, payload),
 	}
 	var a mapcontract.PersistSnapshotAnswer

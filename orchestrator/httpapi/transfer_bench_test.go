@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/latency"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
@@ -51,16 +51,12 @@ func BenchmarkTransferHandoff(b *testing.B) {
 	}
 	other := map[string]string{"default-1": "frontier", "frontier-1": "default"}
 
-	lat := make([]time.Duration, b.N)
-	interval := time.Second / rate
+	lat := latency.NewRecorder(b.N)
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start := time.Now()
+	ol := latency.NewOpenLoop(rate)
 	for i := 0; i < b.N; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if d := time.Until(at); d > 0 {
-			time.Sleep(d) // pacing the offered load, not waiting for a result
-		}
+		at := ol.Wait(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -82,7 +78,7 @@ func BenchmarkTransferHandoff(b *testing.B) {
 				b.Errorf("redeem transfer %d: %v", i, err)
 				return
 			}
-			lat[i] = time.Since(at)
+			lat.Add(time.Since(at))
 			p.at, p.epoch = a.ToInstanceID, r.Epoch
 			if err := clients[p.at].TransferResult(ctx, mapcontract.TransferResult{TransferID: a.TransferID, InstanceID: p.at, Success: true}); err != nil {
 				b.Errorf("transfer result %d: %v", i, err)
@@ -90,10 +86,7 @@ func BenchmarkTransferHandoff(b *testing.B) {
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "transfers/s")
-	b.ReportMetric(float64(lat[len(lat)*50/100].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(ol.PerSecond(b.N), "transfers/s")
+	lat.Report(b)
 }

@@ -20,8 +20,8 @@ const sqlOwnsCharacter = `SELECT 1 FROM characters WHERE character_id = ? AND ke
 // supersedes aborted, the new lease and the accepted transfer. It rides the writer's
 // group commit, so a crowd of redeems shares fsyncs. See orchestrator.AdmissionStore.
 func (db *DB) Admit(ctx context.Context, a orchestrator.Admission) (superseded bool, err error) {
-	if !record.ValidKey(a.Nonce) {
-		return false, apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", record.MaxKeyLen)
+	if err := checkNonce(a.Nonce); err != nil {
+		return false, err
 	}
 	if a.Owner != "" && a.Lease.CharacterID == "" {
 		return false, apierr.Errorf(apierr.EBADREQUEST, "admit: an owner without a lease")

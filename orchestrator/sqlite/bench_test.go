@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
+	"github.com/mapyard/mapyard/mapserver/kernel/latency"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator/critical"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
@@ -45,7 +45,7 @@ func benchCommitCritical(b *testing.B, db *sqlite.DB, submitters int) {
 	}
 	MustSeed(b, db, seed...)
 	cat := items.DefaultCatalog()
-	lat := make([]time.Duration, b.N)
+	lat := latency.NewRecorder(b.N)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
@@ -70,17 +70,15 @@ func benchCommitCritical(b *testing.B, db *sqlite.DB, submitters int) {
 					b.Error(err)
 					return
 				}
-				lat[i] = time.Since(t0)
+				lat.Add(time.Since(t0))
 			}
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	slices.Sort(lat)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
-	b.ReportMetric(float64(lat[len(lat)*50/100].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+	lat.Report(b)
 	if st := db.Stats(); st.CriticalCommits > 0 {
 		b.ReportMetric(float64(st.CriticalEvents)/float64(st.CriticalCommits), "events/commit")
 	}

@@ -165,7 +165,7 @@ func (db *DB) SelectCharacter(ctx context.Context, keyHash, characterID string) 
 // authority lease and snapshot partitions; its critical events and save audit stay, as
 // history. ENOTFOUND unless keyHash owns it. The caller makes sure it is not in play.
 func (db *DB) DeleteCharacter(ctx context.Context, keyHash, characterID string) error {
-	partition := record.CharacterPartitionPrefix + characterID
+	partition := record.CharacterPartition(characterID)
 	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM characters WHERE key_hash = ? AND character_id = ?`, keyHash, characterID).Scan(&n); err != nil {

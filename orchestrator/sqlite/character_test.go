@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 )
@@ -120,7 +121,7 @@ func TestDB_Characters(t *testing.T) {
 		db := MustOpenDB(t)
 		ada := MustCreate(t, db, "kh1", "Ada")
 		bob := MustCreate(t, db, "kh1", "Bob")
-		MustPut(t, db, "i1", "character:"+ada.ID, 1, `{"mapId":"meadow","instanceId":"i1"}`, true)
+		MustPut(t, db, "i1", record.CharacterPartition(ada.ID), 1, `{"mapId":"meadow","instanceId":"i1"}`, true)
 		if _, err := db.Checkpoint(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -28,10 +29,22 @@ func Event(id, kind, payload string) record.CriticalEvent {
 	return record.CriticalEvent{EventID: id, InstanceID: "i1", Kind: kind, MapTick: 42, Payload: []byte(payload)}
 }
 
-// Commit prepares ev as the orchestrator's domain does (envelope checks, item rules)
-// and commits it.
+// Commit prepares ev as the orchestrator's domain does (envelope checks, item rules;
+// a transfer boundary as a transfer request builds it from the state it carries) and
+// commits it.
 func Commit(tb testing.TB, db *sqlite.DB, ev record.CriticalEvent) (record.CriticalAck, error) {
 	tb.Helper()
+	if ev.Kind == record.EventTransferBoundary {
+		var st record.CharacterState
+		if err := json.Unmarshal(ev.Payload, &st); err != nil {
+			tb.Fatal(err)
+		}
+		c, err := orchestrator.BoundaryCommit(ev.EventID, st)
+		if err != nil {
+			return record.CriticalAck{}, err
+		}
+		return db.CommitCritical(context.Background(), *c)
+	}
 	c, _, err := critical.Prepare(items.DefaultCatalog(), ev)
 	if err != nil {
 		return record.CriticalAck{}, err

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -26,8 +25,7 @@ func TestIssueTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	issue := func(id string, x float64, prevEpoch int64) orchestrator.TransferIssue {
-		st := record.CharacterState{CharacterID: ch.ID, InstanceID: "a-1", MapID: "a", X: x, Revision: 7}
-		payload, err := json.Marshal(st)
+		boundary, err := orchestrator.BoundaryCommit("transfer-"+id, record.CharacterState{CharacterID: ch.ID, InstanceID: "a-1", MapID: "a", X: x, Revision: 7})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,8 +33,7 @@ func TestIssueTransfer(t *testing.T) {
 		return orchestrator.TransferIssue{
 			Transfer: &orchestrator.Transfer{ID: id, CharacterID: ch.ID, Subject: "kh1", FromInstanceID: "a-1", ToInstanceID: "b-1",
 				State: orchestrator.TransferTokenIssued, Nonce: "nonce-" + id, IssuedAt: now, ExpiresAt: now.Add(10 * time.Second)},
-			Boundary: &orchestrator.CriticalCommit{Event: record.CriticalEvent{EventID: "transfer-" + id, InstanceID: "a-1",
-				Kind: record.EventTransferBoundary, Payload: payload}, Boundary: &st},
+			Boundary:  boundary,
 			Lease:     orchestrator.Lease{CharacterID: ch.ID, Subject: "kh1", Epoch: prevEpoch + 1, TransferID: id},
 			PrevEpoch: prevEpoch,
 		}

@@ -18,13 +18,22 @@ const sqlUseNonce = `INSERT INTO used_nonces (nonce, used_at_ms, expires_at_ms) 
 // most once even across restarts. It returns ETICKETUSED if the nonce was already used.
 // Callers check the token's expiry themselves: a nonce is forgotten once it has expired.
 func (db *DB) UseNonce(ctx context.Context, nonce string, expiresAt time.Time) error {
-	if !record.ValidKey(nonce) {
-		return apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", record.MaxKeyLen)
+	if err := checkNonce(nonce); err != nil {
+		return err
 	}
 	nowMs := db.Now().UnixMilli()
 	return db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return db.useNonceTx(ctx, tx, nonce, nowMs, expiresAt.UnixMilli())
 	})
+}
+
+// checkNonce refuses a nonce that is not a key (EBADREQUEST), before any write: every
+// way of using a nonce asks it.
+func checkNonce(nonce string) error {
+	if !record.ValidKey(nonce) {
+		return apierr.Errorf(apierr.EBADREQUEST, "nonce must be 1 to %d characters", record.MaxKeyLen)
+	}
+	return nil
 }
 
 // useNonceTx marks nonce used inside tx: ETICKETUSED if it already was.

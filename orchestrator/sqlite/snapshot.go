@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -69,8 +68,8 @@ func (db *DB) putSnapshot(instanceID, partition string, revision int64, env reco
 	switch {
 	case !record.ValidKey(instanceID):
 		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: instanceId must be 1 to %d characters", record.MaxKeyLen)
-	case !record.ValidKey(partition):
-		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: partition must be 1 to %d characters", record.MaxKeyLen)
+	case !record.ValidPartition(partition):
+		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: partition must be 1 to %d characters, and a character partition must name its character", record.MaxKeyLen)
 	case revision <= 0:
 		return false, apierr.Errorf(apierr.EBADREQUEST, "snapshot: revision must be positive")
 	}
@@ -82,8 +81,8 @@ func (db *DB) putSnapshot(instanceID, partition string, revision int64, env reco
 		return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 	}
 	var char *record.CharacterStatePayload
-	if charID, ok := strings.CutPrefix(partition, record.CharacterPartitionPrefix); ok {
-		if char, err = decodeCharacterPartition(charID, env.Payload); err != nil {
+	if _, ok := record.CharacterOfPartition(partition); ok {
+		if char, err = record.DecodeCharacterStatePayload(env.Payload); err != nil {
 			return false, fmt.Errorf("snapshot %s/%s@%d: %w", instanceID, partition, revision, err)
 		}
 	}
@@ -107,21 +106,6 @@ func (db *DB) putSnapshot(instanceID, partition string, revision int64, env reco
 	return true, nil
 }
 
-// decodeCharacterPartition checks the payload of a "character:<id>" partition.
-func decodeCharacterPartition(charID string, payload []byte) (*record.CharacterStatePayload, error) {
-	var p record.CharacterStatePayload
-	if !record.ValidKey(charID) {
-		return nil, apierr.Errorf(apierr.EBADREQUEST, "character partition needs a character id")
-	} else if err := json.Unmarshal(payload, &p); err != nil {
-		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload: %v", err)
-	} else if p.MapID == "" || p.InstanceID == "" {
-		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition payload needs mapId and instanceId")
-	} else if len(p.Attributes) > 0 && !json.Valid(p.Attributes) {
-		return nil, apierr.Errorf(apierr.EINVALIDENVELOPE, "character partition attributes must be JSON")
-	}
-	return &p, nil
-}
-
 // put stores e under key and keeps the per-character index pointing at the newest
 // character partition. The caller holds c.mu.
 func (c *snapshotCache) put(key snapKey, e *snapEntry) {
@@ -133,7 +117,7 @@ func (c *snapshotCache) put(key snapKey, e *snapEntry) {
 	if e.char == nil {
 		return
 	}
-	charID := strings.TrimPrefix(key.partition, record.CharacterPartitionPrefix)
+	charID, _ := record.CharacterOfPartition(key.partition)
 	if old, ok := c.byChar[charID]; !ok || c.entries[old].snap.Revision <= e.snap.Revision {
 		c.byChar[charID] = key
 	}
@@ -234,7 +218,7 @@ func (db *DB) writePartitions(ctx context.Context, tx *sql.Tx, entries []*snapEn
 			return fmt.Errorf("write partition %s/%s: %w", s.InstanceID, s.Partition, err)
 		}
 		if e.char != nil {
-			charID := strings.TrimPrefix(s.Partition, record.CharacterPartitionPrefix)
+			charID, _ := record.CharacterOfPartition(s.Partition)
 			st := &savedState{
 				CharacterState: record.CharacterState{CharacterID: charID, MapID: e.char.MapID, InstanceID: e.char.InstanceID,
 					X: e.char.X, Y: e.char.Y, Attributes: e.char.Attributes, Revision: s.Revision},
@@ -295,9 +279,9 @@ func (db *DB) rehydrate(ctx context.Context) error {
 			e.snap.Envelope, e.dirty = up, true
 			payload = up.Payload
 		}
-		if charID, ok := strings.CutPrefix(s.Partition, record.CharacterPartitionPrefix); ok {
+		if _, ok := record.CharacterOfPartition(s.Partition); ok {
 			// Checked on ingest; a row that no longer decodes is kept but not projected.
-			e.char, _ = decodeCharacterPartition(charID, payload)
+			e.char, _ = record.DecodeCharacterStatePayload(payload)
 		}
 		c.put(snapKey{s.InstanceID, s.Partition}, e)
 		rec.Partitions++

@@ -118,7 +118,7 @@ func (db *DB) checkSaved(row *savedState, hash string) (*record.CharacterState, 
 		return nil, apierr.Errorf(apierr.ESTATEINCOMPATIBLE, "saved state of character %q (schema version %d, written by %q): %s",
 			id, row.SchemaVersion, row.SimCoreVersion, apierr.Message(err))
 	}
-	p, err := decodeCharacterPartition(id, env.Payload)
+	p, err := record.DecodeCharacterStatePayload(env.Payload)
 	if err != nil {
 		return nil, apierr.Errorf(apierr.ESTATEINCOMPATIBLE, "saved state of character %q after migration: %s", id, apierr.Message(err))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 )
@@ -17,8 +18,8 @@ import (
 // refused (EIMAGENOTALLOWED) before anything is recorded or started; one the engine
 // does not have is found by the start, and the instance goes to image_missing.
 func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
-	if !record.ValidName(r.InstanceID) || strings.HasPrefix(r.InstanceID, PoolIDPrefix) {
-		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must be %s and not start with %q", r.InstanceID, record.IDRule, PoolIDPrefix)
+	if !record.ValidName(r.InstanceID) || mapgen.IsPoolID(r.InstanceID) {
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must be %s and not start with %q", r.InstanceID, record.IDRule, mapgen.PoolIDPrefix)
 	}
 	if !record.ValidName(r.MapID) {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "mapId %q must be %s", r.MapID, record.IDRule)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
@@ -38,7 +38,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 		switch {
 		case id == "":
 			orphans = append(orphans, c)
-		case strings.HasPrefix(id, PoolIDPrefix) && c.Pool:
+		case mapgen.IsPoolID(id) && c.Pool:
 			if running && s.current(c) {
 				pooled = append(pooled, c)
 			} else {

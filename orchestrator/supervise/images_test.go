@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
@@ -292,8 +293,8 @@ func TestRules_AdoptionKeepsImages(t *testing.T) {
 		_ = r.store.PutInstance(context.Background(), orchestrator.WantedInstance{ID: "b-1", MapID: "frontier", Status: orchestrator.StatusRunning})
 		r.rt.add("d-1", "d-1", false, true)
 		old = r.rt.add("b-1", "b-1", false, true)
-		spare = r.rt.add(PoolIDPrefix+"aa", PoolIDPrefix+"aa", true, true)
-		stray = r.rt.add(PoolIDPrefix+"bb", PoolIDPrefix+"bb", true, true)
+		spare = r.rt.add(mapgen.PoolIDPrefix+"aa", mapgen.PoolIDPrefix+"aa", true, true)
+		stray = r.rt.add(mapgen.PoolIDPrefix+"bb", mapgen.PoolIDPrefix+"bb", true, true)
 		r.rt.mu.Lock()
 		r.rt.containers[old].Image = "mapyard/map:previous" // the host's default before an upgrade
 		r.rt.containers[spare].Image = DefaultImage

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
@@ -21,7 +20,7 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 	if !record.ValidName(r.InstanceID) {
 		return apierr.Errorf(apierr.EBADREQUEST, "instanceId %q is not a valid id", r.InstanceID)
 	}
-	if strings.HasPrefix(r.InstanceID, PoolIDPrefix) {
+	if mapgen.IsPoolID(r.InstanceID) {
 		return s.poolReady(r)
 	}
 	in, cid, ports, err := s.registering(ctx, r.InstanceID)

@@ -38,11 +38,6 @@ const (
 // its records even when the events stream seems fine, in case an event was lost.
 const ResyncInterval = 30 * time.Second
 
-// PoolIDPrefix starts the id of every warm-pool map ("pool-<hex>"), the id a blank map
-// registers under. Instance ids with this prefix are refused so they never collide
-// with pool members.
-const PoolIDPrefix = "pool-"
-
 // Options are the supervisor's policies. Start from DefaultOptions; the orchestrator's
 // command maps its environment onto them.
 type Options struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -157,7 +158,7 @@ func (s *Supervisor) addPoolMember(ctx context.Context, image string) error {
 	if _, err := rand.Read(b[:]); err != nil {
 		return err
 	}
-	m := &poolMember{id: PoolIDPrefix + hex.EncodeToString(b[:]), image: image}
+	m := &poolMember{id: mapgen.PoolIDPrefix + hex.EncodeToString(b[:]), image: image}
 	ident, creds, err := s.mint(m.id)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
@@ -129,8 +130,8 @@ func TestRules_AdoptsRunningContainers(t *testing.T) {
 		def = r.rt.add("d-1", "d-1", false, true)
 		// Handed out from the pool just before the last orchestrator died: pool-named,
 		// but its map runs b-1.
-		handed = r.rt.add(PoolIDPrefix+"aa", "b-1", true, true)
-		pool = r.rt.add(PoolIDPrefix+"bb", PoolIDPrefix+"bb", true, true)
+		handed = r.rt.add(mapgen.PoolIDPrefix+"aa", "b-1", true, true)
+		pool = r.rt.add(mapgen.PoolIDPrefix+"bb", mapgen.PoolIDPrefix+"bb", true, true)
 		exited = r.rt.add("x-1", "x-1", false, false)
 		ghost = r.rt.add("ghost-1", "ghost-1", false, true)
 	})
@@ -159,7 +160,7 @@ func TestRules_AdoptsRunningContainers(t *testing.T) {
 		if st := r.Pool(); st.Size != 1 || st.Ready != 0 {
 			t.Fatalf("pool %+v, want the blank container kept, ready once it registers", st)
 		}
-		if err := r.MapReady(context.Background(), orchestrator.MapRegistration{InstanceID: PoolIDPrefix + "bb"}); err != nil {
+		if err := r.MapReady(context.Background(), orchestrator.MapRegistration{InstanceID: mapgen.PoolIDPrefix + "bb"}); err != nil {
 			t.Fatal(err)
 		}
 		if st := r.Pool(); st.Ready != 1 || !r.rt.exists(pool) {

@@ -54,7 +54,7 @@ var ErrImageMissing = errors.New("image missing on the engine")
 // container shares (network, limits, labels).
 type Spec struct {
 	// InstanceID is the id the map registers under: an instance, or a pool id
-	// (PoolIDPrefix) for a blank warm-pool map.
+	// (mapgen.PoolIDPrefix) for a blank warm-pool map.
 	InstanceID string
 	MapID      string
 	// Image is the container image, one the host allows: maps of different games run

@@ -191,7 +191,7 @@ func TestSIGTERM_ClosesPlayersPushesExitsZero(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the map did not exit within 15 s of SIGTERM")
 	}
-	if _, err := orch.DB.Snapshot(context.Background(), faketest.DefaultInstance, record.CharacterPartitionPrefix+j.CharacterID); err != nil {
+	if _, err := orch.DB.Snapshot(context.Background(), faketest.DefaultInstance, record.CharacterPartition(j.CharacterID)); err != nil {
 		t.Fatalf("the character's state was not pushed at stop: %v", err)
 	}
 	if _, err := orch.DB.Snapshot(context.Background(), faketest.DefaultInstance, outbox.InstancePartition); err != nil {

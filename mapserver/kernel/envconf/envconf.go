@@ -9,20 +9,37 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/caarlos0/env/v10"
 )
 
 // Load parses environ (KEY=VALUE pairs, as from os.Environ) into cfg, a pointer to a
-// struct whose fields carry `env`, `envDefault` and `help` tags. Variables that are
-// absent take their defaults. The error names every offending variable.
+// struct whose fields carry `env`, `envDefault` and `help` tags; an embedded struct's
+// fields count as the struct's own, so binaries that read the same variables share one
+// struct and one set of tags. Variables that are absent take their defaults: a value
+// already set in cfg (a preset), else the envDefault tag. A preset is how a binary
+// reads another's variables with defaults of its own (bin/fakeorch's loopback
+// addresses) without writing their names again. The error names every offending
+// variable.
 func Load(cfg any, environ []string) error {
 	vars := make(map[string]string, len(environ))
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			vars[k] = v
+		}
+	}
+	for _, f := range fields(cfg) {
+		if _, set := vars[f.name]; set {
+			continue
+		}
+		if preset, ok, err := presetOf(f); err != nil {
+			return err
+		} else if ok {
+			vars[f.name] = preset
 		}
 	}
 	err := env.ParseWithOptions(cfg, env.Options{Environment: vars})
@@ -47,6 +64,10 @@ func Load(cfg any, environ []string) error {
 	return errors.New(strings.Join(msgs, "; "))
 }
 
+// Ms converts a millisecond tunable to a time.Duration: every duration of mapyard's
+// configuration is a whole number of milliseconds, named *_MS.
+func Ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
 // Var is one environment variable of a configuration struct, as its tags declare it.
 type Var struct {
 	Name    string
@@ -54,23 +75,78 @@ type Var struct {
 	Help    string
 }
 
-// Vars lists the variables of cfg (a struct or a pointer to one) in field order: the
-// one source of -h and of the generated docs/configuration.md.
+// Vars lists the variables of cfg (a struct or a pointer to one) in field order, those
+// of an embedded struct where it is embedded: the one source of -h and of the generated
+// docs/configuration.md. A variable's default is cfg's preset value where it has one
+// (see Load), else its envDefault tag.
 func Vars(cfg any) []Var {
-	t := reflect.TypeOf(cfg)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
 	var vars []Var
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		if key == "" {
-			continue
+	for _, f := range fields(cfg) {
+		def := f.tag.Get("envDefault")
+		if preset, ok, _ := presetOf(f); ok {
+			def = preset
 		}
-		vars = append(vars, Var{Name: key, Default: f.Tag.Get("envDefault"), Help: f.Tag.Get("help")})
+		vars = append(vars, Var{Name: f.name, Default: def, Help: f.tag.Get("help")})
 	}
 	return vars
+}
+
+// field is one variable's struct field, with its value in the configuration given.
+type field struct {
+	name  string // the variable
+	field string // the Go field's name, as caarlos0/env reports it
+	tag   reflect.StructTag
+	value reflect.Value
+}
+
+// fields lists the fields of cfg that carry an env tag, depth first through embedded
+// structs, in declaration order.
+func fields(cfg any) []field {
+	v := reflect.ValueOf(cfg)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	var out []field
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				if f.IsExported() { // caarlos0/env cannot set an unexported one
+					walk(v.Field(i))
+				}
+				continue
+			}
+			if key, _, _ := strings.Cut(f.Tag.Get("env"), ","); key != "" {
+				out = append(out, field{name: key, field: f.Name, tag: f.Tag, value: v.Field(i)})
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+// presetOf returns a field's preset value as its variable would spell it; ok is false
+// for a zero value, which is no preset. Presets are strings, booleans and numbers.
+func presetOf(f field) (preset string, ok bool, err error) {
+	v := f.value
+	if v.IsZero() {
+		return "", false, nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return v.String(), true, nil
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool()), true, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10), true, nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(v.Uint(), 10), true, nil
+	case reflect.Float32, reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'g', -1, 64), true, nil
+	}
+	return "", false, fmt.Errorf("%s: a preset of a %s is not supported", f.name, v.Type())
 }
 
 // Usage writes one line per variable of cfg: name, default and description.
@@ -103,14 +179,9 @@ func Markdown(w io.Writer, cfg any) {
 
 // fieldKeys maps struct field names to their environment variable names.
 func fieldKeys(cfg any) map[string]string {
-	t := reflect.TypeOf(cfg)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	m := make(map[string]string, t.NumField())
-	for i := 0; i < t.NumField(); i++ {
-		key, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ",")
-		m[t.Field(i).Name] = key
+	m := make(map[string]string)
+	for _, f := range fields(cfg) {
+		m[f.field] = f.name
 	}
 	return m
 }

@@ -62,3 +62,53 @@ func TestUsage(t *testing.T) {
 		t.Errorf("usage lists a field without env tag:\n%s", out)
 	}
 }
+
+// SharedConfig is what two binaries read alike; each embeds it.
+type SharedConfig struct {
+	Addr   string `env:"T_ADDR" envDefault:":8080" help:"listen address"`
+	TickHz int    `env:"T_TICK_HZ" envDefault:"30" help:"ticks per second"`
+}
+
+type embeddingConfig struct {
+	SharedConfig
+	Extra string `env:"T_EXTRA" envDefault:"x" help:"this binary's own"`
+}
+
+// TestEmbeddedAndPresets: an embedded struct's variables are the struct's own, in
+// place; a preset value is the default of its variable, for Load and for -h, and the
+// environment still wins over it.
+func TestEmbeddedAndPresets(t *testing.T) {
+	var names []string
+	for _, v := range envconf.Vars(embeddingConfig{}) {
+		names = append(names, v.Name)
+	}
+	if got, want := strings.Join(names, " "), "T_ADDR T_TICK_HZ T_EXTRA"; got != want {
+		t.Fatalf("Vars = %s, want %s", got, want)
+	}
+	t.Run("Preset", func(t *testing.T) {
+		c := embeddingConfig{SharedConfig: SharedConfig{Addr: "127.0.0.1:9", TickHz: 60}}
+		if err := envconf.Load(&c, nil); err != nil {
+			t.Fatal(err)
+		}
+		if c.Addr != "127.0.0.1:9" || c.TickHz != 60 || c.Extra != "x" {
+			t.Fatalf("got %+v", c)
+		}
+		var buf bytes.Buffer
+		envconf.Usage(&buf, &embeddingConfig{SharedConfig: SharedConfig{Addr: "127.0.0.1:9"}})
+		if out := buf.String(); !strings.Contains(out, "127.0.0.1:9") || strings.Contains(out, ":8080") {
+			t.Fatalf("usage does not show the preset as the default:\n%s", out)
+		}
+	})
+	t.Run("EnvironmentWins", func(t *testing.T) {
+		c := embeddingConfig{SharedConfig: SharedConfig{Addr: "127.0.0.1:9"}}
+		if err := envconf.Load(&c, []string{"T_ADDR=:1"}); err != nil || c.Addr != ":1" {
+			t.Fatalf("Addr=%q err=%v, want :1", c.Addr, err)
+		}
+	})
+	t.Run("ErrNamesEmbeddedVariable", func(t *testing.T) {
+		var c embeddingConfig
+		if err := envconf.Load(&c, []string{"T_TICK_HZ=fast"}); err == nil || !strings.Contains(err.Error(), "T_TICK_HZ") {
+			t.Fatalf("error does not name the variable: %v", err)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -55,4 +56,33 @@ func Call(ctx context.Context, hc *http.Client, method, url, secret string, in, 
 		}
 	}
 	return nil
+}
+
+// Transient reports whether a call that failed with err may succeed if it is made
+// again, the one answer every caller that retries (the map's contract client, its
+// outbox) goes by:
+//
+//   - no answer at all (a transport failure, or an answer without mapyard's error
+//     body, which Call returns as EUNAVAILABLE): transient;
+//   - a 500 internal or a 503 unavailable: transient, the server's state at that
+//     moment;
+//   - a 4xx: not transient, the same request fails the same way again;
+//   - a 5xx whose code is the server's answer rather than a fault (not_implemented:
+//     it cannot do it; map_unavailable, map_quarantined: a map it will not send a
+//     player to; capacity: a bound it holds to): not transient, asking again within
+//     seconds changes nothing, and the caller must act on the answer;
+//   - the caller's own context ending: not transient, the caller gave up.
+func Transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var e *apierr.Error
+	if !errors.As(err, &e) {
+		return true
+	}
+	switch e.Code {
+	case apierr.ENOTIMPLEMENTED, apierr.EMAPUNAVAILABLE, apierr.EMAPQUARANTINED, apierr.ECAPACITY:
+		return false
+	}
+	return apierr.Status(e.Code) >= http.StatusInternalServerError
 }

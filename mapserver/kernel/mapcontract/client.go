@@ -2,11 +2,9 @@ package mapcontract
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
-	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
@@ -87,7 +85,8 @@ func retried[A any](ctx context.Context, c *Client, path string, req any) (A, er
 }
 
 // Retry policy of idempotent calls: a few attempts with doubling delays, only after
-// failures that may be transient (no answer, or a 5xx).
+// failures that may be transient (httpkit.Transient: no answer, or a 5xx that is a
+// fault rather than an answer).
 const (
 	retryAttempts = 4
 	retryFirst    = 100 * time.Millisecond
@@ -97,7 +96,7 @@ func (c *Client) retry(ctx context.Context, path string, in, out any) error {
 	delay := retryFirst
 	for attempt := 1; ; attempt++ {
 		err := c.do(ctx, path, in, out)
-		if err == nil || attempt == retryAttempts || !transient(err) {
+		if err == nil || attempt == retryAttempts || !httpkit.Transient(err) {
 			return err
 		}
 		select {
@@ -107,16 +106,6 @@ func (c *Client) retry(ctx context.Context, path string, in, out any) error {
 		}
 		delay *= 2
 	}
-}
-
-// transient reports whether err may go away on retry: transport failures and 5xx
-// answers, but never a 4xx, which would fail the same way again.
-func transient(err error) bool {
-	var e *apierr.Error
-	if errors.As(err, &e) {
-		return apierr.Status(e.Code) >= 500
-	}
-	return true
 }
 
 // do POSTs in to the orchestrator's path with httpkit.Call.

@@ -49,6 +49,18 @@ func TestClient_Retry(t *testing.T) {
 			t.Fatalf("calls=%d, want 1", got)
 		}
 	})
+	t.Run("AnswerNotRetried", func(t *testing.T) {
+		// A 503 map_quarantined is the orchestrator's answer to a transfer, not a
+		// fault: the map acts on it at once.
+		srv, calls := flaky(t, 5, http.StatusServiceUnavailable, apierr.EMAPQUARANTINED, `{}`)
+		_, err := mapcontract.NewClient(srv.URL, "s").RequestTransfer(ctx, mapcontract.TransferRequest{})
+		if apierr.Code(err) != apierr.EMAPQUARANTINED {
+			t.Fatalf("err %v", err)
+		}
+		if got := calls.Load(); got != 1 {
+			t.Fatalf("calls=%d, want 1", got)
+		}
+	})
 	t.Run("ClientErrorNotRetried", func(t *testing.T) {
 		srv, calls := flaky(t, 5, http.StatusBadRequest, apierr.EBADREQUEST, `{}`)
 		_, err := mapcontract.NewClient(srv.URL, "s").RequestTransfer(ctx, mapcontract.TransferRequest{})

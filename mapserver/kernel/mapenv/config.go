@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
@@ -74,8 +73,8 @@ type Config struct {
 
 // Validate checks values that parse but make no sense, naming the variable.
 func (c *Config) Validate() error {
-	if c.PoolID != "" && (!mapgen.ValidID(c.PoolID) || !strings.HasPrefix(c.PoolID, "pool-")) {
-		return fmt.Errorf("MAP_POOL_ID=%q: must start with pool- and be %s", c.PoolID, mapgen.IDRule)
+	if c.PoolID != "" && !mapgen.IsPoolID(c.PoolID) {
+		return fmt.Errorf("MAP_POOL_ID=%q: must start with %s and be %s", c.PoolID, mapgen.PoolIDPrefix, mapgen.IDRule)
 	}
 	if !mapgen.ValidID(c.InstanceID) {
 		return fmt.Errorf("MAP_INSTANCE_ID=%q: must be %s", c.InstanceID, mapgen.IDRule)

@@ -10,6 +10,8 @@
 // for GOOS=js GOARCH=wasm.
 package mapgen
 
+import "strings"
+
 // SchemaVersion is the MapConfig schema this build reads and writes. Configs carrying
 // another version are migrated by Parse when a migration exists and rejected otherwise,
 // so an old data file never silently means something new.
@@ -30,6 +32,18 @@ const instanceSuffix = "-1"
 // orchestrator asks it for every map but the deployment's default one, which its
 // ORCH_DEFAULT_INSTANCE_ID serves whatever it is called.
 func InstanceOfMap(mapID string) string { return mapID + instanceSuffix }
+
+// PoolIDPrefix starts the id of every warm-pool map ("pool-<hex>"), the id a blank map
+// container registers under until it is handed an instance. The rule lives here, with
+// the other id rules, because three parts read it: the orchestrator refuses instance
+// ids that start with it (so a pool member and an instance never share an id), the
+// Docker runtime tells blank containers by it, and a map server refuses a MAP_POOL_ID
+// without it.
+const PoolIDPrefix = "pool-"
+
+// IsPoolID reports whether id is a warm-pool map's id: a valid id (ValidID) that starts
+// with PoolIDPrefix.
+func IsPoolID(id string) bool { return strings.HasPrefix(id, PoolIDPrefix) && ValidID(id) }
 
 // MaxSeed is the largest accepted seed: 2^53-1, the largest integer a JavaScript
 // number holds exactly, so a config that passes through the browser keeps its seed.

@@ -177,3 +177,21 @@ func mustTemplate(tb testing.TB, id string) mapgen.MapConfig {
 	}
 	return c
 }
+
+// TestIsPoolID: a pool id is a valid id with the pool prefix; nothing else is, so an
+// instance id can never be taken for a blank pool member's.
+func TestIsPoolID(t *testing.T) {
+	for id, want := range map[string]bool{
+		mapgen.PoolIDPrefix + "0a1b2c": true,
+		"pool-x":                       true,
+		"pool-":                        false, // ends with '-': not a valid id
+		"Pool-1":                       false,
+		"forest-1":                     false,
+		"mypool-1":                     false,
+		"":                             false,
+	} {
+		if got := mapgen.IsPoolID(id); got != want {
+			t.Errorf("IsPoolID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}

@@ -153,9 +153,26 @@ type CharacterStatePayload struct {
 	Attributes json.RawMessage `json:"attributes,omitempty"`
 }
 
+// CharacterPartition is the name of characterID's snapshot partition
+// ("character:<characterId>"): the one way a map names it, so the orchestrator, which
+// reads it back with CharacterOfPartition, always recognises it.
+func CharacterPartition(characterID string) string {
+	return CharacterPartitionPrefix + characterID
+}
+
 // CharacterOfPartition returns the character id of a per-character snapshot partition
-// ("character:<id>").
+// ("character:<id>"); ok is false for every other partition, and for the bare prefix,
+// which names no character. Every reader of a partition name asks it rather than cut
+// the prefix itself, so all agree on which partitions are characters'.
 func CharacterOfPartition(partition string) (characterID string, ok bool) {
 	id, ok := strings.CutPrefix(partition, CharacterPartitionPrefix)
 	return id, ok && id != ""
+}
+
+// ValidPartition reports whether partition may name a snapshot partition: a valid key
+// (ValidKey) other than the bare CharacterPartitionPrefix, which would look like a
+// character's partition and name none. Every other name that starts with the prefix
+// names its character (CharacterOfPartition).
+func ValidPartition(partition string) bool {
+	return ValidKey(partition) && partition != CharacterPartitionPrefix
 }

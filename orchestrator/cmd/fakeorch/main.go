@@ -36,18 +36,22 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
-// Config is the fake orchestrator's environment: the orchestrator's names, loopback
-// defaults, and a map instance the developer starts by hand.
+// Config is the fake orchestrator's environment: the orchestrator's own variables for
+// the control RPC (orchestrator.RPCConfig: the same names, rules and meanings), with
+// the defaults of a developer's machine (devDefaults), and what only the fake reads:
+// further maps to print credentials for, and a MapConfig file.
 type Config struct {
-	PublicAddr         string `env:"ORCH_PUBLIC_ADDR" envDefault:"127.0.0.1:8080" help:"join API listener"`
-	ControlAddr        string `env:"ORCH_CONTROL_ADDR" envDefault:"127.0.0.1:9000" help:"control RPC listener the map server registers with"`
-	Secret             string `env:"ORCH_INTERNAL_RPC_SECRET" help:"root secret; a random one is generated when empty (maps never get it: each gets its own printed credentials)"`
-	DefaultInstanceID  string `env:"ORCH_DEFAULT_INSTANCE_ID" envDefault:"dev-1" help:"instance that join tickets target (set the same MAP_INSTANCE_ID on the map)"`
-	DevInstances       string `env:"ORCH_DEV_INSTANCES" envDefault:"" help:"comma-separated further instance ids to print map credentials for (to run several maps, e.g. for transfers)"`
-	JoinTicketTTLMS    int    `env:"ORCH_JOIN_TICKET_TTL_MS" envDefault:"10000" help:"lifetime of a join ticket"`
-	TransferTokenTTLMS int    `env:"ORCH_TRANSFER_TOKEN_TTL_MS" envDefault:"10000" help:"lifetime of a transfer token"`
-	LogLevel           string `env:"ORCH_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
-	MapConfigFile      string `env:"ORCH_FAKE_MAP_CONFIG" help:"MapConfig JSON file sent to the map that registers as its instanceId (default: the map's template); benchmarks use it"`
+	orchestrator.RPCConfig
+	DevInstances  string `env:"ORCH_DEV_INSTANCES" envDefault:"" help:"comma-separated further instance ids to print map credentials for (to run several maps, e.g. for transfers)"`
+	MapConfigFile string `env:"ORCH_FAKE_MAP_CONFIG" help:"MapConfig JSON file sent to the map that registers as its instanceId (default: the map's template); benchmarks use it"`
+}
+
+// devDefaults are the fake's defaults where they differ from the orchestrator's: joins
+// on :8080, where a kit's edge would answer them, and a map instance the developer
+// starts by hand, dev-1. They are presets, so -h shows them and the environment
+// overrides them (envconf.Load).
+func devDefaults() Config {
+	return Config{RPCConfig: orchestrator.RPCConfig{PublicAddr: "127.0.0.1:8080", DefaultInstanceID: "dev-1"}}
 }
 
 // devInstances are the ids of ORCH_DEV_INSTANCES.
@@ -61,25 +65,16 @@ func (c *Config) devInstances() []string {
 	return ids
 }
 
-// Validate checks the values, naming the variable.
+// Validate checks the values, naming the variable: the orchestrator's rules, then the
+// fake's own.
 func (c *Config) Validate() error {
+	if err := c.RPCConfig.Validate(); err != nil {
+		return err
+	}
 	for _, id := range c.devInstances() {
 		if !record.ValidName(id) {
 			return fmt.Errorf("ORCH_DEV_INSTANCES: %q must be %s", id, record.IDRule)
 		}
-	}
-	if c.Secret != "" && len(c.Secret) < 16 {
-		return errors.New("ORCH_INTERNAL_RPC_SECRET: must be at least 16 characters")
-	}
-	if !record.ValidName(c.DefaultInstanceID) {
-		return fmt.Errorf("ORCH_DEFAULT_INSTANCE_ID=%q: must be %s", c.DefaultInstanceID, record.IDRule)
-	}
-	if c.JoinTicketTTLMS < 100 || c.TransferTokenTTLMS < 100 {
-		return errors.New("ORCH_JOIN_TICKET_TTL_MS and ORCH_TRANSFER_TOKEN_TTL_MS: must be at least 100")
-	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return fmt.Errorf("ORCH_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
 	}
 	return nil
 }
@@ -89,9 +84,11 @@ func main() {
 }
 
 func run(args, environ []string, stdout, stderr io.Writer) int {
-	var cfg Config
+	cfg := devDefaults()
 	cmd := envconf.Command{Name: "fakeorch", Title: "mapyard fake orchestrator " + orchestrator.Version,
-		Note: "Listeners are for this machine only; the database is a temporary file removed at exit."}
+		Note: "The ORCH_* variables are the orchestrator's own, with the defaults of a developer's machine.\n" +
+			"Listeners are for this machine only; the database is a temporary file removed at exit, and a\n" +
+			"generated secret is kept nowhere: each map gets the credentials printed for it."}
 	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
 		return code
 	}
@@ -159,8 +156,8 @@ func (m *Main) Run() (err error) {
 		}
 	}
 	m.Admission = admission.NewService(m.Root, m.DB, m.Maps, m.Config.DefaultInstanceID, m.Log)
-	m.Admission.JoinTTL = orchestrator.Ms(m.Config.JoinTicketTTLMS)
-	m.Admission.TransferTTL = orchestrator.Ms(m.Config.TransferTokenTTLMS)
+	m.Admission.JoinTTL = envconf.Ms(m.Config.JoinTicketTTLMS)
+	m.Admission.TransferTTL = envconf.Ms(m.Config.TransferTokenTTLMS)
 	if err := m.Admission.Open(); err != nil {
 		return err
 	}

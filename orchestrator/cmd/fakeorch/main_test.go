@@ -20,6 +20,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/fake"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -34,8 +35,8 @@ func TestFakeOrchestrator_MapAlone(t *testing.T) {
 		t.Fatalf("build map server: %v\n%s", err, out)
 	}
 	m := &Main{
-		Config: Config{PublicAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0", DefaultInstanceID: "dev-1",
-			JoinTicketTTLMS: 10000, TransferTokenTTLMS: 10000, LogLevel: "info"},
+		Config: Config{RPCConfig: orchestrator.RPCConfig{PublicAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0", DefaultInstanceID: "dev-1",
+			JoinTicketTTLMS: 10000, TransferTokenTTLMS: 10000, LogLevel: "info"}},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if err := m.Run(); err != nil {

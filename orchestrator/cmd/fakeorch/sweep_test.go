@@ -24,8 +24,8 @@ import (
 // character is free to join again, as with the real orchestrator.
 func TestFakeOrchestrator_AbortsExpiredTransfers(t *testing.T) {
 	m := &Main{
-		Config: Config{PublicAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0", DefaultInstanceID: "dev-1",
-			JoinTicketTTLMS: 10000, TransferTokenTTLMS: 100, LogLevel: "info"},
+		Config: Config{RPCConfig: orchestrator.RPCConfig{PublicAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0", DefaultInstanceID: "dev-1",
+			JoinTicketTTLMS: 10000, TransferTokenTTLMS: 100, LogLevel: "info"}},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if err := m.Run(); err != nil {
@@ -51,7 +51,7 @@ func TestFakeOrchestrator_AbortsExpiredTransfers(t *testing.T) {
 	testutil.PostJSON(t, m.HTTP.PublicURL()+public.PathJoin, "", ``, http.StatusOK, &j)
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathRedeem, mapCredential(t, m, "dev-1"), `{"instanceId":"dev-1","token":"`+j.Ticket+`"}`, http.StatusOK, &r)
-	req := fmt.Sprintf(`{"transferId":"tr-1","characterId":%q,"fromInstanceId":"dev-1","toInstanceId":"other-1","epoch":%d,"state":{}}`, r.CharacterID, r.Epoch)
+	req := fmt.Sprintf(`{"transferId":"tr-1","characterId":%q,"fromInstanceId":"dev-1","toInstanceId":"other-1","epoch":%d,"state":{"mapId":"default","x":1,"y":1}}`, r.CharacterID, r.Epoch)
 	var a mapcontract.TransferAnswer
 	testutil.PostJSON(t, m.HTTP.ControlURL()+mapcontract.PathRequestTransfer, mapCredential(t, m, "dev-1"), req, http.StatusOK, &a)
 

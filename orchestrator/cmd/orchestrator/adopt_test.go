@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
@@ -185,7 +186,7 @@ func poolContainers(t *testing.T, cli *client.Client, deployment string) []strin
 	list, err := cli.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", docker.LabelDeployment+"="+deployment),
 		filters.Arg("label", docker.LabelPool),
-		filters.Arg("name", "^/mapyard-"+supervise.PoolIDPrefix))})
+		filters.Arg("name", "^/mapyard-"+mapgen.PoolIDPrefix))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,13 +38,13 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/ratelimit"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/keys"
-	"github.com/mapyard/mapyard/orchestrator/ratelimit"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
@@ -145,7 +145,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.DB = sqlite.NewDB(cfg.DBPath)
-	m.DB.CheckpointInterval = orchestrator.Ms(cfg.CheckpointMS)
+	m.DB.CheckpointInterval = envconf.Ms(cfg.CheckpointMS)
 	m.DB.Logger = m.Log
 	m.DB.SaveAuditKeep = cfg.SaveAuditKeep
 	m.DB.Metrics = sqlite.NewMetrics(m.Registry)
@@ -192,11 +192,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Supervisor.Metrics = supervise.NewMetrics(m.Registry)
 	m.Admission = admission.NewService(root, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
 	m.Admission.DefaultMapID = cfg.DefaultMapID
-	m.Admission.JoinTTL = orchestrator.Ms(cfg.JoinTicketTTLMS)
-	m.Admission.TransferTTL = orchestrator.Ms(cfg.TransferTokenTTLMS)
+	m.Admission.JoinTTL = envconf.Ms(cfg.JoinTicketTTLMS)
+	m.Admission.TransferTTL = envconf.Ms(cfg.TransferTokenTTLMS)
 	m.Admission.MaxGuests = cfg.MaxGuests
 	m.Admission.MaxCharactersPerKey = cfg.MaxCharactersPerKey
-	m.Admission.SessionIdle = orchestrator.Ms(cfg.SessionIdleMS)
+	m.Admission.SessionIdle = envconf.Ms(cfg.SessionIdleMS)
 	m.Admission.Metrics = admission.NewMetrics(m.Registry)
 	if m.Admission.PreviousKeys, err = previousKeys(cfg.PreviousSecret, dir); err != nil {
 		return err
@@ -258,17 +258,17 @@ func supervisorOptions(cfg *orchestrator.Config) supervise.Options {
 		o.DefaultMapImage = t.Image
 	}
 	o.Policy = supervise.RestartPolicy{
-		Window:     orchestrator.Ms(cfg.MapRestartWindowMS),
+		Window:     envconf.Ms(cfg.MapRestartWindowMS),
 		Max:        cfg.MapRestartMaxInWindow,
-		Quarantine: orchestrator.Ms(cfg.MapQuarantineMS),
+		Quarantine: envconf.Ms(cfg.MapQuarantineMS),
 	}
-	o.HeartbeatTimeout = orchestrator.Ms(cfg.HeartbeatTimeoutMS)
-	o.ProbeInterval = orchestrator.Ms(cfg.MapProbeMS)
-	o.StartTimeout = orchestrator.Ms(cfg.MapStartTimeoutMS)
-	o.StopGrace = orchestrator.Ms(cfg.MapStopGraceMS)
-	o.OrphanGrace = orchestrator.Ms(cfg.MapOrphanGraceMS)
-	o.IdleStop = orchestrator.Ms(cfg.MapIdleStopMS)
-	o.Rehome = orchestrator.Ms(cfg.MapRehomeMS)
+	o.HeartbeatTimeout = envconf.Ms(cfg.HeartbeatTimeoutMS)
+	o.ProbeInterval = envconf.Ms(cfg.MapProbeMS)
+	o.StartTimeout = envconf.Ms(cfg.MapStartTimeoutMS)
+	o.StopGrace = envconf.Ms(cfg.MapStopGraceMS)
+	o.OrphanGrace = envconf.Ms(cfg.MapOrphanGraceMS)
+	o.IdleStop = envconf.Ms(cfg.MapIdleStopMS)
+	o.Rehome = envconf.Ms(cfg.MapRehomeMS)
 	o.PoolSize = cfg.WarmPoolSize
 	o.AllowFaultEnv = cfg.AllowFaultInjection
 	return o

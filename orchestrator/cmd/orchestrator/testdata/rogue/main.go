@@ -77,7 +77,7 @@ func main() {
 	call("register-as-victim", http.MethodPost, orch+mapcontract.PathMapReady, cred, mapcontract.MapReady{InstanceID: victim, MapID: "default", GamePort: 7000, ControlPort: 9100})
 	call("heartbeat-as-victim", http.MethodPost, orch+mapcontract.PathMapHeartbeat, cred, mapcontract.Heartbeat{InstanceID: victim})
 	call("redeem-for-victim", http.MethodPost, orch+mapcontract.PathRedeem, cred, mapcontract.RedeemRequest{InstanceID: victim, Token: forge(victim)})
-	snap := mapcontract.PersistSnapshot{InstanceID: self, Partition: record.CharacterPartitionPrefix + char, Revision: 1 << 40, Epoch: epoch,
+	snap := mapcontract.PersistSnapshot{InstanceID: self, Partition: record.CharacterPartition(char), Revision: 1 << 40, Epoch: epoch,
 		Envelope: record.NewSnapshotEnvelope("rogue", 1, time.Now().UnixMilli(), json.RawMessage(`{"mapId":"default","x":0,"y":0}`))}
 	call("snapshot-of-victims-character", http.MethodPost, orch+mapcontract.PathPersistSnapshot, cred, snap)
 	snap.InstanceID = victim

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/orchestrator/ratelimit"
+	"github.com/mapyard/mapyard/mapserver/kernel/ratelimit"
 )
 
 // clock is a settable test clock.
