@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,8 +133,13 @@ func DSN(path string, readOnly bool) string {
 		q.Add("_pragma", "synchronous(FULL)")
 		q.Add("_txlock", "immediate")
 	}
-	return "file:" + path + "?" + q.Encode()
+	return "file:" + uriPath.Replace(path) + "?" + q.Encode()
 }
+
+// uriPath escapes what a file: URI would otherwise read as its query or fragment (and
+// the escape character itself), so that a path with '?' or '#' in it names that file
+// and not another.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // Open opens the database file, creating it if needed, applies pending migrations,
 // rehydrates the snapshot cache from the last checkpoint and starts the writer and the
