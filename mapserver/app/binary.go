@@ -30,7 +30,7 @@ type Binary struct {
 
 // Run runs the map server until SIGTERM or SIGINT and returns the exit status: 0 for a
 // clean stop, 1 when it could not start. A game that panics ends the process with
-// Go's status 2 (loop.Loop logs the panic first).
+// Go's status 2 (tickloop.Loop logs the panic first).
 //
 // Fault injection (tests of the orchestrator's supervision only, off by default):
 // MAP_FAULT_EXIT_AFTER_MS=N makes the server exit with code 3 N ms after start,

@@ -26,8 +26,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapenv"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/listen"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/outbox"
+	"github.com/mapyard/mapyard/mapserver/tickloop"
 	"github.com/mapyard/mapyard/mapserver/ws"
 )
 
@@ -54,7 +54,7 @@ type Main struct {
 	Registry *prometheus.Registry
 	Orch     *mapcontract.Client
 	HTTP     *listen.Server
-	Loop     *loop.Loop
+	Loop     *tickloop.Loop
 	Link     *outbox.Link
 	Players  *ws.Server
 
@@ -96,10 +96,10 @@ func (m *Main) Open() error {
 	m.HTTP.ControlAddr = net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.ControlPort))
 	m.HTTP.HandleControl(httpkit.PathMetrics, promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 
-	m.Loop = loop.New(m.Orch, nil, cfg.TickHz, cfg.SnapshotHz, m.Log)
+	m.Loop = tickloop.New(m.Orch, nil, cfg.TickHz, cfg.SnapshotHz, m.Log)
 	m.Loop.ResumeTTL = cfg.ResumeTTL()
 	m.Loop.Items = m.Orch
-	m.Loop.Metrics = loop.NewMetrics(m.Registry)
+	m.Loop.Metrics = tickloop.NewMetrics(m.Registry)
 	m.Players = ws.NewServer(m.Loop, m.Log)
 	m.Players.AllowedOrigins = ws.ParseOrigins(cfg.AllowedOrigins)
 	m.Players.SendQueue = m.SendQueue
@@ -159,7 +159,7 @@ func (m *Main) start(r mapcontract.StartInstance, mc mapgen.MapConfig) {
 		m.world = w
 		m.mu.Unlock()
 		m.HTTP.SetWorldHash(w.Hash())
-		m.Loop.SetWorld(loop.World{Config: mc, Hash: w.Hash()}, g)
+		m.Loop.SetWorld(tickloop.World{Config: mc, Hash: w.Hash()}, g)
 		m.Log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
 	}()
 }

@@ -14,7 +14,7 @@ import (
 // under every game at once.
 func TestHouse_GamesKnowTheAPIOnly(t *testing.T) {
 	const m = "github.com/mapyard/mapyard/"
-	runtime := []string{"mapserver/loop", "mapserver/app", "mapserver/ws", "mapserver/outbox", "mapserver/listen", "mapserver/client"}
+	runtime := []string{"mapserver/tickloop", "mapserver/app", "mapserver/ws", "mapserver/outbox", "mapserver/listen", "mapserver/client"}
 	for _, pkg := range []string{"mapserver/gameapi", "mapserver/game", "mapserver/tag"} {
 		deps := testutil.GoList(t, ".", nil, "-deps", "-f", "{{.ImportPath}}", m+pkg)
 		if !slices.Contains(deps, m+"mapserver/sim") && pkg != "mapserver/gameapi" {

@@ -1,4 +1,4 @@
-package loop_test
+package tickloop_test
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
-	"github.com/mapyard/mapyard/mapserver/loop"
 	"github.com/mapyard/mapyard/mapserver/outbox"
+	"github.com/mapyard/mapyard/mapserver/tickloop"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/mapserver/ws"
 )
@@ -47,7 +47,7 @@ type fakeOrch struct {
 	away      bool
 }
 
-var _ loop.Link = (*fakeOrch)(nil)
+var _ tickloop.Link = (*fakeOrch)(nil)
 
 func (f *fakeOrch) Redeem(_ context.Context, r mapcontract.RedeemRequest) (*mapcontract.RedeemResult, error) {
 	f.mu.Lock()
@@ -124,7 +124,7 @@ func (f *fakeOrch) Pushed() []string {
 }
 
 type harness struct {
-	loop *loop.Loop
+	loop *tickloop.Loop
 	game *fakeGame
 	orch *fakeOrch
 	url  string
@@ -133,8 +133,8 @@ type harness struct {
 func newHarness(t *testing.T, tune func(*harness, *ws.Server)) *harness {
 	t.Helper()
 	h := &harness{game: newFakeGame(), orch: &fakeOrch{used: map[string]bool{}}}
-	h.loop = loop.New(h.orch, h.orch, 30, 15, slog.New(slog.DiscardHandler))
-	h.loop.Metrics = loop.NewMetrics(nil)
+	h.loop = tickloop.New(h.orch, h.orch, 30, 15, slog.New(slog.DiscardHandler))
+	h.loop.Metrics = tickloop.NewMetrics(nil)
 	srv := ws.NewServer(h.loop, nil)
 	if tune != nil {
 		tune(h, srv)
@@ -147,7 +147,7 @@ func newHarness(t *testing.T, tune func(*harness, *ws.Server)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.loop.SetWorld(loop.World{Config: cfg, Hash: "hash-1"}, h.game)
+	h.loop.SetWorld(tickloop.World{Config: cfg, Hash: "hash-1"}, h.game)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	h.url = "ws" + strings.TrimPrefix(ts.URL, "http")
@@ -312,7 +312,7 @@ func TestJoin_MoveAckFullThenDelta(t *testing.T) {
 		if s.X != 106 {
 			t.Fatalf("x %v: the duplicate seq 1 was applied", s.X)
 		}
-		if got := testutil.ToFloat64(h.loop.Metrics.Commands.WithLabelValues(loop.OutcomeDuplicate)); got != 1 {
+		if got := testutil.ToFloat64(h.loop.Metrics.Commands.WithLabelValues(tickloop.OutcomeDuplicate)); got != 1 {
 			t.Fatalf("duplicates counted %v, want 1", got)
 		}
 	})

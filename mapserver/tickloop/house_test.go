@@ -1,4 +1,4 @@
-package loop_test
+package tickloop_test
 
 import (
 	"go/ast"

@@ -1,4 +1,4 @@
-// Package loop is a map server's tick runtime: the one goroutine that owns the game
+// Package tickloop is a map server's tick runtime: the one goroutine that owns the game
 // state. It steps the simulation at a fixed rate (an accumulator with bounded catch-up),
 // takes connections' inputs from one channel (no lock on the hot path), builds each
 // client's snapshot after the step and hands it to the connection's bounded queue
@@ -11,7 +11,7 @@
 // The game the loop drives is a gameapi.Game, one interface whose every method but
 // Decode runs on the tick goroutine; the loop asks nothing else of it, and tells no
 // value it holds apart at run time (house_test.go).
-package loop
+package tickloop
 
 import (
 	"context"

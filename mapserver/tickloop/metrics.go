@@ -1,4 +1,4 @@
-package loop
+package tickloop
 
 import "github.com/prometheus/client_golang/prometheus"
 
