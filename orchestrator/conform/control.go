@@ -285,6 +285,18 @@ func (r *runner) healthBody(schema string, body []byte, wantInstance, wantMap st
 	return nil
 }
 
+// A controlRoute is one route a map serves the orchestrator, with the body a check
+// sends it.
+type controlRoute struct {
+	method, path string
+	body         []byte
+}
+
+// controlRoutes are the routes the credential checks call: both that a map serves.
+func (r *runner) controlRoutes() []controlRoute {
+	return []controlRoute{{http.MethodGet, mapcontract.PathHealth, nil}, {http.MethodPost, mapcontract.PathStartInstance, r.startBody(r.a)}}
+}
+
 // refusedCredential checks that both control routes refuse cred (none when "") with 401
 // and an error body.
 func (r *runner) refusedCredential(ctx context.Context, cred, what string) error {
@@ -292,10 +304,7 @@ func (r *runner) refusedCredential(ctx context.Context, cred, what string) error
 	if err != nil {
 		return err
 	}
-	for _, c := range []struct {
-		method, path string
-		body         []byte
-	}{{http.MethodGet, mapcontract.PathHealth, nil}, {http.MethodPost, mapcontract.PathStartInstance, r.startBody(r.a)}} {
+	for _, c := range r.controlRoutes() {
 		status, body, err := r.controlCall(ctx, inst.ControlPort, c.method, c.path, cred, c.body)
 		if err != nil {
 			return err
@@ -313,10 +322,7 @@ func (r *runner) checkCredentialAccepted(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range []struct {
-		method, path string
-		body         []byte
-	}{{http.MethodGet, mapcontract.PathHealth, nil}, {http.MethodPost, mapcontract.PathStartInstance, r.startBody(r.a)}} {
+	for _, c := range r.controlRoutes() {
 		status, body, err := r.controlCall(ctx, inst.ControlPort, c.method, c.path, cred, c.body)
 		if err != nil {
 			return err

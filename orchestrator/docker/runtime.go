@@ -213,14 +213,9 @@ func (r *Runtime) clearName(ctx context.Context, name, keep string) error {
 	if info.ContainerJSONBase == nil || info.ID == keep {
 		return nil
 	}
-	var labels map[string]string
-	if info.Config != nil {
-		labels = info.Config.Labels
-	}
-	if !Owns(r.Template.Deployment, labels) {
-		return fmt.Errorf("container name %q is held by container %s (%s), not a map of deployment %q: %w; "+
-			"it is left alone: remove or rename it, or give this kit another ORCH_DEPLOYMENT",
-			name, shortID(info.ID), ownerOf(labels), r.Template.Deployment, ErrNameTaken)
+	if err := r.foreign(info); err != nil {
+		return fmt.Errorf("container name %q is held by container %s: %w: %w; remove or rename it, or give this kit another ORCH_DEPLOYMENT",
+			name, shortID(info.ID), ErrNameTaken, err)
 	}
 	return r.remove(ctx, info.ID)
 }

@@ -76,19 +76,18 @@ type probe struct {
 // A timeRule is one rule of a probe round: the states it looks at, and what it does,
 // reporting whether it acted (which ends the instance's round). The caller holds s.mu.
 type timeRule struct {
-	name string
-	in   []orchestrator.InstanceState
-	act  func(s *Supervisor, in *instance, now time.Time, r *round) bool
+	in  []orchestrator.InstanceState
+	act func(s *Supervisor, in *instance, now time.Time, r *round) bool
 }
 
 // timeRules are the rules of a probe round, in the order they are tried.
 var timeRules = []timeRule{
-	{"heartbeat timeout", states(sReady), (*Supervisor).heartbeatTimeout},
-	{"idle stop", states(sReady), (*Supervisor).idleStop},
-	{"move off the pool", states(sReady), (*Supervisor).rehome},
-	{"health probe", states(sReady), (*Supervisor).dueProbe},
-	{"start timeout", states(sStarting, sRestarting), (*Supervisor).startTimeout},
-	{"quarantine over", states(sQuarantined), (*Supervisor).quarantineOver},
+	{states(sReady), (*Supervisor).heartbeatTimeout},
+	{states(sReady), (*Supervisor).idleStop},
+	{states(sReady), (*Supervisor).rehome},
+	{states(sReady), (*Supervisor).dueProbe},
+	{states(sStarting, sRestarting), (*Supervisor).startTimeout},
+	{states(sQuarantined), (*Supervisor).quarantineOver},
 }
 
 // heartbeatTimeout: a registered map that sent no heartbeat for HeartbeatTimeout is

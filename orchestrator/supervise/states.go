@@ -1,9 +1,7 @@
 package supervise
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/mapyard/mapyard/orchestrator"
 )
@@ -119,19 +117,4 @@ func (s *Supervisor) apply(in *instance, ev event, reason string) bool {
 	close(in.changed)
 	in.changed = make(chan struct{})
 	return true
-}
-
-// lifecycleTable renders the table as markdown rows (event | from | to), in the order
-// of the events' declaration, for the docs and their test.
-func lifecycleTable() string {
-	var b strings.Builder
-	for _, ev := range []event{evCreate, evStart, evRestart, evAdopt, evRegister, evHealthy, evHandOut, evUnhealthy, evQuarantine, evStop, evStopped, evImageMissing} {
-		st := lifecycle[ev]
-		from := make([]string, len(st.from))
-		for i, f := range st.from {
-			from[i] = "`" + string(f) + "`"
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` |\n", ev, strings.Join(from, ", "), st.to)
-	}
-	return b.String()
 }

@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -66,4 +67,19 @@ func TestLifecycle_RefusesWhatTheTableLacks(t *testing.T) {
 		t.Fatalf("refused changes counted %v, want 1", n)
 	}
 	r.Metrics.RefusedTransitions.Reset() // counted on purpose: the rig's check is for rules
+}
+
+// lifecycleTable renders the table as markdown rows (event | from | to), in the order
+// of the events' declaration, for the docs and their test.
+func lifecycleTable() string {
+	var b strings.Builder
+	for _, ev := range []event{evCreate, evStart, evRestart, evAdopt, evRegister, evHealthy, evHandOut, evUnhealthy, evQuarantine, evStop, evStopped, evImageMissing} {
+		st := lifecycle[ev]
+		from := make([]string, len(st.from))
+		for i, f := range st.from {
+			from[i] = "`" + string(f) + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` |\n", ev, strings.Join(from, ", "), st.to)
+	}
+	return b.String()
 }
