@@ -27,6 +27,13 @@ const (
 	// log — so the instance stays here until an operator restarts it (or the
 	// orchestrator starts again), and joins and transfers to it fail at once.
 	StateImageMissing InstanceState = "image_missing"
+	// StateConfigRefused: the map's game refused the instance's MapConfig (its
+	// start-instance answered map_config_refused); the reason carries the game's
+	// message. Like image_missing it is not retried: the same image refuses the same
+	// config again. An admin create that ends here is undone and answered 400; an
+	// instance found here later (its template changed, or its image) stays until an
+	// operator restarts it.
+	StateConfigRefused InstanceState = "config_refused"
 )
 
 // Instance is one running (or wanted) map: the unit the orchestrator supervises and
@@ -148,6 +155,11 @@ type Maps interface {
 	// apierr.EIMAGENOTALLOWED (the host does not allow its image; nothing is created),
 	// apierr.ECONFLICT (the id exists).
 	Create(ctx context.Context, r CreateInstance) (Instance, error)
+
+	// Settle waits, a bounded time, for a created instance's start to end and returns
+	// it as it is then. Error codes: apierr.ENOTFOUND, apierr.EMAPCONFIGREFUSED (the
+	// map's game refused its config: the instance was undone and is gone).
+	Settle(ctx context.Context, instanceID string) (Instance, error)
 
 	// Restart replaces the instance's container; it is not counted as a crash. Error
 	// codes: apierr.ENOTFOUND, apierr.ECONFLICT (another start or stop is in progress).

@@ -20,6 +20,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/gameapi"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
@@ -60,7 +61,6 @@ type Main struct {
 
 	mu        sync.Mutex
 	world     *mapgen.World
-	generated chan struct{}
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -82,7 +82,6 @@ func (m *Main) Open() error {
 		m.Log.Warn("fault injection: the game panics at a tick", "tick", cfg.FaultPanicAtTick)
 		m.NewGame = panicAt(m.NewGame, cfg.FaultPanicAtTick)
 	}
-	m.generated = make(chan struct{})
 	m.Registry = prometheus.NewRegistry()
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Orch = mapcontract.NewClient(cfg.OrchURL, cfg.Credential)
@@ -131,37 +130,39 @@ func (m *Main) Open() error {
 	return nil
 }
 
-// start is called once the orchestrator names the instance: the link registers under
-// it, and the world is generated off the request path (a warm-pool handout answers at
-// once; the world is ready within milliseconds, before a player can arrive).
-func (m *Main) start(r mapcontract.StartInstance, mc mapgen.MapConfig) {
+// start is called once the orchestrator names the instance: the world is generated and
+// the game built from the config inside the request (milliseconds), so that a config
+// the game cannot run is refused to the orchestrator with the game's reason
+// (map_config_refused) and the server stays free; only then does the link register
+// under the instance and the loop take the world.
+func (m *Main) start(r mapcontract.StartInstance, mc mapgen.MapConfig) error {
+	begin := time.Now()
+	w, err := mapgen.Generate(mc)
+	if err != nil {
+		return apierr.Errorf(apierr.EMAPCONFIGREFUSED, "generate the world of %q: %v", r.InstanceID, err)
+	}
+	g, err := m.NewGame(gameapi.Setup{
+		Config: mc, World: w, TickHz: m.Config.TickHz, SnapshotHz: m.Config.SnapshotHz,
+		Orchestrator: m.Orch, Context: context.Background(), Log: m.Log,
+	})
+	if err != nil {
+		msg := err.Error()
+		if e := (*apierr.Error)(nil); errors.As(err, &e) {
+			msg = e.Message
+		}
+		return apierr.Errorf(apierr.EMAPCONFIGREFUSED, "the game refused the config of %q: %s", r.InstanceID, msg)
+	}
 	if m.Identity != nil {
 		m.Identity.Set(r.InstanceID, r.MapID)
 	}
 	m.Link.Rebind(r.InstanceID, r.MapID)
-	go func() {
-		defer close(m.generated)
-		start := time.Now()
-		w, err := mapgen.Generate(mc)
-		if err != nil {
-			m.Log.Error("generate world", "err", err)
-			return
-		}
-		g, err := m.NewGame(gameapi.Setup{
-			Config: mc, World: w, TickHz: m.Config.TickHz, SnapshotHz: m.Config.SnapshotHz,
-			Orchestrator: m.Orch, Context: context.Background(), Log: m.Log,
-		})
-		if err != nil {
-			m.Log.Error("build game", "err", err)
-			return
-		}
-		m.mu.Lock()
-		m.world = w
-		m.mu.Unlock()
-		m.HTTP.SetWorldHash(w.Hash())
-		m.Loop.SetWorld(tickloop.World{Config: mc, Hash: w.Hash()}, g)
-		m.Log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(start).Milliseconds())
-	}()
+	m.mu.Lock()
+	m.world = w
+	m.mu.Unlock()
+	m.HTTP.SetWorldHash(w.Hash())
+	m.Loop.SetWorld(tickloop.World{Config: mc, Hash: w.Hash()}, g)
+	m.Log.Info("world generated", "worldHash", w.Hash(), "seed", mc.Seed, "tookMs", time.Since(begin).Milliseconds())
+	return nil
 }
 
 // World returns the generated world, or nil before it exists.

@@ -85,9 +85,10 @@ type Game interface {
 }
 
 // New builds the game of one map instance. The kit calls it once, as soon as the
-// orchestrator names the instance and the world is generated from its config; an
-// error leaves the map without a game (joins are refused with map_unavailable) and is
-// logged with the game's message.
+// orchestrator names the instance and the world is generated from its config, inside
+// the orchestrator's start-instance request: an error refuses the config (400
+// map_config_refused, with the error's message as the reason the host reads), the map
+// stays free, and the orchestrator keeps the instance out of play (config_refused).
 type New func(s Setup) (Game, error)
 
 // Setup is what the kit hands a game it builds.

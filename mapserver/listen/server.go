@@ -6,6 +6,7 @@ package listen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,11 +38,15 @@ type Server struct {
 	Blank bool
 	// FailHealth is fault injection for tests only: /health answers 503.
 	FailHealth bool
-	// OnStart is called (outside any lock) when /control/start-instance assigns the
-	// server its instance for the first time, with the resolved MapConfig, so the link
-	// can register under it and the world can be generated.
-	OnStart func(mapcontract.StartInstance, mapgen.MapConfig)
+	// OnStart is called (outside s.mu) when /control/start-instance assigns the server
+	// its instance for the first time, with the resolved MapConfig: it builds the
+	// world and the game, and only when it returns nil is the instance taken. An
+	// error is answered to the orchestrator (an *apierr.Error as it is, anything else
+	// as map_config_refused) and the server stays free for another start.
+	OnStart func(mapcontract.StartInstance, mapgen.MapConfig) error
 
+	// startMu makes starts one at a time: the world is built inside the request.
+	startMu sync.Mutex
 	mu      sync.Mutex
 	health  Health
 	started *mapcontract.StartInstance
@@ -121,6 +126,8 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 	if err != nil {
 		return apierr.Errorf(apierr.EBADREQUEST, "map config: %v", err)
 	}
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
 	s.mu.Lock()
 	switch {
 	case s.started != nil && s.started.InstanceID == r.InstanceID:
@@ -131,14 +138,23 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 		s.mu.Unlock()
 		return apierr.Errorf(apierr.ECONFLICT, "this map server runs instance %q", cur)
 	}
+	s.mu.Unlock()
+	if s.OnStart != nil {
+		if err := s.OnStart(r, cfg); err != nil {
+			s.Log.Error("instance refused", "startedInstance", r.InstanceID, "startedMap", r.MapID, "err", err)
+			var e *apierr.Error
+			if errors.As(err, &e) {
+				return e
+			}
+			return apierr.Errorf(apierr.EMAPCONFIGREFUSED, "%v", err)
+		}
+	}
+	s.mu.Lock()
 	s.started = &r
 	s.health.InstanceID, s.health.MapID = r.InstanceID, r.MapID
 	h := s.health
 	s.mu.Unlock()
 	s.Log.Info("instance started", "startedInstance", r.InstanceID, "startedMap", r.MapID, "configBytes", len(r.Config))
-	if s.OnStart != nil {
-		s.OnStart(r, cfg)
-	}
 	return c.JSON(http.StatusOK, h)
 }
 

@@ -3,10 +3,12 @@ package listen_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +73,13 @@ func TestServer_StartInstance(t *testing.T) {
 		s := listen.NewServer(secret, listen.Health{Status: "ok", InstanceID: "frontier-9", MapID: "frontier"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.GameAddr, s.ControlAddr, s.Blank = "127.0.0.1:0", "127.0.0.1:0", blank
 		var got []mapgen.MapConfig
-		s.OnStart = func(r mapcontract.StartInstance, c mapgen.MapConfig) { got = append(got, c) }
+		s.OnStart = func(r mapcontract.StartInstance, c mapgen.MapConfig) error {
+			if c.Seed == 666 {
+				return errors.New("this game does not run seed 666")
+			}
+			got = append(got, c)
+			return nil
+		}
 		if err := s.Open(); err != nil {
 			t.Fatal(err)
 		}
@@ -126,6 +134,24 @@ func TestServer_StartInstance(t *testing.T) {
 		// Refused configs leave the blank server free for a good one.
 		if err := mc.StartInstance(ctx, url, secret, mapcontract.StartInstance{InstanceID: "frontier-2", MapID: "frontier"}); err != nil {
 			t.Fatal(err)
+		}
+	})
+	// A config the game cannot run is refused with the game's reason, and the server
+	// stays free: it has no instance, and a good start after it is taken.
+	t.Run("ErrMapConfigRefused", func(t *testing.T) {
+		s, url, got := open(t, true)
+		cfg := mapgen.Default()
+		cfg.InstanceID, cfg.Seed = "a-1", 666
+		raw, _ := json.Marshal(cfg)
+		err := mc.StartInstance(ctx, url, secret, mapcontract.StartInstance{InstanceID: "a-1", MapID: "default", Config: raw})
+		if apierr.Code(err) != apierr.EMAPCONFIGREFUSED || !strings.Contains(apierr.Message(err), "does not run seed 666") {
+			t.Fatalf("refused config: %v, want map_config_refused with the game's reason", err)
+		}
+		if s.Started() != nil || s.Health().InstanceID == "a-1" {
+			t.Fatalf("a refused start took the instance: %+v", s.Health())
+		}
+		if err := mc.StartInstance(ctx, url, secret, mapcontract.StartInstance{InstanceID: "frontier-2", MapID: "frontier"}); err != nil || len(*got) != 1 {
+			t.Fatalf("a good start after a refused one: %v, %d starts", err, len(*got))
 		}
 	})
 	t.Run("FaultFailHealth", func(t *testing.T) {

@@ -86,9 +86,16 @@ type player struct {
 
 var _ gameapi.Game = (*Game)(nil)
 
+// MaxArena is the largest side of an arena, in metres: tag is a game of players who
+// find each other, and New refuses a config for a larger one.
+const MaxArena = 400
+
 // New is the game API's constructor of a tag arena: the kit's movement over the world,
 // no NPCs, and a base at each quarter of the map on open ground.
 func New(s gameapi.Setup) (gameapi.Game, error) {
+	if b := s.Config.Bounds; b.Width > MaxArena || b.Height > MaxArena {
+		return nil, fmt.Errorf("a tag arena is at most %d m on a side, small enough for players to find each other; this config asks for %d x %d m", MaxArena, b.Width, b.Height)
+	}
 	st, err := sim.New(s.World, sim.Options{TickHz: s.TickHz, Seed: s.Config.Seed})
 	if err != nil {
 		return nil, fmt.Errorf("tag arena %q: %w", s.Config.MapID, err)

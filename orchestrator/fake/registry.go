@@ -166,6 +166,11 @@ func (r *Registry) Create(ctx context.Context, c orchestrator.CreateInstance) (o
 	return orchestrator.Instance{}, errNoDocker
 }
 
+// Settle is not available without Docker: nothing was created.
+func (r *Registry) Settle(ctx context.Context, id string) (orchestrator.Instance, error) {
+	return orchestrator.Instance{}, errNoDocker
+}
+
 // Restart is not available without Docker.
 func (r *Registry) Restart(ctx context.Context, id string) error { return errNoDocker }
 

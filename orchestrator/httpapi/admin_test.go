@@ -25,6 +25,10 @@ func (m *creatingMaps) Create(_ context.Context, r orchestrator.CreateInstance) 
 	return orchestrator.Instance{ID: r.InstanceID, MapID: r.MapID, State: orchestrator.StateStarting}, nil
 }
 
+func (m *creatingMaps) Settle(_ context.Context, id string) (orchestrator.Instance, error) {
+	return orchestrator.Instance{ID: id, State: orchestrator.StateReady}, nil
+}
+
 // TestAdminCreateCompletesPartialConfig checks the README's example: a config holding
 // only a seed is completed from the map's template defaults, answered 201, and the
 // instance is created with the full config the map server reads as it is.

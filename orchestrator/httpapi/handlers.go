@@ -56,8 +56,11 @@ func (s *Server) handleHeartbeat(c echo.Context) error {
 	return c.JSON(http.StatusOK, mapcontract.HeartbeatAnswer{Registered: s.Maps.Heartbeat(h.InstanceID, h.Players)})
 }
 
-// handleAdminCreate creates a map instance at runtime from a MapConfig and starts it;
-// 201 with the instance (state "starting"). Its image is the request's "image", else
+// handleAdminCreate creates a map instance at runtime from a MapConfig, starts it and
+// waits for the start's outcome: 201 with the instance (state "ready", or
+// "image_missing", or "starting" when the start outlasts ORCH_MAP_START_TIMEOUT_MS);
+// 400 map_config_refused with the game's reason when the map's game refused the
+// config, and then nothing is kept. Its image is the request's "image", else
 // the one its config or its map's template names, else the host's default; one the
 // host does not allow is 400 image_not_allowed and nothing is created.
 func (s *Server) handleAdminCreate(c echo.Context) error {
@@ -95,7 +98,10 @@ func (s *Server) handleAdminCreate(c echo.Context) error {
 		}
 	}
 	r.Cold = true
-	inst, err := s.Maps.Create(c.Request().Context(), r)
+	if _, err := s.Maps.Create(c.Request().Context(), r); err != nil {
+		return err
+	}
+	inst, err := s.Maps.Settle(c.Request().Context(), r.InstanceID)
 	if err != nil {
 		return err
 	}

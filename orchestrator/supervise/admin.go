@@ -14,9 +14,11 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
-// Create adds a wanted instance and starts it. An image the host does not allow is
-// refused (EIMAGENOTALLOWED) before anything is recorded or started; one the engine
-// does not have is found by the start, and the instance goes to image_missing.
+// Create adds a wanted instance and starts it; Settle waits for the start's outcome.
+// An image the host does not allow is refused (EIMAGENOTALLOWED) before
+// anything is recorded or started; one the engine does not have is found by the start,
+// and the instance goes to image_missing; a config the map's game refuses undoes the
+// create (EMAPCONFIGREFUSED, with the game's reason).
 func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
 	if !record.ValidName(r.InstanceID) || mapgen.IsPoolID(r.InstanceID) {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.EBADREQUEST, "instanceId %q must be %s and not start with %q", r.InstanceID, record.IDRule, mapgen.PoolIDPrefix)
@@ -51,15 +53,93 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 
 	err := s.persist(ctx, w)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.idle(in)
 	if err != nil {
 		delete(s.instances, r.InstanceID)
 		s.Metrics.setState(in.Image, in.State, "")
+		s.mu.Unlock()
 		return orchestrator.Instance{}, err
 	}
 	s.spawn(in, evCreate, "created")
-	return in.Instance, nil
+	out := in.Instance
+	s.mu.Unlock()
+	return out, nil
+}
+
+// Settle waits (bounded by ctx and StartTimeout) for a just created instance's start
+// to end and returns the instance as it is then: ready, image_missing, or still
+// starting when the start outlasts the wait. A map whose game refused its config is
+// undone, its wanted row and the instance forgotten, and the game's reason returned
+// (EMAPCONFIGREFUSED): the operator sees why at once, instead of a map that never
+// becomes ready. Admin create calls it after Create.
+func (s *Supervisor) Settle(ctx context.Context, instanceID string) (orchestrator.Instance, error) {
+	s.mu.Lock()
+	in, ok := s.instances[instanceID]
+	if !ok {
+		s.mu.Unlock()
+		return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no map instance %q", instanceID)
+	}
+	return s.settle(ctx, in)
+}
+
+// settle is Settle for in. The caller holds s.mu; settle releases it.
+func (s *Supervisor) settle(ctx context.Context, in *instance) (orchestrator.Instance, error) {
+	timer := time.NewTimer(s.StartTimeout)
+	defer timer.Stop()
+	for {
+		switch st := in.State; {
+		case st == orchestrator.StateConfigRefused:
+			return s.undo(ctx, in)
+		case st != orchestrator.StateStarting && st != orchestrator.StateRestarting:
+			out := in.Instance
+			s.mu.Unlock()
+			return out, nil
+		}
+		ch := in.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+			s.mu.Lock()
+		case <-ctx.Done():
+			return s.Instance(in.ID)
+		case <-s.ctx.Done():
+			return s.Instance(in.ID)
+		case <-timer.C:
+			return s.Instance(in.ID)
+		}
+	}
+}
+
+// undo forgets a created instance its map refused: it waits for its container to be
+// removed, then deletes its wanted row and the instance. The caller holds s.mu; undo
+// releases it.
+func (s *Supervisor) undo(ctx context.Context, in *instance) (orchestrator.Instance, error) {
+	reason := in.Reason
+	for in.busy {
+		ch := in.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return orchestrator.Instance{}, apierr.Errorf(apierr.EMAPCONFIGREFUSED, "%s", reason)
+		}
+		s.mu.Lock()
+	}
+	if in.ContainerID != "" {
+		// Its container could not be removed: keep the instance, config_refused, so
+		// an operator sees it (and a stop or restart clears it).
+		s.mu.Unlock()
+		return orchestrator.Instance{}, apierr.Errorf(apierr.EMAPCONFIGREFUSED, "%s", reason)
+	}
+	delete(s.instances, in.ID)
+	s.Metrics.setState(in.Image, in.State, "")
+	s.mu.Unlock()
+	if s.Store != nil {
+		if err := s.Store.DeleteInstance(context.WithoutCancel(ctx), in.ID); err != nil {
+			s.Log.Error("forget a refused map instance", "instance", in.ID, "err", err)
+		}
+	}
+	return orchestrator.Instance{}, apierr.Errorf(apierr.EMAPCONFIGREFUSED, "%s", reason)
 }
 
 // Restart replaces the instance's container. An operator's restart is not a crash: it

@@ -34,6 +34,9 @@ type fakeRuntime struct {
 	// missing holds the images the engine does not have: Start of one fails with
 	// ErrImageMissing, as Docker's create does.
 	missing map[string]bool
+	// refuse, when set, is the game's reason every start-instance is refused with
+	// (map_config_refused).
+	refuse string
 }
 
 // fakeContainer is one container of fakeRuntime; runs is the instance its map says it
@@ -247,6 +250,9 @@ func (f *fakeRuntime) StartInstance(_ context.Context, url, cred string, r mapco
 	}
 	if c.refuses(cred) {
 		return errUnauthorized
+	}
+	if f.refuse != "" {
+		return apierr.Errorf(apierr.EMAPCONFIGREFUSED, "%s", f.refuse)
 	}
 	c.runs = r.InstanceID
 	f.starts = append(f.starts, r)

@@ -35,6 +35,9 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 		return fmt.Errorf("map-ready %q: %w", r.InstanceID, err)
 	}
 	if err := s.RPC.StartInstance(ctx, controlURL(ports.Control), cred, start); err != nil {
+		if code := apierr.Code(err); code == apierr.EMAPCONFIGREFUSED || code == apierr.EBADREQUEST {
+			s.refused(in, cid, apierr.Message(err))
+		}
 		return fmt.Errorf("map-ready %q: start-instance: %w", r.InstanceID, err)
 	}
 
@@ -53,6 +56,40 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 		s.apply(in, evRegister, "map registered")
 	}
 	return nil
+}
+
+// refused handles a map whose game refused its MapConfig: the instance goes to
+// config_refused with the game's message, and its container, which would refuse the
+// same config again, is stopped and removed. Nothing is retried.
+func (s *Supervisor) refused(in *instance, cid, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in.ContainerID != cid || in.busy {
+		return // replaced or being replaced meanwhile: the newer container decides
+	}
+	in.Registered = false
+	if !s.apply(in, evConfigRefused, "the map refused its config: "+msg) {
+		return
+	}
+	s.Log.Error("map refused its config", "instance", in.ID, "image", in.Image, "reason", msg)
+	in.busy, in.expectExit = true, cid
+	s.group.Go(func() error {
+		ctx, cancel := context.WithTimeout(s.ctx, s.StopGrace+10*time.Second)
+		defer cancel()
+		_, err := s.Runtime.Stop(ctx, cid, s.StopGrace)
+		if err == nil {
+			err = s.Runtime.Remove(ctx, cid)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err != nil {
+			s.Log.Warn("remove the container of a refused config", "instance", in.ID, "container", shortID(cid), "err", err)
+		} else if in.ContainerID == cid {
+			in.ContainerID, in.GamePort, in.ControlPort, in.GameAddr, in.ports = "", 0, 0, "", Ports{}
+		}
+		s.idle(in)
+		return nil
+	})
 }
 
 // startRequest is the /control/start-instance that tells in's map what it runs: its
@@ -152,7 +189,7 @@ func (s *Supervisor) gateLocked(in *instance) error {
 	case orchestrator.StateQuarantined:
 		return apierr.Errorf(apierr.EMAPQUARANTINED,
 			"map instance %q keeps failing and is quarantined until %s", in.ID, in.until.UTC().Format(time.RFC3339))
-	case orchestrator.StateImageMissing:
+	case orchestrator.StateImageMissing, orchestrator.StateConfigRefused:
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q cannot start (%s): %s", in.ID, in.State, in.Reason)
 	default:
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is %s", in.ID, in.State)
@@ -182,7 +219,7 @@ func (s *Supervisor) Acquire(ctx context.Context, instanceID string) (orchestrat
 			out := in.Instance
 			s.mu.Unlock()
 			return out, nil
-		case apierr.Code(err) == apierr.EMAPQUARANTINED, in.State == orchestrator.StateImageMissing:
+		case apierr.Code(err) == apierr.EMAPQUARANTINED, in.State == orchestrator.StateImageMissing, in.State == orchestrator.StateConfigRefused:
 			s.mu.Unlock()
 			return orchestrator.Instance{}, err
 		case in.State == orchestrator.StateStopped && !in.busy:

@@ -490,3 +490,48 @@ func TestRules_RestartsOutliveTheSupervisor(t *testing.T) {
 	next.rt.exit(next.state("d-1").ContainerID, Exit{Code: 3})
 	next.waitFor(t, "the third restart", func() bool { return next.state("d-1").Restarts == 3 })
 }
+
+// TestRules_ConfigRefusedUndoesCreate: a map whose game refuses its config at
+// start-instance goes to config_refused with the game's reason, its container is
+// removed and nothing restarts it; the admin create waiting in Settle gets
+// map_config_refused and the instance and its wanted row are gone.
+func TestRules_ConfigRefusedUndoesCreate(t *testing.T) {
+	r := newRig(t, nil)
+	r.ready(t, "d-1")
+	ctx := context.Background()
+	if _, err := r.Create(ctx, orchestrator.CreateInstance{InstanceID: "b-1", MapID: "frontier", Cold: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.settle(t)
+	settled := make(chan error, 1)
+	go func() {
+		_, err := r.Settle(ctx, "b-1")
+		settled <- err
+	}()
+	r.rt.mu.Lock()
+	r.rt.refuse = "a tag arena is at most 400 m on a side"
+	r.rt.mu.Unlock()
+	cid := r.state("b-1").ContainerID
+	if err := r.MapReady(ctx, orchestrator.MapRegistration{InstanceID: "b-1"}); apierr.Code(err) != apierr.EMAPCONFIGREFUSED {
+		t.Fatalf("map-ready of a refused start: %v", err)
+	}
+	err := <-settled
+	if apierr.Code(err) != apierr.EMAPCONFIGREFUSED || !strings.Contains(apierr.Message(err), "at most 400 m") {
+		t.Fatalf("settle: %v, want map_config_refused with the game's reason", err)
+	}
+	if _, err := r.Instance("b-1"); apierr.Code(err) != apierr.ENOTFOUND {
+		t.Fatalf("the refused instance is still known: %v", err)
+	}
+	if r.rt.exists(cid) {
+		t.Fatalf("the refused map's container %s is left", cid)
+	}
+	w, _ := r.store.ListInstances(ctx)
+	for _, wi := range w {
+		if wi.ID == "b-1" {
+			t.Fatalf("the refused instance's wanted row is left: %+v", wi)
+		}
+	}
+	if !r.saw("b-1 starting->config_refused") && !r.saw("config_refused") {
+		t.Fatalf("no transition to config_refused: %v", r.transitions)
+	}
+}

@@ -44,6 +44,9 @@ const (
 	// evImageMissing: the instance's image cannot run (the engine lacks it, or the
 	// host no longer allows it).
 	evImageMissing event = "image_missing"
+	// evConfigRefused: the map's game refused the instance's MapConfig at
+	// start-instance.
+	evConfigRefused event = "config_refused"
 )
 
 // A step is one row of the table: where an event may happen and where it leads.
@@ -61,23 +64,25 @@ const (
 	sStopping     = orchestrator.StateStopping
 	sStopped      = orchestrator.StateStopped
 	sImageMissing = orchestrator.StateImageMissing
+	sRefused      = orchestrator.StateConfigRefused
 )
 
 // lifecycle is the table. docs/supervision.md draws it; TestLifecycle_Table keeps the
 // two and the states of package orchestrator in step.
 var lifecycle = map[event]step{
-	evCreate:       {from: states(sStopped), to: sStarting},
-	evStart:        {from: states(sStopped, sQuarantined), to: sStarting},
-	evRestart:      {from: states(sStopped, sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sImageMissing), to: sRestarting},
-	evAdopt:        {from: states(sStopped), to: sStarting},
-	evRegister:     {from: states(sStarting, sRestarting, sReady), to: sReady},
-	evHealthy:      {from: states(sStarting, sReady), to: sReady},
-	evHandOut:      {from: states(sStarting, sRestarting), to: sReady},
-	evUnhealthy:    {from: states(sStarting, sRestarting, sReady), to: sUnhealthy},
-	evQuarantine:   {from: states(sStarting, sRestarting, sReady, sUnhealthy), to: sQuarantined},
-	evStop:         {from: states(sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sImageMissing), to: sStopping},
-	evStopped:      {from: states(sStopping, sStarting, sReady, sUnhealthy, sRestarting), to: sStopped},
-	evImageMissing: {from: states(sStarting, sRestarting), to: sImageMissing},
+	evCreate:        {from: states(sStopped), to: sStarting},
+	evStart:         {from: states(sStopped, sQuarantined), to: sStarting},
+	evRestart:       {from: states(sStopped, sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sImageMissing, sRefused), to: sRestarting},
+	evAdopt:         {from: states(sStopped), to: sStarting},
+	evRegister:      {from: states(sStarting, sRestarting, sReady), to: sReady},
+	evHealthy:       {from: states(sStarting, sReady), to: sReady},
+	evHandOut:       {from: states(sStarting, sRestarting), to: sReady},
+	evUnhealthy:     {from: states(sStarting, sRestarting, sReady), to: sUnhealthy},
+	evQuarantine:    {from: states(sStarting, sRestarting, sReady, sUnhealthy), to: sQuarantined},
+	evStop:          {from: states(sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sImageMissing, sRefused), to: sStopping},
+	evStopped:       {from: states(sStopping, sStarting, sReady, sUnhealthy, sRestarting), to: sStopped},
+	evImageMissing:  {from: states(sStarting, sRestarting), to: sImageMissing},
+	evConfigRefused: {from: states(sStarting, sRestarting), to: sRefused},
 }
 
 func states(s ...orchestrator.InstanceState) []orchestrator.InstanceState { return s }

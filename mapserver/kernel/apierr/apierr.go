@@ -72,6 +72,10 @@ const (
 	// EIMAGENOTALLOWED refuses a map whose container image the host does not allow
 	// (ORCH_MAP_IMAGES, plus ORCH_MAP_IMAGE): nothing is created or started.
 	EIMAGENOTALLOWED = "image_not_allowed"
+	// EMAPCONFIGREFUSED is a map's answer to a start-instance whose MapConfig its game
+	// cannot run (its world or its game fails to build from it), with the game's own
+	// reason; an admin create of such a map gets it back and nothing is kept.
+	EMAPCONFIGREFUSED = "map_config_refused"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;
@@ -119,27 +123,28 @@ func Message(err error) string {
 
 // statuses maps error codes to HTTP statuses; codes not listed are 500.
 var statuses = map[string]int{
-	EBADREQUEST:      http.StatusBadRequest,
-	EIMAGENOTALLOWED: http.StatusBadRequest,
-	EINVALIDENVELOPE: http.StatusBadRequest,
-	EHASHMISMATCH:    http.StatusBadRequest,
-	ESCHEMAVERSION:   http.StatusBadRequest,
-	EUNAUTHORIZED:    http.StatusUnauthorized,
-	EFORBIDDEN:       http.StatusForbidden,
-	ERATELIMITED:     http.StatusTooManyRequests,
-	ECAPACITY:        http.StatusServiceUnavailable,
-	ETICKETINVALID:   http.StatusUnauthorized,
-	ETICKETEXPIRED:   http.StatusUnauthorized,
-	ETICKETUSED:      http.StatusConflict,
-	EWRONGMAP:        http.StatusConflict,
-	ECONFLICT:        http.StatusConflict,
-	ENOTFOUND:        http.StatusNotFound,
-	EITEMNOTFOUND:    http.StatusNotFound,
-	ETOOLARGE:        http.StatusRequestEntityTooLarge,
-	EMAPQUARANTINED:  http.StatusServiceUnavailable,
-	EMAPUNAVAILABLE:  http.StatusServiceUnavailable,
-	EUNAVAILABLE:     http.StatusServiceUnavailable,
-	ENOTIMPLEMENTED:  http.StatusNotImplemented,
+	EBADREQUEST:       http.StatusBadRequest,
+	EIMAGENOTALLOWED:  http.StatusBadRequest,
+	EMAPCONFIGREFUSED: http.StatusBadRequest,
+	EINVALIDENVELOPE:  http.StatusBadRequest,
+	EHASHMISMATCH:     http.StatusBadRequest,
+	ESCHEMAVERSION:    http.StatusBadRequest,
+	EUNAUTHORIZED:     http.StatusUnauthorized,
+	EFORBIDDEN:        http.StatusForbidden,
+	ERATELIMITED:      http.StatusTooManyRequests,
+	ECAPACITY:         http.StatusServiceUnavailable,
+	ETICKETINVALID:    http.StatusUnauthorized,
+	ETICKETEXPIRED:    http.StatusUnauthorized,
+	ETICKETUSED:       http.StatusConflict,
+	EWRONGMAP:         http.StatusConflict,
+	ECONFLICT:         http.StatusConflict,
+	ENOTFOUND:         http.StatusNotFound,
+	EITEMNOTFOUND:     http.StatusNotFound,
+	ETOOLARGE:         http.StatusRequestEntityTooLarge,
+	EMAPQUARANTINED:   http.StatusServiceUnavailable,
+	EMAPUNAVAILABLE:   http.StatusServiceUnavailable,
+	EUNAVAILABLE:      http.StatusServiceUnavailable,
+	ENOTIMPLEMENTED:   http.StatusNotImplemented,
 
 	ECHARACTERLIMIT:    http.StatusConflict,
 	ECHARACTERINPLAY:   http.StatusConflict,

@@ -6,16 +6,19 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/client"
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/tag"
 	"github.com/mapyard/mapyard/mapserver/wire"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
@@ -120,6 +123,23 @@ func TestTag_SecondGameInItsOwnImage(t *testing.T) {
 		names, _ := d["names"].([]any)
 		if len(names) != 1 || names[0].(map[string]any)["characterId"] != b.Welcome().CharacterID {
 			t.Fatalf("names %v, want b's", names)
+		}
+	})
+
+	// A config the game refuses (tag's arenas are small) is answered 400 with the
+	// game's own reason, and nothing is kept: no instance, no container.
+	t.Run("ErrMapConfigRefused", func(t *testing.T) {
+		id := k.deployment + "-huge"
+		var e struct{ Error apierr.Error }
+		testutil.PostJSON(t, k.orch.control+httpapi.PathAdminMaps, k.secret,
+			fmt.Sprintf(`{"instanceId":%q,"mapId":"tag","image":%q,"config":{"bounds":{"width":2000,"height":2000}}}`, id, image),
+			http.StatusBadRequest, &e)
+		if e.Error.Code != apierr.EMAPCONFIGREFUSED || !strings.Contains(e.Error.Message, "at most 400 m") {
+			t.Fatalf("answer %+v, want map_config_refused with the game's reason", e.Error)
+		}
+		testutil.GetJSON(t, k.orch.control+httpapi.PathAdminMaps+"/"+id, k.secret, http.StatusNotFound, nil)
+		if got := k.byName(t, docker.ContainerName(k.deployment, id)); len(got) != 0 {
+			t.Fatalf("containers %v left by a refused config", got)
 		}
 	})
 
