@@ -10,8 +10,9 @@
 #        on first use: the harness builds its tools and writes its results there)
 #        REPS=3 DUR=10 BCAST_DUR=15 TARGETS="direct goproxy nginx" IDLE_WAIT=15 RETRIES=1
 #        (the harness's quiet gate: how long to wait for an idle machine before each
-#        test, and how often to retry a disturbed one), EDGE_ENGINE (the edge's
-#        default when empty), OUT=bench-results/w2-<UTC time>
+#        test, and how often to retry a disturbed one), EDGE_ENGINE (epoll or
+#        goroutine; the edge's default, epoll, when empty),
+#        OUT=bench-results/w2-<UTC time>
 # The harness and the edge listen on fixed loopback ports 18081-18086; nothing else
 # may listen there.
 set -euo pipefail

@@ -23,11 +23,11 @@ type Config struct {
 	IdleTimeoutMS  int    `env:"EDGE_IDLE_TIMEOUT_MS" envDefault:"120000" help:"a WebSocket with no byte either way for this long is closed (the map's own idle rule normally acts first)"`
 	WriteTimeoutMS int    `env:"EDGE_WRITE_TIMEOUT_MS" envDefault:"10000" help:"a peer that does not take a write for this long is cut"`
 	DrainTimeoutMS int    `env:"EDGE_DRAIN_TIMEOUT_MS" envDefault:"10000" help:"on SIGTERM, how long open WebSockets may go on before they are closed"`
-	Procs          int    `env:"EDGE_PROCS" envDefault:"2" help:"threads running the edge's Go code at once (GOMAXPROCS); with 2 or more the loop engine waits in epoll_wait on a thread of its own (one wait per wake-up instead of two) and the rest of the edge runs on the other; 1 parks the loop in Go's poller instead"`
-	Engine         string `env:"EDGE_ENGINE" envDefault:"loop" help:"how WebSocket bytes are copied after the upgrade: loop (one epoll event loop on one thread for every connection; Linux) or goroutine (two goroutines per connection; the fallback elsewhere)"`
+	Procs          int    `env:"EDGE_PROCS" envDefault:"2" help:"threads running the edge's Go code at once (GOMAXPROCS); with 2 or more the epoll engine waits in epoll_wait on a thread of its own (one wait per wake-up instead of two) and the rest of the edge runs on the other; 1 parks the epoll engine in Go's poller instead"`
+	Engine         string `env:"EDGE_ENGINE" envDefault:"epoll" help:"how WebSocket bytes are copied after the upgrade: epoll (one goroutine copies for every connection, waiting on one epoll set; Linux) or goroutine (two goroutines per connection; the fallback elsewhere). loop, the epoll engine's former name, is still read as epoll, with a warning at start"`
 	MapDial        string `env:"EDGE_MAP_DIAL" envDefault:"network" help:"how the edge reaches a map: network (the map container's own address on the map network, falling back to loopback for good if that cannot be dialled, e.g. under rootless Docker) or loopback (the game port published on 127.0.0.1, through Docker's userland proxy)"`
-	MapLink        string `env:"EDGE_MAP_LINK" envDefault:"on" help:"on: the players forwarded to a map share one connection to it (a link; with the loop engine, and maps that serve one: others get a connection per player); off: a connection per player"`
-	LinkBatchMS    int    `env:"EDGE_LINK_BATCH_MS" envDefault:"1" help:"while players' messages to and from maps arrive faster than this, the loop engine handles them once per this many ms, so that one wake-up and one write to a link carry many players' messages (the cost a host pays per message); 0 handles every wake-up at once"`
+	MapLink        string `env:"EDGE_MAP_LINK" envDefault:"on" help:"on: the players forwarded to a map share one connection to it (a link; with the epoll engine, and maps that serve one: others get a connection per player); off: a connection per player"`
+	LinkBatchMS    int    `env:"EDGE_LINK_BATCH_MS" envDefault:"1" help:"while players' messages to and from maps arrive faster than this, the epoll engine handles them once per this many ms, so that one wake-up and one write to a link carry many players' messages (the cost a host pays per message); 0 handles every wake-up at once"`
 	LogLevel       string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
 	JoinRatePerMin   int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
@@ -85,8 +85,8 @@ func (c *Config) Validate() error {
 	if c.MapLink != "" && c.MapLink != "on" && c.MapLink != "off" {
 		return fmt.Errorf("EDGE_MAP_LINK=%q: must be on or off", c.MapLink)
 	}
-	if c.Engine != "" && c.Engine != EngineLoop && c.Engine != EngineGoroutine {
-		return fmt.Errorf("EDGE_ENGINE=%q: must be loop or goroutine", c.Engine)
+	if c.Engine != "" && c.Engine != EngineEpoll && c.Engine != EngineGoroutine && c.Engine != engineLoopAlias {
+		return fmt.Errorf("EDGE_ENGINE=%q: must be epoll or goroutine", c.Engine)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -97,6 +97,21 @@ func (c *Config) Validate() error {
 		return err
 	}
 	return nil
+}
+
+// engineLoopAlias is EDGE_ENGINE's former name for the epoll engine ("loop"), still
+// accepted from hosts' existing env files.
+const engineLoopAlias = "loop"
+
+// normalise replaces deprecated values by the ones they stand for and returns a
+// warning for each, for New to log once at start.
+func (c *Config) normalise() []string {
+	var warnings []string
+	if c.Engine == engineLoopAlias {
+		c.Engine = EngineEpoll
+		warnings = append(warnings, "EDGE_ENGINE=loop is deprecated: it is the epoll engine, now named EDGE_ENGINE=epoll")
+	}
+	return warnings
 }
 
 // ParseStaticRoutes returns EDGE_STATIC_ROUTES as instance → port, or nil when unset.

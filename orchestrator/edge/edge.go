@@ -116,6 +116,9 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	for _, w := range cfg.normalise() {
+		log.Warn(w)
+	}
 	e := &Edge{
 		PublicAddr: cfg.PublicAddr, MetricsAddr: cfg.MetricsAddr,
 		OrchURL: strings.TrimRight(cfg.OrchURL, "/"), Credential: cfg.Credential, CredentialFile: cfg.CredentialFile,

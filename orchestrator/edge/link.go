@@ -26,7 +26,7 @@ import (
 // a write per snapshot. The edge still never parses a player's frames: a stream carries
 // the bytes the player's own connection to the map would.
 //
-// Links need the loop engine, which owns them with the client sockets. A map that
+// Links need the epoll engine, which owns them with the client sockets. A map that
 // does not serve links (an image of an earlier release answers 404) is reached with a
 // connection per player, and asked again after linkRetry.
 
@@ -54,32 +54,32 @@ type linkEntry struct {
 	refused time.Time // the map answered the link's upgrade with something else than 101
 }
 
-// linkConn is one link, owned by the loop once added: every field below the mutex is
-// the loop goroutine's.
+// linkConn is one link, owned by the engine once added: every field below the mutex is
+// the engine goroutine's.
 type linkConn struct {
 	p        *Proxy
 	addr     string
 	fd       int
 	up, down prometheus.Counter // the proxy's byte counters
-	dead     bool               // the loop ended the link; Forward dials a new one
+	dead     bool               // the engine ended the link; Forward dials a new one
 
 	events   uint32
 	rbuf     []byte // what was read and not yet parsed: at most one partial record
 	out      []byte // records waiting to be written to the map
 	outSince int64  // unix nanos since when out waits on a full socket
-	queued   bool   // in the loop's list of links to write
+	queued   bool   // in the engine's list of links to write
 	next     uint32 // the last stream id handed out
 	streams  map[uint32]*linkStream
 }
 
 // linkStream is one player's stream on a link. The Forward goroutine makes it and
-// waits on hs; the loop owns every other field.
+// waits on hs; the engine owns every other field.
 type linkStream struct {
 	lk  *linkConn
 	req []byte      // the client's upgrade request, sent in the Open record
 	hs  chan []byte // the map's answer to the upgrade; closed without one if the stream ended first
 	s   *splice     // set with the client, once the map switched protocols
-	id  uint32      // 0 until the loop opened it
+	id  uint32      // 0 until the engine opened it
 	fd  int         // the client's descriptor once adopted, else -1
 	evs uint32      // what the epoll set watches on fd
 
@@ -101,14 +101,14 @@ type linkTable struct {
 }
 
 // forwardLink forwards the upgrade r over a link to the map at addr. handled is false
-// when no link serves that map (no loop engine, links off, a map that refused links):
+// when no link serves that map (no epoll engine, links off, a map that refused links):
 // the caller then forwards with a connection of the player's own.
 func (p *Proxy) forwardLink(w http.ResponseWriter, r *http.Request, instanceID, addr string) (handled bool, err error) {
-	l := p.eventLoop()
-	if !p.Link || l == nil {
+	ep := p.engine()
+	if !p.Link || ep == nil {
 		return false, nil
 	}
-	lk, err := p.linkTo(l, addr, instanceID)
+	lk, err := p.linkTo(ep, addr, instanceID)
 	if lk == nil && err == nil {
 		return false, nil
 	}
@@ -124,19 +124,19 @@ func (p *Proxy) forwardLink(w http.ResponseWriter, r *http.Request, instanceID, 
 		return true, apierr.Errorf(apierr.EBADREQUEST, "the upgrade request cannot be forwarded: %v", err)
 	}
 	st := &linkStream{lk: lk, req: req.Bytes(), hs: make(chan []byte, 1), fd: -1}
-	if !l.openStream(st) {
+	if !ep.openStream(st) {
 		p.release()
 		return true, apierr.Errorf(apierr.EUNAVAILABLE, "the edge is shutting down; try again shortly")
 	}
 	head, err := p.streamAnswer(st, instanceID)
 	if err != nil {
-		l.closeStream(st)
+		ep.closeStream(st)
 		p.release()
 		return true, err
 	}
 	client, crw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		l.closeStream(st)
+		ep.closeStream(st)
 		p.release()
 		return true, fmt.Errorf("hijack client connection: %w", err)
 	}
@@ -149,16 +149,16 @@ func (p *Proxy) forwardLink(w http.ResponseWriter, r *http.Request, instanceID, 
 	s := &splice{p: p, client: client, started: time.Now()}
 	if _, err := client.Write(head); err != nil || !p.track(s) {
 		client.Close()
-		l.closeStream(st)
+		ep.closeStream(st)
 		p.release()
 		p.Log.Debug("websocket upgrade lost", "instance", instanceID, "err", err)
 		return true, nil
 	}
 	_ = client.SetDeadline(time.Time{})
 	p.Metrics.opened()
-	if err := l.adoptStream(st, s, early); err != nil {
+	if err := ep.adoptStream(st, s, early); err != nil {
 		// The client is closed; the splice was ended by adoptStream.
-		p.Log.Debug("websocket hand-off to the loop failed", "instance", instanceID, "err", err)
+		p.Log.Debug("websocket hand-off to the engine failed", "instance", instanceID, "err", err)
 	}
 	return true, nil
 }
@@ -195,7 +195,7 @@ func (p *Proxy) streamAnswer(st *linkStream, instanceID string) ([]byte, error) 
 
 // linkTo returns the link to addr, dialling it if there is none; nil when the map
 // refused links lately.
-func (p *Proxy) linkTo(l *loop, addr, instanceID string) (*linkConn, error) {
+func (p *Proxy) linkTo(ep *epollEngine, addr, instanceID string) (*linkConn, error) {
 	t := &p.links
 	t.mu.Lock()
 	if t.m == nil {
@@ -208,7 +208,7 @@ func (p *Proxy) linkTo(l *loop, addr, instanceID string) (*linkConn, error) {
 		t.mu.Unlock()
 		return nil, nil
 	case e.conn != nil:
-		// Up, or ended a moment ago (the loop then answers the stream's open with
+		// Up, or ended a moment ago (the engine then answers the stream's open with
 		// nothing, and drops the entry).
 		t.mu.Unlock()
 		return e.conn, nil
@@ -240,13 +240,13 @@ func (p *Proxy) linkTo(l *loop, addr, instanceID string) (*linkConn, error) {
 	if err != nil || refused {
 		return nil, err
 	}
-	if !l.addLink(lk) {
+	if !ep.addLink(lk) {
 		return nil, apierr.Errorf(apierr.EUNAVAILABLE, "the edge is shutting down; try again shortly")
 	}
 	return lk, nil
 }
 
-// dropLink forgets lk once the loop ended it, so that the next request dials anew.
+// dropLink forgets lk once the engine ended it, so that the next request dials anew.
 func (p *Proxy) dropLink(lk *linkConn) {
 	t := &p.links
 	t.mu.Lock()
@@ -268,7 +268,7 @@ func (p *Proxy) dialLink(addr, instanceID string) (lk *linkConn, refused bool, e
 		p.Log.Warn("map game port does not answer", "instance", instanceID, "addr", addr, "err", err)
 		return nil, false, dialError{apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q did not answer", instanceID)}
 	}
-	defer c.Close() // the loop works on a duplicate of the descriptor
+	defer c.Close() // the engine works on a duplicate of the descriptor
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	req := "GET " + edgelink.Path + " HTTP/1.1\r\nHost: " + addr + "\r\nConnection: Upgrade\r\nUpgrade: " + edgelink.Protocol + "\r\n\r\n"
 	if _, err := c.Write([]byte(req)); err != nil {

@@ -42,7 +42,7 @@ const (
 
 // Copy engines of Proxy.Engine.
 const (
-	EngineLoop      = "loop"
+	EngineEpoll     = "epoll"
 	EngineGoroutine = "goroutine"
 )
 
@@ -58,26 +58,26 @@ type Proxy struct {
 	WriteTimeout time.Duration
 	// DialTimeout bounds the connection to the map's game port.
 	DialTimeout time.Duration
-	// Engine is how bytes are copied after the handshake: EngineLoop (one epoll
-	// event loop for all connections, Linux only) or EngineGoroutine (two goroutines
-	// per connection); empty is EngineLoop. Read when the first connection is
-	// forwarded.
+	// Engine is how bytes are copied after the handshake: EngineEpoll (one epoll
+	// set and one goroutine for all connections, Linux only) or EngineGoroutine
+	// (two goroutines per connection); empty is EngineEpoll. Read when the first
+	// connection is forwarded.
 	Engine string
 	// Link carries the players forwarded to a map over one link to it (link.go), when
-	// the loop engine runs and the map serves links; otherwise each player gets a
+	// the epoll engine runs and the map serves links; otherwise each player gets a
 	// connection of its own to the map. Read at each Forward.
 	Link bool
-	// LinkBatch is the least time between two passes of the loop over ready sockets
+	// LinkBatch is the least time between two passes of the engine over ready sockets
 	// while players' messages to and from links arrive faster than that (zero: no
-	// least time). See loop.pace.
+	// least time). See epollEngine.pace.
 	LinkBatch time.Duration
 	// Metrics, when not nil, counts connections and bytes.
 	Metrics *Metrics
 	Log     *slog.Logger
 
-	loopOnce sync.Once
-	loop     *loop
-	links    linkTable
+	epollOnce sync.Once
+	epoll     *epollEngine
+	links     linkTable
 
 	slots chan struct{}
 	bufs  sync.Pool
@@ -95,7 +95,7 @@ func NewProxy(maxConns int, log *slog.Logger) *Proxy {
 	}
 	return &Proxy{
 		IdleTimeout: DefaultIdleTimeout, WriteTimeout: DefaultWriteTimeout, DialTimeout: DefaultDialTimeout, LinkBatch: DefaultLinkBatch,
-		Engine: EngineLoop, Link: true,
+		Engine: EngineEpoll, Link: true,
 		Log:   log,
 		slots: make(chan struct{}, maxConns),
 		bufs:  sync.Pool{New: func() any { b := make([]byte, BufferSize); return &b }},
@@ -153,30 +153,30 @@ func (p *Proxy) Forward(w http.ResponseWriter, r *http.Request, instanceID, addr
 	return nil
 }
 
-// serve copies s both ways with the configured engine. With the loop engine it
-// returns at once, the loop ending s later; the goroutine engine returns when s ended.
+// serve copies s both ways with the configured engine. With the epoll engine it
+// returns at once, the engine ending s later; the goroutine engine returns when s ended.
 func (p *Proxy) serve(s *splice) {
-	if l := p.eventLoop(); l != nil && l.adopt(s) == nil {
+	if ep := p.engine(); ep != nil && ep.adopt(s) == nil {
 		return
 	}
 	s.run()
 }
 
-// eventLoop returns the loop engine, started on first use, or nil when the goroutine
-// engine is configured or the loop cannot start here.
-func (p *Proxy) eventLoop() *loop {
-	p.loopOnce.Do(func() {
+// engine returns the epoll engine, started on first use, or nil when the goroutine
+// engine is configured or epoll cannot start here.
+func (p *Proxy) engine() *epollEngine {
+	p.epollOnce.Do(func() {
 		if p.Engine == EngineGoroutine {
 			return
 		}
-		l, err := newLoop(p.IdleTimeout, p.WriteTimeout, p.LinkBatch, &p.bufs)
+		ep, err := newEpollEngine(p.IdleTimeout, p.WriteTimeout, p.LinkBatch, &p.bufs)
 		if err != nil {
-			p.Log.Warn("event loop unavailable, copying with goroutines", "err", err)
+			p.Log.Warn("epoll engine unavailable, copying with goroutines", "err", err)
 			return
 		}
-		p.loop = l
+		p.epoll = ep
 	})
-	return p.loop
+	return p.epoll
 }
 
 // dialError is Forward's error when the map's address could not be dialled at all:
@@ -338,7 +338,7 @@ func (p *Proxy) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
-	defer p.stopLoop()
+	defer p.stopEpoll()
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()
 	select {
@@ -356,11 +356,11 @@ func (p *Proxy) Close(ctx context.Context) error {
 	return fmt.Errorf("drain: closed %d connections still open: %w", n, context.Cause(ctx))
 }
 
-// stopLoop ends the loop engine's goroutine once no connection is left.
-func (p *Proxy) stopLoop() {
-	p.loopOnce.Do(func() {}) // no loop starts after this
-	if p.loop != nil {
-		p.loop.stop()
+// stopEpoll ends the epoll engine's goroutine once no connection is left.
+func (p *Proxy) stopEpoll() {
+	p.epollOnce.Do(func() {}) // no engine starts after this
+	if p.epoll != nil {
+		p.epoll.stop()
 	}
 }
 
@@ -373,10 +373,10 @@ type splice struct {
 	halfClosed      atomic.Bool
 	closeOnce       sync.Once
 
-	mu   sync.Mutex
-	loop *loop       // the loop engine that owns the connections, if any
-	lp   *loopPair   // their pair in it
-	ls   *linkStream // or the client's stream on a link, with backend nil
+	mu sync.Mutex
+	ep *epollEngine // the epoll engine that owns the connections, if any
+	pp *pollPair    // their pair in it
+	ls *linkStream  // or the client's stream on a link, with backend nil
 }
 
 // start replays the map's 101 (and any bytes the map sent right after it) to the client
@@ -498,14 +498,14 @@ func ioFor(c net.Conn) io.ReadWriter {
 
 func (s *splice) closeBoth() {
 	s.mu.Lock()
-	l, lp, ls := s.loop, s.lp, s.ls
+	ep, pp, ls := s.ep, s.pp, s.ls
 	s.mu.Unlock()
 	switch {
-	case l != nil && ls != nil:
-		l.closeStream(ls)
+	case ep != nil && ls != nil:
+		ep.closeStream(ls)
 		return
-	case l != nil:
-		l.close(lp)
+	case ep != nil:
+		ep.close(pp)
 		return
 	}
 	s.closeOnce.Do(func() {

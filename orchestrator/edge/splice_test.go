@@ -20,7 +20,7 @@ import (
 
 // engines runs test once per copy engine.
 func engines(t *testing.T, test func(t *testing.T, engine string)) {
-	for _, e := range []string{EngineLoop, EngineGoroutine} {
+	for _, e := range []string{EngineEpoll, EngineGoroutine} {
 		t.Run(e, func(t *testing.T) { test(t, e) })
 	}
 }
@@ -112,8 +112,8 @@ func TestSplice_BackPressure(t *testing.T) {
 		go func() { defer wg.Done(); _, errs[0] = player.Write(up) }()
 		go func() { defer wg.Done(); _, errs[1] = mapEnd.Write(down) }()
 		go func() { defer wg.Done(); gotDown, errs[2] = slowRead(player, size) }()
-		if engine == EngineLoop && p.eventLoop() != nil {
-			faketest.WaitFor(t, "the loop to pause the player's side", func() bool { return p.loop.paused() > 0 })
+		if engine == EngineEpoll && p.engine() != nil {
+			faketest.WaitFor(t, "the engine to pause the player's side", func() bool { return p.epoll.paused() > 0 })
 		}
 		gotUp, errs[3] = slowRead(mapEnd, size)
 		wg.Wait()

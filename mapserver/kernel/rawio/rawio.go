@@ -1,6 +1,6 @@
 // Package rawio is raw, non-blocking socket I/O for the two hot paths that move game
 // traffic: the map server's flusher (mapserver/ws), which hands a socket every frame of
-// a tick in one writev and never waits for it, and the edge's splices and poll loop
+// a tick in one writev and never waits for it, and the edge's splices and epoll engine
 // (orchestrator/edge), which forward bytes between two sockets. Both read and write
 // through the connection's own file descriptor instead of net.Conn: net.Conn tells the
 // Go scheduler about every system call, and a loopback write can run long enough for

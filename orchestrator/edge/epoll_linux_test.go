@@ -12,11 +12,11 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/rawio"
 )
 
-// TestLoop_PaceBusyLinks: in both ways the loop waits (its own thread, Go's poller), a
+// TestEpoll_PaceBusyLinks: in both ways the engine waits (its own thread, Go's poller), a
 // pass that handled two or more events of players on links
 // is followed by the rest of the batch time before the next; a pass with one such
 // event, a pass long enough already, or no batch time at all is not.
-func TestLoop_PaceBusyLinks(t *testing.T) {
+func TestEpoll_PaceBusyLinks(t *testing.T) {
 	const batch = 30 * time.Millisecond
 	cases := []struct {
 		name       string
@@ -35,10 +35,10 @@ func TestLoop_PaceBusyLinks(t *testing.T) {
 	for _, c := range cases {
 		for _, blocking := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/blocking=%v", c.name, blocking), func(t *testing.T) {
-				l := &loop{batch: c.batch, linkEvents: c.linkEvents, blocking: blocking}
+				ep := &epollEngine{batch: c.batch, linkEvents: c.linkEvents, blocking: blocking}
 				start := time.Now()
-				l.passAt = start.Add(-c.ago).UnixNano()
-				got := l.pace()
+				ep.passAt = start.Add(-c.ago).UnixNano()
+				got := ep.pace()
 				waited := time.Since(start)
 				if got != c.want {
 					t.Fatalf("pace() = %v, want %v", got, c.want)
@@ -51,10 +51,10 @@ func TestLoop_PaceBusyLinks(t *testing.T) {
 	}
 }
 
-// TestLoop_LinkReadWhole: a pass reads a link until the map's socket is empty, not one
+// TestEpoll_LinkReadWhole: a pass reads a link until the map's socket is empty, not one
 // buffer of it, so that a crowd's snapshot round (hundreds of kilobytes) is not spread
 // over several passes paced a millisecond apart.
-func TestLoop_LinkReadWhole(t *testing.T) {
+func TestEpoll_LinkReadWhole(t *testing.T) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -75,17 +75,17 @@ func TestLoop_LinkReadWhole(t *testing.T) {
 		}
 		sent += n
 	}
-	l := &loop{}
+	ep := &epollEngine{}
 	lk := &linkConn{fd: fds[0], rbuf: make([]byte, 0, linkReadSize), streams: map[uint32]*linkStream{}}
-	l.pumpLink(lk, syscall.EPOLLIN, time.Now().UnixNano())
+	ep.pumpLink(lk, syscall.EPOLLIN, time.Now().UnixNano())
 	if lk.dead {
 		t.Fatal("the link ended")
 	}
 	if n, e := rawio.Read(fds[0], make([]byte, 1)); e != syscall.EAGAIN {
 		t.Fatalf("after one pass the socket still held bytes (read %d, %v)", n, e)
 	}
-	if l.more {
-		t.Fatal("the loop was told to poll again with nothing left to read")
+	if ep.more {
+		t.Fatal("the engine was told to poll again with nothing left to read")
 	}
 	if len(lk.rbuf) != 0 {
 		t.Fatalf("%d bytes of a partial record kept, want none", len(lk.rbuf))

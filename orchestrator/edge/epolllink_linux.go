@@ -12,7 +12,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/rawio"
 )
 
-// Link commands of the loop (loopCmd.op).
+// Link commands of the engine (pollCmd.op).
 const (
 	cmdAddLink = iota + 1
 	cmdOpen
@@ -20,9 +20,9 @@ const (
 	cmdCloseStream
 )
 
-// addLink hands lk's descriptor to the loop; false once the loop has stopped.
-func (l *loop) addLink(lk *linkConn) bool {
-	if l.send(loopCmd{op: cmdAddLink, link: lk}) {
+// addLink hands lk's descriptor to the engine; false once the engine has stopped.
+func (ep *epollEngine) addLink(lk *linkConn) bool {
+	if ep.send(pollCmd{op: cmdAddLink, link: lk}) {
 		return true
 	}
 	syscall.Close(lk.fd)
@@ -30,19 +30,21 @@ func (l *loop) addLink(lk *linkConn) bool {
 	return false
 }
 
-// openStream asks the loop to open st on its link; the map's answer arrives on st.hs.
-func (l *loop) openStream(st *linkStream) bool { return l.send(loopCmd{op: cmdOpen, stream: st}) }
+// openStream asks the engine to open st on its link; the map's answer arrives on st.hs.
+func (ep *epollEngine) openStream(st *linkStream) bool {
+	return ep.send(pollCmd{op: cmdOpen, stream: st})
+}
 
-// closeStream asks the loop to end st (and tell the map); safe from any goroutine.
-func (l *loop) closeStream(st *linkStream) { l.send(loopCmd{op: cmdCloseStream, stream: st}) }
+// closeStream asks the engine to end st (and tell the map); safe from any goroutine.
+func (ep *epollEngine) closeStream(st *linkStream) { ep.send(pollCmd{op: cmdCloseStream, stream: st}) }
 
-// adoptStream hands the client of st, whose 101 is written, to the loop, with the
-// bytes the client sent before it. From then on the loop ends s. On an error the
+// adoptStream hands the client of st, whose 101 is written, to the engine, with the
+// bytes the client sent before it. From then on the engine ends s. On an error the
 // client is closed and s ended.
-func (l *loop) adoptStream(st *linkStream, s *splice, early []byte) error {
+func (ep *epollEngine) adoptStream(st *linkStream, s *splice, early []byte) error {
 	fd, err := dupConn(s.client)
 	s.mu.Lock()
-	s.loop, s.ls = l, st
+	s.ep, s.ls = ep, st
 	s.mu.Unlock()
 	took := false
 	s.closeOnce.Do(func() {
@@ -53,40 +55,40 @@ func (l *loop) adoptStream(st *linkStream, s *splice, early []byte) error {
 	case err == nil && !took:
 		syscall.Close(fd)
 		err = errAdoptClosed
-	case err == nil && l.send(loopCmd{op: cmdAdopt, stream: st, splice: s, fd: fd, early: early}):
+	case err == nil && ep.send(pollCmd{op: cmdAdopt, stream: st, splice: s, fd: fd, early: early}):
 		return nil
 	case err == nil:
 		syscall.Close(fd)
-		err = errors.New("the loop has stopped")
+		err = errors.New("the engine has stopped")
 	}
-	l.closeStream(st)
+	ep.closeStream(st)
 	s.ended(0, 0)
 	return err
 }
 
 // linkCommand runs one of the link commands.
-func (l *loop) linkCommand(c loopCmd, now int64) {
+func (ep *epollEngine) linkCommand(c pollCmd, now int64) {
 	st := c.stream
 	switch c.op {
 	case cmdAddLink:
 		lk := c.link
-		l.links[int32(lk.fd)] = lk
+		ep.links[int32(lk.fd)] = lk
 		lk.events = syscall.EPOLLIN
 		ev := syscall.EpollEvent{Events: lk.events, Fd: int32(lk.fd)}
 		lk.p.Metrics.link(1)
-		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, lk.fd, &ev); err != nil {
-			l.endLink(lk)
+		if err := syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_ADD, lk.fd, &ev); err != nil {
+			ep.endLink(lk)
 		}
 	case cmdOpen:
 		lk := st.lk
 		if lk.dead {
-			l.endStream(st)
+			ep.endStream(st)
 			return
 		}
 		lk.next++
 		st.id, st.last = lk.next, now
 		lk.streams[st.id] = st
-		l.record(lk, edgelink.KindOpen, st.id, st.req)
+		ep.record(lk, edgelink.KindOpen, st.id, st.req)
 		st.req = nil
 	case cmdAdopt:
 		st.s = c.splice
@@ -96,24 +98,24 @@ func (l *loop) linkCommand(c loopCmd, now int64) {
 			return
 		}
 		st.fd, st.last = c.fd, now
-		l.clients[int32(st.fd)] = st
+		ep.clients[int32(st.fd)] = st
 		st.evs = syscall.EPOLLIN
 		ev := syscall.EpollEvent{Events: st.evs, Fd: int32(st.fd)}
-		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, st.fd, &ev); err != nil {
-			l.endStream(st)
+		if err := syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_ADD, st.fd, &ev); err != nil {
+			ep.endStream(st)
 			return
 		}
 		if len(c.early) > 0 && !st.mapClosed {
 			st.up += int64(len(c.early))
-			l.record(st.lk, edgelink.KindData, st.id, c.early)
+			ep.record(st.lk, edgelink.KindData, st.id, c.early)
 		}
 		if len(st.pending) > 0 {
-			l.flushClient(st, now)
+			ep.flushClient(st, now)
 		} else if st.mapClosed {
-			l.drainClient(st, now)
+			ep.drainClient(st, now)
 		}
 	case cmdCloseStream:
-		l.endStream(st)
+		ep.endStream(st)
 	}
 }
 
@@ -122,37 +124,37 @@ func (l *loop) linkCommand(c loopCmd, now int64) {
 // maxLinkReads reads: a snapshot round of a crowd is hundreds of kilobytes, and read
 // one buffer per pass, with passes paced a millisecond apart under load, its last
 // clients (and a pong queued behind it) would wait several milliseconds more.
-func (l *loop) pumpLink(lk *linkConn, ev uint32, now int64) {
+func (ep *epollEngine) pumpLink(lk *linkConn, ev uint32, now int64) {
 	if ev&syscall.EPOLLERR != 0 {
-		l.endLink(lk)
+		ep.endLink(lk)
 		return
 	}
 	if ev&syscall.EPOLLOUT != 0 {
-		l.writeLink(lk, now)
+		ep.writeLink(lk, now)
 	}
 	if lk.dead || ev&(syscall.EPOLLIN|syscall.EPOLLHUP|syscall.EPOLLRDHUP) == 0 {
 		return
 	}
 	for reads := 1; ; reads++ {
-		full, ok := l.readLink(lk, now)
+		full, ok := ep.readLink(lk, now)
 		if !ok || !full {
 			return
 		}
 		if reads == maxLinkReads {
-			l.more = true // still ready: polled again before the loop parks
+			ep.more = true // still ready: polled again before the engine parks
 			return
 		}
 	}
 }
 
 // maxLinkReads bounds the reads of one link in one pass (a megabyte), so that a map
-// sending without pause cannot keep the loop from everything else.
+// sending without pause cannot keep the engine from everything else.
 const maxLinkReads = 16
 
 // readLink makes one read of lk and passes on the whole records it completes. full
 // says the read filled the buffer (the socket may hold more); ok is false when
 // nothing more is to be read now: the socket is empty, or the link has ended.
-func (l *loop) readLink(lk *linkConn, now int64) (full, ok bool) {
+func (ep *epollEngine) readLink(lk *linkConn, now int64) (full, ok bool) {
 	if cap(lk.rbuf)-len(lk.rbuf) < linkReadSize/4 {
 		lk.rbuf = append(make([]byte, 0, 2*cap(lk.rbuf)), lk.rbuf...)
 	}
@@ -163,7 +165,7 @@ func (l *loop) readLink(lk *linkConn, now int64) (full, ok bool) {
 		return false, false
 	case e != 0 || n == 0:
 		lk.p.Log.Warn("link to map ended", "addr", lk.addr, "err", errnoErr(e))
-		l.endLink(lk)
+		ep.endLink(lk)
 		return false, false
 	}
 	buf := lk.rbuf[:len(lk.rbuf)+n]
@@ -171,7 +173,7 @@ func (l *loop) readLink(lk *linkConn, now int64) (full, ok bool) {
 		h, err := edgelink.ParseHeader(buf)
 		if err != nil {
 			lk.p.Log.Warn("link to map broken", "addr", lk.addr, "err", err)
-			l.endLink(lk)
+			ep.endLink(lk)
 			return false, false
 		}
 		end := edgelink.HeaderSize + h.Len
@@ -181,7 +183,7 @@ func (l *loop) readLink(lk *linkConn, now int64) (full, ok bool) {
 			}
 			break
 		}
-		l.linkRecord(lk, h, buf[edgelink.HeaderSize:end], now)
+		ep.linkRecord(lk, h, buf[edgelink.HeaderSize:end], now)
 		buf = buf[end:]
 	}
 	if lk.dead {
@@ -200,12 +202,12 @@ func errnoErr(e syscall.Errno) error {
 }
 
 // linkRecord handles one record from the map.
-func (l *loop) linkRecord(lk *linkConn, h edgelink.Header, payload []byte, now int64) {
+func (ep *epollEngine) linkRecord(lk *linkConn, h edgelink.Header, payload []byte, now int64) {
 	st := lk.streams[h.Stream]
 	switch {
 	case h.Kind == edgelink.KindOpen:
 		lk.p.Log.Warn("link to map broken", "addr", lk.addr, "err", "the map opened a stream")
-		l.endLink(lk)
+		ep.endLink(lk)
 	case st == nil:
 		// A stream the edge already ended.
 	case h.Kind == edgelink.KindData && !st.answered:
@@ -217,22 +219,22 @@ func (l *loop) linkRecord(lk *linkConn, h edgelink.Header, payload []byte, now i
 		if lk.down != nil {
 			lk.down.Add(float64(len(payload)))
 		}
-		l.toClient(st, payload, now)
+		ep.toClient(st, payload, now)
 	case h.Kind == edgelink.KindClose:
 		delete(lk.streams, h.Stream)
 		st.mapClosed = true
 		switch {
 		case !st.answered:
-			l.endStream(st)
+			ep.endStream(st)
 		case st.fd >= 0 && len(st.pending) == 0:
-			l.drainClient(st, now)
+			ep.drainClient(st, now)
 		}
 	}
 }
 
 // record appends a record to lk's output, written once the current batch of events
 // is handled.
-func (l *loop) record(lk *linkConn, kind byte, id uint32, payload []byte) {
+func (ep *epollEngine) record(lk *linkConn, kind byte, id uint32, payload []byte) {
 	if lk.dead {
 		return
 	}
@@ -240,32 +242,32 @@ func (l *loop) record(lk *linkConn, kind byte, id uint32, payload []byte) {
 	lk.out = append(lk.out, payload...)
 	if !lk.queued {
 		lk.queued = true
-		l.dirty = append(l.dirty, lk)
+		ep.dirty = append(ep.dirty, lk)
 	}
 }
 
 // writeLinks writes what the batch of events queued for the maps, one write per link.
-func (l *loop) writeLinks(now int64) {
-	for i, lk := range l.dirty {
+func (ep *epollEngine) writeLinks(now int64) {
+	for i, lk := range ep.dirty {
 		lk.queued = false
-		l.dirty[i] = nil
+		ep.dirty[i] = nil
 		if !lk.dead {
-			l.writeLink(lk, now)
+			ep.writeLink(lk, now)
 		}
 	}
-	l.dirty = l.dirty[:0]
+	ep.dirty = ep.dirty[:0]
 }
 
 // writeLink writes lk's output; what the socket does not take waits for it to be
 // writable again, up to maxLinkOut and the write timeout.
-func (l *loop) writeLink(lk *linkConn, now int64) {
+func (ep *epollEngine) writeLink(lk *linkConn, now int64) {
 	if len(lk.out) == 0 {
 		return
 	}
 	w, e := writeAll(lk.fd, lk.out)
 	if e != 0 && e != syscall.EAGAIN {
 		lk.p.Log.Warn("link to map failed", "addr", lk.addr, "err", e)
-		l.endLink(lk)
+		ep.endLink(lk)
 		return
 	}
 	lk.out = lk.out[:copy(lk.out, lk.out[w:])]
@@ -273,7 +275,7 @@ func (l *loop) writeLink(lk *linkConn, now int64) {
 	switch {
 	case len(lk.out) > maxLinkOut:
 		lk.p.Log.Warn("link to map cut: the map does not read", "addr", lk.addr, "waiting", len(lk.out))
-		l.endLink(lk)
+		ep.endLink(lk)
 		return
 	case len(lk.out) > 0:
 		want |= syscall.EPOLLOUT
@@ -289,21 +291,21 @@ func (l *loop) writeLink(lk *linkConn, now int64) {
 	if want != lk.events {
 		lk.events = want
 		ev := syscall.EpollEvent{Events: want, Fd: int32(lk.fd)}
-		if syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, lk.fd, &ev) != nil {
-			l.endLink(lk)
+		if syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_MOD, lk.fd, &ev) != nil {
+			ep.endLink(lk)
 		}
 	}
 }
 
 // endLink closes lk: a client with a stream on it gets what the map sent it and then
 // the end of its connection, as if its own connection to the map had ended.
-func (l *loop) endLink(lk *linkConn) {
+func (ep *epollEngine) endLink(lk *linkConn) {
 	if lk.dead {
 		return
 	}
 	lk.dead = true
-	if _, ok := l.links[int32(lk.fd)]; ok {
-		delete(l.links, int32(lk.fd))
+	if _, ok := ep.links[int32(lk.fd)]; ok {
+		delete(ep.links, int32(lk.fd))
 		lk.p.Metrics.link(-1)
 	}
 	syscall.Close(lk.fd)
@@ -313,22 +315,22 @@ func (l *loop) endLink(lk *linkConn) {
 		st.mapClosed = true
 		switch {
 		case !st.answered:
-			l.endStream(st)
+			ep.endStream(st)
 		case st.fd >= 0 && len(st.pending) == 0:
-			l.drainClient(st, time.Now().UnixNano())
+			ep.drainClient(st, time.Now().UnixNano())
 		}
 	}
 	lk.p.dropLink(lk)
 }
 
 // pumpClient handles the readiness ev of a stream's client.
-func (l *loop) pumpClient(st *linkStream, ev uint32, now int64) {
+func (ep *epollEngine) pumpClient(st *linkStream, ev uint32, now int64) {
 	if ev&syscall.EPOLLERR != 0 {
-		l.endStream(st)
+		ep.endStream(st)
 		return
 	}
 	if ev&(syscall.EPOLLOUT|syscall.EPOLLHUP) != 0 && len(st.pending) > 0 {
-		l.flushClient(st, now)
+		ep.flushClient(st, now)
 		if st.closed {
 			return
 		}
@@ -336,73 +338,73 @@ func (l *loop) pumpClient(st *linkStream, ev uint32, now int64) {
 	if ev&(syscall.EPOLLIN|syscall.EPOLLHUP|syscall.EPOLLRDHUP) == 0 {
 		return
 	}
-	n, e := rawio.Read(st.fd, l.scratch)
+	n, e := rawio.Read(st.fd, ep.scratch)
 	switch {
 	case e == syscall.EAGAIN:
 		return
 	case e != 0 || n == 0:
-		l.endStream(st) // the client is gone: the map is told
+		ep.endStream(st) // the client is gone: the map is told
 		return
 	case st.draining || st.mapClosed:
 		return // after the map's end: read and dropped
 	}
-	if n == len(l.scratch) {
-		l.more = true
+	if n == len(ep.scratch) {
+		ep.more = true
 	}
 	st.up += int64(n)
 	st.last = now
 	if st.lk.up != nil {
 		st.lk.up.Add(float64(n))
 	}
-	l.record(st.lk, edgelink.KindData, st.id, l.scratch[:n])
+	ep.record(st.lk, edgelink.KindData, st.id, ep.scratch[:n])
 }
 
 // toClient writes b to st's client, or keeps it while the client is not adopted yet
 // or has not taken what came before. A client that leaves more than maxStreamPending
 // unread is dropped.
-func (l *loop) toClient(st *linkStream, b []byte, now int64) {
+func (ep *epollEngine) toClient(st *linkStream, b []byte, now int64) {
 	if st.fd >= 0 && len(st.pending) == 0 {
 		w, e := writeAll(st.fd, b)
 		if e != 0 && e != syscall.EAGAIN {
-			l.endStream(st)
+			ep.endStream(st)
 			return
 		}
 		if w == len(b) {
 			return
 		}
 		b = b[w:]
-		l.pauses.Add(1)
+		ep.pauses.Add(1)
 	}
 	if len(st.pending)+len(b) > maxStreamPending {
 		st.lk.p.Log.Warn("dropping a client that does not read what its map sends", "waiting", len(st.pending)+len(b))
 		st.lk.p.Metrics.slowDropped()
-		l.endStream(st)
+		ep.endStream(st)
 		return
 	}
 	if len(st.pending) == 0 {
 		st.since = now
 	}
 	st.pending = append(st.pending, b...)
-	l.watchClient(st)
+	ep.watchClient(st)
 }
 
 // flushClient writes what waits for st's client; once all of it is written after the
 // map ended the stream, the client's side is shut.
-func (l *loop) flushClient(st *linkStream, now int64) {
+func (ep *epollEngine) flushClient(st *linkStream, now int64) {
 	w, e := writeAll(st.fd, st.pending)
 	if e != 0 && e != syscall.EAGAIN {
-		l.endStream(st)
+		ep.endStream(st)
 		return
 	}
 	st.pending = st.pending[w:]
 	if len(st.pending) > 0 {
-		l.watchClient(st)
+		ep.watchClient(st)
 		return
 	}
 	st.pending, st.since = nil, 0
-	l.watchClient(st)
+	ep.watchClient(st)
 	if st.mapClosed {
-		l.drainClient(st, now)
+		ep.drainClient(st, now)
 	}
 }
 
@@ -410,7 +412,7 @@ func (l *loop) flushClient(st *linkStream, now int64) {
 // client's side is shut for writing and what it still sends is read and dropped until
 // it closes or closeGrace passes, so that closing with unread input does not reset the
 // connection before the client read the map's last frames.
-func (l *loop) drainClient(st *linkStream, now int64) {
+func (ep *epollEngine) drainClient(st *linkStream, now int64) {
 	if st.draining || st.fd < 0 {
 		return
 	}
@@ -421,7 +423,7 @@ func (l *loop) drainClient(st *linkStream, now int64) {
 
 // watchClient sets what the epoll set watches on st's client: input always, output
 // while bytes wait for it.
-func (l *loop) watchClient(st *linkStream) {
+func (ep *epollEngine) watchClient(st *linkStream) {
 	if st.fd < 0 {
 		return
 	}
@@ -434,14 +436,14 @@ func (l *loop) watchClient(st *linkStream) {
 	}
 	st.evs = want
 	ev := syscall.EpollEvent{Events: want, Fd: int32(st.fd)}
-	if syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, st.fd, &ev) != nil {
-		l.endStream(st)
+	if syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_MOD, st.fd, &ev) != nil {
+		ep.endStream(st)
 	}
 }
 
 // endStream ends st: the map is told unless it ended it, a handshake still waiting
 // is answered with nothing, and an adopted client is closed and its splice ended.
-func (l *loop) endStream(st *linkStream) {
+func (ep *epollEngine) endStream(st *linkStream) {
 	if st.closed {
 		return
 	}
@@ -449,7 +451,7 @@ func (l *loop) endStream(st *linkStream) {
 	lk := st.lk
 	if st.id != 0 && !st.mapClosed {
 		delete(lk.streams, st.id)
-		l.record(lk, edgelink.KindClose, st.id, nil)
+		ep.record(lk, edgelink.KindClose, st.id, nil)
 	}
 	if !st.answered {
 		st.answered = true
@@ -457,7 +459,7 @@ func (l *loop) endStream(st *linkStream) {
 	}
 	st.pending = nil
 	if st.fd >= 0 {
-		delete(l.clients, int32(st.fd))
+		delete(ep.clients, int32(st.fd))
 		syscall.Close(st.fd)
 		st.fd = -1
 		st.s.ended(st.up, st.down)
@@ -467,38 +469,38 @@ func (l *loop) endStream(st *linkStream) {
 // linkTimeouts closes streams idle both ways for the idle timeout, whose client has
 // not taken a write for the write timeout, or past their close grace, and links the
 // map has not read from for the write timeout.
-func (l *loop) linkTimeouts(now int64) {
-	for _, st := range l.clients {
+func (ep *epollEngine) linkTimeouts(now int64) {
+	for _, st := range ep.clients {
 		switch {
 		case st.draining && now >= st.grace,
-			!st.draining && now-st.last >= int64(l.idle):
-			l.endStream(st)
-		case st.since != 0 && now-st.since >= int64(l.wto):
+			!st.draining && now-st.last >= int64(ep.idle):
+			ep.endStream(st)
+		case st.since != 0 && now-st.since >= int64(ep.wto):
 			st.lk.p.Log.Warn("dropping a client that took nothing its map sent for the write timeout", "waiting", len(st.pending))
 			st.lk.p.Metrics.slowDropped()
-			l.endStream(st)
+			ep.endStream(st)
 		}
 	}
-	for _, lk := range l.links {
-		if lk.outSince != 0 && now-lk.outSince >= int64(l.wto) {
+	for _, lk := range ep.links {
+		if lk.outSince != 0 && now-lk.outSince >= int64(ep.wto) {
 			lk.p.Log.Warn("link to map cut: the map does not read", "addr", lk.addr)
-			l.endLink(lk)
+			ep.endLink(lk)
 		}
 	}
 }
 
-// closeLinks ends every link and stream when the loop stops.
-func (l *loop) closeLinks() {
-	for _, st := range l.clients {
-		l.endStream(st)
+// closeLinks ends every link and stream when the engine stops.
+func (ep *epollEngine) closeLinks() {
+	for _, st := range ep.clients {
+		ep.endStream(st)
 	}
-	for _, lk := range l.links {
-		l.endLink(lk)
+	for _, lk := range ep.links {
+		ep.endLink(lk)
 	}
 }
 
-// abandon undoes a link command queued when the loop stopped.
-func (l *loop) abandon(c loopCmd) {
+// abandon undoes a link command queued when the engine stopped.
+func (ep *epollEngine) abandon(c pollCmd) {
 	switch c.op {
 	case cmdAddLink:
 		syscall.Close(c.link.fd)

@@ -18,8 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// loop is the event-loop engine: one goroutine owns every spliced connection pair
-// after the handshake and copies bytes for all of them from one epoll set of its own.
+// epollEngine is the edge's default copy engine (EDGE_ENGINE=epoll): one goroutine owns
+// every spliced connection pair after the handshake and copies bytes for all of them
+// from one epoll set of its own.
 // A wake-up then costs one goroutine wake-up and one epoll_wait for however many
 // sockets became ready, instead of a goroutine wake-up per socket and direction.
 // With one Go scheduler thread (GOMAXPROCS 1) the goroutine parks in Go's poller on
@@ -27,20 +28,21 @@ import (
 // runtime's monitor take the only P from it at every wait and start another thread.
 // With two or more, it blocks in epoll_wait itself (a system call the scheduler knows
 // of): the monitor leaves a P in a system call alone for 10 ms while another is idle,
-// so a wake-up is one epoll_wait instead of the poller's and then the loop's own.
+// so a wake-up is one epoll_wait instead of Go's poller's and then the engine's own.
 //
 // Sockets are level-triggered and watched for input only, so one read per message
 // suffices (no read to EAGAIN). A direction reads its source only while nothing of it
 // waits to be written: when the destination does not take a write (EAGAIN), the rest
 // is kept in a pooled buffer, the source is no longer watched for input and the
 // destination is watched for output; when it has taken the rest, the source is read
-// again. So back-pressure reaches the sender and no byte is lost. Idle, write and close-grace timeouts are checked by a scan of all pairs
-// a few times per shortest timeout.
-type loop struct {
+// again. So back-pressure reaches the sender and no byte is lost. Idle, write and
+// close-grace timeouts are checked by a scan of all pairs a few times per shortest
+// timeout.
+type epollEngine struct {
 	epfd, wakefd int
 	idle, wto    time.Duration
 	bufs         *sync.Pool
-	// blocking says the loop waits in epoll_wait itself rather than in Go's poller.
+	// blocking says the engine waits in epoll_wait itself rather than in Go's poller.
 	blocking bool
 	// batch is the least time between two passes while link traffic is busy (pace).
 	batch time.Duration
@@ -54,29 +56,29 @@ type loop struct {
 	pauses atomic.Int64
 
 	mu      sync.Mutex
-	queue   []loopCmd
+	queue   []pollCmd
 	stopped bool
 
-	// Owned by the loop goroutine.
-	fds   map[int32]*loopPair
-	pairs map[*loopPair]struct{}
+	// Owned by the engine goroutine.
+	fds   map[int32]*pollPair
+	pairs map[*pollPair]struct{}
 	// links and clients are the descriptors of links to maps and of the clients of
-	// their streams (looplink_linux.go); dirty lists the links with records to write
+	// their streams (epolllink_linux.go); dirty lists the links with records to write
 	// once the current batch of events is handled.
 	links   map[int32]*linkConn
 	clients map[int32]*linkStream
 	dirty   []*linkConn
 	// more says a read filled the whole buffer: the socket, level-triggered, is
-	// still ready, and the set is polled again before the loop parks.
+	// still ready, and the set is polled again before the engine parks.
 	more    bool
 	scratch []byte
 	done    chan struct{}
 }
 
-type loopCmd struct {
-	pair *loopPair
+type pollCmd struct {
+	pair *pollPair
 	add  bool
-	// op, when set, is a link command (looplink_linux.go) on link or stream.
+	// op, when set, is a link command (epolllink_linux.go) on link or stream.
 	op     int
 	link   *linkConn
 	stream *linkStream
@@ -85,26 +87,26 @@ type loopCmd struct {
 	early  []byte
 }
 
-// loopPair is one client/map connection pair; side 0 is the client, side 1 the map,
+// pollPair is one client/map connection pair; side 0 is the client, side 1 the map,
 // and direction i copies from side i to side 1-i.
-type loopPair struct {
+type pollPair struct {
 	s      *splice
-	side   [2]loopSide
-	dir    [2]loopDir
+	side   [2]pollSide
+	dir    [2]pollDir
 	last   int64 // unix nanos of the last byte read from either side
 	grace  int64 // when set, the pair closes at this time (one side ended)
 	closed bool
-	// closeReq is set by close from any goroutine; the loop closes the pair when it
+	// closeReq is set by close from any goroutine; the engine closes the pair when it
 	// sees it.
 	closeReq bool
 }
 
-type loopSide struct {
+type pollSide struct {
 	fd     int
 	events uint32 // what the epoll set watches for on fd
 }
 
-type loopDir struct {
+type pollDir struct {
 	pending []byte  // read from the source, not yet taken by the destination
 	pbuf    *[]byte // the pooled buffer pending points into
 	since   int64   // unix nanos since when pending waits
@@ -113,7 +115,7 @@ type loopDir struct {
 	counter prometheus.Counter
 }
 
-func newLoop(idle, wto, batch time.Duration, bufs *sync.Pool) (*loop, error) {
+func newEpollEngine(idle, wto, batch time.Duration, bufs *sync.Pool) (*epollEngine, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -133,25 +135,25 @@ func newLoop(idle, wto, batch time.Duration, bufs *sync.Pool) (*loop, error) {
 		syscall.Close(int(wfd))
 		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
 	}
-	l := &loop{
+	ep := &epollEngine{
 		epfd: epfd, wakefd: int(wfd), idle: idle, wto: wto, batch: batch, bufs: bufs, blocking: runtime.GOMAXPROCS(0) >= 2,
-		fds: map[int32]*loopPair{}, pairs: map[*loopPair]struct{}{},
+		fds: map[int32]*pollPair{}, pairs: map[*pollPair]struct{}{},
 		links: map[int32]*linkConn{}, clients: map[int32]*linkStream{},
 		scratch: make([]byte, BufferSize), done: make(chan struct{}),
 	}
-	go l.run()
-	return l, nil
+	go ep.run()
+	return ep, nil
 }
 
-// errAdoptClosed says the splice was closed while it was being handed to the loop.
+// errAdoptClosed says the splice was closed while it was being handed to the engine.
 var errAdoptClosed = errors.New("connection closed during hand-off")
 
-// adopt hands s's two connections to the loop: their descriptors are duplicated, the
-// net.Conns closed (which takes them out of Go's poller), and from then on the loop
+// adopt hands s's two connections to the engine: their descriptors are duplicated, the
+// net.Conns closed (which takes them out of Go's poller), and from then on the engine
 // owns them, counts their bytes and ends the splice (untrack, metrics). On an error s
 // is unchanged, or its connections are already closed, and the caller copies with
 // goroutines as before.
-func (l *loop) adopt(s *splice) error {
+func (ep *epollEngine) adopt(s *splice) error {
 	cfd, err := dupConn(s.client)
 	if err != nil {
 		return err
@@ -161,12 +163,12 @@ func (l *loop) adopt(s *splice) error {
 		syscall.Close(cfd)
 		return err
 	}
-	lp := &loopPair{s: s, last: time.Now().UnixNano()}
-	lp.side[0].fd, lp.side[1].fd = cfd, bfd
-	lp.dir[0].counter = s.p.Metrics.bytes(dirUp)
-	lp.dir[1].counter = s.p.Metrics.bytes(dirDown)
+	pp := &pollPair{s: s, last: time.Now().UnixNano()}
+	pp.side[0].fd, pp.side[1].fd = cfd, bfd
+	pp.dir[0].counter = s.p.Metrics.bytes(dirUp)
+	pp.dir[1].counter = s.p.Metrics.bytes(dirDown)
 	s.mu.Lock()
-	s.lp, s.loop = lp, l
+	s.pp, s.ep = pp, ep
 	s.mu.Unlock()
 	took := false
 	s.closeOnce.Do(func() {
@@ -176,13 +178,13 @@ func (l *loop) adopt(s *splice) error {
 	})
 	if !took {
 		s.mu.Lock()
-		s.lp, s.loop = nil, nil
+		s.pp, s.ep = nil, nil
 		s.mu.Unlock()
 		syscall.Close(cfd)
 		syscall.Close(bfd)
 		return errAdoptClosed
 	}
-	if !l.send(loopCmd{pair: lp, add: true}) {
+	if !ep.send(pollCmd{pair: pp, add: true}) {
 		syscall.Close(cfd)
 		syscall.Close(bfd)
 		s.ended(0, 0)
@@ -223,87 +225,87 @@ func dupConn(c net.Conn) (int, error) {
 }
 
 // paused returns how often a source was paused for back-pressure.
-func (l *loop) paused() int64 { return l.pauses.Load() }
+func (ep *epollEngine) paused() int64 { return ep.pauses.Load() }
 
-// close asks the loop to close lp; safe from any goroutine.
-func (l *loop) close(lp *loopPair) { l.send(loopCmd{pair: lp}) }
+// close asks the engine to close pp; safe from any goroutine.
+func (ep *epollEngine) close(pp *pollPair) { ep.send(pollCmd{pair: pp}) }
 
-// send queues c for the loop and wakes it; false once the loop has stopped.
-func (l *loop) send(c loopCmd) bool {
-	l.mu.Lock()
-	if l.stopped {
-		l.mu.Unlock()
+// send queues c for the engine and wakes it; false once the engine has stopped.
+func (ep *epollEngine) send(c pollCmd) bool {
+	ep.mu.Lock()
+	if ep.stopped {
+		ep.mu.Unlock()
 		return false
 	}
-	l.queue = append(l.queue, c)
-	l.mu.Unlock()
-	l.wake()
+	ep.queue = append(ep.queue, c)
+	ep.mu.Unlock()
+	ep.wake()
 	return true
 }
 
-func (l *loop) wake() {
+func (ep *epollEngine) wake() {
 	one := uint64(1)
-	syscall.Write(l.wakefd, (*[8]byte)(unsafe.Pointer(&one))[:])
+	syscall.Write(ep.wakefd, (*[8]byte)(unsafe.Pointer(&one))[:])
 }
 
-// stop ends the loop once its pairs are gone (Proxy.Close has closed them) and waits.
-func (l *loop) stop() {
-	l.mu.Lock()
-	l.stopped = true
-	l.mu.Unlock()
-	l.wake()
-	<-l.done
+// stop ends the engine once its pairs are gone (Proxy.Close has closed them) and waits.
+func (ep *epollEngine) stop() {
+	ep.mu.Lock()
+	ep.stopped = true
+	ep.mu.Unlock()
+	ep.wake()
+	<-ep.done
 }
 
 // tick is how often timeouts are checked: a quarter of the shortest one, within
 // [10 ms, 1 s].
-func (l *loop) tick() time.Duration {
-	t := min(l.idle, l.wto, closeGrace) / 4
+func (ep *epollEngine) tick() time.Duration {
+	t := min(ep.idle, ep.wto, closeGrace) / 4
 	return max(10*time.Millisecond, min(t, time.Second))
 }
 
-func (l *loop) run() {
-	defer close(l.done)
-	defer syscall.Close(l.wakefd)
-	if l.blocking {
-		l.runBlocking()
+func (ep *epollEngine) run() {
+	defer close(ep.done)
+	defer syscall.Close(ep.wakefd)
+	if ep.blocking {
+		ep.runBlocking()
 		return
 	}
-	// The epoll set is itself waited on through Go's poller: the loop goroutine parks
+	// The epoll set is itself waited on through Go's poller: the engine goroutine parks
 	// there while nothing is ready, so it needs no thread of its own, and a wake-up
 	// for any number of ready sockets is one goroutine wake-up. All the work runs
 	// inside the poller's callback, so that readiness that arrives meanwhile is kept
 	// for the next wait rather than reset.
-	f := os.NewFile(uintptr(l.epfd), "edge-epoll")
+	f := os.NewFile(uintptr(ep.epfd), "edge-epoll")
 	defer f.Close()
 	rc, err := f.SyscallConn()
 	if err != nil {
-		l.closeAll()
+		ep.closeAll()
 		return
 	}
 	events := make([]syscall.EpollEvent, 256)
-	tick := l.tick()
+	tick := ep.tick()
 	next := time.Now().Add(tick)
 	stop := false
 	turn := func(uintptr) bool {
 		for !stop {
-			n := epollPoll(l.epfd, events)
+			n := epollPoll(ep.epfd, events)
 			if n == 0 {
 				return false
 			}
 			t := time.Now()
 			now := t.UnixNano()
-			if stop = l.dispatch(events[:n], now); stop {
+			if stop = ep.dispatch(events[:n], now); stop {
 				return true
 			}
 			if !t.Before(next) {
-				l.timeouts(now)
+				ep.timeouts(now)
 				next = t.Add(tick)
 			}
-			if l.pace() {
+			if ep.pace() {
 				continue // events may wait: poll again
 			}
-			if n < len(events) && !l.more {
+			if n < len(events) && !ep.more {
 				return false // nothing known to wait: park until the set signals again
 			}
 		}
@@ -313,11 +315,11 @@ func (l *loop) run() {
 		_ = f.SetReadDeadline(next)
 		if err := rc.Read(turn); err != nil {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				l.closeAll()
+				ep.closeAll()
 				return
 			}
 			now := time.Now()
-			l.timeouts(now.UnixNano())
+			ep.timeouts(now.UnixNano())
 			next = now.Add(tick)
 		}
 	}
@@ -325,54 +327,54 @@ func (l *loop) run() {
 
 // runBlocking is run waiting in epoll_wait itself, at most until the next timeout
 // scan; while a read filled its whole buffer it only polls.
-func (l *loop) runBlocking() {
-	defer syscall.Close(l.epfd)
+func (ep *epollEngine) runBlocking() {
+	defer syscall.Close(ep.epfd)
 	events := make([]syscall.EpollEvent, 256)
-	tick := l.tick()
+	tick := ep.tick()
 	next := time.Now().Add(tick)
 	for {
 		wait := 0
-		if !l.more {
+		if !ep.more {
 			wait = max(1, int((time.Until(next)+time.Millisecond-1)/time.Millisecond))
 		}
-		n, err := syscall.EpollWait(l.epfd, events, wait)
+		n, err := syscall.EpollWait(ep.epfd, events, wait)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
-			l.closeAll()
+			ep.closeAll()
 			return
 		}
 		t := time.Now()
 		now := t.UnixNano()
-		l.more = false
-		if n > 0 && l.dispatch(events[:n], now) {
+		ep.more = false
+		if n > 0 && ep.dispatch(events[:n], now) {
 			return
 		}
 		if !t.Before(next) {
-			l.timeouts(now)
+			ep.timeouts(now)
 			next = t.Add(tick)
 		}
-		l.pace()
+		ep.pace()
 	}
 }
 
-// pace keeps passes over the ready sockets at least l.batch apart while the last pass
+// pace keeps passes over the ready sockets at least ep.batch apart while the last pass
 // handled two or more events of players on links: it sleeps out the rest of the
 // batch time and says so. Under load a pass then handles every message that arrived
-// meanwhile, with one wake-up of the loop and one write to each link (and so one
+// meanwhile, with one wake-up of the engine and one write to each link (and so one
 // read by each map) instead of one for every few messages; a game's inputs and
 // snapshots, a tick (tens of ms) apart, wait at most the batch time more. A lone
 // player's message is handled at once, as is all other traffic.
-func (l *loop) pace() bool {
-	if l.batch <= 0 || l.linkEvents < 2 {
+func (ep *epollEngine) pace() bool {
+	if ep.batch <= 0 || ep.linkEvents < 2 {
 		return false
 	}
-	rest := time.Duration(l.passAt + int64(l.batch) - time.Now().UnixNano())
+	rest := time.Duration(ep.passAt + int64(ep.batch) - time.Now().UnixNano())
 	if rest <= 0 {
 		return false
 	}
-	if l.blocking {
+	if ep.blocking {
 		// A thread of its own: it sleeps in the kernel, as it waits in epoll_wait,
 		// without the scheduler's timers and hand-offs.
 		ts := syscall.NsecToTimespec(int64(rest))
@@ -385,40 +387,40 @@ func (l *loop) pace() bool {
 }
 
 // dispatch handles one batch of events; true
-// when the loop is to end.
-func (l *loop) dispatch(events []syscall.EpollEvent, now int64) bool {
-	l.more = false
-	l.passAt, l.linkEvents = now, 0
+// when the engine is to end.
+func (ep *epollEngine) dispatch(events []syscall.EpollEvent, now int64) bool {
+	ep.more = false
+	ep.passAt, ep.linkEvents = now, 0
 	for i := range events {
 		ev := &events[i]
-		if int(ev.Fd) == l.wakefd {
-			if l.commands(now) {
+		if int(ev.Fd) == ep.wakefd {
+			if ep.commands(now) {
 				return true
 			}
 			continue
 		}
 		// Clients of links first: with links, they are nearly every event.
-		if st := l.clients[ev.Fd]; st != nil {
-			l.linkEvents++
-			l.pumpClient(st, ev.Events, now)
+		if st := ep.clients[ev.Fd]; st != nil {
+			ep.linkEvents++
+			ep.pumpClient(st, ev.Events, now)
 			continue
 		}
-		if lk := l.links[ev.Fd]; lk != nil {
-			l.linkEvents++
-			l.pumpLink(lk, ev.Events, now)
+		if lk := ep.links[ev.Fd]; lk != nil {
+			ep.linkEvents++
+			ep.pumpLink(lk, ev.Events, now)
 			continue
 		}
-		lp := l.fds[ev.Fd]
-		if lp == nil || lp.closed {
+		pp := ep.fds[ev.Fd]
+		if pp == nil || pp.closed {
 			continue
 		}
 		side := 0
-		if int(ev.Fd) == lp.side[1].fd {
+		if int(ev.Fd) == pp.side[1].fd {
 			side = 1
 		}
-		l.pump(lp, side, ev.Events, now)
+		ep.pump(pp, side, ev.Events, now)
 	}
-	l.writeLinks(now)
+	ep.writeLinks(now)
 	return false
 }
 
@@ -432,96 +434,96 @@ func epollPoll(epfd int, events []syscall.EpollEvent) int {
 	return int(n)
 }
 
-// commands runs the queued adds and closes; true when the loop is to end.
-func (l *loop) commands(now int64) bool {
+// commands runs the queued adds and closes; true when the engine is to end.
+func (ep *epollEngine) commands(now int64) bool {
 	var buf [8]byte
-	_, _ = syscall.Read(l.wakefd, buf[:])
-	l.mu.Lock()
-	q := l.queue
-	l.queue = nil
-	stopped := l.stopped
-	l.mu.Unlock()
+	_, _ = syscall.Read(ep.wakefd, buf[:])
+	ep.mu.Lock()
+	q := ep.queue
+	ep.queue = nil
+	stopped := ep.stopped
+	ep.mu.Unlock()
 	for _, c := range q {
 		switch {
 		case c.op != 0:
-			l.linkCommand(c, now)
+			ep.linkCommand(c, now)
 		case c.add && c.pair.closeReq:
-			l.register(c.pair, now)
-			l.finish(c.pair)
+			ep.register(c.pair, now)
+			ep.finish(c.pair)
 		case c.add:
-			l.register(c.pair, now)
-			l.pump(c.pair, 0, syscall.EPOLLIN, now)
-			l.pump(c.pair, 1, syscall.EPOLLIN, now)
+			ep.register(c.pair, now)
+			ep.pump(c.pair, 0, syscall.EPOLLIN, now)
+			ep.pump(c.pair, 1, syscall.EPOLLIN, now)
 		default:
 			c.pair.closeReq = true
-			if _, ok := l.pairs[c.pair]; ok {
-				l.finish(c.pair)
+			if _, ok := ep.pairs[c.pair]; ok {
+				ep.finish(c.pair)
 			}
 		}
 	}
 	if stopped {
-		l.closeAll()
+		ep.closeAll()
 		return true
 	}
 	return false
 }
 
-// register adds lp's sockets to the epoll set, level-triggered, watching for input.
-func (l *loop) register(lp *loopPair, now int64) {
-	l.pairs[lp] = struct{}{}
-	lp.last = now
-	for i := range lp.side {
-		sd := &lp.side[i]
-		l.fds[int32(sd.fd)] = lp
+// register adds pp's sockets to the epoll set, level-triggered, watching for input.
+func (ep *epollEngine) register(pp *pollPair, now int64) {
+	ep.pairs[pp] = struct{}{}
+	pp.last = now
+	for i := range pp.side {
+		sd := &pp.side[i]
+		ep.fds[int32(sd.fd)] = pp
 		sd.events = syscall.EPOLLIN
 		ev := syscall.EpollEvent{Events: sd.events, Fd: int32(sd.fd)}
-		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, sd.fd, &ev); err != nil {
-			lp.closeReq = true
+		if err := syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_ADD, sd.fd, &ev); err != nil {
+			pp.closeReq = true
 		}
 	}
 }
 
-// pump handles the readiness ev of lp's side: bytes waiting to be written to it are
-// written, bytes to read from it are read and passed on. It closes lp when it is done
+// pump handles the readiness ev of pp's side: bytes waiting to be written to it are
+// written, bytes to read from it are read and passed on. It closes pp when it is done
 // or failed.
-func (l *loop) pump(lp *loopPair, side int, ev uint32, now int64) {
-	if lp.closed {
+func (ep *epollEngine) pump(pp *pollPair, side int, ev uint32, now int64) {
+	if pp.closed {
 		return
 	}
-	if lp.closeReq || ev&syscall.EPOLLERR != 0 {
-		l.finish(lp)
+	if pp.closeReq || ev&syscall.EPOLLERR != 0 {
+		ep.finish(pp)
 		return
 	}
 	if ev&(syscall.EPOLLOUT|syscall.EPOLLHUP) != 0 {
-		if !l.flush(lp, 1-side, now) {
-			l.finish(lp)
+		if !ep.flush(pp, 1-side, now) {
+			ep.finish(pp)
 			return
 		}
 	}
 	if ev&(syscall.EPOLLIN|syscall.EPOLLHUP|syscall.EPOLLRDHUP) != 0 {
-		if lp.dir[side].eof && ev&syscall.EPOLLHUP != 0 {
-			l.finish(lp) // the side is shut both ways
+		if pp.dir[side].eof && ev&syscall.EPOLLHUP != 0 {
+			ep.finish(pp) // the side is shut both ways
 			return
 		}
-		if !l.copyDir(lp, side, now) {
-			l.finish(lp)
+		if !ep.copyDir(pp, side, now) {
+			ep.finish(pp)
 			return
 		}
 	}
-	if lp.dir[0].eof && lp.dir[1].eof {
-		l.finish(lp)
+	if pp.dir[0].eof && pp.dir[1].eof {
+		ep.finish(pp)
 	}
 }
 
 // copyDir reads side i once and writes what it read to the other side; bytes the
 // other side does not take wait in a pooled buffer, and side i is not read again
 // until they are written. It returns false on an error that ends the pair.
-func (l *loop) copyDir(lp *loopPair, i int, now int64) bool {
-	src, dst, d := &lp.side[i], &lp.side[1-i], &lp.dir[i]
+func (ep *epollEngine) copyDir(pp *pollPair, i int, now int64) bool {
+	src, dst, d := &pp.side[i], &pp.side[1-i], &pp.dir[i]
 	if d.eof || len(d.pending) > 0 {
 		return true
 	}
-	n, e := rawio.Read(src.fd, l.scratch)
+	n, e := rawio.Read(src.fd, ep.scratch)
 	switch {
 	case e == syscall.EAGAIN:
 		return true
@@ -530,41 +532,41 @@ func (l *loop) copyDir(lp *loopPair, i int, now int64) bool {
 	case n == 0:
 		d.eof = true
 		_ = syscall.Shutdown(dst.fd, syscall.SHUT_WR)
-		if lp.grace == 0 {
-			lp.grace = now + int64(closeGrace)
+		if pp.grace == 0 {
+			pp.grace = now + int64(closeGrace)
 		}
-		return l.watch(lp, i)
+		return ep.watch(pp, i)
 	}
 	d.total += int64(n)
-	lp.last = now
+	pp.last = now
 	if d.counter != nil {
 		d.counter.Add(float64(n))
 	}
-	w, e := writeAll(dst.fd, l.scratch[:n])
+	w, e := writeAll(dst.fd, ep.scratch[:n])
 	if e != 0 && e != syscall.EAGAIN {
 		return false
 	}
 	if w < n {
-		d.pbuf = l.bufs.Get().(*[]byte)
-		d.pending = append((*d.pbuf)[:0], l.scratch[w:n]...)
+		d.pbuf = ep.bufs.Get().(*[]byte)
+		d.pending = append((*d.pbuf)[:0], ep.scratch[w:n]...)
 		d.since = now
-		l.pauses.Add(1)
-		return l.watch(lp, i) && l.watch(lp, 1-i)
+		ep.pauses.Add(1)
+		return ep.watch(pp, i) && ep.watch(pp, 1-i)
 	}
-	if n == len(l.scratch) {
-		l.more = true
+	if n == len(ep.scratch) {
+		ep.more = true
 	}
 	return true
 }
 
 // flush writes what waits for direction i to its destination; when all of it is
 // written, the source is read again. It returns false on an error.
-func (l *loop) flush(lp *loopPair, i int, now int64) bool {
-	d := &lp.dir[i]
+func (ep *epollEngine) flush(pp *pollPair, i int, now int64) bool {
+	d := &pp.dir[i]
 	if len(d.pending) == 0 {
 		return true
 	}
-	w, e := writeAll(lp.side[1-i].fd, d.pending)
+	w, e := writeAll(pp.side[1-i].fd, d.pending)
 	if e != 0 && e != syscall.EAGAIN {
 		return false
 	}
@@ -572,31 +574,31 @@ func (l *loop) flush(lp *loopPair, i int, now int64) bool {
 	if len(d.pending) > 0 {
 		return true
 	}
-	l.bufs.Put(d.pbuf)
+	ep.bufs.Put(d.pbuf)
 	d.pbuf, d.pending, d.since = nil, nil, 0
-	if !l.watch(lp, i) || !l.watch(lp, 1-i) {
+	if !ep.watch(pp, i) || !ep.watch(pp, 1-i) {
 		return false
 	}
-	return l.copyDir(lp, i, now)
+	return ep.copyDir(pp, i, now)
 }
 
-// watch sets what the epoll set watches for on lp's side j: input while its
+// watch sets what the epoll set watches for on pp's side j: input while its
 // direction is neither ended nor paused, output while bytes wait to be written to it.
-func (l *loop) watch(lp *loopPair, j int) bool {
+func (ep *epollEngine) watch(pp *pollPair, j int) bool {
 	var want uint32
-	if !lp.dir[j].eof && len(lp.dir[j].pending) == 0 {
+	if !pp.dir[j].eof && len(pp.dir[j].pending) == 0 {
 		want |= syscall.EPOLLIN
 	}
-	if len(lp.dir[1-j].pending) > 0 {
+	if len(pp.dir[1-j].pending) > 0 {
 		want |= syscall.EPOLLOUT
 	}
-	sd := &lp.side[j]
+	sd := &pp.side[j]
 	if want == sd.events {
 		return true
 	}
 	sd.events = want
 	ev := syscall.EpollEvent{Events: want, Fd: int32(sd.fd)}
-	return syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, sd.fd, &ev) == nil
+	return syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_MOD, sd.fd, &ev) == nil
 }
 
 // writeAll writes b to fd until done or the socket is full (EAGAIN) and returns how
@@ -615,55 +617,55 @@ func writeAll(fd int, b []byte) (int, syscall.Errno) {
 
 // timeouts closes pairs idle both ways for the idle timeout, pairs whose destination
 // has not taken a write for the write timeout, and pairs past their close grace.
-func (l *loop) timeouts(now int64) {
-	for lp := range l.pairs {
+func (ep *epollEngine) timeouts(now int64) {
+	for pp := range ep.pairs {
 		switch {
-		case lp.grace != 0 && now >= lp.grace,
-			lp.grace == 0 && now-lp.last >= int64(l.idle),
-			lp.dir[0].since != 0 && now-lp.dir[0].since >= int64(l.wto),
-			lp.dir[1].since != 0 && now-lp.dir[1].since >= int64(l.wto):
-			l.finish(lp)
+		case pp.grace != 0 && now >= pp.grace,
+			pp.grace == 0 && now-pp.last >= int64(ep.idle),
+			pp.dir[0].since != 0 && now-pp.dir[0].since >= int64(ep.wto),
+			pp.dir[1].since != 0 && now-pp.dir[1].since >= int64(ep.wto):
+			ep.finish(pp)
 		}
 	}
-	l.linkTimeouts(now)
-	l.writeLinks(now)
+	ep.linkTimeouts(now)
+	ep.writeLinks(now)
 }
 
-// finish closes lp's sockets and ends its splice.
-func (l *loop) finish(lp *loopPair) {
-	if lp.closed {
+// finish closes pp's sockets and ends its splice.
+func (ep *epollEngine) finish(pp *pollPair) {
+	if pp.closed {
 		return
 	}
-	lp.closed = true
-	delete(l.pairs, lp)
-	for i := range lp.side {
-		delete(l.fds, int32(lp.side[i].fd))
-		syscall.Close(lp.side[i].fd) // also leaves the epoll set
-		if d := &lp.dir[i]; d.pbuf != nil {
-			l.bufs.Put(d.pbuf)
+	pp.closed = true
+	delete(ep.pairs, pp)
+	for i := range pp.side {
+		delete(ep.fds, int32(pp.side[i].fd))
+		syscall.Close(pp.side[i].fd) // also leaves the epoll set
+		if d := &pp.dir[i]; d.pbuf != nil {
+			ep.bufs.Put(d.pbuf)
 			d.pbuf, d.pending = nil, nil
 		}
 	}
-	s := lp.s
-	s.ended(lp.dir[0].total, lp.dir[1].total)
+	s := pp.s
+	s.ended(pp.dir[0].total, pp.dir[1].total)
 }
 
-func (l *loop) closeAll() {
-	for lp := range l.pairs {
-		l.finish(lp)
+func (ep *epollEngine) closeAll() {
+	for pp := range ep.pairs {
+		ep.finish(pp)
 	}
-	l.closeLinks()
-	l.mu.Lock()
-	q := l.queue
-	l.queue, l.stopped = nil, true
-	l.mu.Unlock()
+	ep.closeLinks()
+	ep.mu.Lock()
+	q := ep.queue
+	ep.queue, ep.stopped = nil, true
+	ep.mu.Unlock()
 	for _, c := range q {
 		switch {
 		case c.op != 0:
-			l.abandon(c)
+			ep.abandon(c)
 		case c.add && !c.pair.closed:
-			l.register(c.pair, time.Now().UnixNano())
-			l.finish(c.pair)
+			ep.register(c.pair, time.Now().UnixNano())
+			ep.finish(c.pair)
 		}
 	}
 }
