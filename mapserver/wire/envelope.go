@@ -178,3 +178,17 @@ func AckFrame(seq uint64) []byte {
 	b, _ := json.Marshal(Ack{V: Version, Kind: KindAck, Seq: seq})
 	return b
 }
+
+// EventMoving is the event a map sends a player whose connection it hands over to the
+// next container of its instance (a live upgrade): the socket stays open, inputs sent
+// from now on until the next welcome are dropped, and a welcome from the new container
+// follows on the same socket, then a full snapshot. A client keeps its world when the
+// new welcome's worldHash is the one it has and builds it again when not, and shows
+// no reconnect. Data is a Moving.
+const EventMoving = "moving"
+
+// Moving is the Data of a "moving" event.
+type Moving struct {
+	// Reason says why the player moves ("upgrade").
+	Reason string `json:"reason"`
+}

@@ -27,7 +27,9 @@ package edgelink
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Path is the link's endpoint on a map's game listener.
@@ -51,7 +53,41 @@ const (
 	// connection once those are written. From the edge it says the client's
 	// connection has ended or was dropped. Its payload is empty.
 	KindClose byte = 3
+	// KindMove (map to edge) ends the stream on this link without ending the client's
+	// connection: the map handed the player over to the next container of its
+	// instance (a live upgrade). It follows the stream's last bytes, which end on a
+	// frame boundary; its payload is a Move as JSON. The edge opens a new stream for
+	// the client on a link to the container of Move.Generation (its route table's
+	// route of that generation; it waits up to MoveWait for its table to have it),
+	// drops that stream's 101 response, sends Move.Hello as the client's first message
+	// (one masked text frame), then the client's frames from its next frame boundary
+	// on. Where it cannot (no such route in time, a refused stream, the link down), it
+	// closes the client's connection as after a map crash, and the client joins again.
+	// A map sends it only on a link whose request carried FeatureHeader with
+	// FeatureMove; an older edge is sent a transfer message instead.
+	KindMove byte = 4
 )
+
+// FeatureHeader is the link request's header listing what the edge can do beyond the
+// records every link has (comma-separated), so a map uses it only with an edge that
+// reads it.
+const FeatureHeader = "Mapyard-Link-Features"
+
+// FeatureMove says the edge reads KindMove records.
+const FeatureMove = "move"
+
+// MoveWait bounds how long an edge waits for its route table to show the generation a
+// player is moved to.
+const MoveWait = 2 * time.Second
+
+// Move is the payload of a KindMove record.
+type Move struct {
+	// Generation is the instance's container the player goes to.
+	Generation string `json:"generation"`
+	// Hello is the first message the edge sends there for the client: a hello with a
+	// transfer token and the client's formats, built by the map the player leaves.
+	Hello json.RawMessage `json:"hello"`
+}
 
 // HeaderSize is the size of a record's header: kind (1 byte), stream id (4), payload
 // length (4).
@@ -89,7 +125,7 @@ func ParseHeader(b []byte) (Header, error) {
 	h := Header{Kind: b[0], Stream: binary.BigEndian.Uint32(b[1:5])}
 	n := binary.BigEndian.Uint32(b[5:9])
 	switch {
-	case h.Kind < KindOpen || h.Kind > KindClose:
+	case h.Kind < KindOpen || h.Kind > KindMove:
 		return h, fmt.Errorf("edgelink: unknown record kind %d", h.Kind)
 	case h.Stream == 0:
 		return h, fmt.Errorf("edgelink: record for stream 0")

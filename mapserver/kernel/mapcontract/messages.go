@@ -57,6 +57,10 @@ type TransferRequest struct {
 	ToMapID        string                `json:"toMapId,omitempty"`
 	Epoch          int64                 `json:"epoch"`
 	State          record.CharacterState `json:"state"`
+	// Handoff marks a live upgrade's transfer (see Handoff): the character goes to the
+	// next container of its own instance, so ToInstanceID is FromInstanceID. The
+	// orchestrator grants it only while it upgrades that instance.
+	Handoff bool `json:"handoff,omitempty"`
 }
 
 // TransferAnswer carries the transfer token the source map forwards to its client, in

@@ -18,7 +18,36 @@ import (
 const (
 	PathStartInstance = "/control/start-instance"
 	PathHealth        = "/health"
+	// PathHandoff asks a map to hand every player over to the next container of its
+	// instance (a live upgrade). OPTIONAL: a map that answers 404 is upgraded by a
+	// restart instead, its players rejoining.
+	PathHandoff = "/control/handoff"
 )
+
+// Handoff is the request of POST /control/handoff. The orchestrator sends it to the
+// running container of an instance once the instance's next container (Generation) is
+// ready and takes new players. The map then admits no new player (a hello is refused
+// map_unavailable, and the client's next attempt reaches the next container) and hands
+// each character over where it stands, at one tick: it stops taking its inputs, asks
+// /orch/request-transfer with Handoff set and the character's exact state at that tick
+// (after settling its critical events: every event acknowledged before the request),
+// and, once granted, moves the player's connection to Generation without closing it
+// (edgelink.KindMove) or, where the connection cannot move, sends the player the
+// transfer message as a portal would. It answers when every character is across or
+// refused, and may be called again (with the same Generation) to move what is left.
+type Handoff struct {
+	Generation string `json:"generation"`
+}
+
+// HandoffAnswer is the answer of POST /control/handoff: how many characters went
+// across, by a moved connection (Moved) or a transfer message the client follows
+// (Transferred), and how many are still on this map (Remaining: their transfer was
+// refused, or the call ran out of time).
+type HandoffAnswer struct {
+	Moved       int `json:"moved"`
+	Transferred int `json:"transferred"`
+	Remaining   int `json:"remaining"`
+}
 
 // StartInstance tells a map server which instance it runs and with what MapConfig. A
 // blank (warm pool) map takes on the instance it is given; a map started for an
@@ -106,6 +135,14 @@ func (c *MapClient) Health(ctx context.Context, baseURL, cred string) (MapHealth
 	var h MapHealth
 	err := httpkit.Call(ctx, c.HTTP, http.MethodGet, baseURL+PathHealth, cred, nil, &h)
 	return h, err
+}
+
+// Handoff posts r to the map at baseURL, presenting cred, and returns its answer.
+// A map that does not serve it answers 404 (code not_found, or no JSON at all).
+func (c *MapClient) Handoff(ctx context.Context, baseURL, cred string, r Handoff) (HandoffAnswer, error) {
+	var a HandoffAnswer
+	err := httpkit.Call(ctx, c.HTTP, http.MethodPost, baseURL+PathHandoff, cred, r, &a)
+	return a, err
 }
 
 // StartInstance posts r to the map at baseURL, presenting cred. Error codes from the

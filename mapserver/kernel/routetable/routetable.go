@@ -40,6 +40,10 @@ type Route struct {
 	// (host:port), reachable from the host without the userland proxy behind the
 	// published GamePort; empty when the orchestrator does not know it.
 	GameAddr string `json:"gameAddr,omitempty"`
+	// Generation names the container the route leads to; it changes when the instance
+	// gets a new container. A map hands a player over to a generation
+	// (edgelink.KindMove), and the edge moves the player only to a route of it.
+	Generation string `json:"generation,omitempty"`
 	// Code and Message are the gate's refusal (map_quarantined, map_unavailable), empty
 	// when the instance takes players.
 	Code    string `json:"code,omitempty"`
