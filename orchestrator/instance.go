@@ -57,6 +57,45 @@ type Instance struct {
 	LastExitCode *int      `json:"lastExitCode,omitempty"`
 	OOMKilled    bool      `json:"oomKilled"`
 	Since        time.Time `json:"since"`
+	// Generation names the container the instance runs now (its credentials'
+	// generation); it changes with every new container, a live upgrade's included.
+	Generation string `json:"generation,omitempty"`
+	// Upgrade is the instance's last live upgrade, while it runs and after it ended.
+	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
+}
+
+// Upgrade phases, in order; an upgrade ends done or failed.
+const (
+	// UpgradeStarting: the next container runs beside the current one, registering and
+	// building its world.
+	UpgradeStarting = "starting"
+	// UpgradeHandingOff: the next container is the instance's and takes new players;
+	// the previous one hands its players over.
+	UpgradeHandingOff = "handing_off"
+	UpgradeDone       = "done"
+	// UpgradeFailed: the next container did not become ready (or could not start); it
+	// is removed, and the players never left the current one.
+	UpgradeFailed = "failed"
+)
+
+// UpgradeStatus is a live upgrade's progress, in /admin/maps/{id}.
+type UpgradeStatus struct {
+	From  string `json:"from"`
+	Image string `json:"image"`
+	Phase string `json:"phase"`
+	// Error says why a failed upgrade failed, or why a handoff fell back to a restart.
+	Error string `json:"error,omitempty"`
+	// Moved, Transferred and Remaining are the handoff's answer: players moved without
+	// a reconnect, players sent a transfer message (their connection could not move),
+	// and players left on the previous container when it stopped (they rejoin).
+	Moved       int `json:"moved"`
+	Transferred int `json:"transferred"`
+	Remaining   int `json:"remaining"`
+	// Fallback: the previous container does not serve /control/handoff, so it was
+	// stopped and its players rejoined the next one (the restart path).
+	Fallback  bool       `json:"fallback,omitempty"`
+	StartedAt time.Time  `json:"startedAt"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
 }
 
 // Wanted-set statuses kept in the database: a "running" instance is started (or
@@ -110,7 +149,10 @@ type CreateInstance struct {
 // ports its game and control listeners bind inside the container, and its build. The
 // control API reads it from the map's POST /orch/map-ready.
 type MapRegistration struct {
-	InstanceID  string
+	InstanceID string
+	// Generation is the registering container's, from its credential (not its body):
+	// during a live upgrade two containers of one instance register.
+	Generation  string
 	MapID       string
 	GamePort    int
 	ControlPort int
@@ -160,6 +202,22 @@ type Maps interface {
 	// it as it is then. Error codes: apierr.ENOTFOUND, apierr.EMAPCONFIGREFUSED (the
 	// map's game refused its config: the instance was undone and is gone).
 	Settle(ctx context.Context, instanceID string) (Instance, error)
+
+	// Upgrade moves a ready instance to image with its players connected (see
+	// docs/operations.md, "Upgrades"); it returns once the next container runs, and
+	// the rest happens in the background (Instance.Upgrade). Error codes:
+	// apierr.ENOTFOUND, apierr.EIMAGENOTALLOWED, apierr.EIMAGEMISSING (the engine has
+	// no such image), apierr.ECONFLICT (not ready, busy, or upgrading already); nothing
+	// is touched when it fails.
+	Upgrade(ctx context.Context, instanceID, image string) (Instance, error)
+
+	// UpgradeAll upgrades every ready instance running image from to image to, at most
+	// parallel at a time, in the background, and returns the instances it will upgrade.
+	UpgradeAll(ctx context.Context, from, to string, parallel int) ([]string, error)
+
+	// HandingOff reports whether instanceID's previous container is handing its
+	// players over to its next one: a handoff transfer is granted only then.
+	HandingOff(instanceID string) bool
 
 	// Restart replaces the instance's container; it is not counted as a crash. Error
 	// codes: apierr.ENOTFOUND, apierr.ECONFLICT (another start or stop is in progress).

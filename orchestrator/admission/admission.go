@@ -37,6 +37,10 @@ type Maps interface {
 	// Create adds a wanted instance and starts it. Error codes: EBADREQUEST, ECONFLICT
 	// (it exists already).
 	Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error)
+
+	// HandingOff reports whether the instance's previous container hands its players
+	// over to its next one (a live upgrade): only then is a handoff transfer granted.
+	HandingOff(instanceID string) bool
 }
 
 // Store is the persistence admission uses.

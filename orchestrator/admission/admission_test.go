@@ -91,6 +91,9 @@ func (m *fakeMaps) gate(inst orchestrator.Instance) (orchestrator.Instance, erro
 	}
 }
 
+// HandingOff is false: no instance of these tests is being upgraded.
+func (m *fakeMaps) HandingOff(string) bool { return false }
+
 func (m *fakeMaps) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

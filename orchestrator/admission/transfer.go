@@ -36,6 +36,9 @@ func (s *Service) RequestTransfer(ctx context.Context, r mapcontract.TransferReq
 // requestTransfer is RequestTransfer without its metrics.
 func (s *Service) requestTransfer(ctx context.Context, r mapcontract.TransferRequest) (*mapcontract.TransferAnswer, error) {
 	toMapID := r.ToMapID
+	if r.Handoff && r.ToInstanceID == "" && r.ToMapID == "" {
+		r.ToInstanceID = r.FromInstanceID
+	}
 	if r.ToInstanceID == "" && r.ToMapID != "" {
 		r.ToInstanceID = s.instanceOfMap(r.ToMapID)
 	}
@@ -49,7 +52,12 @@ func (s *Service) requestTransfer(ctx context.Context, r mapcontract.TransferReq
 			return nil, apierr.Errorf(apierr.EBADREQUEST, "%s must be %s", f.name, record.IDRule)
 		}
 	}
-	if r.FromInstanceID == r.ToInstanceID {
+	switch {
+	case r.Handoff && r.ToInstanceID != r.FromInstanceID:
+		return nil, apierr.Errorf(apierr.EBADREQUEST, "a handoff goes to the next container of the same instance: toInstanceId must be fromInstanceId")
+	case r.Handoff && !s.Maps.HandingOff(r.FromInstanceID):
+		return nil, apierr.Errorf(apierr.ECONFLICT, "map instance %q is not handing its players over to a next container", r.FromInstanceID)
+	case !r.Handoff && r.FromInstanceID == r.ToInstanceID:
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "a transfer must change map instance")
 	}
 

@@ -30,6 +30,17 @@ func nameSuffix(deployment string) string {
 	return "." + deployment
 }
 
+// successorSuffix ends the name of a live upgrade's next container of an instance,
+// which runs beside the instance's container until that one is gone and is then
+// renamed to the instance's name: mapyard-map-default-1_next. '_' is no id's nor
+// deployment's, so the name reads back unambiguously.
+const successorSuffix = "_next"
+
+// SuccessorName is the Docker name of a live upgrade's next container of instanceID.
+func SuccessorName(deployment, instanceID string) string {
+	return ContainerName(deployment, instanceID) + successorSuffix
+}
+
 // ContainerName is the Docker container name of a map instance of a deployment, the
 // name ops type in `docker logs`: mapyard-map-<instanceId> in the default deployment,
 // mapyard-map-<instanceId>.<deployment> in any other. A warm-pool container is renamed
@@ -58,7 +69,7 @@ func poolFromContainerName(deployment, name string) (id string, ok bool) {
 // other names. A name without the deployment's suffix is read too: containers that
 // versions before deployment-scoped names started are still adopted (by their label).
 func InstanceFromContainerName(deployment, name string) (id string, ok bool) {
-	return idFromName(deployment, name, ContainerNamePrefix)
+	return idFromName(deployment, strings.TrimSuffix(name, successorSuffix), ContainerNamePrefix)
 }
 
 // idFromName cuts prefix and the deployment's suffix off a container name and checks

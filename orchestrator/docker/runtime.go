@@ -103,7 +103,7 @@ func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Con
 	if err != nil {
 		return supervise.Container{}, fmt.Errorf("container %s: %w", shortID(id), err)
 	}
-	return supervise.Container{ID: id, Name: name, InstanceID: spec.InstanceID, Pool: spec.Pool, Image: spec.Image, Running: true, Exit: supervise.Exit{Code: -1}, Ports: ports,
+	return supervise.Container{ID: id, Name: name, InstanceID: spec.InstanceID, Pool: spec.Pool, Successor: spec.Successor, Image: spec.Image, Running: true, Exit: supervise.Exit{Code: -1}, Ports: ports,
 		Identity: keys.Identity{InstanceID: spec.InstanceID, Generation: spec.Generation}, KeyID: spec.KeyID}, nil
 }
 
@@ -196,6 +196,9 @@ func (r *Runtime) specName(s supervise.Spec) string {
 	if s.Pool {
 		return PoolContainerName(r.Template.Deployment, s.InstanceID)
 	}
+	if s.Successor {
+		return SuccessorName(r.Template.Deployment, s.InstanceID)
+	}
 	return ContainerName(r.Template.Deployment, s.InstanceID)
 }
 
@@ -271,6 +274,7 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 			Identity: keys.Identity{InstanceID: credentialOwner(s.Labels), Generation: s.Labels[LabelGeneration]}, KeyID: s.Labels[LabelKeyID]}
 		if len(s.Names) > 0 {
 			c.Name = strings.TrimPrefix(s.Names[0], "/")
+			c.Successor = strings.HasSuffix(c.Name, successorSuffix)
 			var ok bool
 			if c.InstanceID, ok = InstanceFromContainerName(r.Template.Deployment, s.Names[0]); !ok {
 				c.InstanceID, _ = poolFromContainerName(r.Template.Deployment, s.Names[0])

@@ -171,6 +171,19 @@ func (r *Registry) Settle(ctx context.Context, id string) (orchestrator.Instance
 	return orchestrator.Instance{}, errNoDocker
 }
 
+// Upgrade is not available without Docker.
+func (r *Registry) Upgrade(ctx context.Context, id, image string) (orchestrator.Instance, error) {
+	return orchestrator.Instance{}, errNoDocker
+}
+
+// UpgradeAll is not available without Docker.
+func (r *Registry) UpgradeAll(ctx context.Context, from, to string, parallel int) ([]string, error) {
+	return nil, errNoDocker
+}
+
+// HandingOff is false: the fake orchestrator upgrades nothing.
+func (r *Registry) HandingOff(id string) bool { return false }
+
 // Restart is not available without Docker.
 func (r *Registry) Restart(ctx context.Context, id string) error { return errNoDocker }
 

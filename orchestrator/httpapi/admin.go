@@ -6,6 +6,7 @@ package httpapi
 // recovery audit, and who holds which item (see docs/supervision.md, Admin API).
 const (
 	PathAdminMaps           = "/admin/maps"
+	PathAdminUpgrade        = "/admin/upgrade"
 	PathAdminSessions       = "/admin/sessions"
 	PathAdminCleanup        = "/admin/cleanup"
 	PathAdminCharacters     = "/admin/characters"

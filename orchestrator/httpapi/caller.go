@@ -24,6 +24,10 @@ type Callers interface {
 // callerKey is where requireMap leaves the calling instance in the echo context.
 const callerKey = "mapyard.caller"
 
+// generationKey is where requireMap leaves the calling container's generation: two
+// containers of one instance speak during a live upgrade.
+const generationKey = "mapyard.generation"
+
 // requireMap is the middleware of the map-facing routes: the request must carry a map
 // credential minted by this orchestrator's root (401 otherwise) for a container that is
 // still current (403 otherwise). The instance it runs is the caller every handler checks
@@ -42,6 +46,7 @@ func (s *Server) requireMap(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 		}
 		c.Set(callerKey, instance)
+		c.Set(generationKey, id.Generation)
 		return next(c)
 	}
 }

@@ -35,7 +35,8 @@ func (s *Server) handleMapReady(c echo.Context) error {
 	if err := actFor(c, r.InstanceID); err != nil {
 		return err
 	}
-	reg := orchestrator.MapRegistration{InstanceID: r.InstanceID, MapID: r.MapID, GamePort: r.GamePort, ControlPort: r.ControlPort, Version: r.Version}
+	gen, _ := c.Get(generationKey).(string)
+	reg := orchestrator.MapRegistration{InstanceID: r.InstanceID, Generation: gen, MapID: r.MapID, GamePort: r.GamePort, ControlPort: r.ControlPort, Version: r.Version}
 	if err := s.Maps.MapReady(c.Request().Context(), reg); err != nil {
 		return err
 	}
@@ -106,6 +107,60 @@ func (s *Server) handleAdminCreate(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusCreated, inst)
+}
+
+// upgradeRequest is the body of POST /admin/maps/{id}/upgrade.
+type upgradeRequest struct {
+	Image string `json:"image"`
+}
+
+// handleAdminUpgrade starts a live upgrade of one map to another image: 202 with the
+// instance, its progress in "upgrade" (and in GET /admin/maps/{id} until it ends).
+func (s *Server) handleAdminUpgrade(c echo.Context) error {
+	var r upgradeRequest
+	if err := httpkit.DecodeJSON(c, &r, httpkit.DefaultMaxBodySize); err != nil {
+		return err
+	}
+	if err := mapgen.ValidateImage("image", r.Image, false); err != nil {
+		return apierr.Errorf(apierr.EBADREQUEST, "%v", err)
+	}
+	inst, err := s.Maps.Upgrade(c.Request().Context(), c.Param("id"), r.Image)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, inst)
+}
+
+// upgradeAllRequest is the body of POST /admin/upgrade.
+type upgradeAllRequest struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Parallel int    `json:"parallel"`
+}
+
+// handleAdminUpgradeAll upgrades every ready map of one image to another, at most
+// "parallel" (default 1) at a time: 202 with the instances it upgrades.
+func (s *Server) handleAdminUpgradeAll(c echo.Context) error {
+	var r upgradeAllRequest
+	if err := httpkit.DecodeJSON(c, &r, httpkit.DefaultMaxBodySize); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, v string }{{"from", r.From}, {"to", r.To}} {
+		if err := mapgen.ValidateImage(f.name, f.v, false); err != nil {
+			return apierr.Errorf(apierr.EBADREQUEST, "%v", err)
+		}
+	}
+	if r.Parallel < 0 || r.Parallel > 64 {
+		return apierr.Errorf(apierr.EBADREQUEST, "parallel must be 1 to 64")
+	}
+	ids, err := s.Maps.UpgradeAll(c.Request().Context(), r.From, r.To, r.Parallel)
+	if err != nil {
+		return err
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	return c.JSON(http.StatusAccepted, map[string]any{"instances": ids, "to": r.To})
 }
 
 // handleAdminRestart replaces an instance's container (not counted as a crash); 202.

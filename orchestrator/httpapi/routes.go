@@ -59,7 +59,7 @@ func (w *routeWatch) current() routetable.RouteTable {
 func (w *routeWatch) routesOf(instances []orchestrator.Instance) []routetable.Route {
 	routes := make([]routetable.Route, 0, len(instances))
 	for _, inst := range instances {
-		r := routetable.Route{InstanceID: inst.ID, State: string(inst.State), GamePort: inst.GamePort, GameAddr: inst.GameAddr}
+		r := routetable.Route{InstanceID: inst.ID, State: string(inst.State), GamePort: inst.GamePort, GameAddr: inst.GameAddr, Generation: inst.Generation}
 		if _, err := w.maps.Gate(inst.ID); err != nil {
 			r.Code, r.Message = apierr.Code(err), apierr.Message(err)
 		}

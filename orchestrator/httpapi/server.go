@@ -103,6 +103,8 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	g.POST(PathAdminMaps, s.handleAdminCreate)
 	g.POST(PathAdminMaps+"/:id/restart", s.handleAdminRestart)
 	g.POST(PathAdminMaps+"/:id/stop", s.handleAdminStop)
+	g.POST(PathAdminMaps+"/:id/upgrade", s.handleAdminUpgrade)
+	g.POST(PathAdminUpgrade, s.handleAdminUpgradeAll)
 	if s.Critical != nil {
 		s.adminItemRoutes(g)
 	}

@@ -153,6 +153,9 @@ func (s *Supervisor) Restart(ctx context.Context, instanceID string) error {
 		return err
 	}
 	defer s.mu.Unlock()
+	if in.upgrade.active() {
+		return apierr.Errorf(apierr.ECONFLICT, "map instance %q is being upgraded; restart it once the upgrade ended", instanceID)
+	}
 	in.restarts.reset()
 	in.cold = true
 	if in.status != orchestrator.StatusRunning {
@@ -173,6 +176,10 @@ func (s *Supervisor) stop(ctx context.Context, instanceID, reason string) error 
 	in, err := s.lockIdle(ctx, instanceID)
 	if err != nil {
 		return err
+	}
+	if in.upgrade.active() {
+		s.mu.Unlock()
+		return apierr.Errorf(apierr.ECONFLICT, "map instance %q is being upgraded; stop it once the upgrade ended", instanceID)
 	}
 	if in.status != orchestrator.StatusStopped {
 		s.persistStatus(in, orchestrator.StatusStopped)

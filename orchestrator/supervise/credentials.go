@@ -58,6 +58,10 @@ func (s *Supervisor) InstanceOf(id keys.Identity) (instanceID string, ok bool) {
 	defer s.mu.Unlock()
 	if in, found := s.instances[id.InstanceID]; found && in.ident == id {
 		return in.ID, true
+	} else if found && in.upgrade.active() && (in.upgrade.next.ident == id || in.upgrade.prev.ident == id) {
+		// Both containers of a live upgrade speak for the instance: the next one
+		// registers, the previous one hands its players over.
+		return in.ID, true
 	}
 	if m, found := s.pool[id.InstanceID]; found && m.ident == id {
 		return m.id, true

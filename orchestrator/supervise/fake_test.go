@@ -259,6 +259,23 @@ func (f *fakeRuntime) StartInstance(_ context.Context, url, cred string, r mapco
 	return nil
 }
 
+// Handoff answers as a map that hands nobody over, having no players: the rules tests
+// drive the upgrade's container side; the handoff itself is a map's and is tested
+// with real maps.
+func (f *fakeRuntime) Handoff(_ context.Context, url, cred string, r mapcontract.Handoff) (mapcontract.HandoffAnswer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["handoff"]++
+	c := f.byControlURL(url)
+	if c == nil {
+		return mapcontract.HandoffAnswer{}, errors.New("connection refused")
+	}
+	if c.refuses(cred) {
+		return mapcontract.HandoffAnswer{}, errUnauthorized
+	}
+	return mapcontract.HandoffAnswer{}, nil
+}
+
 // startsOf returns the start-instance requests sent for instanceID.
 func (f *fakeRuntime) startsOf(instanceID string) []mapcontract.StartInstance {
 	f.mu.Lock()

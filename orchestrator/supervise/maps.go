@@ -23,6 +23,12 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 	if mapgen.IsPoolID(r.InstanceID) {
 		return s.poolReady(r)
 	}
+	if u, next := s.upgradeOf(r); u != nil {
+		if !next {
+			return nil // the previous container of an upgrade, handing its players over
+		}
+		return s.successorReady(ctx, s.instances[r.InstanceID], u)
+	}
 	in, cid, ports, err := s.registering(ctx, r.InstanceID)
 	if err != nil {
 		return err
@@ -56,6 +62,26 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 		s.apply(in, evRegister, "map registered")
 	}
 	return nil
+}
+
+// upgradeOf returns the live upgrade a registration is part of, and whether it comes
+// from the upgrade's next container (else from its previous one); nil for a
+// registration of the instance's own container.
+func (s *Supervisor) upgradeOf(r orchestrator.MapRegistration) (*upgrade, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[r.InstanceID]
+	if !ok || r.Generation == "" || !in.upgrade.active() {
+		return nil, false
+	}
+	u := in.upgrade
+	switch {
+	case u.status.Phase == orchestrator.UpgradeStarting && r.Generation == u.next.ident.Generation:
+		return u, true
+	case u.status.Phase == orchestrator.UpgradeHandingOff && r.Generation == u.prev.ident.Generation:
+		return u, false
+	}
+	return nil, false
 }
 
 // refused handles a map whose game refused its MapConfig: the instance goes to
@@ -246,7 +272,7 @@ func (s *Supervisor) Instances() []orchestrator.Instance {
 	defer s.mu.Unlock()
 	out := make([]orchestrator.Instance, 0, len(s.instances))
 	for _, in := range s.instances {
-		out = append(out, in.Instance)
+		out = append(out, s.viewLocked(in))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -260,7 +286,7 @@ func (s *Supervisor) Instance(id string) (orchestrator.Instance, error) {
 	if !ok {
 		return orchestrator.Instance{}, apierr.Errorf(apierr.ENOTFOUND, "no map instance %q", id)
 	}
-	return in.Instance, nil
+	return s.viewLocked(in), nil
 }
 
 // Ready reports whether the default instance is ready.

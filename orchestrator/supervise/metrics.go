@@ -30,6 +30,8 @@ type Metrics struct {
 	// each is a defect (a rule asked for a change the table does not have), so any
 	// is worth an alert.
 	RefusedTransitions *prometheus.CounterVec
+	// Upgrades counts live upgrades by how they ended: done or failed.
+	Upgrades *prometheus.CounterVec
 }
 
 // NewMetrics creates the supervisor's metrics and registers them with reg; a nil reg
@@ -78,10 +80,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RefusedTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mapyard_map_refused_transitions_total", Help: "Map instance state changes the lifecycle table refused, by event (each a defect).",
 		}, []string{"event"}),
+		Upgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mapyard_map_upgrades_total", Help: "Live map upgrades, by result: done or failed.",
+		}, []string{"result"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Transitions, m.Instances, m.Restarts, m.Exits, m.Quarantines, m.ProbeFailures,
-			m.EventsReconnects, m.Adopted, m.OrphansRemoved, m.Handouts, m.PoolReady, m.ImageInstances, m.PoolImageReady, m.RefusedTransitions)
+			m.EventsReconnects, m.Adopted, m.OrphansRemoved, m.Handouts, m.PoolReady, m.ImageInstances, m.PoolImageReady, m.RefusedTransitions, m.Upgrades)
 	}
 	return m
 }
@@ -110,3 +115,6 @@ func (m *Metrics) setImage(state orchestrator.InstanceState, from, to string) {
 	m.ImageInstances.WithLabelValues(from, string(state)).Dec()
 	m.ImageInstances.WithLabelValues(to, string(state)).Inc()
 }
+
+// upgraded counts a live upgrade that ended with phase (done or failed).
+func (m *Metrics) upgraded(phase string) { m.Upgrades.WithLabelValues(phase).Inc() }

@@ -39,9 +39,10 @@ type Runtime interface {
 	// open are lost; the supervisor lists again after every (re)connection.
 	Events(ctx context.Context) (<-chan Event, <-chan error)
 
-	// Assign records that container id, started blank for the warm pool, now runs
-	// instanceID, so that a later List reports it under that instance (Docker renames
-	// it to the instance's container name).
+	// Assign records that container id, started blank for the warm pool or as a live
+	// upgrade's successor, now runs instanceID as its one container, so that a later
+	// List reports it under that instance (Docker renames it to the instance's
+	// container name).
 	Assign(ctx context.Context, id, instanceID string) error
 }
 
@@ -60,8 +61,12 @@ type Spec struct {
 	// Image is the container image, one the host allows: maps of different games run
 	// different images, and a warm-pool container is blank but of one image.
 	Image string
-	Pool  bool     // a blank warm-pool container
-	Env   []string // the map server's whole environment
+	Pool  bool // a blank warm-pool container
+	// Successor marks a live upgrade's next container of InstanceID, started beside
+	// the instance's running one under a name of its own; Assign gives it the
+	// instance's name once the previous container is gone.
+	Successor bool
+	Env       []string // the map server's whole environment
 	// Generation and KeyID say whose credentials the container holds (see package
 	// keys); the runtime keeps them with the container and reports them in Container.
 	Generation string
@@ -77,6 +82,9 @@ type Container struct {
 	// unassigned pool container), or "" for a container that is not a map of ours.
 	InstanceID string
 	Pool       bool // started blank for the warm pool
+	// Successor: started as a live upgrade's next container of InstanceID, and not yet
+	// given the instance's name.
+	Successor bool
 	// Image is the image the container was created from ("" when the runtime cannot
 	// tell): a blank pool container can be handed only an instance of its image.
 	Image string

@@ -40,6 +40,7 @@ type Store interface {
 type MapRPC interface {
 	Health(ctx context.Context, baseURL, cred string) (mapcontract.MapHealth, error)
 	StartInstance(ctx context.Context, baseURL, cred string, r mapcontract.StartInstance) error
+	Handoff(ctx context.Context, baseURL, cred string, r mapcontract.Handoff) (mapcontract.HandoffAnswer, error)
 }
 
 var _ MapRPC = (*mapcontract.MapClient)(nil)
@@ -112,7 +113,9 @@ type instance struct {
 	pooled bool
 	// cold: the next start creates a container for the instance instead of taking
 	// one from the warm pool (an operator's create or restart, a rehome).
-	cold    bool
+	cold bool
+	// upgrade is the instance's live upgrade, while it runs (and its status after).
+	upgrade *upgrade
 	changed chan struct{}
 }
 
@@ -257,8 +260,7 @@ func (s *Supervisor) addLocked(w orchestrator.WantedInstance, env []string) *ins
 // holds s.mu.
 func (s *Supervisor) idle(in *instance) {
 	in.busy = false
-	close(in.changed)
-	in.changed = make(chan struct{})
+	s.changedLocked(in)
 }
 
 // spawn starts (or restarts) in's container in the background unless an action is

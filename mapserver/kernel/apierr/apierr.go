@@ -76,6 +76,9 @@ const (
 	// cannot run (its world or its game fails to build from it), with the game's own
 	// reason; an admin create of such a map gets it back and nothing is kept.
 	EMAPCONFIGREFUSED = "map_config_refused"
+	// EIMAGEMISSING refuses an upgrade to an image the engine does not have: nothing
+	// is started or changed.
+	EIMAGEMISSING = "image_missing"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;
@@ -126,6 +129,7 @@ var statuses = map[string]int{
 	EBADREQUEST:       http.StatusBadRequest,
 	EIMAGENOTALLOWED:  http.StatusBadRequest,
 	EMAPCONFIGREFUSED: http.StatusBadRequest,
+	EIMAGEMISSING:     http.StatusNotFound,
 	EINVALIDENVELOPE:  http.StatusBadRequest,
 	EHASHMISMATCH:     http.StatusBadRequest,
 	ESCHEMAVERSION:    http.StatusBadRequest,
