@@ -32,6 +32,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 	var orphans, pooled []Container
 	var probe []*instance
 
+	list, successors := splitSuccessors(list)
 	s.mu.Lock()
 	for _, c := range list {
 		id, running := c.InstanceID, c.Running
@@ -69,6 +70,28 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 			probe = append(probe, in)
 		}
 	}
+	var resumed []*instance
+	for _, c := range successors {
+		in, wanted := s.instances[c.InstanceID]
+		switch {
+		case !c.Running || !s.current(c):
+			remove = append(remove, c.ID)
+		case !wanted:
+			orphans = append(orphans, c)
+		case in.ContainerID == "":
+			// Its predecessor is gone: the upgrade had handed over, and it is the
+			// instance's container, only not yet named so.
+			in.ContainerID, in.ports, in.ident = c.ID, c.Ports, c.Identity
+			s.setImageLocked(in, c.Image)
+			s.apply(in, evAdopt, "adopted running container (a live upgrade's next container)")
+			s.Metrics.Adopted.Inc()
+			s.assignLater(in.ID, c.ID)
+			probe = append(probe, in)
+		default:
+			in.upgrade = resumedUpgrade(in, c, s.Now())
+			resumed = append(resumed, in)
+		}
+	}
 	s.mu.Unlock()
 
 	for _, c := range pooled {
@@ -90,6 +113,9 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 	}
 	for _, in := range probe {
 		s.probeAdopted(ctx, in)
+	}
+	for _, in := range resumed {
+		s.resumeUpgrade(in, in.upgrade)
 	}
 	s.mu.Lock()
 	for _, in := range s.instances {

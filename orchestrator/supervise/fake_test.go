@@ -145,6 +145,7 @@ func (f *fakeRuntime) Start(_ context.Context, spec Spec) (Container, error) {
 	id := f.addLocked(spec.InstanceID, spec.InstanceID, spec.Pool, true, keys.Identity{InstanceID: spec.InstanceID, Generation: spec.Generation}, spec.KeyID)
 	f.containers[id].env = spec.Env
 	f.containers[id].Image = spec.Image
+	f.containers[id].Successor = spec.Successor
 	f.calls["start"]++
 	if spec.Pool {
 		f.calls["start-pool"]++
@@ -200,7 +201,7 @@ func (f *fakeRuntime) Assign(_ context.Context, id, instanceID string) error {
 	defer f.mu.Unlock()
 	f.calls["assign"]++
 	if c := f.containers[id]; c != nil {
-		c.InstanceID = instanceID
+		c.InstanceID, c.Successor = instanceID, false
 	}
 	return nil
 }

@@ -354,3 +354,48 @@ func (s *Supervisor) viewLocked(in *instance) orchestrator.Instance {
 	}
 	return out
 }
+
+// splitSuccessors takes the live upgrades' next containers out of list.
+func splitSuccessors(list []Container) (rest, successors []Container) {
+	for _, c := range list {
+		if c.Successor && !c.Pool {
+			successors = append(successors, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	return rest, successors
+}
+
+// resumedUpgrade is the upgrade an earlier orchestrator left running, found at start-up
+// as a running next container c beside the instance's own.
+func resumedUpgrade(in *instance, c Container, now time.Time) *upgrade {
+	return &upgrade{ready: make(chan struct{}), failed: make(chan struct{}),
+		next: container{id: c.ID, ports: c.Ports, ident: c.Identity},
+		status: orchestrator.UpgradeStatus{From: in.Image, Image: c.Image, Phase: orchestrator.UpgradeStarting, StartedAt: now}}
+}
+
+// resumeUpgrade carries on, after an orchestrator restart, an upgrade the previous
+// orchestrator left running: forward, whatever phase it was in. The next container is
+// told its instance again (idempotent), and the upgrade switches to it and has the
+// previous container hand over whoever it still holds (a handoff may be asked again);
+// a next container that does not answer is removed, and the players stay where they
+// are. So every player ends on exactly one container, and the upgrade either finishes
+// or is rolled back.
+func (s *Supervisor) resumeUpgrade(in *instance, u *upgrade) {
+	s.Log.Info("resuming a map upgrade an earlier orchestrator left running", "instance", in.ID, "to", u.status.Image, "next", shortID(u.next.id))
+	s.group.Go(func() error {
+		ctx, cancel := context.WithTimeout(s.ctx, s.StartTimeout)
+		defer cancel()
+		if err := s.successorReady(ctx, in, u); err != nil {
+			s.mu.Lock()
+			s.failUpgrade(u, err)
+			s.mu.Unlock()
+		}
+		return nil
+	})
+	s.group.Go(func() error {
+		s.runUpgrade(in, u)
+		return nil
+	})
+}

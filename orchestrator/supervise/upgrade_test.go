@@ -133,3 +133,33 @@ func TestUpgrade_NextRefusesConfig(t *testing.T) {
 		t.Fatalf("after a failed upgrade: %+v, next container left %v", after, r.rt.exists(succ.ID))
 	}
 }
+
+// TestUpgrade_ResumedAfterOrchestratorRestart: an orchestrator that finds a live
+// upgrade's next container running beside the instance's own (the last one died
+// mid-upgrade) carries the upgrade forward: the next container is told its instance,
+// becomes the instance's, the previous one is asked to hand over whoever it still
+// holds and is removed. An upgrade's next container whose instance is not wanted is
+// an orphan.
+func TestUpgrade_ResumedAfterOrchestratorRestart(t *testing.T) {
+	const next = "mapyard/map:next"
+	var prev, succ string
+	r := newRig(t, func(r *rig) {
+		r.Images = []string{next}
+		prev = r.rt.add("d-1", "d-1", false, true)
+		succ = r.rt.add("d-1", "d-1", false, true)
+		r.rt.mu.Lock()
+		r.rt.containers[succ].Successor, r.rt.containers[succ].Image = true, next
+		r.rt.mu.Unlock()
+	})
+	r.waitFor(t, "the resumed upgrade's end", func() bool {
+		u := r.state("d-1").Upgrade
+		return u != nil && u.Phase == orchestrator.UpgradeDone
+	})
+	after := r.state("d-1")
+	if after.ContainerID != succ || after.Image != next || r.rt.exists(prev) || r.rt.count("handoff") != 1 {
+		t.Fatalf("after the resumed upgrade: %+v; previous container left %v, handoffs %d", after, r.rt.exists(prev), r.rt.count("handoff"))
+	}
+	if got := r.rt.startsOf("d-1"); len(got) == 0 {
+		t.Fatal("the next container was not told its instance")
+	}
+}
