@@ -371,7 +371,7 @@ func splitSuccessors(list []Container) (rest, successors []Container) {
 // as a running next container c beside the instance's own.
 func resumedUpgrade(in *instance, c Container, now time.Time) *upgrade {
 	return &upgrade{ready: make(chan struct{}), failed: make(chan struct{}),
-		next: container{id: c.ID, ports: c.Ports, ident: c.Identity},
+		next:   container{id: c.ID, ports: c.Ports, ident: c.Identity},
 		status: orchestrator.UpgradeStatus{From: in.Image, Image: c.Image, Phase: orchestrator.UpgradeStarting, StartedAt: now}}
 }
 
