@@ -42,6 +42,14 @@ type Peer interface {
 	// Close sends a close frame with code and reason after what is already queued, and
 	// ends the connection.
 	Close(code int, reason string)
+	// Move hands the connection over to the next container of the map's instance (a
+	// live upgrade) without closing it: after the frames already queued, whoever carries
+	// the connection is told to open it again at generation and to send hello there as
+	// the client's first message; the connection ends here without a close frame. It
+	// returns false, having queued nothing, when the connection cannot move (a
+	// WebSocket of its own, a link whose edge does not read moves) or is closing; the
+	// caller then ends it another way.
+	Move(generation string, hello []byte) bool
 	// Remote names the other end, for logs.
 	Remote() string
 }

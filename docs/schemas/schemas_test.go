@@ -32,7 +32,7 @@ func mustLoad(t *testing.T) *schemas.Set {
 func TestEveryRouteHasSchemas(t *testing.T) {
 	s := mustLoad(t)
 	routes := []string{
-		mapcontract.PathHealth, mapcontract.PathStartInstance,
+		mapcontract.PathHealth, mapcontract.PathStartInstance, mapcontract.PathHandoff,
 		mapcontract.PathMapReady, mapcontract.PathMapHeartbeat, mapcontract.PathRedeem,
 		mapcontract.PathRequestTransfer, mapcontract.PathTransferResult, mapcontract.PathPersistSnapshot,
 		mapcontract.PathPersistCritical, mapcontract.PathPersistCriticalBatch,

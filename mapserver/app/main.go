@@ -109,6 +109,7 @@ func (m *Main) Open() error {
 	// The edge's link: every player it forwards to this map, on one connection.
 	m.HTTP.HandleGame(edgelink.Path, http.HandlerFunc(m.Players.ServeLink))
 	m.HTTP.OnStart = m.start
+	m.HTTP.OnHandoff = m.Loop.Handoff
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}

@@ -299,6 +299,12 @@ func TestSchemas_RealMessages(t *testing.T) {
 	if _, err := mc.PersistCriticalBatch(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
+	// A live upgrade's handoff of frontier, which holds the walker (an orchestrator that
+	// does not upgrade the instance refuses the handoff transfer: the walker stays).
+	_, dstCred := faketest.Credentials(t, "frontier-1")
+	if _, err := f.Maps.RPC.Handoff(ctx, dst.ControlURL(), dstCred, mapcontract.Handoff{Generation: "g-2"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := dst.Close(); err != nil { // the final push of a stopping map
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,6 +24,12 @@ import (
 
 // Health is the answer of GET /health, as the control RPC contract defines it.
 type Health = mapcontract.MapHealth
+
+// HandoffWait bounds how long /control/handoff waits for every player's transfer to be
+// answered before it answers where things stand: longer than a transfer request's own
+// bound (outbox.DefaultTransferLimit), so a call whose cut is not held up by a critical
+// event ends with every answer.
+const HandoffWait = 30 * time.Second
 
 // Server owns a map server's listeners. Set the fields, call Open, and Close at shutdown.
 type Server struct {
@@ -44,6 +51,11 @@ type Server struct {
 	// error is answered to the orchestrator (an *apierr.Error as it is, anything else
 	// as map_config_refused) and the server stays free for another start.
 	OnStart func(mapcontract.StartInstance, mapgen.MapConfig) error
+	// OnHandoff hands every player over to the instance's next container
+	// (/control/handoff) and answers once all are across or refused, or ctx ends: the
+	// request's, bounded by HandoffWait. Nil answers 404 not_found: the map is then
+	// upgraded by a restart.
+	OnHandoff func(context.Context, mapcontract.Handoff) (mapcontract.HandoffAnswer, error)
 
 	// startMu makes starts one at a time: the world is built inside the request.
 	startMu sync.Mutex
@@ -65,6 +77,7 @@ func NewServer(orchCredential string, health Health, log *slog.Logger) *Server {
 	s.controlGroup = s.control.Group("", httpkit.RequireSecret(orchCredential))
 	s.controlGroup.GET(mapcontract.PathHealth, s.handleHealth)
 	s.controlGroup.POST(mapcontract.PathStartInstance, s.handleStartInstance)
+	s.controlGroup.POST(mapcontract.PathHandoff, s.handleHandoff)
 	return s
 }
 
@@ -156,6 +169,33 @@ func (s *Server) handleStartInstance(c echo.Context) error {
 	s.mu.Unlock()
 	s.Log.Info("instance started", "startedInstance", r.InstanceID, "startedMap", r.MapID, "configBytes", len(r.Config))
 	return c.JSON(http.StatusOK, h)
+}
+
+// handleHandoff hands the instance's players over to its next container (OnHandoff).
+// Error codes: bad_request (no generation), not_found (the map does not hand over),
+// conflict (a blank map runs no instance yet), map_unavailable (the map is stopping).
+func (s *Server) handleHandoff(c echo.Context) error {
+	var r mapcontract.Handoff
+	if err := httpkit.DecodeJSON(c, &r, httpkit.DefaultMaxBodySize); err != nil {
+		return err
+	}
+	if r.Generation == "" {
+		return apierr.Errorf(apierr.EBADREQUEST, "generation must name the instance's next container")
+	}
+	if s.OnHandoff == nil {
+		return apierr.Errorf(apierr.ENOTFOUND, "this map does not hand its players over; restart it instead")
+	}
+	if s.Blank && s.Started() == nil {
+		return apierr.Errorf(apierr.ECONFLICT, "this map runs no instance yet")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), HandoffWait)
+	defer cancel()
+	a, err := s.OnHandoff(ctx, r)
+	if err != nil {
+		return err
+	}
+	s.Log.Info("handoff answered", "generation", r.Generation, "moved", a.Moved, "transferred", a.Transferred, "remaining", a.Remaining)
+	return c.JSON(http.StatusOK, a)
 }
 
 // Open binds both listeners synchronously and serves them in the background.

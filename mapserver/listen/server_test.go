@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,6 +164,79 @@ func TestServer_StartInstance(t *testing.T) {
 		s.FailHealth = true
 		if _, err := mc.Health(ctx, url, secret); apierr.Code(err) != apierr.EUNAVAILABLE {
 			t.Fatalf("health with fault injected: %v, want unavailable", err)
+		}
+	})
+}
+
+func TestServer_Handoff(t *testing.T) {
+	ctx := context.Background()
+	mc := mapcontract.NewMapClient(2 * time.Second)
+	r := mapcontract.Handoff{Generation: "g-2"}
+	t.Run("ErrNotServed", func(t *testing.T) {
+		url := "http://127.0.0.1:" + strconv.Itoa(MustOpenServer(t).ControlPort())
+		if _, err := mc.Handoff(ctx, url, secret, r); apierr.Code(err) != apierr.ENOTFOUND {
+			t.Fatalf("handoff without a hook: %v, want not_found", err)
+		}
+	})
+	s := listen.NewServer(secret, listen.Health{Status: "ok", InstanceID: "a-1", MapID: "default"}, slog.New(slog.DiscardHandler))
+	s.GameAddr, s.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
+	var mu sync.Mutex
+	var got []mapcontract.Handoff
+	s.OnHandoff = func(_ context.Context, h mapcontract.Handoff) (mapcontract.HandoffAnswer, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, h)
+		return mapcontract.HandoffAnswer{Moved: 3, Transferred: 1, Remaining: 2}, nil
+	}
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	url := "http://127.0.0.1:" + strconv.Itoa(s.ControlPort())
+	calls := func() []mapcontract.Handoff {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	t.Run("OK", func(t *testing.T) {
+		a, err := mc.Handoff(ctx, url, secret, r)
+		if err != nil || a != (mapcontract.HandoffAnswer{Moved: 3, Transferred: 1, Remaining: 2}) {
+			t.Fatalf("answer %+v, %v", a, err)
+		}
+		if got := calls(); len(got) != 1 || got[0] != r {
+			t.Fatalf("hook calls %+v", got)
+		}
+	})
+	for name, sec := range map[string]string{"ErrNoSecret": "", "ErrWrongSecret": secret[:19] + "x"} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := mc.Handoff(ctx, url, sec, r); apierr.Code(err) != apierr.EUNAUTHORIZED {
+				t.Fatalf("got %v, want unauthorized", err)
+			}
+		})
+	}
+	t.Run("ErrBadRequest", func(t *testing.T) {
+		for name, body := range map[string]string{
+			"NoGeneration":    `{}`,
+			"EmptyGeneration": `{"generation":""}`,
+			"UnknownField":    `{"generation":"g-2","extra":1}`,
+			"NotJSON":         `generation=g-2`,
+		} {
+			req, _ := http.NewRequest(http.MethodPost, url+mapcontract.PathHandoff, strings.NewReader(body))
+			req.Header.Set(httpkit.SecretHeader, secret)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var e httpkit.ErrorResponse
+			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(b, &e) != nil || e.Error.Code != apierr.EBADREQUEST {
+				t.Fatalf("%s: status %d body %s, want 400 bad_request", name, resp.StatusCode, b)
+			}
+		}
+		if got := calls(); len(got) != 1 {
+			t.Fatalf("the hook was called for a bad request: %+v", got)
 		}
 	})
 }

@@ -63,13 +63,18 @@ func (g *fakeGame) Settled(eventID string) (answer error, ok bool) {
 func (f *fakeOrch) Critical(ev record.CriticalEvent, done func(record.CriticalAck, error)) error {
 	f.mu.Lock()
 	f.criticals = append(f.criticals, ev)
-	refuse := f.refuse
+	refuse, hold := f.refuse, f.holdCritical
 	f.mu.Unlock()
-	if refuse != nil {
-		go done(record.CriticalAck{}, refuse)
-		return nil
-	}
-	go done(record.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
+	go func() {
+		if hold != nil {
+			<-hold
+		}
+		if refuse != nil {
+			done(record.CriticalAck{}, refuse)
+			return
+		}
+		done(record.CriticalAck{EventID: ev.EventID, Seq: 1}, nil)
+	}()
 	return nil
 }
 

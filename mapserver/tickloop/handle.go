@@ -34,6 +34,10 @@ func (l *Loop) handle(m message) {
 		l.transferred(m.characterID, m.transferID, m.outcome)
 	case opCritical:
 		l.settle(m.eventID, m.answer)
+	case opHandoff:
+		l.startHandoff(m.call)
+	case opHandoffEnd:
+		l.endHandoffCall(m.call)
 	}
 }
 
@@ -46,6 +50,9 @@ func (l *Loop) handle(m message) {
 func (l *Loop) join(sess *session, res *mapcontract.RedeemResult, held []items.Item) error {
 	if l.game == nil {
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "the map is not ready yet; join again")
+	}
+	if l.handoff != nil {
+		return errMoving
 	}
 	p := l.chars[res.CharacterID]
 	if p != nil {
@@ -76,6 +83,9 @@ func (l *Loop) join(sess *session, res *mapcontract.RedeemResult, held []items.I
 // resume reattaches a character to a new connection with the resume token of its last
 // welcome. A token works once, and only until the character is released.
 func (l *Loop) resume(sess *session, token string) error {
+	if l.handoff != nil {
+		return errMoving
+	}
 	p := l.tokens[token]
 	if p == nil || p.transfer != "" || (p.sess == nil && !l.Now().Before(p.expires)) {
 		return apierr.Errorf(apierr.ETICKETINVALID, "the resume token is unknown, used or expired; join again")
@@ -101,7 +111,7 @@ func (l *Loop) command(m message) {
 		return
 	}
 	p.lastSeq = m.seq
-	if p.transfer != "" {
+	if p.transfer != "" || p.held {
 		l.Metrics.command(cmdIgnored).Inc()
 		return
 	}
@@ -176,7 +186,7 @@ func (l *Loop) act() {
 // its state, and the character stands still until the orchestrator answers.
 func (l *Loop) portal(ev gameapi.Entered) {
 	p := l.chars[ev.CharacterID]
-	if p == nil || p.transfer != "" {
+	if p == nil || p.transfer != "" || p.held {
 		return
 	}
 	tick := l.tick.Load()
@@ -216,6 +226,10 @@ func (l *Loop) transferred(characterID, transferID string, o outbox.TransferOutc
 	if p == nil || p.transfer != transferID {
 		return
 	}
+	if p.handoff {
+		l.handedOver(p, o)
+		return
+	}
 	if o.Denied() {
 		p.transfer = ""
 		l.game.Presence(p.id, gameapi.Freed)
@@ -223,19 +237,35 @@ func (l *Loop) transferred(characterID, transferID string, o outbox.TransferOutc
 		return
 	}
 	a := o.Answer
+	l.sendTransfer(p, a)
+	l.detach(p, mapserver.CloseNormal, "transferred")
+	l.leave(p)
+	l.Log.Info("character transferred", "character", p.id, "transfer", transferID, "to", a.ToInstanceID)
+}
+
+// sendTransfer sends p's client the transfer message of a granted transfer, which it
+// follows to the destination with the token.
+func (l *Loop) sendTransfer(p *player, a *mapcontract.TransferAnswer) {
 	frame, _ := json.Marshal(wire.Transfer{
 		V: wire.Version, Kind: wire.KindTransfer, TransferID: a.TransferID, Token: a.Token, WS: a.WS,
 		ToInstanceID: a.ToInstanceID, ExpiresAtMs: a.ExpiresAtMs,
 	})
 	l.send(p, frame, false)
-	l.detach(p, mapserver.CloseNormal, "transferred")
+}
+
+// leave removes a character whose transfer was granted: its state went with the
+// request, and this map no longer holds it.
+func (l *Loop) leave(p *player) {
 	l.game.Leave(p.id)
 	delete(l.chars, p.id)
 	delete(l.entities, p.entity)
 	delete(l.tokens, p.token)
 	l.players.Store(int64(len(l.chars)))
-	l.Log.Info("character transferred", "character", p.id, "transfer", transferID, "to", a.ToInstanceID)
 }
+
+// errMoving refuses a hello or a resume once the map hands its players over to the
+// next container of its instance: the client's next attempt reaches that one.
+var errMoving = apierr.Errorf(apierr.EMAPUNAVAILABLE, "this map is moving to a new version; join again")
 
 // notify sends a frame of the game to those of ids that are connected.
 func (l *Loop) notify(frame []byte, ids []string) {
@@ -282,6 +312,13 @@ func (l *Loop) sendCritical(ev record.CriticalEvent, waiting pendingCritical) bo
 		l.Log.Warn("critical event not sent", "event", id, "err", err)
 		return false
 	}
+	waiting.involves = make([]string, 0, len(ev.Epochs)+1)
+	for c := range ev.Epochs {
+		waiting.involves = append(waiting.involves, c)
+	}
+	if waiting.characterID != "" {
+		waiting.involves = append(waiting.involves, waiting.characterID)
+	}
 	l.pending[id] = waiting
 	return true
 }
@@ -291,7 +328,7 @@ func (l *Loop) sendCritical(ev record.CriticalEvent, waiting pendingCritical) bo
 func (l *Loop) epochs(ev *record.CriticalEvent) error {
 	for id := range ev.Epochs {
 		q := l.chars[id]
-		if q == nil || q.transfer != "" {
+		if q == nil || q.transfer != "" || q.held {
 			return apierr.Errorf(apierr.ECONFLICT, "a player the action involves is leaving the map")
 		}
 		ev.Epochs[id] = q.epoch
@@ -305,6 +342,9 @@ type pendingCritical struct {
 	characterID string
 	seq         uint64
 	command     bool
+	// involves are the characters the event names and the command's: a handoff's cut
+	// waits for the answer of every event involving a character it hands over.
+	involves []string
 }
 
 // settle hands the orchestrator's answer to a critical event to the game and, for an

@@ -82,6 +82,9 @@ type Loop struct {
 	closing atomic.Bool
 	tick    atomic.Uint64
 	players atomic.Int64
+	// refusing is set by the first handoff call: Hello refuses everyone from then on,
+	// before redeeming anything (see handoff.go).
+	refusing atomic.Bool
 
 	// Owned by the tick goroutine.
 	game      gameapi.Game
@@ -90,6 +93,7 @@ type Loop struct {
 	entities  map[uint64]*player // the characters by the entity id the game shows them under
 	tokens    map[string]*player
 	pending   map[string]pendingCritical // critical event id → what awaits its answer
+	handoff   *handoff                   // the live upgrade, once called
 	lastRound uint64                     // the tick of the last snapshot round
 	phased    uint64                     // players given a snapshot phase so far (see nextPhase)
 	arena     []byte                     // the frames of the last snapshot round
@@ -250,6 +254,7 @@ func (l *Loop) step() {
 	for n := len(l.inbox); n > 0; n-- {
 		l.handle(<-l.inbox)
 	}
+	l.progressHandoff()
 	l.tick.Add(1)
 	l.Metrics.Ticks.Inc()
 	if l.game != nil {
@@ -315,7 +320,8 @@ func (l *Loop) snapshot() {
 	var count [2]struct{ frames, bytes int }
 	for _, p := range l.chars {
 		if p.sess == nil {
-			if !now.Before(p.expires) {
+			// A character a handoff transfer carries leaves with its answer.
+			if !now.Before(p.expires) && !p.handoff {
 				l.release(p, "resume window passed")
 			}
 			continue
@@ -385,6 +391,9 @@ func (l *Loop) shutdown() {
 		l.push(p)
 	}
 	l.pushInstance()
+	if l.handoff != nil && len(l.handoff.calls) > 0 {
+		l.answerHandoff()
+	}
 	l.players.Store(0)
 	l.Log.Info("tick loop stopped", "tick", l.tick.Load(), "characters", len(l.chars))
 }

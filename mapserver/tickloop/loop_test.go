@@ -45,6 +45,8 @@ type fakeOrch struct {
 	criticals []record.CriticalEvent
 	refuse    error
 	away      bool
+	// holdCritical, when set, holds the answers to critical events until it is closed.
+	holdCritical chan struct{}
 }
 
 var _ tickloop.Link = (*fakeOrch)(nil)

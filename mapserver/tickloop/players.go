@@ -19,13 +19,15 @@ import (
 type op uint8
 
 const (
-	opWorld    op = iota // the generated world and its game
-	opJoin               // a redeemed ticket: spawn (or take over) a character
-	opResume             // a resume token: reattach a character
-	opCommand            // a decoded command
-	opDetach             // a connection ended
-	opTransfer           // the orchestrator answered a transfer request
-	opCritical           // the orchestrator answered a critical event
+	opWorld      op = iota // the generated world and its game
+	opJoin                 // a redeemed ticket: spawn (or take over) a character
+	opResume               // a resume token: reattach a character
+	opCommand              // a decoded command
+	opDetach               // a connection ended
+	opTransfer             // the orchestrator answered a transfer request
+	opCritical             // the orchestrator answered a critical event
+	opHandoff              // a /control/handoff call
+	opHandoffEnd           // a /control/handoff call ran out of time
 )
 
 // message is everything a connection or the link tells the tick. One struct for all
@@ -45,6 +47,8 @@ type message struct {
 	// opCritical: the event id and the answer (nil: the durable ack)
 	eventID string
 	answer  error
+	// opHandoff, opHandoffEnd
+	call *handoffCall
 }
 
 // admission is a join or a resume waiting for the tick's answer.
@@ -72,6 +76,9 @@ type player struct {
 	// transfer, the portal counts again only once the character has left it.
 	portalTick uint64
 	denied     bool
+	// held: a handoff holds the character for its cut; handoff: the transfer in
+	// flight is the handoff's (see handoff.go).
+	held, handoff bool
 	// phase places the ticks the player's snapshots are built at (see Loop.due).
 	phase uint64
 }

@@ -29,6 +29,9 @@ type session struct {
 	// player is the character this connection was attached to; written and read by
 	// the tick goroutine only. It saves a lookup by character id per command.
 	player *player
+	// formats are the snapshot formats the client's hello listed (nil: none), which
+	// the hello of a handoff carries to the next container.
+	formats []int
 	// in is Receive's envelope, reused: the transport never calls Receive twice at
 	// once, and a crowd's inputs would otherwise allocate one per message (decoding
 	// through an interface moves it to the heap), tens of thousands a second.
@@ -40,8 +43,10 @@ var _ mapserver.Session = (*session)(nil)
 // Hello admits a connection from its first message: a ticket is redeemed through the
 // orchestrator (on this goroutine) and the character spawned by the tick; a resume
 // token reattaches the character it was issued for. A hello whose formats leave out
-// the snapshot format is refused before either. A refused hello is answered with an
-// error frame and a close (1013 for map_unavailable, else 1008).
+// the snapshot format is refused before either, and so is every hello once the map
+// hands its players over to its next container (map_unavailable, handoff.go). A refused
+// hello is answered with an error frame and a close (1013 for map_unavailable, else
+// 1008).
 func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver.Peer) mapserver.Session {
 	var in wire.Inbound
 	if binary || json.Unmarshal(first, &in) != nil || in.V != wire.Version ||
@@ -55,7 +60,11 @@ func (l *Loop) Hello(ctx context.Context, first []byte, binary bool, p mapserver
 			"this map sends snapshot format %d, which the hello's formats do not list", wire.FormatVersion))
 		return nil
 	}
-	sess := &session{l: l, peer: p}
+	if l.refusing.Load() {
+		refuse(p, errMoving)
+		return nil
+	}
+	sess := &session{l: l, peer: p, formats: in.Formats}
 	if in.Resume != "" {
 		if err := l.ask(message{op: opResume, sess: sess, admit: &admission{token: in.Resume}}); err != nil {
 			refuse(p, err)

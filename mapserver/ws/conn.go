@@ -69,6 +69,10 @@ func (c *conn) Remote() string { return c.ws.RemoteAddr().String() }
 
 func (c *conn) flushTo(f *flusher) { c.flush(&f.b) }
 
+// Move is false: a WebSocket of its own ends where it was accepted, so nothing can
+// carry it on to another container.
+func (c *conn) Move(string, []byte) bool { return false }
+
 // drop closes the socket at once: the reader and any write fail out of their calls
 // and the connection ends without a close handshake.
 func (c *conn) drop() {

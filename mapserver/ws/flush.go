@@ -16,6 +16,10 @@ const (
 	opClose  = 0x8
 	opPing   = 0x9
 	opPong   = 0xA
+	// opMove marks the end of a stream that moves (stream.Move) in its lanes. It is no
+	// WebSocket opcode (those are four bits) and is never written as a frame: the link
+	// writes a KindMove record in its place.
+	opMove = 0x10
 )
 
 // Bounds of one flush of one connection: what one writev carries at most.
@@ -140,11 +144,12 @@ type batch struct {
 	hdr   []byte
 	iov   [][]byte
 	size  int
-	close bool // the batch ends with the close frame
+	close bool // the batch ends with the close frame, or with a move (move set)
+	move  []byte
 }
 
 func (b *batch) reset() {
-	b.hdr, b.iov, b.size, b.close = b.hdr[:0], b.iov[:0], 0, false
+	b.hdr, b.iov, b.size, b.close, b.move = b.hdr[:0], b.iov[:0], 0, false, nil
 }
 
 // add appends one frame: its header (FIN set, no mask: server frames are never masked)

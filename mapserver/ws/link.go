@@ -76,10 +76,11 @@ func (s *Server) ServeLink(w http.ResponseWriter, r *http.Request) {
 		ctx:     context.WithoutCancel(r.Context()),
 		streams: make(map[uint32]*stream),
 		iov:     make([][]byte, 1),
+		move:    httpkit.HeaderHasToken(r.Header, edgelink.FeatureHeader, edgelink.FeatureMove),
 	}
 	l.log = s.logger().With("link", l.remote)
 	s.Metrics.Links.Inc()
-	l.log.Info("link opened")
+	l.log.Info("link opened", "move", l.move)
 	go l.run(early)
 }
 
@@ -101,6 +102,8 @@ type edgeLink struct {
 	remote string
 	log    *slog.Logger
 	ctx    context.Context
+	// move: the edge reads KindMove records (its request listed edgelink.FeatureMove).
+	move bool
 
 	mu      sync.Mutex
 	streams map[uint32]*stream // nil once the link has ended
@@ -238,22 +241,31 @@ func (l *edgeLink) flushTouched() {
 // take moves what st's lanes hold into the link's output, one Data record per batch
 // of frames, until the output holds linkBacklog (the rest waits in the lanes, see
 // wait), and reports whether the close frame went, followed by the stream's Close
-// record: the stream is then over, and the caller ends it. Held: wmu.
+// record, or the stream's Move record: the stream is then over, and the caller ends
+// it. Held: wmu.
 func (l *edgeLink) take(st *stream, b *batch) bool {
 	for !st.closeSent && !l.failed {
 		if l.wait(st) {
 			return false
 		}
 		st.take(b)
-		if b.size == 0 {
+		if b.size == 0 && !b.close {
 			return false
 		}
-		l.out = edgelink.AppendHeader(l.out, edgelink.KindData, st.id, b.size)
-		for _, v := range b.iov {
-			l.out = append(l.out, v...)
+		if b.size > 0 {
+			l.out = edgelink.AppendHeader(l.out, edgelink.KindData, st.id, b.size)
+			for _, v := range b.iov {
+				l.out = append(l.out, v...)
+			}
+			st.lastWrite.Store(time.Now().UnixNano())
 		}
-		st.lastWrite.Store(time.Now().UnixNano())
-		if b.close {
+		switch {
+		case b.move != nil:
+			// A Data record holds whole frames, so the move follows a frame boundary.
+			l.out = edgelink.AppendHeader(l.out, edgelink.KindMove, st.id, len(b.move))
+			l.out = append(l.out, b.move...)
+			return true
+		case b.close:
 			l.out = edgelink.AppendHeader(l.out, edgelink.KindClose, st.id, 0)
 			return true
 		}

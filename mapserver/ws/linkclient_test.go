@@ -66,12 +66,23 @@ type testLink struct {
 // dialLink opens a link to h, checking the 101 answer.
 func (h *linkHarness) dialLink(t testing.TB) *testLink {
 	t.Helper()
+	return h.dialLinkWith(t, "")
+}
+
+// dialLinkWith opens a link to h whose request lists features in edgelink.FeatureHeader
+// (none when empty), checking the 101 answer.
+func (h *linkHarness) dialLinkWith(t testing.TB, features string) *testLink {
+	t.Helper()
 	nc, err := net.Dial("tcp", h.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	_, _ = io.WriteString(nc, "GET "+edgelink.Path+" HTTP/1.1\r\nHost: "+h.addr+"\r\nConnection: Upgrade\r\nUpgrade: "+edgelink.Protocol+"\r\n\r\n")
+	extra := ""
+	if features != "" {
+		extra = edgelink.FeatureHeader + ": " + features + "\r\n"
+	}
+	_, _ = io.WriteString(nc, "GET "+edgelink.Path+" HTTP/1.1\r\nHost: "+h.addr+"\r\nConnection: Upgrade\r\nUpgrade: "+edgelink.Protocol+"\r\n"+extra+"\r\n")
 	br := bufio.NewReader(nc)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {

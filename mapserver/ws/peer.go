@@ -158,8 +158,8 @@ func (p *peer) schedule() {
 func (p *peer) queued() int { return len(p.urgent) + len(p.queue) }
 
 // take moves frames from the lanes into b, urgent first, up to one flush's bounds or
-// the close frame, which ends the batch and marks the peer closeSent. Held: the
-// owner's write lock.
+// the close frame (or a stream's move), which ends the batch and marks the peer
+// closeSent. Held: the owner's write lock.
 func (p *peer) take(b *batch) {
 	b.reset()
 	for n := 0; n < flushFrames && b.size < flushBytes && !b.close; n++ {
@@ -172,6 +172,11 @@ func (p *peer) take(b *batch) {
 			default:
 				return
 			}
+		}
+		if f.op == opMove {
+			// Nothing follows a move either; its record goes after the batch's frames.
+			b.move, b.close, p.closeSent = f.data, true, true
+			return
 		}
 		b.add(f.op, f.data)
 		if f.op == opClose {

@@ -280,6 +280,25 @@ func (st *stream) end() {
 	st.s.track(st, -1)
 }
 
+// Move ends the stream with a KindMove record after the frames already queued, its
+// payload the edgelink.Move of generation and hello: the edge opens the client's
+// connection again at that generation, which stays open. False when the edge does not
+// read moves, hello is not JSON, or the stream is closing or dropped.
+func (st *stream) Move(generation string, hello []byte) bool {
+	if !st.l.move || st.dropped.Load() {
+		return false
+	}
+	payload, err := json.Marshal(edgelink.Move{Generation: generation, Hello: hello})
+	if err != nil {
+		st.log.Warn("move not sent", "err", err)
+		return false
+	}
+	if !st.closing.CompareAndSwap(false, true) {
+		return false
+	}
+	return st.enqueue(st.queue, outFrame{data: payload, op: opMove})
+}
+
 // closedByEdge ends a stream the edge closed: nothing more is written for it.
 func (st *stream) closedByEdge() {
 	st.closing.Store(true)

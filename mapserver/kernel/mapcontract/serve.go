@@ -40,8 +40,10 @@ type Handoff struct {
 }
 
 // HandoffAnswer is the answer of POST /control/handoff: how many characters went
-// across, by a moved connection (Moved) or a transfer message the client follows
-// (Transferred), and how many are still on this map (Remaining: their transfer was
+// across since the first call of its generation, by a moved connection (Moved) or a
+// transfer message the client follows (Transferred, which counts too the characters
+// handed over without a connection: their client's next join lands on the next
+// container), and how many are still on this map (Remaining: their transfer was
 // refused, or the call ran out of time).
 type HandoffAnswer struct {
 	Moved       int `json:"moved"`

@@ -169,6 +169,8 @@ func TestDocs_ContractExamples(t *testing.T) {
 		"mapcontract.ItemPoliciesAnswer":    {mapcontract.ItemPoliciesAnswer{}, "orch/item-policies.answer.json"},
 		"mapcontract.MapHealth":             {mapcontract.MapHealth{}, "control/health.answer.json"},
 		"mapcontract.StartInstance":         {mapcontract.StartInstance{}, "control/start-instance.request.json"},
+		"mapcontract.Handoff":               {mapcontract.Handoff{}, "control/handoff.request.json"},
+		"mapcontract.HandoffAnswer":         {mapcontract.HandoffAnswer{}, "control/handoff.answer.json"},
 	}
 	seen := map[string]bool{}
 	for _, b := range docBlocks(t) {
@@ -213,6 +215,7 @@ func TestDocs_ContractExamples(t *testing.T) {
 // they appear).
 var optionalInExample = map[string]bool{
 	"mapcontract.TransferRequest.toInstanceId": true, // the example names the map
+	"mapcontract.TransferRequest.handoff":      true, // a portal's; /control/handoff's section has a handoff's
 }
 
 // jsonFields returns the top-level JSON names of struct type t.
