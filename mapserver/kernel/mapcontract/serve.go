@@ -142,8 +142,12 @@ func (c *MapClient) Health(ctx context.Context, baseURL, cred string) (MapHealth
 // Handoff posts r to the map at baseURL, presenting cred, and returns its answer.
 // A map that does not serve it answers 404 (code not_found, or no JSON at all).
 func (c *MapClient) Handoff(ctx context.Context, baseURL, cred string, r Handoff) (HandoffAnswer, error) {
+	// A handoff answers once every character is across: far beyond the client's
+	// timeout for the other control calls, so ctx alone bounds it.
+	hc := *c.HTTP
+	hc.Timeout = 0
 	var a HandoffAnswer
-	err := httpkit.Call(ctx, c.HTTP, http.MethodPost, baseURL+PathHandoff, cred, r, &a)
+	err := httpkit.Call(ctx, &hc, http.MethodPost, baseURL+PathHandoff, cred, r, &a)
 	return a, err
 }
 
