@@ -82,9 +82,12 @@ images: build engine
 node-map-image: page engine
 	VERSION=$(VERSION) GO=$(GO) WASM_DIR=$(BIN) scripts/node-map-image.sh $(NODE_MAP_IMAGE):$(VERSION) $(NODE_MAP_IMAGE):latest
 
+# The edge is started, or replaced through its handover socket with no connection
+# refused, by scripts/edge-up.sh rather than by compose's stop-then-start.
 up: images $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
-	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator edge
+	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator
+	DOCKER_GID=$(DOCKER_GID) scripts/edge-up.sh $(COMPOSE) $(COMPOSE_ARGS)
 	@scripts/wait-ready.sh http://127.0.0.1:8080/readyz 120
 
 # compose needs the env file to exist (v1.29 has no optional env_file): an empty one
@@ -98,7 +101,7 @@ down: $(ENV_FILE)
 	@$(RM_MAPS)
 
 # Everything `make up` made, data included: the services, the map containers, the data
-# volume (database, root secret), the edge's volume and the map network. Asks first;
+# volume (database, root secret), the edge's volumes and the map network. Asks first;
 # CONFIRM=yes skips the question.
 reset: $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
