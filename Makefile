@@ -41,7 +41,7 @@ PAGE_GEN  := orchestrator/edge/static/gen
 # latest like the kit's own.
 NODE_MAP_IMAGE := mapyard/node-map
 
-.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 lint clean docs
+.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover lint clean docs
 
 all: build
 
@@ -82,9 +82,12 @@ images: build engine
 node-map-image: page engine
 	VERSION=$(VERSION) GO=$(GO) WASM_DIR=$(BIN) scripts/node-map-image.sh $(NODE_MAP_IMAGE):$(VERSION) $(NODE_MAP_IMAGE):latest
 
+# The edge is started, or replaced through its handover socket with no connection
+# refused, by scripts/edge-up.sh rather than by compose's stop-then-start.
 up: images $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
-	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator edge
+	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator
+	DOCKER_GID=$(DOCKER_GID) scripts/edge-up.sh $(COMPOSE) $(COMPOSE_ARGS)
 	@scripts/wait-ready.sh http://127.0.0.1:8080/readyz 120
 
 # compose needs the env file to exist (v1.29 has no optional env_file): an empty one
@@ -98,7 +101,7 @@ down: $(ENV_FILE)
 	@$(RM_MAPS)
 
 # Everything `make up` made, data included: the services, the map containers, the data
-# volume (database, root secret), the edge's volume and the map network. Asks first;
+# volume (database, root secret), the edge's volumes and the map network. Asks first;
 # CONFIRM=yes skips the question.
 reset: $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
@@ -184,6 +187,13 @@ bench-w2: build
 bench-w3: images
 	NS="$(or $(NS),0 250 500 1000 2000)" MODES="$(or $(MODES),idle move)" WARMUP=$(or $(WARMUP),15) \
 		WINDOW=$(or $(WINDOW),60) IMAGE=mapyard/map:$(VERSION) scripts/bench-w3.sh
+
+# An edge replacement under load: N bots that resume by themselves, newcomers joining
+# at JOIN_LOOP a second, and a second edge taking the port over AT s into the window
+# (docs/benchmarks.md). make bench-handover N=100 WINDOW=10 for a smoke run.
+bench-handover: images
+	N=$(or $(N),1000) JOIN_LOOP=$(or $(JOIN_LOOP),20) WARMUP=$(or $(WARMUP),5) WINDOW=$(or $(WINDOW),20) \
+		AT=$(or $(AT),5) MODE=$(or $(MODE),idle) IMAGE=mapyard/map:$(VERSION) scripts/bench-handover.sh
 
 # The benchmark table (docs/benchmarks.md): figure, target, measured, ratio for every
 # figure of scripts/bench/figures.tsv, the micro-benchmarks measured now (a few

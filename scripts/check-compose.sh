@@ -5,7 +5,9 @@
 #   - a variable of the env file reaches the service it is meant for (both read it);
 #   - the orchestrator is locked down like the maps (read-only root fs, every
 #     capability dropped, no-new-privileges, a memory limit);
-#   - the edge mounts no data volume, so it cannot read the root secret.
+#   - the edge mounts no data volume, so it cannot read the root secret;
+#   - the edge shares the handover volume and says it can hand over (the label
+#     scripts/edge-up.sh reads), so that `make up` replaces it with no connection refused.
 # Usage: check-compose.sh "docker compose" | docker-compose
 set -euo pipefail
 compose=$1
@@ -28,7 +30,7 @@ orch=$(service orchestrator) edge=$(service edge)
 for want in "ORCH_LOG_LEVEL: .?debug" "MAP_TICK_HZ: .?20" "read_only: true" "- ALL" "no-new-privileges:true" "mem_limit:"; do
 	grep -qE -- "$want" <<<"$orch" || { echo "FAIL: orchestrator service lacks '$want'"; fail=1; }
 done
-for want in "EDGE_WS_RATE_PER_MIN: .?0" "read_only: true" "- ALL" "/edge"; do
+for want in "EDGE_WS_RATE_PER_MIN: .?0" "read_only: true" "- ALL" "/edge" ":/handover" "io.mapyard.edge.handover: .?1"; do
 	grep -qE -- "$want" <<<"$edge" || { echo "FAIL: edge service lacks '$want'"; fail=1; }
 done
 if grep -q "/data" <<<"$edge"; then echo "FAIL: the edge mounts the data volume (the root secret)"; fail=1; fi

@@ -62,6 +62,12 @@ type Options struct {
 	NoAutoAck bool
 	// NoFollow leaves transfers to the caller instead of reconnecting at once.
 	NoFollow bool
+	// Resume makes a connection that drops after its welcome come back at once, as the
+	// page does: the client dials the same URL again with the welcome's resume token
+	// and goes on when the map welcomes it. Stats.Resumes counts those, and
+	// Stats.ResumeTimes holds how long each took from the drop to the new welcome. A
+	// resume that fails ends the client.
+	Resume bool
 	// HandshakeTimeout bounds dial + hello + welcome; 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 	// Log receives debug lines; nil discards them.
@@ -92,6 +98,7 @@ type Client struct {
 
 	wmu      sync.Mutex // serialises writes and connection swaps
 	ws       *websocket.Conn
+	url      string // the URL ws was dialled at (the base, or a transfer's destination)
 	cmdSeq   uint64
 	inputSeq uint64
 	buf      []byte
@@ -113,7 +120,7 @@ type Client struct {
 // A refused hello returns the server's *ServerError.
 func Dial(ctx context.Context, url string, hello Hello, opt Options) (*Client, error) {
 	c := &Client{
-		opt: opt, base: url, epoch: time.Now(), log: opt.Log,
+		opt: opt, base: url, url: url, epoch: time.Now(), log: opt.Log,
 		events: make(chan Event, 64), done: make(chan struct{}),
 	}
 	if c.log == nil {

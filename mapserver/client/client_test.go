@@ -308,6 +308,26 @@ func TestClient(t *testing.T) {
 			t.Fatalf("welcome %+v, want the resumed character", w)
 		}
 	})
+	t.Run("ResumesByItself", func(t *testing.T) {
+		m := newFakeMap(t, "a")
+		c := dial(t, m.url(), client.Options{Resume: true})
+		if _, err := c.Command("test", "bye", nil); err != nil { // the map breaks the connection
+			t.Fatal(err)
+		}
+		until(t, "a resume", func() bool { return c.Stats().Resumes == 1 })
+		if w := c.Welcome(); !w.Resumed {
+			t.Fatalf("welcome %+v, want a resumed one", w)
+		}
+		st := c.Stats()
+		if st.Dropped || len(st.ResumeTimes) != 1 || st.ResumeTimes[0] <= 0 {
+			t.Fatalf("stats %+v: want one timed resume and no drop", st)
+		}
+		// The resumed connection carries commands.
+		if _, err := c.Move(1, 0); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "a snapshot on the resumed connection", func() bool { return c.Stats().Snapshots >= 1 })
+	})
 	t.Run("OriginOfURL", func(t *testing.T) {
 		if got := client.Origin("ws://127.0.0.1:8080/maps/a-1/ws"); got != "ws://127.0.0.1:8080" {
 			t.Fatalf("origin %q", got)

@@ -57,8 +57,12 @@ type Stats struct {
 	// RTT holds the round trips of answered pings (at most maxRTTs, oldest dropped).
 	RTT []time.Duration
 	// Dropped is set when the server ended the connection or it broke, other than by
-	// Close, Drop or a followed transfer.
+	// Close, Drop or a followed transfer (or a resume, with Options.Resume).
 	Dropped bool
+	// Resumes counts the connections that dropped and resumed (Options.Resume);
+	// ResumeTimes holds how long each took, from the drop to the new welcome.
+	Resumes     int64
+	ResumeTimes []time.Duration
 }
 
 const maxRTTs = 4096
@@ -69,6 +73,7 @@ func (c *Client) Stats() Stats {
 	defer c.mu.Unlock()
 	s := c.stats
 	s.RTT = append([]time.Duration(nil), s.RTT...)
+	s.ResumeTimes = append([]time.Duration(nil), s.ResumeTimes...)
 	return s
 }
 
@@ -99,6 +104,12 @@ func (c *Client) run() {
 		c.wmu.Unlock()
 		typ, data, err := ws.ReadMessage()
 		if err != nil {
+			if c.opt.Resume && !c.closing.Load() {
+				if rerr := c.resume(ws, err); rerr == nil {
+					dec = wire.NewDecoder(0) // a resumed connection starts with a full snapshot
+					continue
+				}
+			}
 			c.ended(err)
 			return
 		}
@@ -233,11 +244,48 @@ func (c *Client) follow(t *wire.Transfer) error {
 	}
 	c.wmu.Lock()
 	old := c.ws
-	c.ws = ws
+	c.ws, c.url = ws, url
 	c.wmu.Unlock()
 	old.Close()
 	c.setWelcome(w)
 	c.log.Debug("followed transfer", "to", t.ToInstanceID)
+	return nil
+}
+
+// resume dials the URL of the connection ws that ended with cause again with the
+// welcome's resume token, and swaps the connection once the map welcomed the player.
+func (c *Client) resume(ws *websocket.Conn, cause error) error {
+	dropped := time.Now()
+	token := c.Welcome().ResumeToken
+	if token == "" {
+		return errors.New("no resume token")
+	}
+	c.wmu.Lock()
+	url := c.url
+	c.wmu.Unlock()
+	ws.Close()
+	nws, w, err := c.handshake(context.Background(), url, Hello{Resume: token})
+	if err != nil {
+		c.log.Debug("resume failed", "cause", cause, "err", err)
+		return err
+	}
+	c.wmu.Lock()
+	if c.closing.Load() {
+		c.wmu.Unlock()
+		nws.Close()
+		return errors.New("closed while resuming")
+	}
+	c.ws = nws
+	c.wmu.Unlock()
+	c.setWelcome(w)
+	took := time.Since(dropped)
+	c.mu.Lock()
+	c.stats.Resumes++
+	if len(c.stats.ResumeTimes) < maxRTTs {
+		c.stats.ResumeTimes = append(c.stats.ResumeTimes, took)
+	}
+	c.mu.Unlock()
+	c.log.Debug("resumed", "after", cause, "took", took)
 	return nil
 }
 

@@ -229,22 +229,28 @@ type Report struct {
 	Dropped      int     `json:"dropped"`
 	WindowSec    float64 `json:"windowSec"`
 	// Per client means over the window.
-	SnapshotsPerSec  float64 `json:"snapshotsPerSec"`
-	MinSnapshotsSec  float64 `json:"minSnapshotsPerSec"`
-	KbitDown         float64 `json:"kbitDownPerClient"`
-	KbitSnapshots    float64 `json:"kbitSnapshotsPerClient"`
-	KbitUp           float64 `json:"kbitUpPerClient"`
-	EntitiesInView   float64 `json:"entitiesInView"`
-	FullSnapshots    int64   `json:"fullSnapshots"`
-	BadSnapshots     int64   `json:"badSnapshots"`
-	Errors           int64   `json:"errors"`
-	RTTP50Ms         float64 `json:"rttP50Ms"`
-	RTTP99Ms         float64 `json:"rttP99Ms"`
-	RTTMaxMs         float64 `json:"rttMaxMs"`
-	BytesPerEntity   float64 `json:"snapshotBytesPerEntity"`
-	BotsCPUPercent   float64 `json:"botsCpuPercent"`
-	ForeignCPUPct    float64 `json:"foreignCpuPercent,omitempty"`
-	SnapshotsTotal   int64   `json:"snapshotsTotal"`
+	SnapshotsPerSec float64 `json:"snapshotsPerSec"`
+	MinSnapshotsSec float64 `json:"minSnapshotsPerSec"`
+	KbitDown        float64 `json:"kbitDownPerClient"`
+	KbitSnapshots   float64 `json:"kbitSnapshotsPerClient"`
+	KbitUp          float64 `json:"kbitUpPerClient"`
+	EntitiesInView  float64 `json:"entitiesInView"`
+	FullSnapshots   int64   `json:"fullSnapshots"`
+	BadSnapshots    int64   `json:"badSnapshots"`
+	Errors          int64   `json:"errors"`
+	RTTP50Ms        float64 `json:"rttP50Ms"`
+	RTTP99Ms        float64 `json:"rttP99Ms"`
+	RTTMaxMs        float64 `json:"rttMaxMs"`
+	BytesPerEntity  float64 `json:"snapshotBytesPerEntity"`
+	BotsCPUPercent  float64 `json:"botsCpuPercent"`
+	ForeignCPUPct   float64 `json:"foreignCpuPercent,omitempty"`
+	SnapshotsTotal  int64   `json:"snapshotsTotal"`
+	// Resumes counts the bots' connections that dropped and came back (Options.Resume)
+	// and how long they took, from the drop to the new welcome.
+	Resumes          int64   `json:"resumes"`
+	ResumeP50Ms      float64 `json:"resumeP50Ms"`
+	ResumeP99Ms      float64 `json:"resumeP99Ms"`
+	ResumeMaxMs      float64 `json:"resumeMaxMs"`
 	EntitiesSeenSum  int64   `json:"-"`
 	SnapshotBytesSum int64   `json:"-"`
 }
@@ -254,7 +260,7 @@ func (s *Swarm) Report(window time.Duration) Report {
 	bots := s.Bots()
 	sec := window.Seconds()
 	r := Report{Bots: len(bots), JoinFailures: s.JoinFailures, WindowSec: sec, MinSnapshotsSec: math.Inf(1)}
-	var rtts latency.Recorder
+	var rtts, resumes latency.Recorder
 	var down, up, snapBytes int64
 	for _, c := range bots {
 		st := c.Stats()
@@ -271,6 +277,8 @@ func (s *Swarm) Report(window time.Duration) Report {
 		snapBytes += st.SnapshotBytes
 		r.MinSnapshotsSec = min(r.MinSnapshotsSec, float64(st.Snapshots)/sec)
 		rtts.AddAll(st.RTT)
+		r.Resumes += st.Resumes
+		resumes.AddAll(st.ResumeTimes)
 	}
 	if n := float64(len(bots)); n > 0 && sec > 0 {
 		r.SnapshotsPerSec = float64(r.SnapshotsTotal) / n / sec
@@ -288,5 +296,6 @@ func (s *Swarm) Report(window time.Duration) Report {
 	}
 	r.SnapshotBytesSum = snapBytes
 	r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = latency.Ms(rtts.Quantile(0.5)), latency.Ms(rtts.Quantile(0.99)), latency.Ms(rtts.Quantile(1))
+	r.ResumeP50Ms, r.ResumeP99Ms, r.ResumeMaxMs = latency.Ms(resumes.Quantile(0.5)), latency.Ms(resumes.Quantile(0.99)), latency.Ms(resumes.Quantile(1))
 	return r
 }

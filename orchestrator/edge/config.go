@@ -19,16 +19,18 @@ type Config struct {
 	Credential     string `env:"EDGE_CREDENTIAL" help:"the edge's credential on the control listener (opens the route table and join forwarding only); read from EDGE_CREDENTIAL_FILE when empty. The root secret works too, for an edge run by hand"`
 	CredentialFile string `env:"EDGE_CREDENTIAL_FILE" envDefault:"/edge/edge-credential" help:"file the orchestrator writes the edge's credential to (ORCH_EDGE_CREDENTIAL_FILE), read again until it exists; never the root secret's file"`
 
-	MaxConns       int    `env:"EDGE_MAX_CONNS" envDefault:"10000" help:"player WebSockets forwarded at once; more are refused with unavailable"`
-	IdleTimeoutMS  int    `env:"EDGE_IDLE_TIMEOUT_MS" envDefault:"120000" help:"a WebSocket with no byte either way for this long is closed (the map's own idle rule normally acts first)"`
-	WriteTimeoutMS int    `env:"EDGE_WRITE_TIMEOUT_MS" envDefault:"10000" help:"a peer that does not take a write for this long is cut"`
-	DrainTimeoutMS int    `env:"EDGE_DRAIN_TIMEOUT_MS" envDefault:"10000" help:"on SIGTERM, how long open WebSockets may go on before they are closed"`
-	Procs          int    `env:"EDGE_PROCS" envDefault:"2" help:"threads running the edge's Go code at once (GOMAXPROCS); with 2 or more the epoll engine waits in epoll_wait on a thread of its own (one wait per wake-up instead of two) and the rest of the edge runs on the other; 1 parks the epoll engine in Go's poller instead"`
-	Engine         string `env:"EDGE_ENGINE" envDefault:"epoll" help:"how WebSocket bytes are copied after the upgrade: epoll (one goroutine copies for every connection, waiting on one epoll set; Linux) or goroutine (two goroutines per connection; the fallback elsewhere). loop, the epoll engine's former name, is still read as epoll, with a warning at start"`
-	MapDial        string `env:"EDGE_MAP_DIAL" envDefault:"network" help:"how the edge reaches a map: network (the map container's own address on the map network, falling back to loopback for good if that cannot be dialled, e.g. under rootless Docker) or loopback (the game port published on 127.0.0.1, through Docker's userland proxy)"`
-	MapLink        string `env:"EDGE_MAP_LINK" envDefault:"on" help:"on: the players forwarded to a map share one connection to it (a link; with the epoll engine, and maps that serve one: others get a connection per player); off: a connection per player"`
-	LinkBatchMS    int    `env:"EDGE_LINK_BATCH_MS" envDefault:"1" help:"while players' messages to and from maps arrive faster than this, the epoll engine handles them once per this many ms, so that one wake-up and one write to a link carry many players' messages (the cost a host pays per message); 0 handles every wake-up at once"`
-	LogLevel       string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	MaxConns         int    `env:"EDGE_MAX_CONNS" envDefault:"10000" help:"player WebSockets forwarded at once; more are refused with unavailable"`
+	IdleTimeoutMS    int    `env:"EDGE_IDLE_TIMEOUT_MS" envDefault:"120000" help:"a WebSocket with no byte either way for this long is closed (the map's own idle rule normally acts first)"`
+	WriteTimeoutMS   int    `env:"EDGE_WRITE_TIMEOUT_MS" envDefault:"10000" help:"a peer that does not take a write for this long is cut"`
+	DrainTimeoutMS   int    `env:"EDGE_DRAIN_TIMEOUT_MS" envDefault:"10000" help:"on SIGTERM, how long open WebSockets may go on before they are closed"`
+	HandoverSocket   string `env:"EDGE_HANDOVER_SOCKET" help:"unix socket (a path in a directory the edge may write) where a starting edge takes the listeners of the edge it replaces, with no connection refused, and answers the edge that will replace it; empty: none, a new edge binds its ports itself (while the old one holds them, it cannot). The image sets /handover/edge.sock, a volume the edge containers share"`
+	HandoverSpreadMS int    `env:"EDGE_HANDOVER_SPREAD_MS" envDefault:"1000" help:"once a new edge took over, the old one closes its players' WebSockets evenly over this long (each resumes through the new edge at once), so that their resumes do not all arrive together"`
+	Procs            int    `env:"EDGE_PROCS" envDefault:"2" help:"threads running the edge's Go code at once (GOMAXPROCS); with 2 or more the epoll engine waits in epoll_wait on a thread of its own (one wait per wake-up instead of two) and the rest of the edge runs on the other; 1 parks the epoll engine in Go's poller instead"`
+	Engine           string `env:"EDGE_ENGINE" envDefault:"epoll" help:"how WebSocket bytes are copied after the upgrade: epoll (one goroutine copies for every connection, waiting on one epoll set; Linux) or goroutine (two goroutines per connection; the fallback elsewhere). loop, the epoll engine's former name, is still read as epoll, with a warning at start"`
+	MapDial          string `env:"EDGE_MAP_DIAL" envDefault:"network" help:"how the edge reaches a map: network (the map container's own address on the map network, falling back to loopback for good if that cannot be dialled, e.g. under rootless Docker) or loopback (the game port published on 127.0.0.1, through Docker's userland proxy)"`
+	MapLink          string `env:"EDGE_MAP_LINK" envDefault:"on" help:"on: the players forwarded to a map share one connection to it (a link; with the epoll engine, and maps that serve one: others get a connection per player); off: a connection per player"`
+	LinkBatchMS      int    `env:"EDGE_LINK_BATCH_MS" envDefault:"1" help:"while players' messages to and from maps arrive faster than this, the epoll engine handles them once per this many ms, so that one wake-up and one write to a link carry many players' messages (the cost a host pays per message); 0 handles every wake-up at once"`
+	LogLevel         string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
 	JoinRatePerMin   int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
 	JoinRateBurst    int            `env:"EDGE_JOIN_RATE_BURST" envDefault:"10" help:"joins one client address may make at once"`
@@ -65,6 +67,7 @@ func (c *Config) Validate() error {
 		{"EDGE_IDLE_TIMEOUT_MS", c.IdleTimeoutMS, 100},
 		{"EDGE_WRITE_TIMEOUT_MS", c.WriteTimeoutMS, 100},
 		{"EDGE_DRAIN_TIMEOUT_MS", c.DrainTimeoutMS, 0},
+		{"EDGE_HANDOVER_SPREAD_MS", c.HandoverSpreadMS, 0},
 		{"EDGE_LINK_BATCH_MS", c.LinkBatchMS, 0},
 		{"EDGE_PROCS", c.Procs, 1},
 		{"EDGE_JOIN_RATE_PER_MIN", c.JoinRatePerMin, 0},

@@ -81,6 +81,12 @@ type Edge struct {
 	CredentialFile string
 	// DrainTimeout bounds how long Close leaves open WebSockets to end on their own.
 	DrainTimeout time.Duration
+	// HandoverSocket, when set, is the unix socket where Open takes the listeners of
+	// the edge this one replaces, and where this edge then hands them to the edge that
+	// replaces it (handover.go). HandoverSpread is how long, after that, Close takes
+	// to close this edge's players' WebSockets.
+	HandoverSocket string
+	HandoverSpread time.Duration
 	// Static is the browser client's file tree (StaticFiles unless a test swaps it),
 	// read once by Open into the served Page.
 	Static   fs.FS
@@ -109,6 +115,7 @@ type Edge struct {
 	cancel              context.CancelFunc
 	watchDone           chan struct{}
 	refreshMu           sync.Mutex
+	ho                  handoverState
 }
 
 // New returns an Edge configured by cfg.
@@ -122,11 +129,12 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e := &Edge{
 		PublicAddr: cfg.PublicAddr, MetricsAddr: cfg.MetricsAddr,
 		OrchURL: strings.TrimRight(cfg.OrchURL, "/"), Credential: cfg.Credential, CredentialFile: cfg.CredentialFile,
-		DrainTimeout: envconf.Ms(cfg.DrainTimeoutMS),
-		Static:       StaticFiles(),
-		Proxy:        NewProxy(cfg.MaxConns, log),
-		Registry:     prometheus.NewRegistry(),
-		Log:          log,
+		DrainTimeout:   envconf.Ms(cfg.DrainTimeoutMS),
+		HandoverSocket: cfg.HandoverSocket, HandoverSpread: envconf.Ms(cfg.HandoverSpreadMS),
+		Static:   StaticFiles(),
+		Proxy:    NewProxy(cfg.MaxConns, log),
+		Registry: prometheus.NewRegistry(),
+		Log:      log,
 	}
 	e.Proxy.IdleTimeout = envconf.Ms(cfg.IdleTimeoutMS)
 	e.Proxy.WriteTimeout = envconf.Ms(cfg.WriteTimeoutMS)
@@ -150,8 +158,9 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	return e, nil
 }
 
-// Open binds both listeners synchronously (so their ports
-// are known when it returns), serves them in the background and starts the route watch.
+// Open binds both listeners synchronously (so their ports are known when it returns),
+// or takes them from the edge answering at HandoverSocket, serves them in the
+// background and starts the route watch.
 func (e *Edge) Open() (err error) {
 	if e.page, err = NewPage(e.Static); err != nil {
 		return err
@@ -188,12 +197,9 @@ func (e *Edge) Open() (err error) {
 	mux.GET("/healthz", e.handleHealthz)
 	mux.GET(httpkit.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{})))
 
-	if e.publicLn, err = net.Listen("tcp", e.PublicAddr); err != nil {
-		return fmt.Errorf("listen public %s: %w", e.PublicAddr, err)
-	}
-	if e.metricsLn, err = net.Listen("tcp", e.MetricsAddr); err != nil {
-		e.publicLn.Close()
-		return fmt.Errorf("listen metrics %s: %w", e.MetricsAddr, err)
+	takeover, err := e.listen()
+	if err != nil {
+		return err
 	}
 	e.servers.Serve(e.publicLn, e.public)
 	e.metrics.Serve(e.metricsLn, mux)
@@ -202,20 +208,26 @@ func (e *Edge) Open() (err error) {
 	e.cancel, e.watchDone = cancel, make(chan struct{})
 	if e.Routes.isStatic() {
 		close(e.watchDone)
-		return nil
+	} else {
+		go func() {
+			defer close(e.watchDone)
+			e.watch(ctx)
+		}()
 	}
-	go func() {
-		defer close(e.watchDone)
-		e.watch(ctx)
-	}()
+	e.completeHandover(takeover)
 	return nil
 }
 
 // Close stops accepting, lets open WebSockets end on their own for DrainTimeout (or
 // until ctx is done), closes the rest, and then stops the route watch and the metrics
-// listener.
+// listener. After a handover (HandedOver) it closes the WebSockets at once instead,
+// spread over HandoverSpread, since their players resume through the new edge.
 func (e *Edge) Close(ctx context.Context) error {
 	var errs []error
+	e.closeHandover()
+	if e.handedOverYet() {
+		e.Proxy.closeSpread(ctx, e.HandoverSpread)
+	}
 	errs = append(errs, e.servers.Close(ctx))
 	drain, cancel := context.WithTimeout(ctx, e.DrainTimeout)
 	errs = append(errs, e.Proxy.Close(drain))

@@ -72,6 +72,17 @@ func (r *Routes) set(t routetable.RouteTable, at time.Time) {
 	r.byID, r.version, r.ready, r.online, r.fetched = byID, t.Version, t.Ready, true, at
 }
 
+// table returns the table as the orchestrator last answered it (in no set order).
+func (r *Routes) table() routetable.RouteTable {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t := routetable.RouteTable{Version: r.version, Ready: r.ready, Routes: make([]routetable.Route, 0, len(r.byID))}
+	for _, rt := range r.byID {
+		t.Routes = append(t.Routes, rt)
+	}
+	return t
+}
+
 func (r *Routes) setOffline() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

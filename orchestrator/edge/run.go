@@ -21,7 +21,9 @@ var Version = "dev"
 
 // Run is the edge process: `edge` (or `orchestrator edge`, as the image runs it)
 // configured by EDGE_* variables, `edge healthcheck`, and `edge -h`. It serves until
-// SIGINT or SIGTERM and then drains. It returns the exit code.
+// SIGINT or SIGTERM and then drains, or until an edge that replaces it took its
+// listeners over and then closes its players' connections, which resume through the
+// new edge. It returns the exit code.
 func Run(args, environ []string, stdout, stderr io.Writer) int {
 	var cfg Config
 	cmd := envconf.Command{
@@ -47,12 +49,18 @@ func Run(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("edge listening", "version", Version, "public", e.PublicURL(), "metrics", e.MetricsURL(),
-		"orchestrator", cfg.OrchURL, "procs", cfg.Procs, "staticRoutes", cfg.StaticRoutes != "")
-	<-ctx.Done()
-	log.Info("draining", "connections", e.Proxy.Active(), "timeout", e.DrainTimeout.String())
+		"orchestrator", cfg.OrchURL, "procs", cfg.Procs, "staticRoutes", cfg.StaticRoutes != "", "handoverSocket", cfg.HandoverSocket)
+	select {
+	case <-ctx.Done():
+		log.Info("draining", "connections", e.Proxy.Active(), "timeout", e.DrainTimeout.String())
+	case <-e.HandedOver():
+		log.Info("handed over to a new edge; closing the players' connections so that they resume there",
+			"connections", e.Proxy.Active(), "spread", e.HandoverSpread.String())
+	}
 	if err := e.Close(context.Background()); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
+	log.Info("edge stopped")
 	return 0
 }
 

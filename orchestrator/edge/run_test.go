@@ -18,6 +18,7 @@ func TestRun_Help(t *testing.T) {
 	for _, v := range []string{
 		"EDGE_PUBLIC_ADDR", "EDGE_METRICS_ADDR", "EDGE_ORCH_URL", "EDGE_CREDENTIAL_FILE", "EDGE_MAX_CONNS",
 		"EDGE_IDLE_TIMEOUT_MS", "EDGE_DRAIN_TIMEOUT_MS", "EDGE_PROCS", "EDGE_STATIC_ROUTES", ":8080",
+		"EDGE_HANDOVER_SOCKET", "EDGE_HANDOVER_SPREAD_MS",
 	} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("help does not list %s", v)
@@ -27,7 +28,7 @@ func TestRun_Help(t *testing.T) {
 
 func TestRun_InvalidConfig(t *testing.T) {
 	for _, env := range []string{
-		"EDGE_MAX_CONNS=0", "EDGE_ORCH_URL=ftp://x", "EDGE_ENGINE=threads", "EDGE_STATIC_ROUTES=1=port", "EDGE_PUBLIC_ADDR=8080",
+		"EDGE_MAX_CONNS=0", "EDGE_ORCH_URL=ftp://x", "EDGE_ENGINE=threads", "EDGE_STATIC_ROUTES=1=port", "EDGE_PUBLIC_ADDR=8080", "EDGE_HANDOVER_SPREAD_MS=-1",
 	} {
 		var stderr bytes.Buffer
 		if code := edge.Run(nil, []string{env}, io.Discard, &stderr); code == 0 {

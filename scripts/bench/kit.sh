@@ -7,6 +7,9 @@
 #
 #   kit_start DEP       start, wait until the default map is ready through the edge; sets
 #                       EP (edge port), EDGE_PID, ORCH_PID, CTL_URL, ROOT (root secret)
+#   kit_replace_edge    start a second edge, which takes the first one's port over
+#                       through the handover socket, and wait until the first has
+#                       closed its players and exited; sets EDGE_PID
 #   kit_map INSTANCE    the container of a map instance: sets MAP_PID (host PID),
 #                       MAP_CTL (host:port of its control listener), MAP_CRED and
 #                       ORCH_CRED (the credentials the orchestrator gave it)
@@ -18,7 +21,7 @@
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-ORCH_PID="" EDGE_PID="" DEP="" DATA=""
+ORCH_PID="" EDGE_PID="" DEP="" DATA="" EM=""
 
 kit_stop() {
 	for pid in "$EDGE_PID" "$ORCH_PID"; do
@@ -40,20 +43,33 @@ kit_stop() {
 kit_start() {
 	DEP=$1
 	DATA=$(mktemp -d)
-	local pub ctl em
+	local pub ctl
 	ROOT="bench-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-	pub=$(free_port) ctl=$(free_port) EP=$(free_port) em=$(free_port)
+	pub=$(free_port) ctl=$(free_port) EP=$(free_port) EM=$(free_port)
 	CTL_URL="http://127.0.0.1:$ctl"
 	ORCH_PUBLIC_ADDR="127.0.0.1:$pub" ORCH_CONTROL_ADDR="127.0.0.1:$ctl" ORCH_DB_PATH="$DATA/mapyard.db" \
 		ORCH_INTERNAL_RPC_SECRET="$ROOT" ORCH_MAP_IMAGE="$IMAGE" ORCH_DEPLOYMENT="$DEP" ORCH_MAP_NETWORK="$DEP" \
 		ORCH_DEFAULT_INSTANCE_ID="$DEP-d" ORCH_WARM_POOL_SIZE=0 ORCH_LOG_LEVEL=warn MAP_LOG_LEVEL=warn \
 		bin/orchestrator >>"$OUT/orchestrator.log" 2>&1 &
 	ORCH_PID=$!
-	EDGE_PUBLIC_ADDR="127.0.0.1:$EP" EDGE_METRICS_ADDR="127.0.0.1:$em" EDGE_ORCH_URL="$CTL_URL" \
-		EDGE_CREDENTIAL="$ROOT" EDGE_WS_RATE_PER_MIN=0 EDGE_JOIN_RATE_PER_MIN=0 EDGE_LOG_LEVEL=warn \
-		bin/edge >>"$OUT/edge.log" 2>&1 &
+	kit_edge
 	EDGE_PID=$!
 	scripts/wait-ready.sh "http://127.0.0.1:$EP/readyz" 120 >/dev/null
+}
+
+# kit_edge starts an edge in the background, as compose runs it: with a handover
+# socket, so that a second one takes the first one's port over.
+kit_edge() {
+	EDGE_PUBLIC_ADDR="127.0.0.1:$EP" EDGE_METRICS_ADDR="127.0.0.1:$EM" EDGE_ORCH_URL="$CTL_URL" \
+		EDGE_CREDENTIAL="$ROOT" EDGE_WS_RATE_PER_MIN=0 EDGE_JOIN_RATE_PER_MIN=0 EDGE_LOG_LEVEL=warn \
+		EDGE_HANDOVER_SOCKET="$DATA/edge.sock" bin/edge >>"$OUT/edge.log" 2>&1 &
+}
+
+kit_replace_edge() {
+	local old=$EDGE_PID
+	kit_edge
+	EDGE_PID=$!
+	wait "$old" || true
 }
 
 # kit_name prints the container name of the kit's instance $1: mapyard-map-<id>, with

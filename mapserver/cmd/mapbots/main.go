@@ -57,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	metricsURL := fs.String("metrics", "", "the map's control /metrics URL (credential from MAP_ORCH_CREDENTIAL, as the map was started with) for tick times, snapshots and drops")
 	edgePID := fs.Int("edge-pid", 0, "edge process to measure (CPU, RSS) over the window, when the bots join through it")
 	probeEvery := fs.Duration("probe", 0, "join a probe player first that stands still and pings at this interval; its round trips and snapshot rate are reported apart (workload W3: 250ms)")
+	resume := fs.Bool("resume", false, "a bot whose connection drops resumes at once with its resume token, as the page does; the report counts the resumes and how long they took (an edge replacement: scripts/bench-handover.sh)")
+	joinLoopRate := fs.Int("join-loop", 0, "during the window, this many newcomers a second join through the edge (join, hello, close), each on new connections; the report counts those refused")
 	gather := fs.Float64("gather", 0, "with -spread and -probe: save every bot within this many units of the probe's spawn position instead of all over the map (workload W3)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -80,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := &client.Swarm{JoinURL: *joinURL, MapURL: *mapURL, N: *n, JoinPerSec: *joinRate, Idle: *idle, Shards: *shards,
-		Seed: *seed, Options: client.Options{NoAutoAck: !*idle}}
+		Seed: *seed, Options: client.Options{NoAutoAck: !*idle, Resume: *resume}}
 	if *spread != "" {
 		s.Spread = &client.Spread{ControlURL: *spread, Secret: os.Getenv("MAP_CREDENTIAL"), Width: *size, Height: *size,
 			IntoMap: *intoMap, IntoInstance: *into}
@@ -156,6 +158,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	var joins *joinLoop
+	joining, stopJoins := context.WithCancel(ctx)
+	defer stopJoins()
+	if *joinLoopRate > 0 {
+		joins = startJoinLoop(joining, *joinURL, *joinLoopRate)
+	}
 	cpu0, t0 := cpuTime(), time.Now()
 	fmt.Fprintf(stderr, "mapbots: measuring %s\n", *window)
 	if !sleep(ctx, *window) {
@@ -166,6 +174,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	botsCPU := cpuTime() - cpu0
 	r.BotsCPUPercent = 100 * botsCPU.Seconds() / elapsed.Seconds()
 	out := Result{N: *n, Bots: r}
+	if joins != nil {
+		stopJoins()
+		jl := joins.stop()
+		out.JoinLoop = &jl
+	}
 	conns := len(s.Bots())
 	if pr != nil {
 		r, err := pr.report(elapsed)
@@ -214,6 +227,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			p.RTTP50Ms, p.RTTP99Ms, p.RTTMaxMs, p.SnapshotsPerSec, p.EntitiesInView, p.Dropped)
 	}
 	fmt.Fprintf(stdout, "bots %d (join failures %d, dropped %d) window %.1fs\n", r.Bots, r.JoinFailures, r.Dropped, r.WindowSec)
+	if *resume {
+		fmt.Fprintf(stdout, "resumes %d: p50 %.1f ms p99 %.1f ms max %.1f ms from the drop to the new welcome\n", r.Resumes, r.ResumeP50Ms, r.ResumeP99Ms, r.ResumeMaxMs)
+	}
+	if jl := out.JoinLoop; jl != nil {
+		fmt.Fprintf(stdout, "newcomers: %d joined (p50 %.1f ms, max %.1f ms), %d refused, %d failed%s\n", jl.Joins, jl.P50Ms, jl.MaxMs, jl.Refused, jl.Failed, firstError(jl.FirstError))
+	}
 	fmt.Fprintf(stdout, "snapshots/s per client %.2f (min %.2f), full %d, undecodable %d\n", r.SnapshotsPerSec, r.MinSnapshotsSec, r.FullSnapshots, r.BadSnapshots)
 	fmt.Fprintf(stdout, "kbit/s down per client %.2f (snapshots %.2f), up %.2f\n", r.KbitDown, r.KbitSnapshots, r.KbitUp)
 	fmt.Fprintf(stdout, "entities in view %.1f, %.2f snapshot bytes per entity\n", r.EntitiesInView, r.BytesPerEntity)
@@ -229,6 +248,8 @@ type Result struct {
 	Probe  *client.Report `json:"probe,omitempty"`
 	Server *Server        `json:"server,omitempty"`
 	Edge   *Process       `json:"edge,omitempty"`
+	// JoinLoop is the newcomers of -join-loop.
+	JoinLoop *JoinLoop `json:"joinLoop,omitempty"`
 }
 
 // Process is what the bots measure of a process besides the map (the edge).
@@ -237,6 +258,13 @@ type Process struct {
 	RSSMB       float64 `json:"rssMb"`
 	RSSBeforeMB float64 `json:"rssBeforeMb"`
 	KBPerConn   float64 `json:"kbPerConnection"`
+}
+
+func firstError(e string) string {
+	if e == "" {
+		return ""
+	}
+	return "; first: " + e
 }
 
 // perConn is the memory a process grew by per connection, in KB, from its RSS before

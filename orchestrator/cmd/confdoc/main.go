@@ -87,7 +87,8 @@ const orchText = `The orchestrator (` + "`/orchestrator`" + ` in the ` + "`orche
 ` + "`ORCH_DB_PATH=/data/mapyard.db`" + ` and ` + "`ORCH_EDGE_CREDENTIAL_FILE=/edge/edge-credential`" + `, the two
 volumes compose mounts.`
 
-const edgeText = `The edge (` + "`/orchestrator edge`" + ` in the ` + "`edge`" + ` service, or ` + "`bin/edge`" + `).`
+const edgeText = `The edge (` + "`/orchestrator edge`" + ` in the ` + "`edge`" + ` service, or ` + "`bin/edge`" + `). Its image sets
+` + "`EDGE_HANDOVER_SOCKET=/handover/edge.sock`" + `, the volume compose gives the edge containers to share.`
 
 const mapText = `A map server (` + "`/mapserver`" + ` in each map container). Under the orchestrator, set them in
 ` + "`compose/mapyard.env`" + ` and every map gets them. The orchestrator sets a container's identity
