@@ -78,7 +78,7 @@ export class Session {
     this.itemIds = new Map();   // item entity id -> item id, learned from item events
     this.seeded = new Map();    // "template:x:y" -> item id of the items the map's generator placed
     this.stats = { rtt: 0, sent: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0, corrections: [],
-      maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0, rejoins: 0,
+      maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0, rejoins: 0, moves: 0,
       welcomedAt: 0, movedAt: 0 }; // wall-clock ms of the last welcome and of the first move after it
   }
 
@@ -217,7 +217,8 @@ export class Session {
           this.setState(State.transferring, `to ${msg.toInstanceId}`);
           break;
         case "event":
-          if (msg.name === "view_capped") this.viewCap = msg.data && msg.data.shown < msg.data.inView ? msg.data : null;
+          if (msg.name === "moving") this.moving(msg);
+          else if (msg.name === "view_capped") this.viewCap = msg.data && msg.data.shown < msg.data.inView ? msg.data : null;
           else if (GAME_EVENTS.has(msg.name)) this.gameEvent(msg);
           else this.hooks.onEvent(eventText(msg), msg.name === "transfer_denied" ? "error" : "info");
           break;
@@ -234,9 +235,25 @@ export class Session {
     };
   }
 
+  // moving takes the map's "moving" event: the map is being upgraded, and the edge moves
+  // this very socket to its new process, whose welcome comes next on it (a live
+  // upgrade). Nothing is shown as lost: the player stays "playing"; inputs wait (the
+  // map the player leaves drops them), and the new process's session counts its
+  // sequences afresh.
+  moving(msg) {
+    this.stats.moves++;
+    this.isMoving = true;
+    this.freshSequences();
+    this.hooks.onEvent(`map ${this.welcome ? this.welcome.mapId : ""} upgraded (${(msg.data && msg.data.reason) || "moved"})`, "info");
+  }
+
   // welcomed takes the map's welcome: a new world when the map changed, a fresh decoder
-  // (a resumed connection starts with a full snapshot), and the next resume token.
+  // (a resumed connection starts with a full snapshot), and the next resume token. A
+  // welcome on a socket that is already playing comes from the map's new process after
+  // a "moving" event: the world is kept when its hash is unchanged, and built again when
+  // not.
   welcomed(w, path) {
+    this.isMoving = false;
     const sameWorld = this.welcome && this.welcome.worldHash === w.worldHash && this.world;
     this.welcome = w;
     this.wsPath = path;
@@ -287,8 +304,11 @@ export class Session {
 
   pingLoop(ws) {
     if (this.ws !== ws || ws.readyState !== WebSocket.OPEN) return;
+    if (this.pinging === ws && !this.pingDue) return; // a second welcome on one socket (a move) keeps its one loop
+    this.pinging = ws;
+    this.pingDue = false;
     this.send({ v: 1, kind: "ping", t: performance.now() });
-    this.later(() => this.pingLoop(ws), PING_EVERY_MS);
+    this.later(() => { this.pingDue = true; this.pingLoop(ws); }, PING_EVERY_MS);
   }
 
   // follow reconnects to the destination of a granted transfer with its token.
@@ -489,7 +509,7 @@ export class Session {
   // step runs one input tick: direction (dx, dy) from the keys, predicted at once and
   // sent in a batch that also acknowledges the newest snapshot.
   step(dx, dy) {
-    if (this.state !== State.playing || !this.world || !this.predicted) return;
+    if (this.state !== State.playing || !this.world || !this.predicted || this.isMoving) return;
     this.previous = this.predicted;
     this.lastStepAt = performance.now();
     if (dx === 0 && dy === 0) {
@@ -513,7 +533,7 @@ export class Session {
   // its seq (0 when not playing); the map answers an ack or an error naming that seq
   // (equipment: an equip_result event), which onAnswer reports.
   command(feature, action, payload) {
-    if (this.state !== State.playing || !this.ws) return 0;
+    if (this.state !== State.playing || !this.ws || this.isMoving) return 0;
     const msg = { v: 1, kind: "command", seq: ++this.cmdSeq, feature, action, payload };
     if (this.ackTick) { msg.tick = this.ackTick; this.unacked = 0; this.ackChanged = false; }
     this.send(msg);
