@@ -41,7 +41,7 @@ PAGE_GEN  := orchestrator/edge/static/gen
 # latest like the kit's own.
 NODE_MAP_IMAGE := mapyard/node-map
 
-.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover lint clean docs
+.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade upgrade lint clean docs
 
 all: build
 
@@ -194,6 +194,14 @@ bench-w3: images
 bench-handover: images
 	N=$(or $(N),1000) JOIN_LOOP=$(or $(JOIN_LOOP),20) WARMUP=$(or $(WARMUP),5) WINDOW=$(or $(WINDOW),20) \
 		AT=$(or $(AT),5) MODE=$(or $(MODE),idle) IMAGE=mapyard/map:$(VERSION) scripts/bench-handover.sh
+
+# A live map upgrade under load beside a restart of the same map: N W1 bots through the
+# edge, the map upgraded to a second tag of its image, then restarted; sockets closed,
+# pauses, rollbacks and the whole upgrade's time, medians of REPS interleaved runs
+# (docs/benchmarks.md). make bench-upgrade NS=50 REPS=1 for a smoke run.
+bench-upgrade: images
+	NS="$(or $(NS),200 1000)" REPS=$(or $(REPS),3) JOIN_LOOP=$(or $(JOIN_LOOP),10) WARMUP=$(or $(WARMUP),10) \
+		MODE=$(or $(MODE),move) IMAGE=mapyard/map:$(VERSION) scripts/bench-upgrade.sh
 
 # The benchmark table (docs/benchmarks.md): figure, target, measured, ratio for every
 # figure of scripts/bench/figures.tsv, the micro-benchmarks measured now (a few
