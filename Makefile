@@ -90,6 +90,17 @@ up: images $(ENV_FILE)
 	DOCKER_GID=$(DOCKER_GID) scripts/edge-up.sh $(COMPOSE) $(COMPOSE_ARGS)
 	@scripts/wait-ready.sh http://127.0.0.1:8080/readyz 120
 
+# Rebuilds the images from the checkout and rolls the running kit onto them, players
+# playing: the orchestrator (compose recreates it; the edge keeps the sockets, the maps
+# are adopted), the edge (through its handover socket), then every map whose container
+# runs another image than its image name names now, upgraded live PARALLEL at a time.
+# Prints a report a step: sockets closed, the longest pause and the farthest rollback
+# its WATCH watcher players saw, joins refused (docs/operations.md, "Upgrades").
+upgrade: images $(ENV_FILE)
+	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
+	DOCKER_GID=$(DOCKER_GID) ENV_FILE=$(ENV_FILE) PARALLEL=$(or $(PARALLEL),2) WATCH=$(or $(WATCH),4) \
+		JOIN_LOOP=$(or $(JOIN_LOOP),0) scripts/upgrade.sh $(COMPOSE) $(COMPOSE_ARGS)
+
 # compose needs the env file to exist (v1.29 has no optional env_file): an empty one
 # means every default.
 $(ENV_FILE):
