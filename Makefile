@@ -20,7 +20,10 @@ FUZZTIME  ?= 50000x
 # compose are installed by the `engine` target, after make has read this file.
 COMPOSE    = $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \
 		elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
-COMPOSE_ARGS := -p mapyard -f compose/compose.yaml
+# The compose project (PROJECT=... runs a second kit beside the first, with its own
+# ports, network and deployment in compose/mapyard.env).
+PROJECT   ?= mapyard
+COMPOSE_ARGS := -p $(PROJECT) -f compose/compose.yaml
 DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)
 # The host's settings (docs/configuration.md); compose reads it into both services.
 ENV_FILE  := compose/mapyard.env
