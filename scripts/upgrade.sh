@@ -99,12 +99,12 @@ phase_end
 # 2. The edge, through its handover socket. Its counters start again with the new edge:
 # every socket the old one held was closed.
 echo "upgrade: 2/3 edge" >&2
-t0=$(now) b=$(edge_metrics)
+t0=$(now) b=$(edge_metrics) edge0=$("${compose[@]}" ps -q edge)
 DOCKER_GID=${DOCKER_GID:-$(stat -c %g /var/run/docker.sock)} scripts/edge-up.sh "${compose[@]}"
 scripts/wait-ready.sh "$PUB/readyz" 120 >/dev/null
 sleep 2
 a=$(edge_metrics)
-if [ "$(metric mapyard_edge_ws_connections_total "$a")" -lt "$(metric mapyard_edge_ws_connections_total "$b")" ]; then
+if [ "$("${compose[@]}" ps -q edge)" != "$edge0" ]; then
 	step edge "$t0" "$b" "$a" "$(metric mapyard_edge_ws_connections "$b")" # replaced
 else
 	step edge "$t0" "$b" "$a" # up to date: the same edge
@@ -169,12 +169,12 @@ fi
 	jq -rs --slurpfile w "$OUT/watchers.jsonl" '
 		.[] as $s | ($w | map(select(.step == $s.step)) | .[0]) as $x |
 		"| \($s.step) | \($s.tookSec * 10 | round / 10) | \($s.openBefore) → \($s.openAfter) | \($s.ended) | \($s.opened) | \($s.refused) | " +
-		(if $x then "\($x.closed) of \($x.watchers) | \($x.pauseMaxMs) | \($x.rollbackMax * 100 | round / 100) | \($x.joinsRefused // "–")" else "– | – | – | –" end) + " |"' "$STEPS"
+		(if $x then "\($x.closed) of \($x.watchers) | \($x.pauseMaxMs * 10 | round / 10) | \($x.rollbackMax * 100 | round / 100) | \($x.joinsRefused // "–")" else "– | – | – | –" end) + " |"' "$STEPS"
 	echo
 	if [ -s "$OUT/maps.jsonl" ]; then
 		echo "| map | image | phase | moved | transferred | remaining | fallback | took s |"
 		echo "|---|---|---|---|---|---|---|---|"
-		jq -r '"| \(.map) | \(.image // "") | \(.phase)\(if (.error // "") != "" then " (" + .error + ")" else "" end) | \(.moved // "") | \(.transferred // "") | \(.remaining // "") | \(.fallback // "") | \(if .tookSec then (.tookSec * 100 | round / 100) else "" end) |"' "$OUT/maps.jsonl"
+		jq -r '"| \(.map) | \(.image // "") | \(.phase)\(if (.error // "") != "" then " (" + .error + ")" else "" end) | \(.moved // "") | \(.transferred // "") | \(.remaining // "") | \(.fallback // "" | tostring) | \(if .tookSec then (.tookSec * 100 | round / 100) else "" end) |"' "$OUT/maps.jsonl"
 	else
 		echo "maps: every map already runs the image its name names; none upgraded"
 	fi
