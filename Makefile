@@ -20,7 +20,10 @@ FUZZTIME  ?= 50000x
 # compose are installed by the `engine` target, after make has read this file.
 COMPOSE    = $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \
 		elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
-COMPOSE_ARGS := -p mapyard -f compose/compose.yaml
+# The compose project (PROJECT=... runs a second kit beside the first, with its own
+# ports, network and deployment in compose/mapyard.env).
+PROJECT   ?= mapyard
+COMPOSE_ARGS := -p $(PROJECT) -f compose/compose.yaml
 DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)
 # The host's settings (docs/configuration.md); compose reads it into both services.
 ENV_FILE  := compose/mapyard.env
@@ -41,7 +44,7 @@ PAGE_GEN  := orchestrator/edge/static/gen
 # latest like the kit's own.
 NODE_MAP_IMAGE := mapyard/node-map
 
-.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover lint clean docs
+.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade upgrade lint clean docs
 
 all: build
 
@@ -89,6 +92,17 @@ up: images $(ENV_FILE)
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator
 	DOCKER_GID=$(DOCKER_GID) scripts/edge-up.sh $(COMPOSE) $(COMPOSE_ARGS)
 	@scripts/wait-ready.sh http://127.0.0.1:8080/readyz 120
+
+# Rebuilds the images from the checkout and rolls the running kit onto them, players
+# playing: the orchestrator (compose recreates it; the edge keeps the sockets, the maps
+# are adopted), the edge (through its handover socket), then every map whose container
+# runs another image than its image name names now, upgraded live PARALLEL at a time.
+# Prints a report a step: sockets closed, the longest pause and the farthest rollback
+# its WATCH watcher players saw, joins refused (docs/operations.md, "Upgrades").
+upgrade: images $(ENV_FILE)
+	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
+	DOCKER_GID=$(DOCKER_GID) ENV_FILE=$(ENV_FILE) PARALLEL=$(or $(PARALLEL),2) WATCH=$(or $(WATCH),4) \
+		JOIN_LOOP=$(or $(JOIN_LOOP),0) scripts/upgrade.sh $(COMPOSE) $(COMPOSE_ARGS)
 
 # compose needs the env file to exist (v1.29 has no optional env_file): an empty one
 # means every default.
@@ -194,6 +208,14 @@ bench-w3: images
 bench-handover: images
 	N=$(or $(N),1000) JOIN_LOOP=$(or $(JOIN_LOOP),20) WARMUP=$(or $(WARMUP),5) WINDOW=$(or $(WINDOW),20) \
 		AT=$(or $(AT),5) MODE=$(or $(MODE),idle) IMAGE=mapyard/map:$(VERSION) scripts/bench-handover.sh
+
+# A live map upgrade under load beside a restart of the same map: N W1 bots through the
+# edge, the map upgraded to a second tag of its image, then restarted; sockets closed,
+# pauses, rollbacks and the whole upgrade's time, medians of REPS interleaved runs
+# (docs/benchmarks.md). make bench-upgrade NS=50 REPS=1 for a smoke run.
+bench-upgrade: images
+	NS="$(or $(NS),200 1000)" REPS=$(or $(REPS),3) JOIN_LOOP=$(or $(JOIN_LOOP),10) WARMUP=$(or $(WARMUP),10) \
+		MODE=$(or $(MODE),move) IMAGE=mapyard/map:$(VERSION) scripts/bench-upgrade.sh
 
 # The benchmark table (docs/benchmarks.md): figure, target, measured, ratio for every
 # figure of scripts/bench/figures.tsv, the micro-benchmarks measured now (a few

@@ -68,6 +68,15 @@ type Options struct {
 	// Stats.ResumeTimes holds how long each took from the drop to the new welcome. A
 	// resume that fails ends the client.
 	Resume bool
+	// TrackMoves records every time the player goes to another container (a moving
+	// event, a transfer, a resume, a rejoin) in Stats.Moves: the pause it saw and where
+	// its character stood before and after.
+	TrackMoves bool
+	// Rejoin, with Resume, is how a client whose resume fails comes back: it returns a
+	// URL and a hello (a new join's ticket) to dial. Resumes are retried until the map
+	// refuses the token, then joins, until DefaultRejoinFor has passed since the drop;
+	// Stats.Rejoins counts those that worked.
+	Rejoin func(ctx context.Context) (url string, hello Hello, err error)
 	// HandshakeTimeout bounds dial + hello + welcome; 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 	// Log receives debug lines; nil discards them.
@@ -111,6 +120,7 @@ type Client struct {
 	done    chan struct{}
 
 	mu      sync.Mutex
+	moves   moves
 	welcome wire.Welcome
 	mirror  Mirror
 	stats   Stats
@@ -220,6 +230,7 @@ func (c *Client) setWelcome(w *wire.Welcome) {
 	c.mirror = Mirror{Self: -1}
 	c.mu.Unlock()
 	c.lastTick.Store(0)
+	c.welcomed()
 	c.emit(Event{Kind: wire.KindWelcome, Welcome: w})
 }
 

@@ -117,6 +117,20 @@ func (m *fakeMap) serve(w http.ResponseWriter, r *http.Request) {
 				m.mu.Unlock()
 				continue
 			}
+			if in.Action == "moving" {
+				// A live upgrade's move on the same socket: the moving event, the next
+				// container's welcome, then its full snapshot with the player where it stood.
+				_ = ws.WriteJSON(wire.Event{V: 1, Kind: wire.KindEvent, Name: wire.EventMoving, Data: wire.Moving{Reason: "upgrade"}})
+				_ = ws.WriteJSON(wire.Welcome{V: 1, Kind: wire.KindWelcome, CharacterID: "c1", InstanceID: m.name + "-1", MapID: m.name,
+					ResumeToken: "rt", SnapshotFormat: wire.FormatVersion})
+				enc, cl = wire.NewEncoder(0), wire.NewClient(0)
+				enc.Begin(tick + 1)
+				enc.Set(0, wire.EntityState{ID: 1, Kind: 1, X: int32(16 * tick), Y: 32})
+				frame, _ := enc.Encode(nil, cl, 0, 0, []int32{0})
+				_ = ws.WriteMessage(websocket.BinaryMessage, frame)
+				m.mu.Unlock()
+				continue
+			}
 			if in.Action == "portal" {
 				_ = ws.WriteJSON(wire.Transfer{V: 1, Kind: wire.KindTransfer, Token: "tok", WS: "/next/ws", ToInstanceID: m.next.name + "-1"})
 				m.mu.Unlock()
@@ -327,6 +341,47 @@ func TestClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		until(t, "a snapshot on the resumed connection", func() bool { return c.Stats().Snapshots >= 1 })
+	})
+	t.Run("TracksAMoveOnItsSocket", func(t *testing.T) {
+		m := newFakeMap(t, "a")
+		c := dial(t, m.url(), client.Options{TrackMoves: true})
+		if _, err := c.Move(1, 0); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "a snapshot", func() bool { return c.Stats().Snapshots == 1 })
+		if _, err := c.Command("test", "moving", nil); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "the move", func() bool { return len(c.Stats().Moves) == 1 })
+		mv := c.Stats().Moves[0]
+		if mv.Cause != client.MoveMoving || mv.SocketClosed || !mv.Back || !mv.HavePos || mv.Pause <= 0 {
+			t.Fatalf("move %+v: want one on the same socket, back, timed", mv)
+		}
+		if mv.FromX != mv.ToX || mv.FromY != mv.ToY {
+			t.Fatalf("move %+v: the player stood still and must be where it was", mv)
+		}
+	})
+	t.Run("TracksAResume", func(t *testing.T) {
+		m := newFakeMap(t, "a")
+		c := dial(t, m.url(), client.Options{Resume: true, TrackMoves: true})
+		if _, err := c.Move(1, 0); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "a snapshot", func() bool { return c.Stats().Snapshots == 1 })
+		if _, err := c.Command("test", "bye", nil); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "a resume", func() bool { return c.Stats().Resumes == 1 })
+		if _, ok := c.PendingMove(); !ok {
+			t.Fatal("a resumed player without a snapshot yet is still moving")
+		}
+		if _, err := c.Move(1, 0); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "the move", func() bool { return len(c.Stats().Moves) == 1 })
+		if mv := c.Stats().Moves[0]; mv.Cause != client.MoveResume || !mv.SocketClosed || !mv.Back {
+			t.Fatalf("move %+v: want a resume with the socket closed", mv)
+		}
 	})
 	t.Run("OriginOfURL", func(t *testing.T) {
 		if got := client.Origin("ws://127.0.0.1:8080/maps/a-1/ws"); got != "ws://127.0.0.1:8080" {

@@ -63,6 +63,11 @@ type Stats struct {
 	// ResumeTimes holds how long each took, from the drop to the new welcome.
 	Resumes     int64
 	ResumeTimes []time.Duration
+	// Rejoins counts the joins anew after a failed resume (Options.Rejoin).
+	Rejoins int64
+	// Moves are the player's goings to another container that came back
+	// (Options.TrackMoves); PendingMove is one under way.
+	Moves []Move
 }
 
 const maxRTTs = 4096
@@ -74,6 +79,7 @@ func (c *Client) Stats() Stats {
 	s := c.stats
 	s.RTT = append([]time.Duration(nil), s.RTT...)
 	s.ResumeTimes = append([]time.Duration(nil), s.ResumeTimes...)
+	s.Moves = append([]Move(nil), s.Moves...)
 	return s
 }
 
@@ -105,7 +111,8 @@ func (c *Client) run() {
 		typ, data, err := ws.ReadMessage()
 		if err != nil {
 			if c.opt.Resume && !c.closing.Load() {
-				if rerr := c.resume(ws, err); rerr == nil {
+				c.breakAt(MoveResume)
+				if _, rerr := c.comeBack(ws, err); rerr == nil {
 					dec = wire.NewDecoder(0) // a resumed connection starts with a full snapshot
 					continue
 				}
@@ -165,6 +172,9 @@ func (c *Client) snapshot(dec *wire.Decoder, data []byte) {
 	}
 	c.mirror.Tick, c.mirror.Seq, c.mirror.Self = s.Tick, s.Seq, s.Self
 	c.mirror.Entities = append(c.mirror.Entities[:0], s.Entities...)
+	if c.opt.TrackMoves {
+		c.snapshotAt(time.Now(), s.Self, s.Entities)
+	}
 	c.mu.Unlock()
 	c.lastTick.Store(uint64(s.Tick))
 	if c.unacked++; !c.opt.NoAutoAck && (s.Full || s.Records > 0 || c.unacked >= AutoAckQuiet) {
@@ -209,6 +219,9 @@ func (c *Client) text(data []byte) *wire.Transfer {
 	case wire.KindEvent:
 		var e wire.Event
 		_ = json.Unmarshal(data, &e)
+		if e.Name == wire.EventMoving {
+			c.breakAt(MoveMoving)
+		}
 		c.count(&c.stats.Events)
 		c.emit(Event{Kind: wire.KindEvent, Event: &e})
 	case wire.KindTransfer:
@@ -217,6 +230,9 @@ func (c *Client) text(data []byte) *wire.Transfer {
 			return nil
 		}
 		c.count(&c.stats.Transfers)
+		if !c.opt.NoFollow {
+			c.breakAt(MoveTransfer)
+		}
 		c.emit(Event{Kind: wire.KindTransfer, Transfer: &t})
 		return &t
 	case wire.KindWelcome:

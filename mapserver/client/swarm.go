@@ -61,6 +61,9 @@ type Swarm struct {
 	Spread *Spread
 	// Options are every bot's client options.
 	Options Options
+	// Rejoin, with Options.Resume, makes a bot whose resume fails join anew as it
+	// joined first (Options.Rejoin).
+	Rejoin bool
 
 	mu   sync.Mutex
 	bots []*Client
@@ -112,6 +115,20 @@ func (s *Swarm) Connect(ctx context.Context) error {
 }
 
 func (s *Swarm) connect(ctx context.Context, hc *http.Client, r *rand.Rand) (*Client, error) {
+	url, hello, err := s.join(ctx, hc, r)
+	if err != nil {
+		return nil, err
+	}
+	opt := s.Options
+	if s.Rejoin {
+		// The bot's generator is the rejoin's alone once it is connected.
+		opt.Rejoin = func(ctx context.Context) (string, Hello, error) { return s.join(ctx, hc, r) }
+	}
+	return Dial(ctx, url, hello, opt)
+}
+
+// join asks for one bot's ticket and says where to dial with it.
+func (s *Swarm) join(ctx context.Context, hc *http.Client, r *rand.Rand) (string, Hello, error) {
 	var t Ticket
 	var err error
 	if s.Spread != nil {
@@ -120,13 +137,13 @@ func (s *Swarm) connect(ctx context.Context, hc *http.Client, r *rand.Rand) (*Cl
 		t, err = Join(ctx, hc, s.JoinURL)
 	}
 	if err != nil {
-		return nil, err
+		return "", Hello{}, err
 	}
 	url := s.MapURL
 	if url == "" {
 		url = "ws" + trimHTTP(s.JoinURL) + t.WS
 	}
-	return Dial(ctx, url, Hello{Ticket: t.Ticket}, s.Options)
+	return url, Hello{Ticket: t.Ticket}, nil
 }
 
 func trimHTTP(u string) string {

@@ -297,6 +297,7 @@ func (p *Proxy) closeSpread(ctx context.Context, window time.Duration) {
 		for _, s := range open[:n] {
 			closed[s] = true
 			s.closeBoth()
+			p.Metrics.handoverClosed()
 		}
 		select {
 		case <-ctx.Done():

@@ -11,6 +11,8 @@ import (
 type Metrics struct {
 	open       prometheus.Gauge
 	proxied    prometheus.Counter
+	ended      prometheus.Counter
+	hoClosed   prometheus.Counter
 	refusals   *prometheus.CounterVec
 	bytesTotal *prometheus.CounterVec
 	up, down   prometheus.Counter
@@ -29,6 +31,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Player WebSockets being forwarded to maps."}),
 		proxied: prometheus.NewCounter(prometheus.CounterOpts{Name: "mapyard_edge_ws_connections_total",
 			Help: "Player WebSockets forwarded to maps since start."}),
+		ended: prometheus.NewCounter(prometheus.CounterOpts{Name: "mapyard_edge_ws_ended_total",
+			Help: "Player WebSockets forwarded to maps that ended since start, whoever ended them (the player, its map, the edge)."}),
+		hoClosed: prometheus.NewCounter(prometheus.CounterOpts{Name: "mapyard_edge_ws_handover_closed_total",
+			Help: "Player WebSockets the edge closed itself after handing its port over to the next edge (their players resume through it)."}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mapyard_edge_ws_refused_total",
 			Help: "Player WebSocket upgrades refused before the upgrade, by reason."}, []string{"reason"}),
 		bytesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mapyard_edge_ws_bytes_total",
@@ -47,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		linkDrops: prometheus.NewCounter(prometheus.CounterOpts{Name: "mapyard_edge_slow_players_dropped_total",
 			Help: "Players on a link dropped because they did not read what their map sent them (256 KiB unread, or nothing taken for the write timeout)."}),
 	}
-	reg.MustRegister(m.open, m.proxied, m.refusals, m.bytesTotal, m.connBytes, m.connTime, m.orchUp, m.routes,
+	reg.MustRegister(m.open, m.proxied, m.ended, m.hoClosed, m.refusals, m.bytesTotal, m.connBytes, m.connTime, m.orchUp, m.routes,
 		m.links, m.linkDrops)
 	m.up, m.down = m.bytesTotal.WithLabelValues(dirUp), m.bytesTotal.WithLabelValues(dirDown)
 	return m
@@ -74,9 +80,17 @@ func (m *Metrics) opened() {
 func (m *Metrics) closed(up, down int64, life time.Duration) {
 	if m != nil {
 		m.open.Dec()
+		m.ended.Inc()
 		m.connBytes.WithLabelValues(dirUp).Observe(float64(up))
 		m.connBytes.WithLabelValues(dirDown).Observe(float64(down))
 		m.connTime.Observe(life.Seconds())
+	}
+}
+
+// handoverClosed counts a player connection closed for the next edge.
+func (m *Metrics) handoverClosed() {
+	if m != nil {
+		m.hoClosed.Inc()
 	}
 }
 

@@ -108,6 +108,13 @@ func refusedConnect(err error) bool {
 	return !errors.As(err, &api) && !errors.As(err, &hello) && !errors.Is(err, websocket.ErrBadHandshake)
 }
 
+// current returns the counts so far, the joins under way aside.
+func (l *joinLoop) current() JoinLoop {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r
+}
+
 // stop waits for the joins under way and returns the report.
 func (l *joinLoop) stop() JoinLoop {
 	l.wg.Wait()

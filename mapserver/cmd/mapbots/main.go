@@ -4,6 +4,9 @@
 // client, snapshots per second, kbit/s down, entities in view, round trips and drops,
 // and the bots' own CPU.
 //
+// With -moves it records, phase by phase, how every bot goes to its map's next
+// container when the map is upgraded live or restarted (scripts/bench-upgrade.sh).
+//
 // Workload W3 (a crowd in one spot) adds a probe player, joined first, that pings every
 // -probe interval and is reported apart, and gathers the bots around the probe's spawn
 // point (-spread with -gather).
@@ -59,6 +62,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	probeEvery := fs.Duration("probe", 0, "join a probe player first that stands still and pings at this interval; its round trips and snapshot rate are reported apart (workload W3: 250ms)")
 	resume := fs.Bool("resume", false, "a bot whose connection drops resumes at once with its resume token, as the page does; the report counts the resumes and how long they took (an edge replacement: scripts/bench-handover.sh)")
 	joinLoopRate := fs.Int("join-loop", 0, "during the window, this many newcomers a second join through the edge (join, hello, close), each on new connections; the report counts those refused")
+	movesList := fs.String("moves", "", "comma-separated phases (e.g. upgrade,restart): every bot records how it goes to the map's next container (a moving event, a transfer, a resume, a rejoin: socket closed, pause, rollback) and comes back by itself (-resume, -rejoin); SIGUSR1 ends the current phase, the last one ends the window, and the report has one summary a phase (scripts/bench-upgrade.sh)")
+	rejoin := fs.Bool("rejoin", false, "with -resume: a bot whose resume fails joins anew as it joined first (a new character), retrying for 30 s")
+	speed := fs.Float64("speed", 5, "with -moves: the speed the map moves a bot at, units/s (W1's 5), for the rollback its own input explains")
 	gather := fs.Float64("gather", 0, "with -spread and -probe: save every bot within this many units of the probe's spawn position instead of all over the map (workload W3)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -79,10 +85,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	names := phaseNames(*movesList)
+	if len(names) > 0 {
+		*resume = true
+	}
+	// Taken first: SIGUSR1 would otherwise end the process.
+	usr1 := make(chan os.Signal, 1)
+	if len(names) > 0 {
+		signal.Notify(usr1, syscall.SIGUSR1)
+		defer signal.Stop(usr1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := &client.Swarm{JoinURL: *joinURL, MapURL: *mapURL, N: *n, JoinPerSec: *joinRate, Idle: *idle, Shards: *shards,
-		Seed: *seed, Options: client.Options{NoAutoAck: !*idle, Resume: *resume}}
+		Seed: *seed, Rejoin: *rejoin, Options: client.Options{NoAutoAck: !*idle, Resume: *resume, TrackMoves: len(names) > 0}}
 	if *spread != "" {
 		s.Spread = &client.Spread{ControlURL: *spread, Secret: os.Getenv("MAP_CREDENTIAL"), Width: *size, Height: *size,
 			IntoMap: *intoMap, IntoInstance: *into}
@@ -166,14 +182,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cpu0, t0 := cpuTime(), time.Now()
 	fmt.Fprintf(stderr, "mapbots: measuring %s\n", *window)
-	if !sleep(ctx, *window) {
+	var ps []Phase
+	if len(names) > 0 {
+		step := *speed
+		if *idle {
+			step = 0
+		}
+		ps = phases(ctx, names, *window, usr1, s, joins, step)
+		if ctx.Err() != nil {
+			return 1
+		}
+	} else if !sleep(ctx, *window) {
 		return 1
 	}
 	elapsed := time.Since(t0)
 	r := s.Report(elapsed)
 	botsCPU := cpuTime() - cpu0
 	r.BotsCPUPercent = 100 * botsCPU.Seconds() / elapsed.Seconds()
-	out := Result{N: *n, Bots: r}
+	out := Result{N: *n, Bots: r, Phases: ps}
 	if joins != nil {
 		stopJoins()
 		jl := joins.stop()
@@ -230,6 +256,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *resume {
 		fmt.Fprintf(stdout, "resumes %d: p50 %.1f ms p99 %.1f ms max %.1f ms from the drop to the new welcome\n", r.Resumes, r.ResumeP50Ms, r.ResumeP99Ms, r.ResumeMaxMs)
 	}
+	for _, p := range out.Phases {
+		fmt.Fprintf(stdout, "%s (%.1fs): %d of %d bots moved on their socket, %d sockets closed (%d transferred, %d resumed, %d rejoined, %d lost); pause p50 %.1f ms p99 %.1f ms max %.1f ms; rollback max %.2f units (%.2f beyond one tick), %d rolled back of %d compared\n",
+			p.Name, p.DurationSec, p.Moved, p.Bots, p.SocketsClosed, p.Transferred, p.Resumed, p.Rejoined, p.Lost, p.PauseP50Ms, p.PauseP99Ms, p.PauseMaxMs,
+			p.RollbackMaxRaw, p.RollbackMaxTick, p.RolledBack, p.Compared)
+		if jl := p.JoinLoop; jl != nil {
+			fmt.Fprintf(stdout, "  newcomers: %d joined, %d refused, %d failed%s\n", jl.Joins, jl.Refused, jl.Failed, firstError(jl.FirstError))
+		}
+	}
 	if jl := out.JoinLoop; jl != nil {
 		fmt.Fprintf(stdout, "newcomers: %d joined (p50 %.1f ms, max %.1f ms), %d refused, %d failed%s\n", jl.Joins, jl.P50Ms, jl.MaxMs, jl.Refused, jl.Failed, firstError(jl.FirstError))
 	}
@@ -250,6 +284,8 @@ type Result struct {
 	Edge   *Process       `json:"edge,omitempty"`
 	// JoinLoop is the newcomers of -join-loop.
 	JoinLoop *JoinLoop `json:"joinLoop,omitempty"`
+	// Phases are the phases of -moves.
+	Phases []Phase `json:"phases,omitempty"`
 }
 
 // Process is what the bots measure of a process besides the map (the edge).
