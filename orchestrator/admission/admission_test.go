@@ -33,6 +33,9 @@ type fakeMaps struct {
 	created []string
 	configs map[string]json.RawMessage // configs of created instances
 	images  map[string]string          // images of created instances
+	// handingOff holds the instances being upgraded live, whose handoff transfers
+	// are granted.
+	handingOff map[string]bool
 }
 
 func newFakeMaps(ids ...string) *fakeMaps {
@@ -91,8 +94,12 @@ func (m *fakeMaps) gate(inst orchestrator.Instance) (orchestrator.Instance, erro
 	}
 }
 
-// HandingOff is false: no instance of these tests is being upgraded.
-func (m *fakeMaps) HandingOff(string) bool { return false }
+// HandingOff reports the instances a test marked as handing their players over.
+func (m *fakeMaps) HandingOff(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.handingOff[id]
+}
 
 func (m *fakeMaps) Create(ctx context.Context, r orchestrator.CreateInstance) (orchestrator.Instance, error) {
 	m.mu.Lock()

@@ -61,6 +61,10 @@ func (s *Service) requestTransfer(ctx context.Context, r mapcontract.TransferReq
 		return nil, apierr.Errorf(apierr.EBADREQUEST, "a transfer must change map instance")
 	}
 
+	if r.Handoff && IsDisposable(r.CharacterID) {
+		s.reclaimGuest(r.CharacterID, r.FromInstanceID, r.Epoch)
+	}
+
 	// The destination may take seconds to start: wait for it before taking the
 	// character's lock (which other characters share a stripe of), after a cheap check
 	// that the request could succeed at all; everything is checked again under the lock.
@@ -102,6 +106,24 @@ func (s *Service) requestTransfer(ctx context.Context, r mapcontract.TransferReq
 	}
 	s.Log.Info("transfer token issued", "transfer", tr.ID, "character", tr.CharacterID, "from", tr.FromInstanceID, "to", tr.ToInstanceID)
 	return s.answer(tr)
+}
+
+// reclaimGuest takes back, for a live upgrade's handoff, the lease of a guest that
+// this orchestrator does not know: guests' leases live in memory, so an orchestrator
+// restarted before a map's upgrade has forgotten the guests playing on it. The one map
+// that can still simulate such a guest is the one asking, at the epoch it holds, so
+// its claim is taken as the lease; a lease the orchestrator knows is never replaced.
+func (s *Service) reclaimGuest(characterID, instanceID string, epoch int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, known := s.guests[characterID]; known || s.guestsFullLocked() || epoch <= 0 {
+		return
+	}
+	now := s.Now()
+	// Its subject was forgotten with it: a fresh one, as a guest's join mints.
+	l := orchestrator.Lease{CharacterID: characterID, Subject: disposablePrefix + ticket.NewID(12), InstanceID: instanceID, Epoch: epoch, UpdatedAt: now}
+	s.guests[characterID] = guestLease{Lease: l, at: now}
+	s.Log.Info("guest lease taken back for a handoff", "character", characterID, "instance", instanceID, "epoch", epoch)
 }
 
 // destination returns the ready destination instance. A portal that names a map whose

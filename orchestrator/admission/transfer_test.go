@@ -8,6 +8,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 )
@@ -228,4 +229,58 @@ func TestTransfer_ToDefaultMap(t *testing.T) {
 	if res := e.redeem(t, "home", back.Token); res.TransferID != "tr-back" {
 		t.Fatalf("redeem at home %+v", res)
 	}
+}
+
+// TestTransfer_Handoff: a live upgrade's handoff transfer goes to the same instance
+// and is granted only while that instance hands off; the next container redeems the
+// token with the exact state. A guest whose lease an orchestrator restart forgot is
+// taken back from the one map that holds it, for a handoff only.
+func TestTransfer_Handoff(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	r := enter(t, e, authKey)
+	req := transferReq("tr-h", r, "default-1", "", 31.5)
+	req.ToMapID, req.ToInstanceID, req.Handoff = "", "default-1", true
+
+	_, err := e.svc.RequestTransfer(ctx, req)
+	wantCode(t, err, apierr.ECONFLICT) // not handing off
+	e.maps.mu.Lock()
+	e.maps.handingOff = map[string]bool{"default-1": true}
+	e.maps.mu.Unlock()
+	other := req
+	other.ToInstanceID = "frontier-1"
+	_, err = e.svc.RequestTransfer(ctx, other)
+	wantCode(t, err, apierr.EBADREQUEST)
+
+	a, err := e.svc.RequestTransfer(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := e.redeem(t, "default-1", a.Token)
+	if in.Kind != "transfer" || in.State == nil || in.State.X != 31.5 || in.Epoch <= r.Epoch {
+		t.Fatalf("redeemed %+v (state %+v), want the handed-over state at a later epoch", in, in.State)
+	}
+	wantCode(t, e.svc.Authorize(ctx, r.CharacterID, "default-1", r.Epoch), apierr.ECONFLICT)
+
+	t.Run("GuestForgottenByARestart", func(t *testing.T) {
+		g, err := e.svc.Join(ctx, public.JoinRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gr := e.redeem(t, "default-1", g.Ticket)
+		e.restart(t) // the guests' leases are gone
+		greq := transferReq("tr-g", gr, "default-1", "", 7)
+		greq.ToMapID, greq.ToInstanceID = "", "default-1"
+		if _, err := e.svc.RequestTransfer(ctx, greq); err == nil {
+			t.Fatal("a plain same-instance transfer of a forgotten guest was granted")
+		}
+		greq.TransferID, greq.Handoff = "tr-g2", true
+		ga, err := e.svc.RequestTransfer(ctx, greq)
+		if err != nil {
+			t.Fatalf("handoff of a forgotten guest: %v", err)
+		}
+		if in := e.redeem(t, "default-1", ga.Token); in.CharacterID != gr.CharacterID || in.State == nil || in.State.X != 7 {
+			t.Fatalf("guest redeemed %+v", in)
+		}
+	})
 }
