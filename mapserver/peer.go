@@ -26,6 +26,8 @@ const (
 	// it does not reconnect by itself, or two tabs would take the character from each
 	// other forever.
 	CloseReplaced = 4000
+	// 4001 is the edge's (public.CloseMapGone: the map's side of a player's connection
+	// ended without a close frame); a map never sends it.
 )
 
 // Peer is one player's connection as the game sees it, whatever carries it. Its methods

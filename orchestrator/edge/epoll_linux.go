@@ -104,6 +104,7 @@ type pollPair struct {
 type pollSide struct {
 	fd     int
 	events uint32 // what the epoll set watches for on fd
+	off    bool   // fd left the epoll set: a map that is gone (mapEndedPair)
 }
 
 type pollDir struct {
@@ -490,7 +491,14 @@ func (ep *epollEngine) pump(pp *pollPair, side int, ev uint32, now int64) {
 	if pp.closed {
 		return
 	}
-	if pp.closeReq || ev&syscall.EPOLLERR != 0 {
+	if pp.closeReq {
+		ep.finish(pp)
+		return
+	}
+	if ev&syscall.EPOLLERR != 0 {
+		if side == 1 && !pp.dir[1].eof && ep.mapEndedPair(pp, true, now) {
+			return // the map's connection failed (reset): the client is told
+		}
 		ep.finish(pp)
 		return
 	}
@@ -527,8 +535,13 @@ func (ep *epollEngine) copyDir(pp *pollPair, i int, now int64) bool {
 	switch {
 	case e == syscall.EAGAIN:
 		return true
+	case i == 1 && (e != 0 || n == 0):
+		return ep.mapEndedPair(pp, e != 0, now)
 	case e != 0:
 		return false
+	case n > 0 && dst.off:
+		pp.last = now
+		return true // the map is gone: what the client still sends is dropped
 	case n == 0:
 		d.eof = true
 		_ = syscall.Shutdown(dst.fd, syscall.SHUT_WR)
@@ -542,8 +555,14 @@ func (ep *epollEngine) copyDir(pp *pollPair, i int, now int64) bool {
 	if d.counter != nil {
 		d.counter.Add(float64(n))
 	}
+	if i == 1 {
+		pp.s.frames.feed(ep.scratch[:n])
+	}
 	w, e := writeAll(dst.fd, ep.scratch[:n])
 	if e != 0 && e != syscall.EAGAIN {
+		if i == 0 && !pp.dir[1].eof {
+			return ep.mapEndedPair(pp, true, now) // the map's connection failed
+		}
 		return false
 	}
 	if w < n {
@@ -576,10 +595,64 @@ func (ep *epollEngine) flush(pp *pollPair, i int, now int64) bool {
 	}
 	ep.bufs.Put(d.pbuf)
 	d.pbuf, d.pending, d.since = nil, nil, 0
+	if d.eof {
+		// The source ended while its last bytes waited (mapEndedPair): their end is
+		// passed on now that they are written.
+		_ = syscall.Shutdown(pp.side[1-i].fd, syscall.SHUT_WR)
+	}
 	if !ep.watch(pp, i) || !ep.watch(pp, 1-i) {
 		return false
 	}
 	return ep.copyDir(pp, i, now)
+}
+
+// mapEndedPair handles the end of pp's map side (failed says by an error, such as a
+// reset, rather than the map's end of stream) and returns false when pp is to close
+// at once. When the client had not ended first and the map sent no close frame, the
+// map is gone: the client gets the close frame public.CloseMapGone after every byte
+// of the map's, its side is then shut for writing, and the map's socket leaves the
+// epoll set (a reset socket is always ready); the pair ends when the client answers
+// or at its close grace. A map that stopped inside a frame leaves nothing to do but
+// drop the client's connection: a close frame would be read as the rest of that
+// frame. Otherwise the end is passed on as any side's end is, and an error closes
+// the pair.
+func (ep *epollEngine) mapEndedPair(pp *pollPair, failed bool, now int64) bool {
+	d, f := &pp.dir[1], &pp.s.frames
+	gone := !pp.dir[0].eof && !f.closed
+	switch {
+	case gone && !f.atBoundary(), !gone && failed:
+		return false
+	}
+	d.eof = true
+	if pp.grace == 0 {
+		pp.grace = now + int64(closeGrace)
+	}
+	client := pp.side[0].fd
+	if !gone {
+		_ = syscall.Shutdown(client, syscall.SHUT_WR)
+		return ep.watch(pp, 1)
+	}
+	f.closed = true
+	if sd := &pp.side[1]; !sd.off {
+		sd.off, sd.events = true, 0
+		_ = syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_DEL, sd.fd, nil)
+	}
+	if len(d.pending) == 0 {
+		w, e := writeAll(client, mapGoneClose)
+		if e != 0 && e != syscall.EAGAIN {
+			return false
+		}
+		if w == len(mapGoneClose) {
+			_ = syscall.Shutdown(client, syscall.SHUT_WR)
+			return ep.watch(pp, 0)
+		}
+		d.pbuf = ep.bufs.Get().(*[]byte)
+		d.pending, d.since = (*d.pbuf)[:0], now
+		d.pending = append(d.pending, mapGoneClose[w:]...)
+	} else {
+		d.pending = append(d.pending, mapGoneClose...)
+	}
+	return ep.watch(pp, 0) // output: flush writes the rest and then shuts the side
 }
 
 // watch sets what the epoll set watches for on pp's side j: input while its
@@ -593,7 +666,7 @@ func (ep *epollEngine) watch(pp *pollPair, j int) bool {
 		want |= syscall.EPOLLOUT
 	}
 	sd := &pp.side[j]
-	if want == sd.events {
+	if want == sd.events || sd.off {
 		return true
 	}
 	sd.events = want

@@ -3,7 +3,9 @@
 package edge
 
 import (
+	"bytes"
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -89,5 +91,89 @@ func TestEpoll_LinkReadWhole(t *testing.T) {
 	}
 	if len(lk.rbuf) != 0 {
 		t.Fatalf("%d bytes of a partial record kept, want none", len(lk.rbuf))
+	}
+}
+
+// TestEpoll_MapGoneBehindPending: a map that ends while the player's socket is full
+// has its close frame (public.CloseMapGone) wait behind the bytes already waiting, or
+// on its own, and the player's side is shut only once all of it is written.
+func TestEpoll_MapGoneBehindPending(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		pending []byte // map bytes waiting for the player when the map ends
+	}{
+		{"Waiting", []byte{0x81, 3, 'e', 'n', 'd'}},
+		{"Alone", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pair := func() [2]int {
+				fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { syscall.Close(fds[0]); syscall.Close(fds[1]) })
+				return [2]int{fds[0], fds[1]}
+			}
+			client, backend := pair(), pair() // [0] the engine's end, [1] the player's or the map's
+			epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer syscall.Close(epfd)
+			ep := &epollEngine{epfd: epfd, bufs: &sync.Pool{New: func() any { b := make([]byte, BufferSize); return &b }},
+				fds: map[int32]*pollPair{}, pairs: map[*pollPair]struct{}{}, scratch: make([]byte, BufferSize)}
+			pp := &pollPair{s: &splice{}}
+			pp.side[0].fd, pp.side[1].fd = client[0], backend[0]
+			now := time.Now().UnixNano()
+			ep.register(pp, now)
+
+			// The player reads nothing yet: its socket fills.
+			var sent []byte
+			chunk := make([]byte, 4096)
+			for {
+				n, e := rawio.Write(client[0], chunk)
+				if e != 0 {
+					break
+				}
+				sent = append(sent, chunk[:n]...)
+			}
+			if len(tt.pending) > 0 {
+				d := &pp.dir[1]
+				d.pbuf = ep.bufs.Get().(*[]byte)
+				d.pending, d.since = append((*d.pbuf)[:0], tt.pending...), now
+			}
+			if !ep.mapEndedPair(pp, true, now) {
+				t.Fatal("the pair is closed at once")
+			}
+			if !pp.side[1].off {
+				t.Fatal("the map's socket is still watched")
+			}
+			want := append(append(sent, tt.pending...), mapGoneClose...)
+			var got []byte
+			buf := make([]byte, 64<<10)
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				n, e := rawio.Read(client[1], buf)
+				switch {
+				case e == syscall.EAGAIN && len(pp.dir[1].pending) > 0:
+					if !ep.flush(pp, 1, now) {
+						t.Fatal("flush failed")
+					}
+					continue
+				case e == syscall.EAGAIN:
+					t.Fatalf("the player's side is not shut after %d of %d bytes", len(got), len(want))
+				case e != 0:
+					t.Fatal(e)
+				case n == 0:
+					if !bytes.Equal(got, want) {
+						t.Fatalf("the player read %d bytes ending % x, want %d ending % x", len(got), got[max(0, len(got)-20):], len(want), want[len(want)-20:])
+					}
+					return
+				}
+				got = append(got, buf[:n]...)
+				if time.Now().After(deadline) {
+					t.Fatal("timed out")
+				}
+			}
+		})
 	}
 }

@@ -222,13 +222,34 @@ func (ep *epollEngine) linkRecord(lk *linkConn, h edgelink.Header, payload []byt
 		ep.toClient(st, payload, now)
 	case h.Kind == edgelink.KindClose:
 		delete(lk.streams, h.Stream)
-		st.mapClosed = true
-		switch {
-		case !st.answered:
-			ep.endStream(st)
-		case st.fd >= 0 && len(st.pending) == 0:
-			ep.drainClient(st, now)
+		ep.mapEndedStream(st, now)
+	}
+}
+
+// mapEndedStream ends st on the map's side, by its Close record or because its link ended:
+// the client gets what the map sent it and then the end of its connection. When the
+// map sent no close frame, the map is gone (or dropped the client without one): the
+// close frame public.CloseMapGone follows the map's last frame. Should the map's
+// bytes stop inside a frame (records carry whole frames from a map of this kit, but
+// that is not the link's contract), nothing may follow them: the client's connection
+// is dropped at once.
+func (ep *epollEngine) mapEndedStream(st *linkStream, now int64) {
+	st.mapClosed = true
+	switch {
+	case !st.answered:
+		ep.endStream(st)
+		return
+	case !st.frames.closed && !st.frames.atBoundary():
+		ep.endStream(st)
+		return
+	case !st.frames.closed:
+		ep.toClient(st, mapGoneClose, now)
+		if st.closed {
+			return
 		}
+	}
+	if st.fd >= 0 && len(st.pending) == 0 {
+		ep.drainClient(st, now)
 	}
 }
 
@@ -298,29 +319,26 @@ func (ep *epollEngine) writeLink(lk *linkConn, now int64) {
 }
 
 // endLink closes lk: a client with a stream on it gets what the map sent it and then
-// the end of its connection, as if its own connection to the map had ended.
+// the end of its connection, as if its own connection to the map had ended. The proxy
+// forgets lk first, so that a client told its map went away, which comes back at
+// once, gets a new link rather than this dead one.
 func (ep *epollEngine) endLink(lk *linkConn) {
 	if lk.dead {
 		return
 	}
 	lk.dead = true
+	lk.p.dropLink(lk)
 	if _, ok := ep.links[int32(lk.fd)]; ok {
 		delete(ep.links, int32(lk.fd))
 		lk.p.Metrics.link(-1)
 	}
 	syscall.Close(lk.fd)
 	lk.out, lk.rbuf = nil, nil
+	now := time.Now().UnixNano()
 	for id, st := range lk.streams {
 		delete(lk.streams, id)
-		st.mapClosed = true
-		switch {
-		case !st.answered:
-			ep.endStream(st)
-		case st.fd >= 0 && len(st.pending) == 0:
-			ep.drainClient(st, time.Now().UnixNano())
-		}
+		ep.mapEndedStream(st, now)
 	}
-	lk.p.dropLink(lk)
 }
 
 // pumpClient handles the readiness ev of a stream's client.
@@ -363,6 +381,7 @@ func (ep *epollEngine) pumpClient(st *linkStream, ev uint32, now int64) {
 // or has not taken what came before. A client that leaves more than maxStreamPending
 // unread is dropped.
 func (ep *epollEngine) toClient(st *linkStream, b []byte, now int64) {
+	st.frames.feed(b)
 	if st.fd >= 0 && len(st.pending) == 0 {
 		w, e := writeAll(st.fd, b)
 		if e != 0 && e != syscall.EAGAIN {

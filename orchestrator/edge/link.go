@@ -24,7 +24,8 @@ import (
 // with another, and the edge writes what many clients sent in one write: with a
 // connection per player, both sides of the hop paid a read and a wake-up per input and
 // a write per snapshot. The edge still never parses a player's frames: a stream carries
-// the bytes the player's own connection to the map would.
+// the bytes the player's own connection to the map would (only the headers of the
+// map's frames are followed, as on a connection of the player's own: frameCursor).
 //
 // Links need the epoll engine, which owns them with the client sockets. A map that
 // does not serve links (an image of an earlier release answers 404) is reached with a
@@ -84,11 +85,12 @@ type linkStream struct {
 	evs uint32      // what the epoll set watches on fd
 
 	answered  bool
-	pending   []byte // map bytes the client has not taken yet
-	since     int64  // unix nanos since when pending waits
-	last      int64  // unix nanos of the last byte either way
-	mapClosed bool   // the map ended the stream: the client is closed once pending is written
-	draining  bool   // the client's side is shut for writing; its input is read and dropped until grace
+	pending   []byte      // map bytes the client has not taken yet
+	since     int64       // unix nanos since when pending waits
+	last      int64       // unix nanos of the last byte either way
+	mapClosed bool        // the map ended the stream: the client is closed once pending is written
+	frames    frameCursor // the map's frames to the client, from the bytes after its 101
+	draining  bool        // the client's side is shut for writing; its input is read and dropped until grace
 	grace     int64
 	up, down  int64
 	closed    bool

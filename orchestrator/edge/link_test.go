@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/ws"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 )
@@ -240,7 +241,8 @@ func TestLink_CarriesEveryPlayer(t *testing.T) {
 
 // TestLink_Ends: a stream the map ends delivers its last frames and then the end of
 // the player's connection; a player that leaves is a Close record to the map; a link
-// that breaks ends its players' connections, and the next player gets a new link.
+// that breaks ends its players' connections with public.CloseMapGone, and the next
+// player gets a new link.
 func TestLink_Ends(t *testing.T) {
 	m := newLinkMap(t)
 	e := openLinkEdge(t, m)
@@ -270,8 +272,8 @@ func TestLink_Ends(t *testing.T) {
 	c := dial()
 	m.link(0).Close()
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, _, err := c.ReadMessage(); err == nil {
-		t.Fatal("a player's connection outlived its link")
+	if _, _, err := c.ReadMessage(); !websocket.IsCloseError(err, public.CloseMapGone) {
+		t.Fatalf("a player's connection after its link broke: %v, want close %d", err, public.CloseMapGone)
 	}
 	d := dial()
 	m.wait("a second link", func() bool { return len(m.links) == 2 })

@@ -3,7 +3,9 @@ package edge_test
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator/edge"
 )
 
@@ -165,5 +168,23 @@ func TestEdge_ServesTheIcon(t *testing.T) {
 	}
 	if resp, linked := get(string(m[1])); resp.StatusCode != http.StatusOK || !bytes.Equal(linked, icon) {
 		t.Fatalf("GET %s (the linked icon): %d, same bytes %v", m[1], resp.StatusCode, bytes.Equal(linked, icon))
+	}
+}
+
+// TestPage_MapGone: the page knows the edge's close code for a map that went away
+// (public.CloseMapGone) by its number, as JavaScript cannot import it: it rejoins on
+// it and says it in words.
+func TestPage_MapGone(t *testing.T) {
+	for file, want := range map[string]string{
+		"session.js": fmt.Sprintf("const MAP_GONE = %d;", public.CloseMapGone),
+		"words.js":   fmt.Sprintf("case %d: return ", public.CloseMapGone),
+	} {
+		b, err := fs.ReadFile(edge.StaticFiles(), file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("%s does not hold %q", file, want)
+		}
 	}
 }

@@ -49,7 +49,10 @@ const (
 // Proxy forwards players' WebSocket upgrades to map game ports and then copies raw
 // bytes both ways. After the handshake it never parses a frame: each read is written
 // as it is to the other side, from a pooled buffer, which is the least per-message work
-// a hop can do. It keeps no state beyond the connections it forwards.
+// a hop can do. Only the headers of the map's frames are followed (frameCursor), so
+// that a player whose map went away is told so with a close frame of the edge's own
+// (public.CloseMapGone) between two of the map's. It keeps no state beyond the
+// connections it forwards.
 type Proxy struct {
 	// IdleTimeout closes a connection after no byte went either way for this long. The
 	// map's own idle rule (30 s, pinged every 15 s) normally acts first.
@@ -372,6 +375,10 @@ type splice struct {
 	last            atomic.Int64 // unix nanos of the last byte read from either side
 	halfClosed      atomic.Bool
 	closeOnce       sync.Once
+	// frames follows what the map sent the client, from the bytes after its 101: with
+	// the goroutine engine its map-to-client goroutine owns it, with the epoll engine
+	// the engine does.
+	frames frameCursor
 
 	mu sync.Mutex
 	ep *epollEngine // the epoll engine that owns the connections, if any
@@ -388,6 +395,7 @@ func (s *splice) start(backend *bufio.Reader, client *bufio.Reader) error {
 	if n := backend.Buffered(); n > 0 {
 		b, _ := backend.Peek(n)
 		head = append(head, b...)
+		s.frames.feed(b)
 	}
 	s.backend = pc.Conn
 	_ = s.client.SetDeadline(time.Now().Add(s.p.WriteTimeout))
@@ -452,7 +460,14 @@ func (s *splice) copy(dst, src net.Conn, dir string) int64 {
 				_ = dst.SetWriteDeadline(time.Unix(0, now).Add(wto))
 				wset = now
 			}
+			if dir == dirDown {
+				s.frames.feed(buf[:n])
+			}
 			if _, werr := out.Write(buf[:n]); werr != nil {
+				if dir == dirUp && !errors.Is(werr, os.ErrDeadlineExceeded) {
+					s.mapFailed(in, buf)
+					return total
+				}
 				s.closeBoth()
 				return total
 			}
@@ -475,14 +490,44 @@ func (s *splice) copy(dst, src net.Conn, dir string) int64 {
 		break
 	}
 	// src ended: pass the end on to dst and give the other direction a moment to
-	// carry the peer's close frame before both sockets close.
+	// carry the peer's close frame before both sockets close. A map that ended first
+	// without its close frame is gone: the client gets public.CloseMapGone after the
+	// map's last whole frame or, when the map stopped inside a frame, after which
+	// nothing may be written, the end of its connection without a close frame.
 	if s.halfClosed.CompareAndSwap(false, true) {
+		if dir == dirDown && !s.frames.closed {
+			if !s.frames.atBoundary() {
+				s.closeBoth() // a frame cut short: nothing may follow it
+				return total
+			}
+			_ = dst.SetWriteDeadline(time.Now().Add(wto))
+			if _, werr := out.Write(mapGoneClose); werr != nil {
+				s.closeBoth()
+				return total
+			}
+		}
 		if tc, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = tc.CloseWrite()
 		}
 		_ = dst.SetReadDeadline(time.Now().Add(closeGrace))
 	}
 	return total
+}
+
+// mapFailed ends the map's side after a write to it failed (the map is gone, its
+// connection reset): the map-to-client direction then reads the end and tells the
+// client, as when it reads the map's end first, and what the client still sends
+// through client is read and dropped until it ends or the close grace passes, so that
+// the client's socket is not closed with input unread (a reset that can destroy the
+// close frame before the client reads it).
+func (s *splice) mapFailed(client io.Reader, buf []byte) {
+	_ = s.backend.Close()
+	_ = s.client.SetReadDeadline(time.Now().Add(closeGrace))
+	for {
+		if _, err := client.Read(buf); err != nil {
+			return
+		}
+	}
 }
 
 // ioFor is how a splice reads one side or writes the other: raw system calls where the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"io"
 	"log/slog"
 	"net"
@@ -276,4 +277,34 @@ func (p *Proxy) acquireIfOpen() bool {
 	}
 	p.release()
 	return true
+}
+
+// TestSplice_MapGoneBehindBackPressure: a map that sends a large frame to a player who
+// reads slowly and then ends without a close frame has every byte of it delivered,
+// then the edge's close frame (public.CloseMapGone), then the end of the connection,
+// even when the player's socket is full when the map's end is read.
+func TestSplice_MapGoneBehindBackPressure(t *testing.T) {
+	engines(t, func(t *testing.T, engine string) {
+		p := newTestProxy(engine, nil)
+		closeProxy(t, p)
+		player, mapEnd := openSplice(t, p, true)
+		const size = 256 << 10
+		frame := binary.BigEndian.AppendUint64([]byte{0x82, 127}, size)
+		frame = append(frame, make([]byte, size)...)
+		_, _ = rand.Read(frame[10:])
+		go func() {
+			_, _ = mapEnd.Write(frame)
+			mapEnd.Close()
+		}()
+		want := append(bytes.Clone(frame), mapGoneClose...)
+		got, err := slowRead(player, len(want))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("the player read %d of %d bytes (%v), or other bytes", len(got), len(want), err)
+		}
+		_ = player.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if rest, err := io.ReadAll(player); err != nil || len(rest) != 0 {
+			t.Fatalf("after the close frame: %d bytes, %v; want the end", len(rest), err)
+		}
+		faketest.WaitFor(t, "the splice to end", func() bool { return p.Active() == 0 })
+	})
 }

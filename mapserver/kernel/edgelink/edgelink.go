@@ -15,8 +15,12 @@
 // to the map would carry: the edge opens it with the client's WebSocket upgrade request
 // (KindOpen), the map answers with its HTTP response (101, or a refusal) and then
 // WebSocket frames, and the edge passes on the client's frames as it reads them. The
-// edge never parses a frame; the map serves a stream as it serves a connection of its
-// own (ticket, rate limits, keepalive, close handshake).
+// edge never parses a frame's payload; the map serves a stream as it serves a
+// connection of its own (ticket, rate limits, keepalive, close handshake). The edge
+// does follow the headers of the map's frames: a stream the map ends without its close
+// frame (a Close record, or the link's end) gets the close code public.CloseMapGone
+// from the edge, which it can only put between two frames: a map that writes whole
+// frames in each Data record, as the kit's does, has every such player told.
 //
 // Stream ids are the edge's, non-zero and never reused on a link. Either side ends a
 // stream with a Close record and then sends nothing more for it; the other side ends it

@@ -52,3 +52,18 @@ type JoinResponse struct {
 // WSPath is the public WebSocket path of a map instance, proxied by the edge; the edge
 // routes WSPath(":id").
 func WSPath(instanceID string) string { return "/maps/" + instanceID + "/ws" }
+
+// CloseMapGone is the close code the edge ends a player's WebSocket with when the map's
+// side of it ended without the map's close frame: the map process crashed or was
+// killed, the edge's link to it broke, or its connection was reset. The map's own close
+// codes (1000, 1001, 1008, 4000, ...) reach the client unchanged; this one is the
+// edge's, and no map sends it. The map's resume token may have died with its process,
+// so a client that gets it does not try a resume: it rejoins at once (POST PathJoin
+// with the rejoin credential of its last join), which brings the character back on
+// the same map if that map still runs, or on its restarted process from the state it
+// last pushed.
+//
+// A map that dies in the middle of a frame cannot be followed by a close frame (it
+// would be read as the rest of that frame): the edge then drops the connection
+// without one, and the client sees an abnormal closure (1006).
+const CloseMapGone = 4001

@@ -11,13 +11,16 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/docker/docker/client"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
 // crashAndComeBack kills the page's map container while the player walks east and
 // checks that the page shows "reconnecting" and then plays again as the same character,
-// by itself, without a reload. It logs the time from the restarted map being ready (as
+// by itself, without a reload: told by the edge that its map went away
+// (public.CloseMapGone), it rejoins at once, without trying a resume the restarted map
+// cannot know. It logs the time from the restarted map being ready (as
 // the orchestrator reports it, polled every 20 ms) to the player moving again (the
 // first snapshot after the welcome that shows it elsewhere, by the page's clock), and
 // how far the character was rolled back: from the last position the page saw before
@@ -27,7 +30,8 @@ func crashAndComeBack(p *page, cli *client.Client, control, secret, instanceID s
 	t.Helper()
 	character := p.character()
 	inst := getInstance(t, control, secret, instanceID)
-	p.exec(`mapyardDebug.states.length = 0; globalThis.sameDocument = true`)
+	p.exec(`mapyardDebug.states.length = 0; globalThis.sameDocument = true;
+		globalThis.before = {resumes: mapyardDebug.session.stats.resumes, mapsGone: mapyardDebug.session.stats.mapsGone}`)
 	x0, _ := p.serverPosition()
 	p.keyDown("KeyD")
 	p.wait("walking east", fmt.Sprintf(`Math.abs(mapyardDebug.session.server.x/16 - %g) >= 1`, x0))
@@ -64,10 +68,12 @@ func crashAndComeBack(p *page, cli *client.Client, control, secret, instanceID s
 		SameDocument         bool
 		DroppedAt, FirstSelf struct{ X, Y float64 }
 		Resumed              bool
+		Resumes, MapsGone    int // since the kill
 	}
 	p.eval(`(({session: s}) => ({character: s.welcome.characterId, welcomedAt: s.stats.welcomedAt, movedAt: s.stats.movedAt,
 		rejoins: s.stats.rejoins, droppedAt: s.stats.droppedAt, firstSelf: s.firstSelf, resumed: !!s.welcome.resumed,
-		sameDocument: globalThis.sameDocument === true}))(mapyardDebug)`, &got)
+		sameDocument: globalThis.sameDocument === true,
+		resumes: s.stats.resumes - globalThis.before.resumes, mapsGone: s.stats.mapsGone - globalThis.before.mapsGone}))(mapyardDebug)`, &got)
 	if got.Character != character {
 		t.Fatalf("came back as %s, want %s", got.Character, character)
 	}
@@ -76,6 +82,10 @@ func crashAndComeBack(p *page, cli *client.Client, control, secret, instanceID s
 	}
 	if got.Rejoins < 1 || got.Resumed {
 		t.Fatalf("came back with %d rejoins (resumed %v): the map's resume token cannot have survived its process", got.Rejoins, got.Resumed)
+	}
+	if got.MapsGone < 1 || got.Resumes != 0 {
+		t.Fatalf("the edge closed the page's connection with %d close codes map gone (%d), and the page tried %d resumes: "+
+			"want the code and no resume", got.MapsGone, public.CloseMapGone, got.Resumes)
 	}
 	readyMs := float64(ready.UnixMilli())
 	back := math.Hypot(got.DroppedAt.X-got.FirstSelf.X, got.DroppedAt.Y-got.FirstSelf.Y) / sim.QuantaPerUnit

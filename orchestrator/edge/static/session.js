@@ -5,7 +5,9 @@
 // snapshot, keep a short buffer of snapshots for interpolating everyone else, follow
 // portals, and come back by itself after a dropped connection: resume inside the resume
 // window, else rejoin the same character with the orchestrator's rejoin credential
-// (which outlives a crashed map), else join again with the same identity.
+// (which outlives a crashed map), else join again with the same identity. A connection
+// the edge closed because its map went away (MAP_GONE) rejoins at once: the map's
+// resume token went with its process.
 
 import { closed } from "./words.js";
 
@@ -14,6 +16,9 @@ import { closed } from "./words.js";
 const RECONNECT_MIN_MS = 200;
 const RECONNECT_MAX_MS = 500;
 const PING_EVERY_MS = 1000;
+// The close code of a connection whose map's side ended without a close frame (a
+// crashed or killed map, a broken link): the edge's public.CloseMapGone.
+const MAP_GONE = 4001;
 const MAX_BATCH = 32;     // the server refuses larger batches (too_many_inputs)
 const MAX_PENDING = 32;   // unacknowledged inputs (a second at 30 Hz): past that the link is too slow to play
 const SNAPSHOT_BUFFER = 32;
@@ -78,7 +83,7 @@ export class Session {
     this.itemIds = new Map();   // item entity id -> item id, learned from item events
     this.seeded = new Map();    // "template:x:y" -> item id of the items the map's generator placed
     this.stats = { rtt: 0, sent: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0, corrections: [],
-      maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0, rejoins: 0, moves: 0,
+      maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0, rejoins: 0, resumes: 0, mapsGone: 0, moves: 0,
       welcomedAt: 0, movedAt: 0 }; // wall-clock ms of the last welcome and of the first move after it
   }
 
@@ -343,19 +348,28 @@ export class Session {
     this.retry(() => this.reconnect());
   }
 
-  // dropped handles a connection that closed without a transfer or a refusal.
+  // dropped handles a connection that closed without a transfer or a refusal. When the
+  // edge says the map went away, no resume is tried (the token died with the map's
+  // process, and trying it costs a round trip and a refusal): the page rejoins at once.
   dropped(ev, welcomed) {
     if (welcomed) {
       this.stats.reconnects++;
       this.stats.droppedAt = this.server; // the last position the server showed
     }
     this.setState(State.reconnecting, closed(ev));
+    if (ev.code === MAP_GONE) {
+      this.stats.mapsGone++;
+      this.resume = null;
+      this.join();
+      return;
+    }
     if (welcomed) this.reconnect(); else this.retry(() => this.reconnect());
   }
 
   // reconnect resumes inside the resume window, else rejoins (join).
   reconnect() {
     if (this.resume && performance.now() < this.resume.until) {
+      this.stats.resumes++;
       this.connect(this.wsPath, { resume: this.resume.token });
       return;
     }

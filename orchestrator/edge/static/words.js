@@ -62,6 +62,7 @@ export function closed(ev) {
     case 1001: case 1012: return "the server is restarting";
     case 1011: return "the server had a problem";
     case 1013: return "the map is busy";
+    case 4001: return "the map went away, joining again"; // the edge's public.CloseMapGone
     default: return "the connection dropped";
   }
 }
