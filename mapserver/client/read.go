@@ -124,7 +124,13 @@ func (c *Client) run() {
 			c.snapshot(dec, data)
 			continue
 		}
-		tr := c.text(data)
+		tr, welcomed := c.text(data)
+		if welcomed {
+			// A welcome on a connection already playing: the map's next container,
+			// which moved this socket in a live upgrade. It starts from a full
+			// snapshot; no baseline of the old container carries over.
+			dec = wire.NewDecoder(0)
+		}
 		if tr == nil || c.opt.NoFollow {
 			continue
 		}
@@ -183,8 +189,9 @@ func (c *Client) snapshot(dec *wire.Decoder, data []byte) {
 	}
 }
 
-// text handles one JSON message and returns the transfer it announces, if any.
-func (c *Client) text(data []byte) *wire.Transfer {
+// text handles one JSON message and returns the transfer it announces, if any, and
+// whether it was a welcome.
+func (c *Client) text(data []byte) (*wire.Transfer, bool) {
 	var head struct {
 		Kind string      `json:"kind"`
 		T    json.Number `json:"t"`
@@ -194,13 +201,13 @@ func (c *Client) text(data []byte) *wire.Transfer {
 	c.mu.Unlock()
 	if err := json.Unmarshal(data, &head); err != nil {
 		c.log.Debug("undecodable message", "err", err)
-		return nil
+		return nil, false
 	}
 	switch head.Kind {
 	case wire.KindPong:
 		sent, err := strconv.ParseInt(head.T.String(), 10, 64)
 		if err != nil {
-			return nil
+			return nil, false
 		}
 		rtt := time.Since(c.epoch) - time.Duration(sent)*time.Microsecond
 		c.mu.Lock()
@@ -227,21 +234,22 @@ func (c *Client) text(data []byte) *wire.Transfer {
 	case wire.KindTransfer:
 		var t wire.Transfer
 		if err := json.Unmarshal(data, &t); err != nil {
-			return nil
+			return nil, false
 		}
 		c.count(&c.stats.Transfers)
 		if !c.opt.NoFollow {
 			c.breakAt(MoveTransfer)
 		}
 		c.emit(Event{Kind: wire.KindTransfer, Transfer: &t})
-		return &t
+		return &t, false
 	case wire.KindWelcome:
 		var w wire.Welcome
 		if json.Unmarshal(data, &w) == nil {
 			c.setWelcome(&w)
+			return nil, true
 		}
 	}
-	return nil
+	return nil, false
 }
 
 func (c *Client) count(n *int64) {

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
+	"github.com/mapyard/mapyard/mapserver/kernel/edgelink"
 	"github.com/mapyard/mapyard/mapserver/kernel/envconf"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
@@ -141,6 +142,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.Proxy.Engine = cfg.Engine
 	e.Proxy.Link = cfg.MapLink != "off"
 	e.Proxy.LinkBatch = envconf.Ms(cfg.LinkBatchMS)
+	e.Proxy.MoveTo = e.moveTo
 	e.dialNetwork.Store(cfg.MapDial != MapDialLoopback)
 	e.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	e.Proxy.Metrics = NewMetrics(e.Registry)
@@ -360,6 +362,28 @@ func (e *Edge) refresh(ctx context.Context, missedAt time.Time) {
 	defer cancel()
 	if t, err := src.WatchRoutes(ctx, "", 0); err == nil {
 		e.Routes.set(t, time.Now())
+	}
+}
+
+// moveTo is the address of the container of instanceID's generation, where a map
+// moves a player in a live upgrade: the route table is asked again until it shows that
+// generation, up to edgelink.MoveWait (the orchestrator switches the instance to its
+// next container just before the map moves its players).
+func (e *Edge) moveTo(instanceID, generation string) (string, error) {
+	deadline := time.Now().Add(edgelink.MoveWait)
+	for {
+		rt, ok := e.Routes.Lookup(instanceID)
+		switch {
+		case ok && rt.Generation == generation && rt.Open():
+			if rt.GameAddr != "" && e.dialNetwork.Load() {
+				return rt.GameAddr, nil
+			}
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.GamePort)), nil
+		case time.Now().After(deadline):
+			return "", fmt.Errorf("the route table shows no open container of generation %q of %q within %s", generation, instanceID, edgelink.MoveWait)
+		}
+		e.refresh(context.Background(), time.Now())
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

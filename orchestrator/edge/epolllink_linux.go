@@ -18,6 +18,7 @@ const (
 	cmdOpen
 	cmdAdopt
 	cmdCloseStream
+	cmdMoved
 )
 
 // addLink hands lk's descriptor to the engine; false once the engine has stopped.
@@ -116,6 +117,8 @@ func (ep *epollEngine) linkCommand(c pollCmd, now int64) {
 		}
 	case cmdCloseStream:
 		ep.endStream(st)
+	case cmdMoved:
+		ep.moved(st, c.link, now)
 	}
 }
 
@@ -210,6 +213,8 @@ func (ep *epollEngine) linkRecord(lk *linkConn, h edgelink.Header, payload []byt
 		ep.endLink(lk)
 	case st == nil:
 		// A stream the edge already ended.
+	case h.Kind == edgelink.KindData && !st.answered && st.move != nil:
+		ep.movedAnswer(st, payload, now)
 	case h.Kind == edgelink.KindData && !st.answered:
 		st.answered = true
 		st.hs <- bytes.Clone(payload)
@@ -223,6 +228,9 @@ func (ep *epollEngine) linkRecord(lk *linkConn, h edgelink.Header, payload []byt
 	case h.Kind == edgelink.KindClose:
 		delete(lk.streams, h.Stream)
 		ep.mapEndedStream(st, now)
+	case h.Kind == edgelink.KindMove:
+		delete(lk.streams, h.Stream)
+		ep.moveStream(st, payload, now)
 	}
 }
 
@@ -369,11 +377,16 @@ func (ep *epollEngine) pumpClient(st *linkStream, ev uint32, now int64) {
 	if n == len(ep.scratch) {
 		ep.more = true
 	}
-	st.up += int64(n)
 	st.last = now
+	if st.move != nil {
+		ep.holdForMove(st, ep.scratch[:n])
+		return
+	}
+	st.up += int64(n)
 	if st.lk.up != nil {
 		st.lk.up.Add(float64(n))
 	}
+	st.up2map.feed(ep.scratch[:n])
 	ep.record(st.lk, edgelink.KindData, st.id, ep.scratch[:n])
 }
 
@@ -490,6 +503,9 @@ func (ep *epollEngine) endStream(st *linkStream) {
 // map has not read from for the write timeout.
 func (ep *epollEngine) linkTimeouts(now int64) {
 	for _, st := range ep.clients {
+		if ep.moveTimeouts(st, now) {
+			continue
+		}
 		switch {
 		case st.draining && now >= st.grace,
 			!st.draining && now-st.last >= int64(ep.idle):

@@ -64,6 +64,22 @@ func (f *frameCursor) feed(b []byte) {
 	}
 }
 
+// finish moves the cursor over the start of b that ends the frame it stands in, and
+// returns how many bytes that is: all of b while the frame goes on past it.
+func (f *frameCursor) finish(b []byte) int {
+	n := 0
+	for n < len(b) && f.hn > 0 {
+		f.feed(b[n : n+1])
+		n++
+	}
+	if f.hn > 0 {
+		return n
+	}
+	take := min(uint64(len(b)-n), f.rest)
+	f.rest -= take
+	return n + int(take)
+}
+
 // atBoundary says the bytes passed on so far end with a whole frame.
 func (f *frameCursor) atBoundary() bool { return f.hn == 0 && f.rest == 0 }
 

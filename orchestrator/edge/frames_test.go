@@ -91,3 +91,22 @@ func TestMapGoneClose(t *testing.T) {
 		t.Fatalf("cursor over it: closed %v, atBoundary %v", f.closed, f.atBoundary())
 	}
 }
+
+// TestFrameCursor_Finish: finish consumes exactly the rest of the frame the cursor
+// stands in, its header cut anywhere, and nothing at a boundary.
+func TestFrameCursor_Finish(t *testing.T) {
+	frame := append([]byte{0x81, 0x85, 1, 2, 3, 4}, "hello"...) // masked, 5 bytes
+	next := []byte{0x81, 0x80, 0, 0, 0, 0}
+	for cut := 1; cut < len(frame); cut++ {
+		var f frameCursor
+		f.feed(frame[:cut])
+		rest := append(append([]byte(nil), frame[cut:]...), next...)
+		if n := f.finish(rest); n != len(frame)-cut || !f.atBoundary() {
+			t.Fatalf("cut at %d: finish took %d, want %d (at boundary %v)", cut, n, len(frame)-cut, f.atBoundary())
+		}
+	}
+	var f frameCursor
+	if n := f.finish(next); n != 0 {
+		t.Fatalf("at a boundary finish took %d", n)
+	}
+}

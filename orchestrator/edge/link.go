@@ -94,6 +94,20 @@ type linkStream struct {
 	grace     int64
 	up, down  int64
 	closed    bool
+
+	// For a move to the next container of the instance (move_linux.go).
+	instance string      // the map instance the client plays on
+	openReq  []byte      // the client's upgrade request, opened again on the next container
+	up2map   frameCursor // the client's frames to the map, to cut a move between two
+	move     *streamMove // the move under way, if any
+}
+
+// streamMove is a stream's move under way. The engine owns it.
+type streamMove struct {
+	hello   []byte // the client's first message to the next container, as a masked frame
+	skip    bool   // the client is still sending a frame it began towards the old container
+	held    []byte // the client's whole frames waiting for the next container
+	started int64  // unix nanos
 }
 
 // linkTable is the proxy's links by map address.
@@ -125,7 +139,8 @@ func (p *Proxy) forwardLink(w http.ResponseWriter, r *http.Request, instanceID, 
 		p.release()
 		return true, apierr.Errorf(apierr.EBADREQUEST, "the upgrade request cannot be forwarded: %v", err)
 	}
-	st := &linkStream{lk: lk, req: req.Bytes(), hs: make(chan []byte, 1), fd: -1}
+	st := &linkStream{lk: lk, req: req.Bytes(), hs: make(chan []byte, 1), fd: -1, instance: instanceID}
+	st.openReq = st.req
 	if !ep.openStream(st) {
 		p.release()
 		return true, apierr.Errorf(apierr.EUNAVAILABLE, "the edge is shutting down; try again shortly")
@@ -272,7 +287,8 @@ func (p *Proxy) dialLink(addr, instanceID string) (lk *linkConn, refused bool, e
 	}
 	defer c.Close() // the engine works on a duplicate of the descriptor
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
-	req := "GET " + edgelink.Path + " HTTP/1.1\r\nHost: " + addr + "\r\nConnection: Upgrade\r\nUpgrade: " + edgelink.Protocol + "\r\n\r\n"
+	req := "GET " + edgelink.Path + " HTTP/1.1\r\nHost: " + addr + "\r\nConnection: Upgrade\r\nUpgrade: " + edgelink.Protocol +
+		"\r\n" + edgelink.FeatureHeader + ": " + edgelink.FeatureMove + "\r\n\r\n"
 	if _, err := c.Write([]byte(req)); err != nil {
 		return nil, false, p.linkFailed(instanceID, addr, err)
 	}

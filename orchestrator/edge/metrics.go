@@ -22,6 +22,8 @@ type Metrics struct {
 	routes     prometheus.Gauge
 	links      prometheus.Gauge
 	linkDrops  prometheus.Counter
+	moves      *prometheus.CounterVec
+	moveTime   prometheus.Histogram
 }
 
 // NewMetrics registers the edge's series with reg.
@@ -52,9 +54,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Links open to maps, each carrying every player the edge forwards to that map."}),
 		linkDrops: prometheus.NewCounter(prometheus.CounterOpts{Name: "mapyard_edge_slow_players_dropped_total",
 			Help: "Players on a link dropped because they did not read what their map sent them (256 KiB unread, or nothing taken for the write timeout)."}),
+		moves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mapyard_edge_ws_moves_total",
+			Help: "Player WebSockets a map moved to the next container of its instance (a live upgrade), by result: moved (the socket stayed open) or failed (closed with map gone; the player joins again)."}, []string{"result"}),
+		moveTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mapyard_edge_ws_move_seconds",
+			Help:    "From a map's move record to the next container's answer, for moved player WebSockets.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
 	reg.MustRegister(m.open, m.proxied, m.ended, m.hoClosed, m.refusals, m.bytesTotal, m.connBytes, m.connTime, m.orchUp, m.routes,
-		m.links, m.linkDrops)
+		m.links, m.linkDrops, m.moves, m.moveTime)
 	m.up, m.down = m.bytesTotal.WithLabelValues(dirUp), m.bytesTotal.WithLabelValues(dirDown)
 	return m
 }
@@ -122,5 +129,18 @@ func (m *Metrics) link(delta int) {
 func (m *Metrics) slowDropped() {
 	if m != nil {
 		m.linkDrops.Inc()
+	}
+}
+
+// moved counts one move of a player's socket to the next container: made (after d) or
+// failed.
+func (m *Metrics) moved(ok bool, d time.Duration) {
+	switch {
+	case m == nil:
+	case ok:
+		m.moves.WithLabelValues("moved").Inc()
+		m.moveTime.Observe(d.Seconds())
+	default:
+		m.moves.WithLabelValues("failed").Inc()
 	}
 }

@@ -74,6 +74,11 @@ type Proxy struct {
 	// while players' messages to and from links arrive faster than that (zero: no
 	// least time). See epollEngine.pace.
 	LinkBatch time.Duration
+	// MoveTo, when set, is where a map moves a player (edgelink.KindMove): the address
+	// of the container of instanceID's generation, once the route table has it
+	// (waiting up to edgelink.MoveWait). Without it a moved player is closed with the
+	// map-gone close and joins again.
+	MoveTo func(instanceID, generation string) (addr string, err error)
 	// Metrics, when not nil, counts connections and bytes.
 	Metrics *Metrics
 	Log     *slog.Logger
