@@ -19,6 +19,10 @@ type Callers interface {
 	// InstanceOf returns the instance the container of id runs, or ok=false when id is
 	// not a current container of this orchestrator (replaced, removed, or unknown).
 	InstanceOf(id keys.Identity) (instanceID string, ok bool)
+	// Adopted reports whether the running containers are known yet: an orchestrator
+	// serves its control listener while it still adopts them after a restart, and a
+	// map's call meanwhile is told to try again, not that it is no longer current.
+	Adopted() bool
 }
 
 // callerKey is where requireMap leaves the calling instance in the echo context.
@@ -41,7 +45,9 @@ func (s *Server) requireMap(next echo.HandlerFunc) echo.HandlerFunc {
 		instance := id.InstanceID
 		if s.Callers != nil {
 			var ok bool
-			if instance, ok = s.Callers.InstanceOf(id); !ok {
+			if instance, ok = s.Callers.InstanceOf(id); !ok && !s.Callers.Adopted() {
+				return apierr.Errorf(apierr.EUNAVAILABLE, "the orchestrator is starting and does not know container %s yet; try again", id)
+			} else if !ok {
 				return apierr.Errorf(apierr.EFORBIDDEN, "credential of map container %s, which is no longer current", id)
 			}
 		}

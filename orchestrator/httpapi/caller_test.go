@@ -21,6 +21,8 @@ func (onlyCurrent) InstanceOf(id keys.Identity) (string, bool) {
 	return id.InstanceID, id.Generation == "t1"
 }
 
+func (onlyCurrent) Adopted() bool { return true }
+
 // TestMapCredentials checks the control listener's map routes: each demands a map
 // credential of this orchestrator for a current container, and acts only for the
 // instance that credential names.

@@ -49,6 +49,10 @@ func (s *Supervisor) current(c Container) bool {
 	return keys.ValidGeneration(c.Identity.Generation) && c.KeyID == s.Credentials.KeyID()
 }
 
+// Adopted reports whether Open has adopted the running containers: until then a
+// container's credential cannot be told current or not.
+func (s *Supervisor) Adopted() bool { return s.adopted.Load() }
+
 // InstanceOf returns the instance the container of id runs now, for the control
 // listener to check what a map may act for: the instance itself, the instance a pool
 // container was handed, or the pool id of a blank one. A replaced or unknown container

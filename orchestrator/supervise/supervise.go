@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -74,6 +75,8 @@ type Supervisor struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	group  errgroup.Group
+	// adopted is set once Open adopted the running containers (see Adopted).
+	adopted atomic.Bool
 
 	mu        sync.Mutex
 	instances map[string]*instance
@@ -153,6 +156,7 @@ func (s *Supervisor) Open(ctx context.Context) error {
 	if err := s.adopt(ctx); err != nil {
 		return err
 	}
+	s.adopted.Store(true)
 	s.group.Go(func() error { s.watchEvents(s.ctx); return nil })
 	s.group.Go(func() error { s.probeLoop(s.ctx); return nil })
 	s.group.Go(func() error { s.poolLoop(s.ctx); return nil })
