@@ -39,9 +39,13 @@ const (
 	DefaultQueueSize     = 1024
 	DefaultPushEvery     = 10 * time.Second
 	DefaultTransferLimit = 15 * time.Second
-	// transferWorkers bounds how many transfer requests are in flight at once: one
-	// destination that takes seconds to start must not hold up every other portal.
-	transferWorkers = 4
+	// transferWorkers bounds how many transfer requests are in flight at once. Enough
+	// that one destination that takes seconds to start does not hold up every other
+	// portal, and that a live upgrade's handoff, a transfer for every character at one
+	// tick, reaches the orchestrator together: its writer commits what arrives
+	// together in one transaction, so the handoff of a thousand players takes a few
+	// dozen commits instead of hundreds of round trips in a row.
+	transferWorkers = 32
 )
 
 // ErrQueueFull is returned by a method that would have to wait for room in a queue:
