@@ -96,7 +96,7 @@ func TestUpgrade_OrchestratorKilledMidUpgrade(t *testing.T) {
 // hands its players over, its cut held back by MAP_FAULT_HANDOFF_DELAY_MS: the players'
 // sockets end, and each comes back by itself on the next container as after any map
 // crash (a resume, else a join anew); the upgrade ends done, its handoff reported as
-// fallen back; the next container is the instance's, under its own name, and the
+// fallen back with every player remaining (they rejoined); the next container is the instance's, under its own name, and the
 // only one left; and the acknowledged pickup is still the holder's.
 func TestUpgrade_MapKilledMidHandoff(t *testing.T) {
 	r := newUpgradeRig(t, 4, "MAP_FAULT_HANDOFF_DELAY_MS="+strconv.Itoa(int(handoffDelay/time.Millisecond)))
@@ -111,8 +111,8 @@ func TestUpgrade_MapKilledMidHandoff(t *testing.T) {
 	killedAt := time.Since(started)
 
 	end := r.upgradeEnd(t)
-	if u := end.Upgrade; u.Phase != orchestrator.UpgradeDone || u.Moved != 0 || !u.Fallback {
-		t.Fatalf("upgrade ended %+v, want done, fallen back, nobody moved", u)
+	if u := end.Upgrade; u.Phase != orchestrator.UpgradeDone || u.Moved != 0 || !u.Fallback || u.Remaining != len(r.players) {
+		t.Fatalf("upgrade ended %+v, want done, fallen back, nobody moved and all %d players left to rejoin", u, len(r.players))
 	}
 	r.onNext(t, end)
 	r.oneContainer(t, end)
