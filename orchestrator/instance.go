@@ -87,7 +87,8 @@ type UpgradeStatus struct {
 	Error string `json:"error,omitempty"`
 	// Moved, Transferred and Remaining are the handoff's answer: players moved without
 	// a reconnect, players sent a transfer message (their connection could not move),
-	// and players left on the previous container when it stopped (they rejoin).
+	// and players left on the previous container when it stopped (they rejoin; after a
+	// Fallback, as many as it held at its last heartbeat).
 	Moved       int `json:"moved"`
 	Transferred int `json:"transferred"`
 	Remaining   int `json:"remaining"`
@@ -178,9 +179,10 @@ type Maps interface {
 	// Ready reports whether the default map is ready, which is what /readyz means.
 	Ready() bool
 
-	// Heartbeat records a map's heartbeat with its player count and reports whether the
-	// map is registered; an unregistered map registers again.
-	Heartbeat(instanceID string, players int) (registered bool)
+	// Heartbeat records the heartbeat of a map container (its instance and generation)
+	// with its player count and reports whether the map is registered; an unregistered
+	// map registers again.
+	Heartbeat(instanceID, generation string, players int) (registered bool)
 
 	// Gate reports whether the instance can take players now and returns it when it
 	// can: the one readiness rule the edge, admission and Acquire all ask. Error codes:

@@ -35,8 +35,9 @@ type Binary struct {
 // Fault injection (tests of the orchestrator's supervision only, off by default):
 // MAP_FAULT_EXIT_AFTER_MS=N makes the server exit with code 3 N ms after start,
 // MAP_FAULT_FAIL_HEALTH=true makes GET /health answer 503,
-// MAP_FAULT_IGNORE_SIGTERM=true makes it ignore SIGTERM (so a stop must kill it), and
-// MAP_FAULT_PANIC_AT_TICK=N makes the game panic in its Nth tick (Main.Open).
+// MAP_FAULT_IGNORE_SIGTERM=true makes it ignore SIGTERM (so a stop must kill it),
+// MAP_FAULT_PANIC_AT_TICK=N makes the game panic in its Nth tick and
+// MAP_FAULT_HANDOFF_DELAY_MS=N holds a live upgrade's handoff cut back N ms (Main.Open).
 func (b Binary) Run(args, environ []string, stdout, stderr io.Writer) int {
 	var cfg mapenv.Config
 	cmd := envconf.Command{

@@ -97,6 +97,10 @@ func (m *Main) Open() error {
 
 	m.Loop = tickloop.New(m.Orch, nil, cfg.TickHz, cfg.SnapshotHz, m.Log)
 	m.Loop.ResumeTTL = cfg.ResumeTTL()
+	if cfg.FaultHandoffDelayMS > 0 {
+		m.Log.Warn("fault injection: a live upgrade's handoff cut is delayed", "delayMs", cfg.FaultHandoffDelayMS)
+		m.Loop.HandoffCutDelay = time.Duration(cfg.FaultHandoffDelayMS) * time.Millisecond
+	}
 	m.Loop.Items = m.Orch
 	m.Loop.Metrics = tickloop.NewMetrics(m.Registry)
 	m.Players = ws.NewServer(m.Loop, m.Log)

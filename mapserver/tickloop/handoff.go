@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/mapyard/mapyard/mapserver"
 	"github.com/mapyard/mapyard/mapserver/gameapi"
@@ -54,6 +55,7 @@ type handoff struct {
 	moved, transferred int
 	calls              []*handoffCall // answered once the cut is over
 	cutDue             bool           // characters are held for a cut
+	cutAfter           time.Time      // no cut before (HandoffCutDelay)
 }
 
 // handoffCall is one /control/handoff call waiting for its answer.
@@ -113,6 +115,7 @@ func (l *Loop) startHandoff(c *handoffCall) {
 			p.held = true
 			l.game.Presence(p.id, gameapi.Held)
 			h.cutDue = true
+			h.cutAfter = l.Now().Add(l.HandoffCutDelay)
 		}
 	}
 	l.Log.Info("handoff called", "generation", h.generation, "characters", len(l.chars))
@@ -152,7 +155,7 @@ func (l *Loop) progressHandoff() {
 		return
 	}
 	if h.cutDue {
-		if l.settling() {
+		if l.settling() || (l.HandoffCutDelay > 0 && l.Now().Before(h.cutAfter)) {
 			return
 		}
 		l.cut()

@@ -14,6 +14,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/gameapi"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/ws"
 )
 
 // movingEvent is the event a handed-over player is sent before its connection moves.
@@ -342,5 +343,42 @@ func TestHandoff_WithoutConnection(t *testing.T) {
 	}
 	if h.loop.Players() != 0 {
 		t.Fatalf("%d players left", h.loop.Players())
+	}
+}
+
+// TestHandoff_CutDelay: with HandoffCutDelay (MAP_FAULT_HANDOFF_DELAY_MS) the cut waits
+// that long after each call, its characters held and no transfer requested meanwhile
+// (a call that ends sooner leaves them playing); once the delay is over they are
+// handed over.
+func TestHandoff_CutDelay(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h := newHarness(t, func(h *harness, _ *ws.Server) {
+		h.loop.Now, h.loop.HandoffCutDelay = clock, time.Minute
+	})
+	p, _ := h.join(t, `{"v":1,"kind":"hello","ticket":"char-1"}`)
+	if a := h.handoff(t, 200*time.Millisecond); a != (mapcontract.HandoffAnswer{Remaining: 1}) {
+		t.Fatalf("answer within the delay %+v, want 1 remaining", a)
+	}
+	if n := len(h.orch.transferRequests()); n != 0 {
+		t.Fatalf("%d transfers requested within the delay", n)
+	}
+	answer := make(chan mapcontract.HandoffAnswer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a, _ := h.loop.Handoff(ctx, mapcontract.Handoff{Generation: "gen-2"})
+		answer <- a
+	}()
+	waitFor(t, "the character held again", func() bool { return len(h.game.Presences("char-1")) == 3 })
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	if a := <-answer; a != (mapcontract.HandoffAnswer{Moved: 1}) {
+		t.Fatalf("answer after the delay %+v, want 1 moved", a)
+	}
+	if _, _, moved, _ := p.state(); moved == nil {
+		t.Fatal("the player's connection did not move")
 	}
 }

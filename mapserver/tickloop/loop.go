@@ -69,6 +69,10 @@ type Loop struct {
 	Log     *slog.Logger
 	// Now is the clock of resume deadlines.
 	Now func() time.Time
+	// HandoffCutDelay holds a live upgrade's cut back this long after each handoff
+	// call that holds characters (MAP_FAULT_HANDOFF_DELAY_MS): a fault for the tests
+	// of a handoff interrupted midway; 0, the default, cuts at the first tick it can.
+	HandoffCutDelay time.Duration
 
 	inbox     chan message
 	ready     chan struct{}

@@ -51,8 +51,8 @@ type countingMaps struct {
 	h *harness
 }
 
-func (m countingMaps) Heartbeat(instanceID string, players int) bool {
-	ok := m.Supervisor.Heartbeat(instanceID, players)
+func (m countingMaps) Heartbeat(instanceID, generation string, players int) bool {
+	ok := m.Supervisor.Heartbeat(instanceID, generation, players)
 	if ok {
 		m.h.mu.Lock()
 		m.h.beats[instanceID]++

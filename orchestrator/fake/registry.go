@@ -110,7 +110,7 @@ func (r *Registry) MapReady(ctx context.Context, m orchestrator.MapRegistration)
 }
 
 // Heartbeat reports whether the map is registered.
-func (r *Registry) Heartbeat(instanceID string, players int) bool { return r.Registered(instanceID) }
+func (r *Registry) Heartbeat(instanceID, _ string, _ int) bool { return r.Registered(instanceID) }
 
 // Registered reports whether the instance registered.
 func (r *Registry) Registered(instanceID string) bool {

@@ -54,7 +54,8 @@ func (s *Server) handleHeartbeat(c echo.Context) error {
 	if err := actFor(c, h.InstanceID); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, mapcontract.HeartbeatAnswer{Registered: s.Maps.Heartbeat(h.InstanceID, h.Players)})
+	gen, _ := c.Get(generationKey).(string)
+	return c.JSON(http.StatusOK, mapcontract.HeartbeatAnswer{Registered: s.Maps.Heartbeat(h.InstanceID, gen, h.Players)})
 }
 
 // handleAdminCreate creates a map instance at runtime from a MapConfig, starts it and

@@ -164,7 +164,7 @@ func (s *Supervisor) registering(ctx context.Context, id string) (*instance, str
 }
 
 // Heartbeat records a heartbeat and reports whether the map is registered.
-func (s *Supervisor) Heartbeat(instanceID string, players int) bool {
+func (s *Supervisor) Heartbeat(instanceID, generation string, players int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m, ok := s.pool[instanceID]; ok {
@@ -173,6 +173,12 @@ func (s *Supervisor) Heartbeat(instanceID string, players int) bool {
 	in, ok := s.instances[instanceID]
 	if !ok || !in.Registered {
 		return false
+	}
+	switch u := in.upgrade; {
+	case generation == "" || generation == in.ident.Generation:
+		in.players = players
+	case u.active() && generation == u.prev.ident.Generation:
+		u.prevPlayers = players // the previous container, handing its players over
 	}
 	in.lastBeat = s.Now()
 	if players > 0 {

@@ -148,7 +148,7 @@ func TestRules_AdoptsRunningContainers(t *testing.T) {
 		r.waitFor(t, "handed-out container assigned", func() bool { return r.rt.count("assign") == 1 })
 	})
 	t.Run("RegistersAgain", func(t *testing.T) {
-		if r.Heartbeat("d-1", 0) {
+		if r.Heartbeat("d-1", "", 0) {
 			t.Fatal("adopted map's heartbeat answered registered before it registered again")
 		}
 		r.ready(t, "d-1")
@@ -176,7 +176,7 @@ func TestRules_PoolHandout(t *testing.T) {
 	r := newRig(t, func(r *rig) { r.PoolSize = 1 })
 	r.ready(t, "d-1")
 	poolID := r.registeredPoolMember(t)
-	if !r.Heartbeat(poolID, 0) || r.Pool().Ready != 1 {
+	if !r.Heartbeat(poolID, "", 0) || r.Pool().Ready != 1 {
 		t.Fatalf("registered pool map not ready: %+v", r.Pool())
 	}
 	r.Supervisor.mu.Lock()
@@ -204,7 +204,7 @@ func TestRules_HeartbeatTimeout(t *testing.T) {
 	r := newRig(t, func(r *rig) { r.HeartbeatTimeout = 15 * time.Second })
 	r.ready(t, "d-1")
 	r.clock.Add(10 * time.Second)
-	if !r.Heartbeat("d-1", 0) {
+	if !r.Heartbeat("d-1", "", 0) {
 		t.Fatal("registered map's heartbeat answered not registered")
 	}
 	r.clock.Add(14 * time.Second)
@@ -218,7 +218,7 @@ func TestRules_HeartbeatTimeout(t *testing.T) {
 	if !r.saw("ready→unhealthy: no heartbeat for 16s") || !r.saw("unhealthy→restarting") {
 		t.Fatalf("transitions %v", r.transitions)
 	}
-	if r.Heartbeat("d-1", 0) {
+	if r.Heartbeat("d-1", "", 0) {
 		t.Fatal("a replaced map's heartbeat must make it register again")
 	}
 }
@@ -417,7 +417,7 @@ func TestRules_PooledMapRehomedWhenQuiet(t *testing.T) {
 	r.registeredPoolMember(t) // the refill: a rehome must not take it
 
 	r.clock.Add(50 * time.Second)
-	r.Heartbeat("b-1", 2) // players: the minute starts again
+	r.Heartbeat("b-1", "", 2) // players: the minute starts again
 	r.clock.Add(50 * time.Second)
 	r.check(context.Background())
 	if got := r.state("b-1"); got.ContainerID != handed.ContainerID || got.State != orchestrator.StateReady {

@@ -106,6 +106,7 @@ type instance struct {
 	createdAt  time.Time
 	lastBeat   time.Time
 	lastActive time.Time // last heartbeat with players, or last Acquire
+	players    int       // as the last heartbeat of ContainerID said
 	probeFails int
 	restarts   restartLog
 	until      time.Time // end of quarantine

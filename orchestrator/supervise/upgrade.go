@@ -44,6 +44,9 @@ type upgrade struct {
 	// says why it cannot (then failed is closed instead).
 	ready, failed chan struct{}
 	err           error
+	// prevPlayers is how many characters the previous container held at its last
+	// heartbeat: those a handoff that fails leaves to rejoin.
+	prevPlayers int
 }
 
 // active reports whether u still runs.
@@ -259,10 +262,10 @@ func (s *Supervisor) runUpgrade(in *instance, u *upgrade) {
 		s.abandonUpgrade(in, u, fmt.Errorf("the map became %s during the upgrade", st))
 		return
 	}
-	u.prev = container{id: in.ContainerID, ports: in.ports, ident: in.ident}
+	u.prev, u.prevPlayers = container{id: in.ContainerID, ports: in.ports, ident: in.ident}, in.players
 	in.ContainerID, in.ports, in.ident = u.next.id, u.next.ports, u.next.ident
 	in.GamePort, in.ControlPort, in.GameAddr = u.next.ports.Game, u.next.ports.Control, u.next.ports.GameAddr
-	in.Registered, in.lastBeat, in.probeFails, in.pooled = true, s.Now(), 0, false
+	in.Registered, in.lastBeat, in.probeFails, in.pooled, in.players = true, s.Now(), 0, false, 0
 	in.image = u.status.Image
 	s.setImageLocked(in, u.status.Image)
 	u.status.Phase = orchestrator.UpgradeHandingOff
@@ -286,7 +289,7 @@ func (s *Supervisor) runUpgrade(in *instance, u *upgrade) {
 	cancel()
 	s.mu.Lock()
 	if err != nil {
-		u.status.Fallback = true
+		u.status.Fallback, u.status.Remaining = true, u.prevPlayers
 		u.status.Error = fmt.Sprintf("the previous container did not hand its players over (%v): stopped, its players rejoin", apierr.Message(err))
 		s.Log.Warn("map upgrade: handoff failed; stopping the previous container", "instance", in.ID, "err", err)
 	} else {

@@ -65,10 +65,11 @@ type Config struct {
 
 	// Fault injection, for tests of the orchestrator's supervision only. All are off by
 	// default and nothing in a normal deployment sets them.
-	FaultExitAfterMS   int  `env:"MAP_FAULT_EXIT_AFTER_MS" envDefault:"0" help:"TESTS ONLY: exit with code 3 this many ms after start (0 = off)"`
-	FaultFailHealth    bool `env:"MAP_FAULT_FAIL_HEALTH" envDefault:"false" help:"TESTS ONLY: answer /health with 503 (false = off)"`
-	FaultIgnoreSIGTERM bool `env:"MAP_FAULT_IGNORE_SIGTERM" envDefault:"false" help:"TESTS ONLY: ignore SIGTERM, so stopping needs the kill after the grace period (false = off)"`
-	FaultPanicAtTick   int  `env:"MAP_FAULT_PANIC_AT_TICK" envDefault:"0" help:"TESTS ONLY: the game panics in this tick, a game's defect that ends the map with a non-zero status (0 = off)"`
+	FaultExitAfterMS    int  `env:"MAP_FAULT_EXIT_AFTER_MS" envDefault:"0" help:"TESTS ONLY: exit with code 3 this many ms after start (0 = off)"`
+	FaultFailHealth     bool `env:"MAP_FAULT_FAIL_HEALTH" envDefault:"false" help:"TESTS ONLY: answer /health with 503 (false = off)"`
+	FaultIgnoreSIGTERM  bool `env:"MAP_FAULT_IGNORE_SIGTERM" envDefault:"false" help:"TESTS ONLY: ignore SIGTERM, so stopping needs the kill after the grace period (false = off)"`
+	FaultPanicAtTick    int  `env:"MAP_FAULT_PANIC_AT_TICK" envDefault:"0" help:"TESTS ONLY: the game panics in this tick, a game's defect that ends the map with a non-zero status (0 = off)"`
+	FaultHandoffDelayMS int  `env:"MAP_FAULT_HANDOFF_DELAY_MS" envDefault:"0" help:"TESTS ONLY: a live upgrade's handoff cut waits this many ms after the handoff call, its characters held meanwhile (0 = off)"`
 }
 
 // Validate checks values that parse but make no sense, naming the variable.
@@ -110,6 +111,7 @@ func (c *Config) Validate() error {
 		{"MAP_RECOVERY_EVERY_TICKS", c.RecoveryEveryTicks, 0, 1 << 30},
 		{"MAP_FAULT_EXIT_AFTER_MS", c.FaultExitAfterMS, 0, 86400000},
 		{"MAP_FAULT_PANIC_AT_TICK", c.FaultPanicAtTick, 0, 1 << 30},
+		{"MAP_FAULT_HANDOFF_DELAY_MS", c.FaultHandoffDelayMS, 0, 600000},
 	} {
 		if v.val < v.min || v.val > v.max {
 			return fmt.Errorf("%s=%d: must be between %d and %d", v.name, v.val, v.min, v.max)
