@@ -290,7 +290,13 @@ func (s *Supervisor) runUpgrade(in *instance, u *upgrade) {
 	s.mu.Lock()
 	if err != nil {
 		u.status.Fallback, u.status.Remaining = true, u.prevPlayers
-		u.status.Error = fmt.Sprintf("the previous container did not hand its players over (%v): stopped, its players rejoin", apierr.Message(err))
+		why := apierr.Message(err)
+		if apierr.Code(err) == apierr.EINTERNAL {
+			// Not the map's answer but the call's failure (the container died, or does
+			// not serve the route): what the operator reads is what happened.
+			why = err.Error()
+		}
+		u.status.Error = fmt.Sprintf("the previous container did not hand its players over (%s): stopped, its players rejoin", why)
 		s.Log.Warn("map upgrade: handoff failed; stopping the previous container", "instance", in.ID, "err", err)
 	} else {
 		u.status.Moved, u.status.Transferred, u.status.Remaining = ans.Moved, ans.Transferred, ans.Remaining
