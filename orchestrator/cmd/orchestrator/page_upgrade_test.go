@@ -21,7 +21,8 @@ import (
 // reconnect, resume, rejoin, map gone or transfer counted), the page never leaves
 // "playing", it counts the one move and tells it in its event log as news (not as an
 // error), it keeps the world it generated (the same object, not generated again), and
-// the player walks on against the new container, every input acknowledged by it.
+// the player walks on against the new container, every input acknowledged by it, with
+// one ping loop as before.
 func upgradesLive(p *page, cli *dockerclient.Client, child *childOrchestrator, secret, deployment, authKey, next string) {
 	t := p.t
 	dockertest.TagImage(t, cli, dockertest.MapImage(), next)
@@ -35,15 +36,20 @@ func upgradesLive(p *page, cli *dockerclient.Client, child *childOrchestrator, s
 	before := getInstance(t, child.control, secret, deployment)
 
 	// Every frame the page draws from here on is counted, and those that show no world
-	// or no player (a blank canvas, a player gone for a moment).
+	// or no player (a blank canvas, a player gone for a moment); every ping it sends is
+	// timed.
 	p.exec(`mapyardDebug.states.length = 0;
-		const s = mapyardDebug.session, v = mapyardDebug.view, draw = v.draw;
+		const s = mapyardDebug.session, v = mapyardDebug.view, draw = v.draw, send = s.ws.send;
 		globalThis.beforeUpgrade = {ws: s.ws, world: s.world, worldId: s.world.id, generateMs: s.world.generateMs,
-			welcome: s.welcome, stats: {...s.stats}, frames: 0, blank: 0};
+			welcome: s.welcome, stats: {...s.stats}, frames: 0, blank: 0, pings: []};
 		v.draw = function (camera, self, ...rest) {
 			beforeUpgrade.frames++;
 			if (!camera || !self) beforeUpgrade.blank++;
 			return draw.call(this, camera, self, ...rest);
+		};
+		s.ws.send = function (data) {
+			if (String(data).includes('"kind":"ping"')) beforeUpgrade.pings.push(performance.now());
+			return send.call(this, data);
 		}`)
 	// Walk through the upgrade: inputs sent while the map holds the character, and
 	// while it moves, must not stall or confuse the page on the new container.
@@ -130,6 +136,16 @@ func upgradesLive(p *page, cli *dockerclient.Client, child *childOrchestrator, s
 	p.reconciled()
 	if n := p.screenshot("after-upgrade"); n < 16 {
 		t.Fatalf("the canvas shows %d colours after the upgrade", n)
+	}
+	// One ping a second, as before: the second welcome on the socket started no second
+	// ping loop (two would send pings at most half a second apart, one way or the other).
+	p.wait("two pings after the new welcome", `beforeUpgrade.pings.filter((t) => t > mapyardDebug.session.stats.welcomedAt - performance.timeOrigin).length >= 2`)
+	var pings []float64
+	p.eval(`beforeUpgrade.pings`, &pings)
+	for i := 1; i < len(pings); i++ {
+		if gap := pings[i] - pings[i-1]; gap < 500 {
+			t.Fatalf("the page sent pings %.0f ms apart (at %.0f ms): more than one ping loop on the socket", gap, pings)
+		}
 	}
 	if i := getInstance(t, child.control, secret, deployment); i.ContainerID != done.ContainerID {
 		t.Fatalf("the map's container changed again after the upgrade: %s, then %s", done.ContainerID, i.ContainerID)
