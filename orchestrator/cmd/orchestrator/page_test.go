@@ -37,14 +37,16 @@ import (
 // server's: seed 000's criterion 9), walks with the keyboard (the server's saved state follows),
 // comes back by itself after `docker kill` of its map, comes back as the same character
 // after a reload, plays again within 2 s when the orchestrator refuses its rejoin
-// credential, walks through a portal onto the second map, and plays tag, the second
-// game, drawn from its snapshots alone. It saves screenshots and prints where.
+// credential, walks through a portal onto the second map, plays tag, the second game,
+// drawn from its snapshots alone, and plays on through a live upgrade of its map. It
+// saves screenshots and prints where.
 func TestPage_PlaysInChromium(t *testing.T) {
 	chromium := findChromium(t)
 	cli := dockertest.Client(t)
 	deployment := "pg-" + randomHex(t, 4)
 	t.Cleanup(func() { dockertest.RemoveDeployment(t, cli, deployment) })
 	shots := screenshotDir(t)
+	next := "mapyard/map-next:" + randomHex(t, 4) // a second tag of the map's image, for a live upgrade
 
 	secret := randomHex(t, 16)
 	dbPath := filepath.Join(t.TempDir(), "mapyard.db")
@@ -56,7 +58,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		"MAP_HEARTBEAT_MS=300",
 		"MAP_SNAPSHOT_PUSH_MS=200",
 		"MAP_RESUME_TTL_MS=3000",
-		"ORCH_MAP_IMAGES="+dockertest.TagGameImage(),
+		"ORCH_MAP_IMAGES="+dockertest.TagGameImage()+","+next,
 	))
 	waitStatus(t, child.public+"/readyz", http.StatusOK, 60*time.Second)
 	files := pageFiles(t)
@@ -178,6 +180,8 @@ func TestPage_PlaysInChromium(t *testing.T) {
 	})
 
 	character := page.character()
+	var authKey string
+	page.eval(`localStorage.getItem("mapyard.authKey")`, &authKey)
 	t.Run("KeysMoveThePlayer", func(t *testing.T) {
 		page.walk("KeyD", 2)
 		page.reconciled()
@@ -299,6 +303,9 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		guestBesideItems(page.in(t), cli, child, secret, deployment, dbPath, e.PublicURL())
 	})
 	t.Run("BackToMenuAndPlayAgain", func(t *testing.T) { backToMenuAndPlayAgain(page.in(t)) })
+	t.Run("LiveUpgradeKeepsPlaying", func(t *testing.T) {
+		upgradesLive(page.in(t), cli, child, secret, deployment, authKey, next)
+	})
 }
 
 // page drives one Chromium tab.

@@ -199,6 +199,7 @@ export class Session {
     const ws = new WebSocket(url);
     ws.binaryType = "arraybuffer";
     this.ws = ws;
+    this.isMoving = false; // a move keeps its socket: a new one is no move
     let welcomed = false;
     let refused = null;
     let transfer = null;
@@ -256,10 +257,14 @@ export class Session {
   // (a resumed connection starts with a full snapshot), and the next resume token. A
   // welcome on a socket that is already playing comes from the map's new process after
   // a "moving" event: the world is kept when its hash is unchanged, and built again when
-  // not.
+  // not. Kept, what the page draws (the player where it was predicted, everyone else,
+  // the inventory) stays until the new process's first snapshot replaces it, so that no
+  // frame goes blank; only what names the old process's entities goes at once.
   welcomed(w, path) {
+    const moved = this.isMoving;
     this.isMoving = false;
     const sameWorld = this.welcome && this.welcome.worldHash === w.worldHash && this.world;
+    const keepView = moved && sameWorld;
     this.welcome = w;
     this.wsPath = path;
     this.resume = w.resumeToken ? { token: w.resumeToken, until: performance.now() + (w.resumeTtlMs || 0) } : null;
@@ -269,11 +274,11 @@ export class Session {
     this.firstSelf = null;
     if (this.decoder) this.wasm.dropDecoder(this.decoder);
     this.decoder = this.wasm.newDecoder();
-    this.snapshots = [];
-    this.tracks = new Map();
     this.ackTick = 0;
-    this.clockOffset = null;
-    if (!w.resumed) {
+    this.staleView = keepView;
+    if (!keepView) this.freshView();
+    if (moved) this.itemIds.clear();
+    if (!w.resumed && !keepView) {
       // A new session: its map sends the inventory (and the speed it walks with) next.
       this.inventory = null;
       this.server = null; this.predicted = null; this.previous = null;
@@ -305,6 +310,14 @@ export class Session {
     this.setState(State.playing, w.instanceId);
     if (w.resumed && this.pending.length) this.sendInputs(this.pending.slice(-MAX_BATCH));
     this.pingLoop(this.ws);
+  }
+
+  // freshView forgets the snapshots and tracks of the entities of a map process, and
+  // its clock.
+  freshView() {
+    this.snapshots = [];
+    this.tracks = new Map();
+    this.clockOffset = null;
   }
 
   pingLoop(ws) {
@@ -396,6 +409,10 @@ export class Session {
     if (s.error) {
       if (s.error !== "no_baseline") this.hooks.onEvent(`snapshot: ${s.error}`, "error");
       return;
+    }
+    if (this.staleView) {
+      this.staleView = false;
+      this.freshView();
     }
     this.stats.snapshots.push(now);
     this.stats.lastTick = s.tick;
