@@ -69,6 +69,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 	page := &page{t: t, ctx: ctx, shots: shots}
 	start := time.Now()
 	page.run(chromedp.Navigate(e.PublicURL() + "/"))
+	page.started(e.PublicURL() + "/")
 	page.wait("the menu", `mapyardDebug.state === "menu"`)
 	page.run(chromedp.Click(chromedp.CSS("#play")))
 	page.wait("playing with a drawn world", `mapyardDebug.state === "playing" && mapyardDebug.frames > 2 && mapyardDebug.session.predicted !== null`)
@@ -345,6 +346,27 @@ func (p *page) eval(expr string, out any) {
 func (p *page) exec(stmt string) {
 	p.t.Helper()
 	p.eval("(() => { "+stmt+"; return true; })()", new(bool))
+}
+
+// started waits for the page's script to run. On a loaded host a headless Chromium has
+// been seen to stall a first load for minutes with every file served: the load is
+// logged with the resources it was waiting for, and made once more; a page that does
+// not start then fails the test.
+func (p *page) started(url string) {
+	p.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var ok bool
+		p.eval(`!!globalThis.mapyardDebug`, &ok)
+		if ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var pending string
+	p.eval(`document.readyState + ": " + performance.getEntriesByType("resource").map(r => r.name.replace(location.origin, "") + " " + Math.round(r.duration) + "ms").join(", ")`, &pending)
+	p.t.Logf("the page's script did not run within 30 s (%s); loading the page again", pending)
+	p.run(chromedp.Navigate(url))
 }
 
 // wait polls the page until the JavaScript condition holds. It is generous: on a
