@@ -92,6 +92,10 @@ type Config struct {
 	MapImage  string   `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of maps whose template or admin create names none; always allowed"`
 	MapImages []string `env:"ORCH_MAP_IMAGES" envDefault:"mapyard/map:latest,mapyard/tag:latest" envSeparator:"," help:"comma-separated images a map template or admin create may name (compared as written; ORCH_MAP_IMAGE is allowed too); any other is refused with 400 image_not_allowed"`
 
+	Runtime          string   `env:"ORCH_RUNTIME" envDefault:"docker" help:"what runs maps: docker (containers on this engine) or swarm (a one-replica Swarm service each; the engine must be a Swarm manager; see docs/scale-out.md)"`
+	SwarmNetwork     string   `env:"ORCH_SWARM_NETWORK" envDefault:"mapyard-maps" help:"with ORCH_RUNTIME=swarm: attachable overlay network of map services (created if missing)"`
+	SwarmConstraints []string `env:"ORCH_SWARM_CONSTRAINTS" envSeparator:"," help:"with ORCH_RUNTIME=swarm: comma-separated Swarm placement constraints of every map service (e.g. node.labels.mapyard.maps==true); empty = any node"`
+
 	MapNetwork     string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
 	MapMemoryMB    int    `env:"ORCH_MAP_MEMORY_MB" envDefault:"512" help:"memory limit of each map container"`
 	MapCPUs        string `env:"ORCH_MAP_CPUS" envDefault:"1" help:"CPU limit of each map container, in cores (e.g. 0.5)"`
@@ -172,6 +176,19 @@ func (c *Config) Validate() error {
 	for _, img := range c.AllowedMapImages() {
 		if err := mapgen.ValidateImage("ORCH_MAP_IMAGES", img, false); err != nil {
 			return err
+		}
+	}
+	switch c.Runtime {
+	case "docker", "swarm":
+	default:
+		return fmt.Errorf("ORCH_RUNTIME=%q: must be docker or swarm", c.Runtime)
+	}
+	if !record.ValidName(c.SwarmNetwork) {
+		return fmt.Errorf("ORCH_SWARM_NETWORK=%q: must be %s", c.SwarmNetwork, record.IDRule)
+	}
+	for _, expr := range c.SwarmConstraints {
+		if !strings.Contains(expr, "==") && !strings.Contains(expr, "!=") {
+			return fmt.Errorf("ORCH_SWARM_CONSTRAINTS: %q is not a constraint (attribute==value or attribute!=value)", expr)
 		}
 	}
 	if !record.ValidName(c.MapNetwork) {

@@ -134,7 +134,7 @@ func BenchmarkKillToRestart(b *testing.B) {
 func BenchmarkRawCreateStartScratch(b *testing.B) {
 	cli := dockertest.Client(b)
 	ctx := context.Background()
-	deployment := "test-" + randomHex(b, 4)
+	deployment := "test-" + dockertest.RandomHex(b, 4)
 	b.Cleanup(func() { dockertest.RemoveDeployment(b, cli, deployment) })
 	var d latency.Recorder
 	for b.Loop() {

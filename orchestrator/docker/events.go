@@ -17,10 +17,22 @@ import (
 // EventUnhealthy; everything else is dropped. The stream ends with an error on the
 // second channel when Docker's does; the caller reconnects.
 func (r *Runtime) Events(ctx context.Context) (<-chan supervise.Event, <-chan error) {
-	msgs, errs := r.API.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+	return FollowEvents(ctx, r.API, r.Template.Deployment, func(m events.Message) string { return m.Actor.ID })
+}
+
+// EventsAPI is the part of *client.Client FollowEvents uses.
+type EventsAPI interface {
+	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
+}
+
+// FollowEvents is Runtime.Events for any runtime whose map containers carry the
+// deployment's labels: idOf says which runtime object (a container, a Swarm service)
+// an engine event of a container is about, "" for none.
+func FollowEvents(ctx context.Context, api EventsAPI, deployment string, idOf func(events.Message) string) (<-chan supervise.Event, <-chan error) {
+	msgs, errs := api.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)),
 		filters.Arg("label", LabelManaged+"=true"),
-		filters.Arg("label", LabelDeployment+"="+r.Template.Deployment),
+		filters.Arg("label", LabelDeployment+"="+deployment),
 	)})
 	out, outErr := make(chan supervise.Event), make(chan error, 1)
 	go func() {
@@ -36,7 +48,7 @@ func (r *Runtime) Events(ctx context.Context) (<-chan supervise.Event, <-chan er
 			case m = <-msgs:
 			}
 			e, ok := translate(m, oom)
-			if !ok {
+			if e.ContainerID = idOf(m); !ok || e.ContainerID == "" {
 				continue
 			}
 			select {

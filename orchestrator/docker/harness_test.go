@@ -2,8 +2,6 @@ package docker_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
@@ -75,30 +73,13 @@ type transition struct {
 	reason   string
 }
 
-func randomHex(tb testing.TB, n int) string {
-	tb.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// tbWriter sends log lines to the test log.
-type tbWriter struct{ tb testing.TB }
-
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.tb.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
 // newHarness returns a harness with short windows; configure changes options before
 // Open. The default instance is <deployment>-d.
 func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 	tb.Helper()
 	cli := dockertest.Client(tb)
 	ctx := context.Background()
-	h := &harness{tb: tb, cli: cli, deployment: "test-" + randomHex(tb, 4), beats: map[string]int{}}
+	h := &harness{tb: tb, cli: cli, deployment: "test-" + dockertest.RandomHex(tb, 4), beats: map[string]int{}}
 	tb.Cleanup(func() { dockertest.RemoveDeployment(tb, cli, h.deployment) })
 
 	mapNet, err := docker.EnsureNetwork(ctx, cli, "mapyard", h.deployment)
@@ -106,7 +87,7 @@ func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 		tb.Fatal(err)
 	}
 	h.gateway = mapNet.Gateway
-	root, err := keys.NewRoot(randomHex(tb, 16))
+	root, err := keys.NewRoot(dockertest.RandomHex(tb, 16))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -114,7 +95,7 @@ func newHarness(tb testing.TB, configure func(*supervise.Supervisor)) *harness {
 	if _, ok := tb.(*testing.B); ok && os.Getenv("MAPYARD_BENCH_LOG") == "" {
 		log = slog.New(slog.DiscardHandler)
 	} else {
-		log = slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		log = slog.New(slog.NewTextHandler(dockertest.LogWriter{TB: tb}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	h.rt = docker.NewRuntime(cli, docker.Template{
 		Network: "mapyard", Gateway: mapNet.Gateway, Deployment: h.deployment,

@@ -40,7 +40,7 @@ func (h *harness) labelled(kv ...string) []container.Summary {
 func TestSupervisor_ImagePerMap(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	suffix := randomHex(t, 4)
+	suffix := dockertest.RandomHex(t, 4)
 	alt, later := "mapyard/map-alt:"+suffix, "mapyard/map-alt:"+suffix+"-later"
 	h := newHarness(t, func(s *supervise.Supervisor) {
 		s.Images = []string{alt, later}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
+	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
 // DefaultDeployment is ORCH_DEPLOYMENT's default. Its containers carry the plain names
@@ -113,6 +114,25 @@ const (
 	// the engine reports the image only by id.
 	LabelImage = "io.mapyard.image"
 )
+
+// Labels are the labels of the map container of spec in deployment; the Swarm runtime
+// gives its services the same. A blank pool container runs no instance yet, so nothing
+// of it names one: it is labelled with its pool id only.
+func Labels(deployment string, s supervise.Spec) map[string]string {
+	l := map[string]string{
+		LabelManaged:    "true",
+		LabelDeployment: deployment,
+		LabelImage:      s.Image,
+		LabelGeneration: s.Generation,
+		LabelKeyID:      s.KeyID,
+	}
+	if s.Pool {
+		l[LabelPool] = s.InstanceID
+	} else {
+		l[LabelInstance], l[LabelMap] = s.InstanceID, s.MapID
+	}
+	return l
+}
 
 // Owns reports whether a container with labels belongs to deployment: a map container
 // (managed) labelled with that deployment. Nothing else may be stopped, renamed or

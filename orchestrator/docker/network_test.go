@@ -19,13 +19,13 @@ import (
 func TestEnsureNetwork(t *testing.T) {
 	cli := dockertest.Client(t)
 	ctx := context.Background()
-	ours, theirs := "test-"+randomHex(t, 4), "test-"+randomHex(t, 4)
+	ours, theirs := "test-"+dockertest.RandomHex(t, 4), "test-"+dockertest.RandomHex(t, 4)
 	t.Cleanup(func() {
 		dockertest.RemoveDeployment(t, cli, ours)
 		dockertest.RemoveDeployment(t, cli, theirs)
 	})
 	newName := func() string {
-		name := "mapyard-nettest-" + randomHex(t, 4)
+		name := "mapyard-nettest-" + dockertest.RandomHex(t, 4)
 		t.Cleanup(func() {
 			// The containers first: a network with endpoints cannot be removed.
 			dockertest.RemoveDeployment(t, cli, ours)

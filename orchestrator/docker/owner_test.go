@@ -46,7 +46,7 @@ func TestContainerNames(t *testing.T) {
 func TestRuntime_LeavesOtherDeploymentsAlone(t *testing.T) {
 	cli := dockertest.Client(t)
 	ctx := context.Background()
-	mine, theirs := "test-"+randomHex(t, 4), "test-"+randomHex(t, 4)
+	mine, theirs := "test-"+dockertest.RandomHex(t, 4), "test-"+dockertest.RandomHex(t, 4)
 	t.Cleanup(func() {
 		dockertest.RemoveDeployment(t, cli, mine)
 		dockertest.RemoveDeployment(t, cli, theirs)

@@ -37,6 +37,19 @@ const (
 	MapControlPort = 9100
 )
 
+// What every map container runs with, on one engine or as a Swarm service: a
+// non-root user, and rotated json-file logs. OrchestratorHost is the name a map
+// reaches the orchestrator's control listener by (MAP_ORCH_URL), pointed at the map
+// network's gateway.
+const (
+	MapUser          = "10001:10001"
+	LogDriver        = "json-file"
+	OrchestratorHost = "host.docker.internal"
+)
+
+// LogOptions are the json-file options of every map container: 3 files of 10 MB.
+func LogOptions() map[string]string { return map[string]string{"max-size": "10m", "max-file": "3"} }
+
 // API is the part of *client.Client the runtime uses: the container lifecycle, the
 // events stream, and an image's inspection (to tell a missing image from any other
 // failed create). Tests wrap a real client; nothing else does.
@@ -122,17 +135,11 @@ func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) 
 	pids := t.PidsLimit
 	cfg := &container.Config{
 		Image:        s.Image,
-		User:         "10001:10001",
+		User:         MapUser,
 		Env:          s.Env,
 		ExposedPorts: nat.PortSet{game: {}, ctrl: {}},
-		Labels: map[string]string{
-			LabelManaged:    "true",
-			LabelDeployment: t.Deployment,
-			LabelImage:      s.Image,
-			LabelGeneration: s.Generation,
-			LabelKeyID:      s.KeyID,
-		},
-		StopSignal: "SIGTERM",
+		Labels:       Labels(t.Deployment, s),
+		StopSignal:   "SIGTERM",
 	}
 	host := &container.HostConfig{
 		PortBindings:   nat.PortMap{game: loopback, ctrl: loopback},
@@ -140,23 +147,13 @@ func (r *Runtime) create(ctx context.Context, s supervise.Spec) (string, error) 
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges:true"},
-		ExtraHosts:     []string{"host.docker.internal:" + t.Gateway},
-		LogConfig: container.LogConfig{
-			Type:   "json-file",
-			Config: map[string]string{"max-size": "10m", "max-file": "3"},
-		},
+		ExtraHosts:     []string{OrchestratorHost + ":" + t.Gateway},
+		LogConfig:      container.LogConfig{Type: LogDriver, Config: LogOptions()},
 		Resources: container.Resources{
 			Memory:    int64(t.MemoryMB) << 20,
 			NanoCPUs:  t.NanoCPUs,
 			PidsLimit: &pids,
 		},
-	}
-	// A blank pool container runs no instance yet, so nothing of it names one: it is
-	// named mapyard-pool-<hex> and labelled with its pool id only.
-	if s.Pool {
-		cfg.Labels[LabelPool] = s.InstanceID
-	} else {
-		cfg.Labels[LabelInstance], cfg.Labels[LabelMap] = s.InstanceID, s.MapID
 	}
 	netcfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{t.Network: {}}}
 	name := r.specName(s)
@@ -239,11 +236,12 @@ func (r *Runtime) foreign(info container.InspectResponse) error {
 	if Owns(r.Template.Deployment, labels) {
 		return nil
 	}
-	return fmt.Errorf("it is %s, not a map of deployment %q; left alone: %w", ownerOf(labels), r.Template.Deployment, ErrNotOwned)
+	return fmt.Errorf("it is %s, not a map of deployment %q; left alone: %w", OwnerOf(labels), r.Template.Deployment, ErrNotOwned)
 }
 
-// ownerOf says in words whose a container is, from its labels, for error messages.
-func ownerOf(labels map[string]string) string {
+// OwnerOf says in words whose a container (or Swarm service) is, from its labels, for
+// error messages.
+func OwnerOf(labels map[string]string) string {
 	switch {
 	case labels[LabelManaged] != "true":
 		return "not a mapyard map"
@@ -271,7 +269,7 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 	out := make([]supervise.Container, 0, len(list))
 	for _, s := range list {
 		c := supervise.Container{ID: s.ID, Pool: s.Labels[LabelPool] != "", Image: imageOf(s), Running: s.State == "running", Exit: supervise.Exit{Code: -1},
-			Identity: keys.Identity{InstanceID: credentialOwner(s.Labels), Generation: s.Labels[LabelGeneration]}, KeyID: s.Labels[LabelKeyID]}
+			Identity: Identity(s.Labels), KeyID: s.Labels[LabelKeyID]}
 		if len(s.Names) > 0 {
 			c.Name = strings.TrimPrefix(s.Names[0], "/")
 			c.Successor = strings.HasSuffix(c.Name, successorSuffix)
@@ -385,17 +383,16 @@ func imageOf(s container.Summary) string {
 	return s.Image
 }
 
-// credentialOwner is the identity a container's credentials were minted for, from its
+// Identity is whose credentials a map container (or Swarm service) holds, from its
 // labels: the instance it was created for, else its pool id (in LabelInstance on
-// containers of versions before pool ids had a label of their own).
-func credentialOwner(labels map[string]string) string {
-	if id := labels[LabelInstance]; id != "" {
-		return id
+// containers of versions before pool ids had a label of their own), and the
+// generation.
+func Identity(labels map[string]string) keys.Identity {
+	id := labels[LabelInstance]
+	if id == "" && labels[LabelPool] != "true" {
+		id = labels[LabelPool]
 	}
-	if id := labels[LabelPool]; id != "true" {
-		return id
-	}
-	return ""
+	return keys.Identity{InstanceID: id, Generation: labels[LabelGeneration]}
 }
 
 // ports reads the host ports (on 127.0.0.1) of a map container's game and control

@@ -51,6 +51,11 @@ type Runtime interface {
 // instance goes to orchestrator.StateImageMissing until an operator restarts it.
 var ErrImageMissing = errors.New("image missing on the engine")
 
+// ErrUnschedulable is why Start fails when no node of a cluster satisfies the map's
+// placement (Swarm: its constraints). Like a missing image, waiting does not fix it:
+// a node must join, or the constraints change.
+var ErrUnschedulable = errors.New("no node satisfies the map's placement")
+
 // Spec is what one map container is started with; the runtime adds what every map
 // container shares (network, limits, labels).
 type Spec struct {

@@ -47,6 +47,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/keys"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
+	"github.com/mapyard/mapyard/orchestrator/swarm"
 	"github.com/mapyard/mapyard/orchestrator/ticket"
 )
 
@@ -162,31 +163,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if _, err := m.Docker.Ping(pingCtx); err != nil {
 		return fmt.Errorf("docker engine: %w", err)
 	}
-	mapNet, err := docker.EnsureNetwork(ctx, m.Docker, cfg.MapNetwork, cfg.Deployment)
+	rt, gateway, err := m.runtime(ctx)
 	if err != nil {
 		return err
 	}
-	if !mapNet.Isolated {
-		m.Log.Error("the map network lets maps reach each other: it was created by an older version and containers of another deployment still use it; stop them and restart, or set ORCH_MAP_NETWORK to a new name",
-			"network", cfg.MapNetwork)
-	}
-	gateway := mapNet.Gateway
-
-	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
-	rt := docker.NewRuntime(m.Docker, docker.Template{
-		Network:    cfg.MapNetwork,
-		Gateway:    gateway,
-		Deployment: cfg.Deployment,
-		MemoryMB:   cfg.MapMemoryMB,
-		NanoCPUs:   nanoCPUs,
-		PidsLimit:  int64(cfg.MapPidsLimit),
-	})
-	isolated := prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_map_network_isolated",
-		Help: "1 when the map network was created with inter-container communication off (the engine must also manage iptables to enforce it), 0 when an older network could not be replaced"})
-	if mapNet.Isolated {
-		isolated.Set(1)
-	}
-	m.Registry.MustRegister(isolated)
 	m.Supervisor = supervise.New(rt, mapcontract.NewMapClient(2*time.Second), root, m.Log, supervisorOptions(&cfg))
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = supervise.NewMetrics(m.Registry)
@@ -221,6 +201,51 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	return m.Admission.Open()
+}
+
+// runtime returns the runtime of ORCH_RUNTIME and the gateway address through which
+// maps reach the control listener.
+func (m *Main) runtime(ctx context.Context) (supervise.Runtime, string, error) {
+	cfg := &m.Config
+	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
+	if cfg.Runtime == "swarm" {
+		nw, err := swarm.EnsureNetwork(ctx, m.Docker, cfg.SwarmNetwork)
+		if err != nil {
+			return nil, "", fmt.Errorf("ORCH_RUNTIME=swarm: %w", err)
+		}
+		return swarm.NewRuntime(m.Docker, swarm.Template{
+			Deployment:  cfg.Deployment,
+			Network:     cfg.SwarmNetwork,
+			Gateway:     nw.Gateway,
+			MemoryMB:    cfg.MapMemoryMB,
+			NanoCPUs:    nanoCPUs,
+			PidsLimit:   int64(cfg.MapPidsLimit),
+			Constraints: cfg.SwarmConstraints,
+			StopGrace:   envconf.Ms(cfg.MapStopGraceMS),
+		}), nw.Gateway, nil
+	}
+	mapNet, err := docker.EnsureNetwork(ctx, m.Docker, cfg.MapNetwork, cfg.Deployment)
+	if err != nil {
+		return nil, "", err
+	}
+	if !mapNet.Isolated {
+		m.Log.Error("the map network lets maps reach each other: it was created by an older version and containers of another deployment still use it; stop them and restart, or set ORCH_MAP_NETWORK to a new name",
+			"network", cfg.MapNetwork)
+	}
+	isolated := prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_map_network_isolated",
+		Help: "1 when the map network was created with inter-container communication off (the engine must also manage iptables to enforce it), 0 when an older network could not be replaced"})
+	if mapNet.Isolated {
+		isolated.Set(1)
+	}
+	m.Registry.MustRegister(isolated)
+	return docker.NewRuntime(m.Docker, docker.Template{
+		Network:    cfg.MapNetwork,
+		Gateway:    mapNet.Gateway,
+		Deployment: cfg.Deployment,
+		MemoryMB:   cfg.MapMemoryMB,
+		NanoCPUs:   nanoCPUs,
+		PidsLimit:  int64(cfg.MapPidsLimit),
+	}), mapNet.Gateway, nil
 }
 
 // Close stops the listeners and closes the database. Map containers are left running on

@@ -5,7 +5,10 @@ package dockertest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +131,23 @@ func UntagImage(tb testing.TB, cli *client.Client, ref string) {
 	if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{}); err != nil && !errdefs.IsNotFound(err) {
 		tb.Logf("cleanup: untag %s: %v", ref, err)
 	}
+}
+
+// RandomHex returns n random bytes in hex: tests name their deployments and tags with
+// it, so that runs sharing an engine never see each other's.
+func RandomHex(tb testing.TB, n int) string {
+	tb.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// LogWriter sends log lines to the test log (for a slog handler).
+type LogWriter struct{ TB testing.TB }
+
+func (w LogWriter) Write(p []byte) (int, error) {
+	w.TB.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -1,0 +1,423 @@
+// Package swarm is the supervisor's runtime on Docker Swarm mode: each map instance is
+// a Swarm service of one replica, placed by the Swarm's scheduler, through the same
+// Docker Engine API as package docker. Swarm's own restart policy is none: the
+// supervisor keeps deciding restarts, backoff and quarantine, as on one engine.
+//
+// Services are owned by label, exactly as package docker owns containers (the same
+// labels, on the service and on its task's container), so a restarted orchestrator
+// lists and adopts what an earlier one started. A service cannot be renamed, so its
+// name is never read back: it is unique per start (mapyard-<id>-<hex>), and which
+// instance a service runs is its LabelRuns label, which Assign updates in place (a
+// change to a service's labels does not touch its task).
+//
+// Networking, as a first step: every map service is attached to an attachable overlay
+// network, and publishes its game and control ports in host mode on the node that runs
+// its task, on ephemeral ports that Swarm reports in the task's status. The
+// orchestrator and the edge reach those ports at 127.0.0.1 when they run on that node
+// (a one-node Swarm); maps reach the orchestrator at the node's docker_gwbridge gateway.
+// See docs/scale-out.md for what this gives and what remains.
+package swarm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/mapyard/mapyard/orchestrator/docker"
+	"github.com/mapyard/mapyard/orchestrator/supervise"
+)
+
+// Service labels besides package docker's container labels.
+const (
+	// LabelRuns names the instance a service runs now: the instance it was created
+	// for, or, for a handed-out pool service or a live upgrade's successor, the one
+	// Assign gave it. A blank pool service has none. (LabelInstance keeps naming whose
+	// credentials the service holds, as on containers.)
+	LabelRuns = "io.mapyard.runs"
+	// LabelSuccessor marks a live upgrade's next service of an instance until Assign.
+	LabelSuccessor = "io.mapyard.successor"
+	// labelServiceID is the label Swarm gives a task's container: its service's id.
+	labelServiceID = "com.docker.swarm.service.id"
+)
+
+// API is the part of *client.Client the runtime uses: services, their tasks, the
+// events stream, and the local engine's containers (to kill a task's container that
+// runs on this node when its service is removed).
+type API interface {
+	ServiceCreate(ctx context.Context, service swarm.ServiceSpec, options swarm.ServiceCreateOptions) (swarm.ServiceCreateResponse, error)
+	ServiceInspectWithRaw(ctx context.Context, serviceID string, opts swarm.ServiceInspectOptions) (swarm.Service, []byte, error)
+	ServiceUpdate(ctx context.Context, serviceID string, version swarm.Version, service swarm.ServiceSpec, options swarm.ServiceUpdateOptions) (swarm.ServiceUpdateResponse, error)
+	ServiceRemove(ctx context.Context, serviceID string) error
+	ServiceList(ctx context.Context, options swarm.ServiceListOptions) ([]swarm.Service, error)
+	TaskList(ctx context.Context, options swarm.TaskListOptions) ([]swarm.Task, error)
+	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
+}
+
+// Template is what every map service of a deployment shares.
+type Template struct {
+	Deployment string // value of the io.mapyard.deployment label
+	Network    string // the overlay network of maps (EnsureNetwork)
+	Gateway    string // docker_gwbridge's gateway: where maps reach the orchestrator
+	MemoryMB   int
+	NanoCPUs   int64
+	PidsLimit  int64
+	// Constraints are Swarm placement constraints every map service gets, such as
+	// node.labels.mapyard.maps==true.
+	Constraints []string
+	// StopGrace is every service's stop grace period: Swarm sends SIGTERM, then
+	// SIGKILL once it has passed. A task keeps the grace of the spec it was created
+	// with, so Stop cannot change it per call.
+	StopGrace time.Duration
+}
+
+// Runtime runs map instances as Swarm services: the supervisor's runtime. A
+// supervise.Container's ID is its service's id.
+type Runtime struct {
+	API      API
+	Template Template
+	// Poll is how often Start, Stop and Remove look at a service's task.
+	Poll time.Duration
+}
+
+var _ supervise.Runtime = (*Runtime)(nil)
+
+// DefaultPoll is Runtime.Poll's default.
+const DefaultPoll = 50 * time.Millisecond
+
+// NewRuntime returns a Runtime creating services from t through api.
+func NewRuntime(api API, t Template) *Runtime {
+	return &Runtime{API: api, Template: t, Poll: DefaultPoll}
+}
+
+// Start creates the service of spec and waits until its task runs, then reads back
+// the ports Swarm published for it. A task the node rejects for want of its image is
+// supervise.ErrImageMissing; a task no node can take is supervise.ErrUnschedulable,
+// with the Swarm's reason and the constraints. On any failure the service is removed.
+func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Container, error) {
+	name, err := serviceName(spec)
+	if err != nil {
+		return supervise.Container{}, err
+	}
+	created, err := r.API.ServiceCreate(ctx, r.serviceSpec(name, spec), swarm.ServiceCreateOptions{})
+	if err != nil {
+		return supervise.Container{}, fmt.Errorf("create service %q: %w", name, err)
+	}
+	task, err := r.waitRunning(ctx, created.ID, spec.Image)
+	if err != nil {
+		_ = r.API.ServiceRemove(context.WithoutCancel(ctx), created.ID)
+		return supervise.Container{}, fmt.Errorf("start service %q: %w", name, err)
+	}
+	c := supervise.Container{ID: created.ID, Name: name, InstanceID: spec.InstanceID, Pool: spec.Pool, Successor: spec.Successor, Image: spec.Image,
+		Identity: docker.Identity(docker.Labels(r.Template.Deployment, spec)), KeyID: spec.KeyID}
+	state(&c, task)
+	if c.Ports.Game == 0 || c.Ports.Control == 0 {
+		return supervise.Container{}, fmt.Errorf("service %q: its task runs without its published ports", name)
+	}
+	return c, nil
+}
+
+// serviceSpec is the service of spec: one replica, no restarts, the map containers'
+// labels and hardening, its ports published in host mode.
+func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
+	t := r.Template
+	labels := docker.Labels(t.Deployment, s)
+	svcLabels := map[string]string{}
+	for k, v := range labels {
+		svcLabels[k] = v
+	}
+	switch {
+	case s.Successor:
+		svcLabels[LabelSuccessor] = "true"
+	case !s.Pool:
+		svcLabels[LabelRuns] = s.InstanceID
+	}
+	one := uint64(1)
+	grace := t.StopGrace
+	return swarm.ServiceSpec{
+		Annotations: swarm.Annotations{Name: name, Labels: svcLabels},
+		TaskTemplate: swarm.TaskSpec{
+			ContainerSpec: &swarm.ContainerSpec{
+				Image:           s.Image,
+				Labels:          labels,
+				Env:             s.Env,
+				User:            docker.MapUser,
+				ReadOnly:        true,
+				CapabilityDrop:  []string{"ALL"},
+				Privileges:      &swarm.Privileges{NoNewPrivileges: true},
+				Hosts:           []string{t.Gateway + " " + docker.OrchestratorHost},
+				StopSignal:      "SIGTERM",
+				StopGracePeriod: &grace,
+			},
+			Resources: &swarm.ResourceRequirements{Limits: &swarm.Limit{
+				NanoCPUs: t.NanoCPUs, MemoryBytes: int64(t.MemoryMB) << 20, Pids: t.PidsLimit,
+			}},
+			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionNone},
+			Placement:     &swarm.Placement{Constraints: t.Constraints},
+			Networks:      []swarm.NetworkAttachmentConfig{{Target: t.Network}},
+			LogDriver:     &swarm.Driver{Name: docker.LogDriver, Options: docker.LogOptions()},
+		},
+		Mode: swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
+		EndpointSpec: &swarm.EndpointSpec{Ports: []swarm.PortConfig{
+			{Protocol: swarm.PortConfigProtocolTCP, TargetPort: docker.MapGamePort, PublishMode: swarm.PortConfigPublishModeHost},
+			{Protocol: swarm.PortConfigProtocolTCP, TargetPort: docker.MapControlPort, PublishMode: swarm.PortConfigPublishModeHost},
+		}},
+	}
+}
+
+// waitRunning waits until the service's task runs and returns it.
+func (r *Runtime) waitRunning(ctx context.Context, id, image string) (swarm.Task, error) {
+	for {
+		task, ok, err := r.task(ctx, id)
+		if err != nil {
+			return swarm.Task{}, err
+		}
+		if ok {
+			st, msg := task.Status.State, task.Status.Err
+			switch {
+			case st == swarm.TaskStateRunning:
+				return task, nil
+			case strings.Contains(msg, "No such image"):
+				return swarm.Task{}, fmt.Errorf("image %q: %w: %s", image, supervise.ErrImageMissing, msg)
+			case st == swarm.TaskStatePending && strings.Contains(msg, "no suitable node"):
+				return swarm.Task{}, fmt.Errorf("%w: %s (constraints %q)", supervise.ErrUnschedulable, msg, r.Template.Constraints)
+			case terminal(st):
+				return swarm.Task{}, fmt.Errorf("task %s: %s %s", task.ID, st, msg)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return swarm.Task{}, fmt.Errorf("waiting for its task to run: %w", context.Cause(ctx))
+		case <-time.After(r.Poll):
+		}
+	}
+}
+
+// task returns the newest task of service id (ok=false while it has none).
+func (r *Runtime) task(ctx context.Context, id string) (swarm.Task, bool, error) {
+	tasks, err := r.API.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", id))})
+	if err != nil {
+		return swarm.Task{}, false, fmt.Errorf("tasks of service %s: %w", shortID(id), err)
+	}
+	var out swarm.Task
+	for _, t := range tasks {
+		if t.ServiceID == id && (out.ID == "" || t.CreatedAt.After(out.CreatedAt)) {
+			out = t
+		}
+	}
+	return out, out.ID != "", nil
+}
+
+// terminal reports whether a task in st will never run again.
+func terminal(st swarm.TaskState) bool {
+	switch st {
+	case swarm.TaskStateComplete, swarm.TaskStateShutdown, swarm.TaskStateFailed, swarm.TaskStateRejected, swarm.TaskStateRemove, swarm.TaskStateOrphaned:
+		return true
+	}
+	return false
+}
+
+// state fills c's Running, Exit and Ports from its service's task.
+func state(c *supervise.Container, t swarm.Task) {
+	c.Running, c.Exit = t.Status.State == swarm.TaskStateRunning, supervise.Exit{Code: -1}
+	if cs := t.Status.ContainerStatus; cs != nil && terminal(t.Status.State) {
+		c.Exit.Code = cs.ExitCode
+	}
+	if !c.Running || t.Status.PortStatus.Ports == nil {
+		return
+	}
+	for _, p := range t.Status.PortStatus.Ports {
+		switch p.TargetPort {
+		case docker.MapGamePort:
+			c.Ports.Game = int(p.PublishedPort)
+		case docker.MapControlPort:
+			c.Ports.Control = int(p.PublishedPort)
+		}
+	}
+}
+
+// List returns every map service of the deployment with its task's state. The
+// instance a service runs is its LabelRuns label (a blank pool service reports its
+// pool id).
+func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
+	list, err := r.API.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", docker.LabelManaged+"=true"),
+		filters.Arg("label", docker.LabelDeployment+"="+r.Template.Deployment),
+	)})
+	if err != nil {
+		return nil, fmt.Errorf("list map services of deployment %q: %w", r.Template.Deployment, err)
+	}
+	out := make([]supervise.Container, 0, len(list))
+	for _, svc := range list {
+		l := svc.Spec.Labels
+		c := supervise.Container{ID: svc.ID, Name: svc.Spec.Name, InstanceID: l[LabelRuns], Pool: l[docker.LabelPool] != "",
+			Successor: l[LabelSuccessor] == "true", Image: l[docker.LabelImage], Identity: docker.Identity(l), KeyID: l[docker.LabelKeyID]}
+		if c.InstanceID == "" && c.Pool {
+			c.InstanceID = l[docker.LabelPool]
+		}
+		if c.Successor {
+			c.InstanceID = l[docker.LabelInstance]
+		}
+		task, ok, err := r.task(ctx, svc.ID)
+		if err != nil {
+			return nil, err
+		}
+		c.Exit = supervise.Exit{Code: -1}
+		if ok {
+			state(&c, task)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Stop scales a service of this deployment to no replicas (one of anyone else is
+// docker.ErrNotOwned): Swarm sends its task SIGTERM, then SIGKILL once the service's
+// stop grace period (Template.StopGrace) has passed. It waits until the task has ended,
+// up to grace and a little more, and returns how it ended. A service that is gone
+// counts as stopped.
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (supervise.Exit, error) {
+	unknown := supervise.Exit{Code: -1}
+	svc, err := r.owned(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return unknown, nil
+	}
+	if err != nil {
+		return unknown, fmt.Errorf("stop service %s: %w", shortID(id), err)
+	}
+	if m := svc.Spec.Mode.Replicated; m != nil && m.Replicas != nil && *m.Replicas > 0 {
+		zero := uint64(0)
+		m.Replicas = &zero
+		_, err := r.API.ServiceUpdate(ctx, id, svc.Version, svc.Spec, swarm.ServiceUpdateOptions{})
+		if errdefs.IsNotFound(err) {
+			return unknown, nil
+		}
+		if err != nil {
+			return unknown, fmt.Errorf("stop service %s: %w", shortID(id), err)
+		}
+	}
+	wait, cancel := context.WithTimeout(ctx, max(grace, r.Template.StopGrace)+5*time.Second)
+	defer cancel()
+	for {
+		task, ok, err := r.task(wait, id)
+		if err != nil || !ok {
+			return unknown, nil
+		}
+		if terminal(task.Status.State) {
+			var c supervise.Container
+			state(&c, task)
+			return c.Exit, nil
+		}
+		select {
+		case <-wait.Done():
+			return unknown, nil
+		case <-time.After(r.Poll):
+		}
+	}
+}
+
+// Remove removes a service of this deployment; a service that is already gone is not
+// an error, one this deployment does not own is an error and is left alone. Its task's
+// container is then removed at once when it is on this node; on another node Swarm
+// stops it within the service's stop grace period.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	if _, err := r.owned(ctx, id); errdefs.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("remove service %s: %w", shortID(id), err)
+	}
+	task, ok, err := r.task(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := r.API.ServiceRemove(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("remove service %s: %w", shortID(id), err)
+	}
+	if ok && task.Status.ContainerStatus != nil && task.Status.ContainerStatus.ContainerID != "" {
+		err := r.API.ContainerRemove(ctx, task.Status.ContainerStatus.ContainerID, container.RemoveOptions{Force: true})
+		if err != nil && !errdefs.IsNotFound(err) && !errdefs.IsConflict(err) {
+			return fmt.Errorf("remove container of service %s: %w", shortID(id), err)
+		}
+	}
+	return nil
+}
+
+// Assign records that service id now runs instanceID: its LabelRuns label is set and
+// its successor mark dropped, by a service update that changes labels only, so its
+// task keeps running untouched. (A service cannot be renamed; its name keeps the id it
+// was started with.)
+func (r *Runtime) Assign(ctx context.Context, id, instanceID string) error {
+	svc, err := r.owned(ctx, id)
+	if err != nil {
+		return fmt.Errorf("assign service %s to %q: %w", shortID(id), instanceID, err)
+	}
+	svc.Spec.Labels[LabelRuns] = instanceID
+	delete(svc.Spec.Labels, LabelSuccessor)
+	if _, err := r.API.ServiceUpdate(ctx, id, svc.Version, svc.Spec, swarm.ServiceUpdateOptions{}); err != nil {
+		return fmt.Errorf("assign service %s to %q: %w", shortID(id), instanceID, err)
+	}
+	return nil
+}
+
+// Events follows the engine's events for the deployment's task containers: a die is
+// EventExited of the container's service (see docker.FollowEvents). The engine reports
+// the containers of its own node only: on a one-node Swarm, every map's.
+func (r *Runtime) Events(ctx context.Context) (<-chan supervise.Event, <-chan error) {
+	return docker.FollowEvents(ctx, r.API, r.Template.Deployment, func(m events.Message) string {
+		return m.Actor.Attributes[labelServiceID]
+	})
+}
+
+// owned inspects service id and returns it when this deployment owns it, or an error
+// wrapping docker.ErrNotOwned that says whose it is.
+func (r *Runtime) owned(ctx context.Context, id string) (swarm.Service, error) {
+	svc, _, err := r.API.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
+	if err != nil {
+		return swarm.Service{}, err
+	}
+	if !docker.Owns(r.Template.Deployment, svc.Spec.Labels) {
+		return swarm.Service{}, fmt.Errorf("it is %s, not a map of deployment %q; left alone: %w",
+			docker.OwnerOf(svc.Spec.Labels), r.Template.Deployment, docker.ErrNotOwned)
+	}
+	if svc.Spec.Labels == nil {
+		svc.Spec.Labels = map[string]string{}
+	}
+	return svc, nil
+}
+
+// serviceName is a new service's name: mapyard-<id>-<hex>, at most 63 characters
+// (Swarm's limit), unique per start because a service cannot be renamed and an
+// instance's next service starts beside its current one.
+func serviceName(s supervise.Spec) (string, error) {
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	id := s.InstanceID
+	const room = 63 - len("mapyard-") - len("-") - 6
+	if len(id) > room {
+		id = strings.TrimRight(id[:room], "-")
+	}
+	return "mapyard-" + id + "-" + hex.EncodeToString(b), nil
+}
+
+// ErrNotManager is why the Swarm runtime does not start on an engine that is not a
+// Swarm manager.
+var ErrNotManager = errors.New("the Docker engine is not a Swarm manager")
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
