@@ -34,6 +34,12 @@ const (
 	// instance found here later (its template changed, or its image) stays until an
 	// operator restarts it.
 	StateConfigRefused InstanceState = "config_refused"
+	// StateUnschedulable: no node of the cluster satisfies the map's placement (a
+	// constraint no node meets, under ORCH_RUNTIME=swarm); the reason says which. Not
+	// retried on its own: placement does not change by waiting, and a retry loop would
+	// only fill the log. An operator's restart tries again, once the nodes or the
+	// constraints changed; joins and transfers fail at once meanwhile.
+	StateUnschedulable InstanceState = "unschedulable"
 )
 
 // Instance is one running (or wanted) map: the unit the orchestrator supervises and

@@ -37,6 +37,9 @@ type fakeRuntime struct {
 	// refuse, when set, is the game's reason every start-instance is refused with
 	// (map_config_refused).
 	refuse string
+	// unplaceable holds the images no node can take: Start of one fails with
+	// ErrUnschedulable, as a cluster's runtime does.
+	unplaceable map[string]bool
 }
 
 // fakeContainer is one container of fakeRuntime; runs is the instance its map says it
@@ -140,6 +143,9 @@ func (f *fakeRuntime) Start(_ context.Context, spec Spec) (Container, error) {
 	}
 	if f.missing[spec.Image] {
 		return Container{}, fmt.Errorf("create container for %s: %w", spec.InstanceID, ErrImageMissing)
+	}
+	if f.unplaceable[spec.Image] {
+		return Container{}, fmt.Errorf("service for %s: %w: constraint node.labels.mapyard.maps==true", spec.InstanceID, ErrUnschedulable)
 	}
 	f.next++
 	id := f.addLocked(spec.InstanceID, spec.InstanceID, spec.Pool, true, keys.Identity{InstanceID: spec.InstanceID, Generation: spec.Generation}, spec.KeyID)

@@ -221,7 +221,7 @@ func (s *Supervisor) gateLocked(in *instance) error {
 	case orchestrator.StateQuarantined:
 		return apierr.Errorf(apierr.EMAPQUARANTINED,
 			"map instance %q keeps failing and is quarantined until %s", in.ID, in.until.UTC().Format(time.RFC3339))
-	case orchestrator.StateImageMissing, orchestrator.StateConfigRefused:
+	case orchestrator.StateImageMissing, orchestrator.StateConfigRefused, orchestrator.StateUnschedulable:
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q cannot start (%s): %s", in.ID, in.State, in.Reason)
 	default:
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q is %s", in.ID, in.State)
@@ -251,7 +251,7 @@ func (s *Supervisor) Acquire(ctx context.Context, instanceID string) (orchestrat
 			out := in.Instance
 			s.mu.Unlock()
 			return out, nil
-		case apierr.Code(err) == apierr.EMAPQUARANTINED, in.State == orchestrator.StateImageMissing, in.State == orchestrator.StateConfigRefused:
+		case apierr.Code(err) == apierr.EMAPQUARANTINED, in.State == orchestrator.StateImageMissing, in.State == orchestrator.StateConfigRefused, in.State == orchestrator.StateUnschedulable:
 			s.mu.Unlock()
 			return orchestrator.Instance{}, err
 		case in.State == orchestrator.StateStopped && !in.busy:

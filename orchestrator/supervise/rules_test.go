@@ -535,3 +535,40 @@ func TestRules_ConfigRefusedUndoesCreate(t *testing.T) {
 		t.Fatalf("no transition to config_refused: %v", r.transitions)
 	}
 }
+
+// TestRules_UnschedulableIsNotRetried: a map no node can place goes to unschedulable
+// with the runtime's reason, is not retried by the probe rounds (no busy loop), fails
+// joins at once with map_unavailable, and starts once an operator restarts it after the
+// placement changed.
+func TestRules_UnschedulableIsNotRetried(t *testing.T) {
+	const picky = "studio/picky:1"
+	r := newRig(t, func(r *rig) {
+		r.Images = []string{picky}
+		r.rt.unplaceable = map[string]bool{picky: true}
+	})
+	r.ready(t, "d-1")
+	ctx := context.Background()
+	if _, err := r.Create(ctx, orchestrator.CreateInstance{InstanceID: "p-1", MapID: "frontier", Image: picky, Cold: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "unschedulable", func() bool { return r.state("p-1").State == orchestrator.StateUnschedulable })
+	starts := r.rt.count("start-image " + picky)
+	for range 5 {
+		r.clock.Add(time.Minute)
+		r.check(ctx)
+	}
+	if inst := r.state("p-1"); inst.State != orchestrator.StateUnschedulable || inst.Restarts != 0 || r.rt.count("start-image "+picky) != starts ||
+		!strings.Contains(inst.Reason, "mapyard.maps") {
+		t.Fatalf("after probe rounds: %+v, %d starts (was %d)", inst, r.rt.count("start-image "+picky), starts)
+	}
+	if _, err := r.Acquire(ctx, "p-1"); apierr.Code(err) != apierr.EMAPUNAVAILABLE {
+		t.Fatalf("a join to an unschedulable map: %v, want map_unavailable at once", err)
+	}
+	r.rt.mu.Lock()
+	r.rt.unplaceable = nil
+	r.rt.mu.Unlock()
+	if err := r.Restart(ctx, "p-1"); err != nil {
+		t.Fatal(err)
+	}
+	r.ready(t, "p-1")
+}

@@ -47,6 +47,8 @@ const (
 	// evConfigRefused: the map's game refused the instance's MapConfig at
 	// start-instance.
 	evConfigRefused event = "config_refused"
+	// evUnschedulable: no node satisfies the map's placement.
+	evUnschedulable event = "unschedulable"
 )
 
 // A step is one row of the table: where an event may happen and where it leads.
@@ -65,6 +67,7 @@ const (
 	sStopped      = orchestrator.StateStopped
 	sImageMissing = orchestrator.StateImageMissing
 	sRefused      = orchestrator.StateConfigRefused
+	sUnplaced     = orchestrator.StateUnschedulable
 )
 
 // lifecycle is the table. docs/supervision.md draws it; TestLifecycle_Table keeps the
@@ -72,17 +75,18 @@ const (
 var lifecycle = map[event]step{
 	evCreate:        {from: states(sStopped), to: sStarting},
 	evStart:         {from: states(sStopped, sQuarantined), to: sStarting},
-	evRestart:       {from: states(sStopped, sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sImageMissing, sRefused), to: sRestarting},
+	evRestart:       {from: states(sStopped, sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sImageMissing, sRefused, sUnplaced), to: sRestarting},
 	evAdopt:         {from: states(sStopped), to: sStarting},
 	evRegister:      {from: states(sStarting, sRestarting, sReady), to: sReady},
 	evHealthy:       {from: states(sStarting, sReady), to: sReady},
 	evHandOut:       {from: states(sStarting, sRestarting), to: sReady},
 	evUnhealthy:     {from: states(sStarting, sRestarting, sReady), to: sUnhealthy},
 	evQuarantine:    {from: states(sStarting, sRestarting, sReady, sUnhealthy), to: sQuarantined},
-	evStop:          {from: states(sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sImageMissing, sRefused), to: sStopping},
+	evStop:          {from: states(sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sImageMissing, sRefused, sUnplaced), to: sStopping},
 	evStopped:       {from: states(sStopping, sStarting, sReady, sUnhealthy, sRestarting), to: sStopped},
 	evImageMissing:  {from: states(sStarting, sRestarting), to: sImageMissing},
 	evConfigRefused: {from: states(sStarting, sRestarting), to: sRefused},
+	evUnschedulable: {from: states(sStarting, sRestarting), to: sUnplaced},
 }
 
 func states(s ...orchestrator.InstanceState) []orchestrator.InstanceState { return s }

@@ -19,7 +19,7 @@ func refused(m *Metrics) float64 { return float64(testutil.CollectAndCount(m.Ref
 // picture of it in docs/supervision.md: every state is reached by some event and left
 // by some event (none is a dead end but by design), and the docs show the table as it is.
 func TestLifecycle_Table(t *testing.T) {
-	all := []orchestrator.InstanceState{sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sStopping, sStopped, sImageMissing, sRefused}
+	all := []orchestrator.InstanceState{sStarting, sReady, sUnhealthy, sRestarting, sQuarantined, sStopping, sStopped, sImageMissing, sRefused, sUnplaced}
 	reached, left := map[orchestrator.InstanceState]bool{}, map[orchestrator.InstanceState]bool{}
 	for ev, st := range lifecycle {
 		if !slices.Contains(all, st.to) {
@@ -73,7 +73,7 @@ func TestLifecycle_RefusesWhatTheTableLacks(t *testing.T) {
 // of the events' declaration, for the docs and their test.
 func lifecycleTable() string {
 	var b strings.Builder
-	for _, ev := range []event{evCreate, evStart, evRestart, evAdopt, evRegister, evHealthy, evHandOut, evUnhealthy, evQuarantine, evStop, evStopped, evImageMissing, evConfigRefused} {
+	for _, ev := range []event{evCreate, evStart, evRestart, evAdopt, evRegister, evHealthy, evHandOut, evUnhealthy, evQuarantine, evStop, evStopped, evImageMissing, evConfigRefused, evUnschedulable} {
 		st := lifecycle[ev]
 		from := make([]string, len(st.from))
 		for i, f := range st.from {

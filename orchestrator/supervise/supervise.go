@@ -305,6 +305,14 @@ func (s *Supervisor) runStart(in *instance, old string) {
 		s.apply(in, evImageMissing, reason)
 		return
 	}
+	if errors.Is(err, ErrUnschedulable) {
+		// Nor is a placement no node satisfies: it changes with the nodes or the
+		// constraints, which an operator changes, and then restarts the map.
+		in.Registered = false
+		s.Log.Error("map cannot be placed", "instance", in.ID, "err", err)
+		s.apply(in, evUnschedulable, fmt.Sprintf("%v; add a node that satisfies it or change ORCH_SWARM_CONSTRAINTS, then restart the map (POST /admin/maps/%s/restart)", err, in.ID))
+		return
+	}
 	s.Log.Error("map start failed", "instance", in.ID, "err", err)
 	s.failed(in, "start failed: "+err.Error())
 }
