@@ -8,12 +8,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/mapyard/mapyard/mapserver/client"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
@@ -33,6 +35,7 @@ type fakeMap struct {
 	formats []int
 
 	mu       sync.Mutex
+	resumes  int // hellos with a resume token
 	acks     []uint64
 	inputs   []wire.InputEntry
 	commands []wire.Inbound
@@ -63,6 +66,9 @@ func (m *fakeMap) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.mu.Lock()
+	if hello.Resume != "" {
+		m.resumes++
+	}
 	m.formats = hello.Formats
 	format := m.format
 	m.mu.Unlock()
@@ -89,6 +95,12 @@ func (m *fakeMap) serve(w http.ResponseWriter, r *http.Request) {
 			m.commands = append(m.commands, in)
 			if in.Tick != 0 {
 				cl.Ack(uint32(in.Tick))
+			}
+			if in.Action == "gone" {
+				// The edge's close for a map that went away.
+				_ = ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(public.CloseMapGone, "map gone"))
+				m.mu.Unlock()
+				return
 			}
 			if in.Action == "bye" {
 				m.mu.Unlock()
@@ -341,6 +353,29 @@ func TestClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		until(t, "a snapshot on the resumed connection", func() bool { return c.Stats().Snapshots >= 1 })
+	})
+	// The edge's map-gone close: the process that knew the resume token is gone, so the
+	// client joins again at once, without a resume the new process cannot know.
+	t.Run("RejoinsAtOnceWhenTheMapIsGone", func(t *testing.T) {
+		m := newFakeMap(t, "a")
+		var rejoins atomic.Int32
+		c := dial(t, m.url(), client.Options{Resume: true, Rejoin: func(context.Context) (string, client.Hello, error) {
+			rejoins.Add(1)
+			return m.url(), client.Hello{Ticket: "good"}, nil
+		}})
+		if _, err := c.Command("test", "gone", nil); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "a rejoin", func() bool { return rejoins.Load() == 1 })
+		if _, err := c.Move(1, 0); err != nil {
+			t.Fatal(err)
+		}
+		until(t, "a snapshot on the new connection", func() bool { return c.Stats().Snapshots >= 1 })
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.resumes != 0 {
+			t.Fatalf("%d resumes tried after the map-gone close, want none", m.resumes)
+		}
 	})
 	t.Run("TracksAMoveOnItsSocket", func(t *testing.T) {
 		m := newFakeMap(t, "a")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
 
@@ -145,8 +146,13 @@ func (c *Client) comeBack(ws *websocket.Conn, cause error) (string, error) {
 		return MoveResume, nil
 	}
 	deadline := time.Now().Add(DefaultRejoinFor)
-	err := c.resume(ws, cause)
-	for err != nil && time.Now().Before(deadline) && !c.closing.Load() {
+	var err error = errMapGone
+	if !websocket.IsCloseError(cause, public.CloseMapGone) {
+		// The edge's map-gone close says the process that knew the resume token is
+		// gone: the page joins again at once, and so does this client.
+		err = c.resume(ws, cause)
+	}
+	for err != nil && err != errMapGone && time.Now().Before(deadline) && !c.closing.Load() {
 		var refused *ServerError
 		if errors.As(err, &refused) {
 			break // the map refused the token: the character is not coming back this way
@@ -166,6 +172,9 @@ func (c *Client) comeBack(ws *websocket.Conn, cause error) (string, error) {
 	}
 	return "", err
 }
+
+// errMapGone is why a client closed with the map-gone close does not resume.
+var errMapGone = errors.New("the map is gone (close 4001): joining again")
 
 // rejoin joins anew through Options.Rejoin and swaps the connection once welcomed.
 func (c *Client) rejoin() error {
