@@ -32,6 +32,10 @@ const callerKey = "mapyard.caller"
 // containers of one instance speak during a live upgrade.
 const generationKey = "mapyard.generation"
 
+// ownerKey is where requireMap leaves the id the calling container's credential was
+// minted for: its instance, or the pool id of a warm-pool container since handed one.
+const ownerKey = "mapyard.owner"
+
 // requireMap is the middleware of the map-facing routes: the request must carry a map
 // credential minted by this orchestrator's root (401 otherwise) for a container that is
 // still current (403 otherwise). The instance it runs is the caller every handler checks
@@ -53,6 +57,7 @@ func (s *Server) requireMap(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Set(callerKey, instance)
 		c.Set(generationKey, id.Generation)
+		c.Set(ownerKey, id.InstanceID)
 		return next(c)
 	}
 }

@@ -23,6 +23,34 @@ func (onlyCurrent) InstanceOf(id keys.Identity) (string, bool) {
 
 func (onlyCurrent) Adopted() bool { return true }
 
+// handedOut is onlyCurrent where the warm-pool container pool-aa was handed frontier-1.
+type handedOut struct{ onlyCurrent }
+
+func (h handedOut) InstanceOf(id keys.Identity) (string, bool) {
+	if id.InstanceID == "pool-aa" {
+		return "frontier-1", id.Generation == "t1"
+	}
+	return h.onlyCurrent.InstanceOf(id)
+}
+
+// TestMapCredentials_HandedOutPoolBeat: a warm-pool container handed an instance may
+// beat once more under its pool id before it takes the instance's name; that beat is
+// answered registered, not refused, and it still acts for no other instance.
+func TestMapCredentials_HandedOutPoolBeat(t *testing.T) {
+	s, _ := MustOpenServer(t, func(s *httpapi.Server) { s.Callers = handedOut{} })
+	cred := as(t, "pool-aa")
+	var a mapcontract.HeartbeatAnswer
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathMapHeartbeat, cred, mapcontract.Heartbeat{InstanceID: "pool-aa"}, http.StatusOK, &a)
+	if !a.Registered {
+		t.Fatalf("the pool id's last beat: %+v, want registered", a)
+	}
+	var e httpkit.ErrorResponse
+	testutil.PostJSON(t, s.ControlURL()+mapcontract.PathMapHeartbeat, cred, mapcontract.Heartbeat{InstanceID: "default-1"}, http.StatusForbidden, &e)
+	if e.Error.Code != apierr.EFORBIDDEN {
+		t.Fatalf("a beat for another instance: %+v", e.Error)
+	}
+}
+
 // TestMapCredentials checks the control listener's map routes: each demands a map
 // credential of this orchestrator for a current container, and acts only for the
 // instance that credential names.

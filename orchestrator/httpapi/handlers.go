@@ -52,6 +52,12 @@ func (s *Server) handleHeartbeat(c echo.Context) error {
 		return err
 	}
 	if err := actFor(c, h.InstanceID); err != nil {
+		if owner, _ := c.Get(ownerKey).(string); owner == h.InstanceID && mapgen.IsPoolID(owner) {
+			// A warm-pool container just handed an instance beats once more under its
+			// pool id before it takes the instance's name: it is registered, as the
+			// instance's map, and its next beat names the instance.
+			return c.JSON(http.StatusOK, mapcontract.HeartbeatAnswer{Registered: true})
+		}
 		return err
 	}
 	gen, _ := c.Get(generationKey).(string)
