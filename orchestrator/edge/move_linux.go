@@ -96,8 +96,6 @@ func (ep *epollEngine) movedAnswer(st *linkStream, answer []byte, now int64) {
 	mv := st.move
 	if !bytes.HasPrefix(answer, []byte("HTTP/1.1 101 ")) {
 		st.lk.p.Log.Warn("the next container refused a moved player", "instance", st.instance)
-		delete(st.lk.streams, st.id)
-		ep.record(st.lk, edgelink.KindClose, st.id, nil)
 		ep.moveFailed(st, now)
 		return
 	}
@@ -107,9 +105,14 @@ func (ep *epollEngine) movedAnswer(st *linkStream, answer []byte, now int64) {
 	st.lk.p.Metrics.moved(true, time.Duration(now-mv.started))
 }
 
-// moveFailed ends a move that cannot be made: the client gets the map-gone close (the
-// map's bytes stopped on a frame boundary) and joins again.
+// moveFailed ends a move that cannot be made: a stream opened on the next container is
+// closed there, and the client gets the map-gone close (the map's bytes stopped on a
+// frame boundary) and joins again.
 func (ep *epollEngine) moveFailed(st *linkStream, now int64) {
+	if st.lk.streams[st.id] == st {
+		delete(st.lk.streams, st.id)
+		ep.record(st.lk, edgelink.KindClose, st.id, nil)
+	}
 	st.move = nil
 	st.lk.p.Metrics.moved(false, 0)
 	ep.mapEndedStream(st, now)
@@ -139,12 +142,6 @@ func (ep *epollEngine) moveTimeouts(st *linkStream, now int64) bool {
 	if st.move == nil || now-st.move.started < int64(moveDeadline) {
 		return false
 	}
-	if st.answered || st.id == 0 {
-		ep.moveFailed(st, now)
-		return true
-	}
-	delete(st.lk.streams, st.id)
-	ep.record(st.lk, edgelink.KindClose, st.id, nil)
 	ep.moveFailed(st, now)
 	return true
 }

@@ -371,8 +371,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 		return err
 	}
 	s.mu.Lock()
-	spec := Spec{InstanceID: in.ID, MapID: in.MapID, Image: image, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
-		Env: append(append(append(append([]string(nil), s.Env...), in.env...), creds...), mapcontract.EnvInstanceID+"="+in.ID, mapcontract.EnvMapID+"="+in.MapID)}
+	spec := s.instanceSpec(in, image, ident, creds)
 	// The new container may register before Start returns: its credential is current
 	// from now on, and the old container's (stopped above) no longer is.
 	in.ident = ident
@@ -389,6 +388,16 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 	s.mu.Unlock()
 	s.Log.Info("map container started", "instance", in.ID, "map", in.MapID, "image", image, "container", shortID(c.ID), "tookMs", ms(s.Now().Sub(start)))
 	return nil
+}
+
+// instanceSpec is the Spec of a container created for in, running image with the
+// credentials creds minted for ident: the host's map environment, the instance's own
+// (fault injection in tests), the credentials and the instance's names. The caller
+// holds s.mu.
+func (s *Supervisor) instanceSpec(in *instance, image string, ident keys.Identity, creds []string) Spec {
+	env := append(append(append([]string(nil), s.Env...), in.env...), creds...)
+	env = append(env, mapcontract.EnvInstanceID+"="+in.ID, mapcontract.EnvMapID+"="+in.MapID)
+	return Spec{InstanceID: in.ID, MapID: in.MapID, Image: image, Generation: ident.Generation, KeyID: s.Credentials.KeyID(), Env: env}
 }
 
 // failed handles a map that crashed, turned unhealthy or could not start: it is

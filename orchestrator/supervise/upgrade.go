@@ -86,8 +86,8 @@ func (s *Supervisor) Upgrade(ctx context.Context, instanceID, image string) (orc
 	ident, creds, err := s.mint(in.ID)
 	if err == nil {
 		s.mu.Lock()
-		spec := Spec{InstanceID: in.ID, MapID: in.MapID, Image: image, Successor: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
-			Env: append(append(append(append([]string(nil), s.Env...), in.env...), creds...), mapcontract.EnvInstanceID+"="+in.ID, mapcontract.EnvMapID+"="+in.MapID)}
+		spec := s.instanceSpec(in, image, ident, creds)
+		spec.Successor = true
 		u.next.ident = ident
 		s.mu.Unlock()
 		var c Container

@@ -373,6 +373,11 @@ class Game {
       if (c.state === 'playing' || c.state === 'hello') { c.state = 'closed'; c.conn.close(1001, 'map stopping'); }
     }
     await Promise.all([...this.players.values()].map((p) => this.release(p, deadline)));
+    // Let the close frames go out before the process exits: a socket closed by the
+    // exit with input still unread is reset, and a reset can lose the close frame.
+    while ([...this.conns].some((c) => !c.conn.ended) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
 }
 
