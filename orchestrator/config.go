@@ -94,6 +94,7 @@ type Config struct {
 
 	Runtime          string   `env:"ORCH_RUNTIME" envDefault:"docker" help:"what runs maps: docker (containers on this engine) or swarm (a one-replica Swarm service each; the engine must be a Swarm manager; see docs/scale-out.md)"`
 	SwarmNetwork     string   `env:"ORCH_SWARM_NETWORK" envDefault:"mapyard-maps" help:"with ORCH_RUNTIME=swarm: attachable overlay network of map services (created if missing)"`
+	SwarmSelf        string   `env:"ORCH_SWARM_SELF" envDefault:"mapyard_orchestrator" help:"with ORCH_RUNTIME=swarm: the orchestrator's DNS name on the maps' overlay network, which maps dial for the control RPC (its service name in compose/stack.yaml)"`
 	SwarmConstraints []string `env:"ORCH_SWARM_CONSTRAINTS" envSeparator:"," help:"with ORCH_RUNTIME=swarm: comma-separated Swarm placement constraints of every map service (e.g. node.labels.mapyard.maps==true); empty = any node"`
 
 	MapNetwork     string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
@@ -186,6 +187,9 @@ func (c *Config) Validate() error {
 	if !record.ValidName(c.SwarmNetwork) {
 		return fmt.Errorf("ORCH_SWARM_NETWORK=%q: must be %s", c.SwarmNetwork, record.IDRule)
 	}
+	if !validHostname(c.SwarmSelf) {
+		return fmt.Errorf("ORCH_SWARM_SELF=%q: must be a DNS name (letters, digits, '-', '_' and '.')", c.SwarmSelf)
+	}
 	for _, expr := range c.SwarmConstraints {
 		if !strings.Contains(expr, "==") && !strings.Contains(expr, "!=") {
 			return fmt.Errorf("ORCH_SWARM_CONSTRAINTS: %q is not a constraint (attribute==value or attribute!=value)", expr)
@@ -216,4 +220,23 @@ func (c *Config) MapNanoCPUs() (int64, error) {
 		return 0, fmt.Errorf("ORCH_MAP_CPUS=%q: must be a number of cores between 0.01 and 1024", c.MapCPUs)
 	}
 	return int64(cpus * 1e9), nil
+}
+
+// validHostname reports whether s can name a host in a URL: DNS labels of letters,
+// digits, '-' and '_' (Swarm's service names have underscores), joined by dots.
+func validHostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -68,6 +68,9 @@ func TestConfig_Validate(t *testing.T) {
 		{"ORCH_MAX_GUESTS=-1", "ORCH_MAX_GUESTS"},
 		{"ORCH_MAP_IMAGE=mapyard/map latest", "ORCH_MAP_IMAGE"},
 		{"ORCH_MAP_IMAGES=mapyard/map:latest,studio game:1", "ORCH_MAP_IMAGES"},
+		{"ORCH_RUNTIME=nomad", "ORCH_RUNTIME"},
+		{"ORCH_SWARM_SELF=http://orchestrator", "ORCH_SWARM_SELF"},
+		{"ORCH_SWARM_SELF=a..b", "ORCH_SWARM_SELF"},
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			var c orchestrator.Config

@@ -27,7 +27,7 @@ type Config struct {
 	HandoverSpreadMS int    `env:"EDGE_HANDOVER_SPREAD_MS" envDefault:"1000" help:"once a new edge took over, the old one closes its players' WebSockets evenly over this long (each resumes through the new edge at once), so that their resumes do not all arrive together"`
 	Procs            int    `env:"EDGE_PROCS" envDefault:"2" help:"threads running the edge's Go code at once (GOMAXPROCS); with 2 or more the epoll engine waits in epoll_wait on a thread of its own (one wait per wake-up instead of two) and the rest of the edge runs on the other; 1 parks the epoll engine in Go's poller instead"`
 	Engine           string `env:"EDGE_ENGINE" envDefault:"epoll" help:"how WebSocket bytes are copied after the upgrade: epoll (one goroutine copies for every connection, waiting on one epoll set; Linux) or goroutine (two goroutines per connection; the fallback elsewhere). loop, the epoll engine's former name, is still read as epoll, with a warning at start"`
-	MapDial          string `env:"EDGE_MAP_DIAL" envDefault:"network" help:"how the edge reaches a map: network (the map container's own address on the map network, falling back to loopback for good if that cannot be dialled, e.g. under rootless Docker) or loopback (the game port published on 127.0.0.1, through Docker's userland proxy)"`
+	MapDial          string `env:"EDGE_MAP_DIAL" envDefault:"network" help:"how the edge reaches a map: network (the map container's own address on the map network, falling back to loopback for good if that cannot be dialled, e.g. under rootless Docker), loopback (the game port published on 127.0.0.1, through Docker's userland proxy) or overlay (ORCH_RUNTIME=swarm: the map's address on the maps' overlay network only; the edge runs on that network, see compose/stack.yaml)"`
 	MapLink          string `env:"EDGE_MAP_LINK" envDefault:"on" help:"on: the players forwarded to a map share one connection to it (a link; with the epoll engine, and maps that serve one: others get a connection per player); off: a connection per player"`
 	LinkBatchMS      int    `env:"EDGE_LINK_BATCH_MS" envDefault:"1" help:"while players' messages to and from maps arrive faster than this, the epoll engine handles them once per this many ms, so that one wake-up and one write to a link carry many players' messages (the cost a host pays per message); 0 handles every wake-up at once"`
 	LogLevel         string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
@@ -82,8 +82,10 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)
 		}
 	}
-	if c.MapDial != "" && c.MapDial != MapDialNetwork && c.MapDial != MapDialLoopback {
-		return fmt.Errorf("EDGE_MAP_DIAL=%q: must be network or loopback", c.MapDial)
+	switch c.MapDial {
+	case "", MapDialNetwork, MapDialLoopback, MapDialOverlay:
+	default:
+		return fmt.Errorf("EDGE_MAP_DIAL=%q: must be network, loopback or overlay", c.MapDial)
 	}
 	if c.MapLink != "" && c.MapLink != "on" && c.MapLink != "off" {
 		return fmt.Errorf("EDGE_MAP_LINK=%q: must be on or off", c.MapLink)

@@ -66,9 +66,12 @@ const (
 // container's own address on the map network. Traffic to a published port crosses
 // Docker's userland proxy, a process that copies every byte once more: under a crowd
 // it costs as much CPU as the map itself. The map network's address has no such hop.
+// On Swarm (MapDialOverlay) a map publishes nothing: the edge, a container on the
+// maps' overlay network, reaches it there or not at all.
 const (
 	MapDialNetwork  = "network"
 	MapDialLoopback = "loopback"
+	MapDialOverlay  = "overlay"
 )
 
 // Edge serves the public listener and the loopback metrics listener. Set the fields (New
@@ -104,6 +107,8 @@ type Edge struct {
 	// dialNetwork says whether maps are dialled on their map network address first
 	// (EDGE_MAP_DIAL=network), until such a dial fails where the loopback port works.
 	dialNetwork atomic.Bool
+	// overlayOnly: maps are reached on their network address alone (EDGE_MAP_DIAL=overlay).
+	overlayOnly bool
 
 	source  RouteSource // nil with static routes
 	page    *Page
@@ -144,6 +149,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.Proxy.LinkBatch = envconf.Ms(cfg.LinkBatchMS)
 	e.Proxy.MoveTo = e.moveTo
 	e.dialNetwork.Store(cfg.MapDial != MapDialLoopback)
+	e.overlayOnly = cfg.MapDial == MapDialOverlay
 	e.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	e.Proxy.Metrics = NewMetrics(e.Registry)
 	e.JoinLimit = newLimiter(cfg.JoinRatePerMin, cfg.JoinRateBurst, cfg.RateLimitClients)
@@ -378,6 +384,9 @@ func (e *Edge) moveTo(instanceID, generation string) (string, error) {
 			if rt.GameAddr != "" && e.dialNetwork.Load() {
 				return rt.GameAddr, nil
 			}
+			if e.overlayOnly {
+				return "", fmt.Errorf("the route of %q has no map network address", instanceID)
+			}
 			return net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.GamePort)), nil
 		case time.Now().After(deadline):
 			return "", fmt.Errorf("the route table shows no open container of generation %q of %q within %s", generation, instanceID, edgelink.MoveWait)
@@ -428,6 +437,13 @@ func (e *Edge) handleMapWS(c echo.Context) error {
 	case rt.GamePort == 0:
 		e.Proxy.Metrics.refused("not_ready")
 		return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q has no game port yet", id)
+	}
+	if e.overlayOnly {
+		if rt.GameAddr == "" {
+			e.Proxy.Metrics.refused("not_ready")
+			return apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q has no map network address yet", id)
+		}
+		return e.Proxy.Forward(c.Response(), c.Request(), id, rt.GameAddr)
 	}
 	loopback := net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.GamePort))
 	if rt.GameAddr == "" || !e.dialNetwork.Load() {

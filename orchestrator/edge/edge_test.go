@@ -309,6 +309,50 @@ mapyard_edge_ws_refused_total{reason="map_unreachable"} 1
 	}
 }
 
+// TestEdge_OverlayOnly checks EDGE_MAP_DIAL=overlay (Swarm, where a map publishes no
+// port): a map is reached at its network address, an address that cannot be dialled
+// is the player's refusal, never a detour through a loopback port, and a route without
+// an address is refused as not ready.
+func TestEdge_OverlayOnly(t *testing.T) {
+	network, loopback := namedBackend(t, "network"), namedBackend(t, "loopback")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := ln.Addr().String()
+	ln.Close()
+	up := ready("up-1", portOf(t, loopback))
+	up.GameAddr = strings.TrimPrefix(network.URL, "http://")
+	gone := ready("gone-1", portOf(t, loopback))
+	gone.GameAddr = refusing
+	bare := ready("bare-1", portOf(t, loopback))
+	e := MustOpenEdge(t, newFakeOrch(t, up, gone, bare).URL, func(c *edge.Config) { c.MapDial = edge.MapDialOverlay })
+	for range 2 {
+		c, seen := dialEcho(t, wsURL(e, "up-1"), nil)
+		if seen["name"] != "network" {
+			t.Fatalf("the edge reached the %q listener, want the map's network address", seen["name"])
+		}
+		echoOnce(t, c, "hello")
+	}
+	for _, id := range []string{"gone-1", "bare-1", "up-1"} {
+		c, resp, err := websocket.DefaultDialer.Dial(wsURL(e, id), nil)
+		if id == "up-1" {
+			if err != nil {
+				t.Fatalf("up-1 after the refusals: %v", err)
+			}
+			c.Close()
+			continue
+		}
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s: connected, want a refusal without the loopback port", id)
+		}
+		if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("%s: %v (%+v), want 503", id, err, resp)
+		}
+	}
+}
+
 func TestEdge_Refusals(t *testing.T) {
 	// A port that was open and is now closed: a ready map whose server died.
 	dead := httptest.NewServer(http.NotFoundHandler())

@@ -140,7 +140,7 @@ func (s *Supervisor) adopt(ctx context.Context) error {
 func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance, orphan, drop bool) {
 	poolID := c.InstanceID
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	h, err := s.RPC.Health(pctx, controlURL(c.Ports.Control), s.orchCredential(c.Identity))
+	h, err := s.RPC.Health(pctx, c.Ports.ControlURL(), s.orchCredential(c.Identity))
 	cancel()
 	if err != nil {
 		s.Log.Info("pool container does not answer; removing", "pool", poolID, "err", err)
@@ -188,7 +188,7 @@ func (s *Supervisor) probeAdopted(ctx context.Context, in *instance) {
 		err = fmt.Errorf("the runtime reports no published ports (%+v)", ports)
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = s.RPC.Health(pctx, controlURL(ports.Control), cred)
+		_, err = s.RPC.Health(pctx, ports.ControlURL(), cred)
 		cancel()
 	}
 	s.mu.Lock()

@@ -215,7 +215,7 @@ func (f *fakeRuntime) Assign(_ context.Context, id, instanceID string) error {
 // byControlURL finds the running container whose control port url names.
 func (f *fakeRuntime) byControlURL(url string) *fakeContainer {
 	for _, c := range f.containers {
-		if c.Running && url == controlURL(c.Ports.Control) {
+		if c.Running && url == c.Ports.ControlURL() {
 			return c
 		}
 	}

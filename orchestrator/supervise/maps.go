@@ -40,7 +40,7 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 	if err != nil {
 		return fmt.Errorf("map-ready %q: %w", r.InstanceID, err)
 	}
-	if err := s.RPC.StartInstance(ctx, controlURL(ports.Control), cred, start); err != nil {
+	if err := s.RPC.StartInstance(ctx, ports.ControlURL(), cred, start); err != nil {
 		if code := apierr.Code(err); code == apierr.EMAPCONFIGREFUSED || code == apierr.EBADREQUEST {
 			s.refused(in, cid, apierr.Message(err))
 		}

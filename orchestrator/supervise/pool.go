@@ -270,7 +270,7 @@ func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) e
 	in.ContainerID, in.ports, in.ident, in.pooled = m.containerID, m.ports, m.ident, true
 	in.GamePort, in.ControlPort, in.GameAddr = m.ports.Game, m.ports.Control, m.ports.GameAddr
 	s.mu.Unlock()
-	if err := s.RPC.StartInstance(ctx, controlURL(m.ports.Control), s.orchCredential(m.ident), req); err != nil {
+	if err := s.RPC.StartInstance(ctx, m.ports.ControlURL(), s.orchCredential(m.ident), req); err != nil {
 		return fmt.Errorf("start-instance on pool container %s: %w", m.id, err)
 	}
 	s.mu.Lock()

@@ -70,7 +70,7 @@ type round struct {
 // A probe is one ready map's /health to ask.
 type probe struct {
 	id, container, cred string
-	port                int
+	url                 string // the map's control listener
 }
 
 // A timeRule is one rule of a probe round: the states it looks at, and what it does,
@@ -125,7 +125,7 @@ func (s *Supervisor) dueProbe(in *instance, now time.Time, r *round) bool {
 	if in.ControlPort == 0 || now.Sub(in.Since) < s.ProbeGrace {
 		return false
 	}
-	r.probes = append(r.probes, probe{in.ID, in.ContainerID, s.orchCredential(in.ident), in.ControlPort})
+	r.probes = append(r.probes, probe{in.ID, in.ContainerID, s.orchCredential(in.ident), in.ports.ControlURL()})
 	return true
 }
 
@@ -201,7 +201,7 @@ func (s *Supervisor) runProbes(ctx context.Context, probes []probe) {
 		go func() {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, timeout)
-			_, err := s.RPC.Health(pctx, controlURL(p.port), p.cred)
+			_, err := s.RPC.Health(pctx, p.url, p.cred)
 			cancel()
 			if ctx.Err() != nil {
 				return

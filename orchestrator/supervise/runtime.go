@@ -3,6 +3,8 @@ package supervise
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/mapyard/mapyard/orchestrator/keys"
@@ -100,18 +102,31 @@ type Container struct {
 	KeyID    string
 	Running  bool
 	Exit     Exit  // how it ended, when not running
-	Ports    Ports // published on 127.0.0.1, when running
+	Ports    Ports // where its listeners are reached, when running
 }
 
-// Ports are a map container's published host ports on 127.0.0.1, and its game
-// listener's address on the map network.
+// Ports are where a map container's game and control listeners are reached: on one
+// engine, ports published on 127.0.0.1 (Host empty), and its game listener's address on
+// the map network; on Swarm, the container's own address on the overlay network (Host)
+// and the container's own ports, published nowhere.
 type Ports struct {
+	// Host is the address Game and Control are reached at; empty means 127.0.0.1.
+	Host    string
 	Game    int
 	Control int
 	// GameAddr is the game listener on the container's own address on the map network
 	// (host:port), which the host reaches directly: the edge's path to the map, without
 	// the userland proxy behind a published port. Empty when unknown.
 	GameAddr string
+}
+
+// ControlURL is the base URL of the map's control listener.
+func (p Ports) ControlURL() string {
+	host := p.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(p.Control))
 }
 
 // Exit is how a container ended.

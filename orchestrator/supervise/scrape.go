@@ -18,5 +18,5 @@ func (s *Supervisor) ControlTarget(instanceID string) (url, credential string, e
 	if in.ControlPort == 0 {
 		return "", "", apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q has no running container (%s)", instanceID, in.State)
 	}
-	return controlURL(in.ControlPort), s.orchCredential(in.ident), nil
+	return in.ports.ControlURL(), s.orchCredential(in.ident), nil
 }

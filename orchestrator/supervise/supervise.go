@@ -429,9 +429,6 @@ func (s *Supervisor) unhealthy(in *instance, reason string) {
 	s.failed(in, reason)
 }
 
-// controlURL is the base URL of a map's control listener published on loopback.
-func controlURL(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
-
 func shortID(id string) string {
 	if len(id) > 12 {
 		return id[:12]

@@ -204,7 +204,7 @@ func (s *Supervisor) successorReady(ctx context.Context, in *instance, u *upgrad
 	if err != nil {
 		return err
 	}
-	if err := s.RPC.StartInstance(ctx, controlURL(next.ports.Control), s.orchCredential(next.ident), start); err != nil {
+	if err := s.RPC.StartInstance(ctx, next.ports.ControlURL(), s.orchCredential(next.ident), start); err != nil {
 		if code := apierr.Code(err); code == apierr.EMAPCONFIGREFUSED || code == apierr.EBADREQUEST {
 			s.mu.Lock()
 			s.failUpgrade(u, fmt.Errorf("the next container refused the config: %s", apierr.Message(err)))
@@ -282,9 +282,9 @@ func (s *Supervisor) runUpgrade(in *instance, u *upgrade) {
 
 	// The handoff; a map that does not serve it is stopped (its players rejoin).
 	hctx, cancel := context.WithTimeout(s.ctx, handoffTimeout)
-	ans, err := s.RPC.Handoff(hctx, controlURL(prev.ports.Control), s.orchCredential(prev.ident), mapcontract.Handoff{Generation: gen})
+	ans, err := s.RPC.Handoff(hctx, prev.ports.ControlURL(), s.orchCredential(prev.ident), mapcontract.Handoff{Generation: gen})
 	if err == nil && ans.Remaining > 0 {
-		ans, err = s.RPC.Handoff(hctx, controlURL(prev.ports.Control), s.orchCredential(prev.ident), mapcontract.Handoff{Generation: gen})
+		ans, err = s.RPC.Handoff(hctx, prev.ports.ControlURL(), s.orchCredential(prev.ident), mapcontract.Handoff{Generation: gen})
 	}
 	cancel()
 	s.mu.Lock()

@@ -2,8 +2,10 @@ package swarm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
@@ -11,11 +13,6 @@ import (
 
 	"github.com/mapyard/mapyard/orchestrator/docker"
 )
-
-// GatewayBridge is the bridge network through which a Swarm task's container reaches
-// its own node (and the outside): every node has one, which Docker creates with the
-// first overlay task unless the host created it first.
-const GatewayBridge = "docker_gwbridge"
 
 // NetworkAPI is the part of *client.Client EnsureNetwork uses.
 type NetworkAPI interface {
@@ -27,16 +24,15 @@ type NetworkAPI interface {
 // Network is the maps' network as EnsureNetwork leaves it.
 type Network struct {
 	ID string
-	// Gateway is the IPv4 gateway of this node's docker_gwbridge: where maps on this
-	// node reach the orchestrator.
-	Gateway string
+	// Subnets are the network's address ranges: where the orchestrator finds its own
+	// address on it (SelfAddress).
+	Subnets []netip.Prefix
 }
 
 // EnsureNetwork checks that the engine is a Swarm manager and returns the overlay
 // network name for maps, creating it (attachable, labelled as mapyard's) if it does
-// not exist, with the gateway through which this node's maps reach the orchestrator.
-// docker_gwbridge is created as Docker would (inter-container traffic off) when the
-// node has none yet, so the gateway is known before the first map starts.
+// not exist. compose/stack.yaml creates it before the orchestrator starts, so that the
+// orchestrator and the edge run on it.
 func EnsureNetwork(ctx context.Context, api NetworkAPI, name string) (Network, error) {
 	info, err := api.Info(ctx)
 	if err != nil {
@@ -66,35 +62,42 @@ func EnsureNetwork(ctx context.Context, api NetworkAPI, name string) (Network, e
 	if nw.Driver != "overlay" {
 		return Network{}, fmt.Errorf("network %q is a %s network, not an overlay; set ORCH_SWARM_NETWORK to another name", name, nw.Driver)
 	}
-	gw, err := gateway(ctx, api)
-	if err != nil {
-		return Network{}, err
+	out := Network{ID: nw.ID}
+	for _, c := range nw.IPAM.Config {
+		if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+			out.Subnets = append(out.Subnets, p)
+		}
 	}
-	return Network{ID: nw.ID, Gateway: gw}, nil
+	return out, nil
 }
 
-// gateway returns docker_gwbridge's IPv4 gateway, creating the network first if this
-// node has none.
-func gateway(ctx context.Context, api NetworkAPI) (string, error) {
-	nw, err := api.NetworkInspect(ctx, GatewayBridge, network.InspectOptions{})
-	if errdefs.IsNotFound(err) {
-		_, err = api.NetworkCreate(ctx, GatewayBridge, network.CreateOptions{Driver: "bridge", Options: map[string]string{
-			"com.docker.network.bridge.name":                 GatewayBridge,
-			docker.OptionICC:                                 "false",
-			"com.docker.network.bridge.enable_ip_masquerade": "true",
-		}})
-		if err != nil && !errdefs.IsConflict(err) {
-			return "", fmt.Errorf("create network %s: %w", GatewayBridge, err)
-		}
-		nw, err = api.NetworkInspect(ctx, GatewayBridge, network.InspectOptions{})
-	}
+// SelfAddress is this process's own address on network n: the orchestrator, a
+// container on the maps' overlay network, binds its control listener there for maps
+// and the edge. An orchestrator outside the network (on the host, say) cannot reach
+// maps, which publish no port, and is refused with what to do instead.
+func SelfAddress(n Network, name string) (string, error) {
+	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return "", fmt.Errorf("inspect network %s: %w", GatewayBridge, err)
+		return "", fmt.Errorf("interface addresses: %w", err)
 	}
-	for _, c := range nw.IPAM.Config {
-		if ip := net.ParseIP(c.Gateway); ip != nil && ip.To4() != nil {
-			return c.Gateway, nil
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipn.IP)
+		if !ok {
+			continue
+		}
+		for _, p := range n.Subnets {
+			if p.Contains(ip.Unmap()) {
+				return ip.Unmap().String(), nil
+			}
 		}
 	}
-	return "", fmt.Errorf("network %s has no IPv4 gateway", GatewayBridge)
+	return "", fmt.Errorf("%w: this process has no address on overlay network %q (subnets %v); run the orchestrator as a container on it, as compose/stack.yaml does", ErrNotOnNetwork, name, n.Subnets)
 }
+
+// ErrNotOnNetwork is why an orchestrator outside the maps' overlay network does not
+// start with ORCH_RUNTIME=swarm.
+var ErrNotOnNetwork = errors.New("the orchestrator is not on the maps' overlay network")

@@ -10,12 +10,12 @@
 // instance a service runs is its LabelRuns label, which Assign updates in place (a
 // change to a service's labels does not touch its task).
 //
-// Networking, as a first step: every map service is attached to an attachable overlay
-// network, and publishes its game and control ports in host mode on the node that runs
-// its task, on ephemeral ports that Swarm reports in the task's status. The
-// orchestrator and the edge reach those ports at 127.0.0.1 when they run on that node
-// (a one-node Swarm); maps reach the orchestrator at the node's docker_gwbridge gateway.
-// See docs/scale-out.md for what this gives and what remains.
+// Networking: every map service is attached to one attachable overlay network and
+// publishes no port on any host (endpoint mode dnsrr: no virtual IP either). The
+// orchestrator and the edge run as containers on the same overlay (compose/stack.yaml)
+// and reach a map at its task's address there, on the map's own ports; maps reach the
+// orchestrator by its name on the overlay (ORCH_SWARM_SELF). docs/scale-out.md says
+// what isolation that gives and what it does not.
 package swarm
 
 import (
@@ -24,6 +24,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,7 +71,6 @@ type API interface {
 type Template struct {
 	Deployment string // value of the io.mapyard.deployment label
 	Network    string // the overlay network of maps (EnsureNetwork)
-	Gateway    string // docker_gwbridge's gateway: where maps reach the orchestrator
 	MemoryMB   int
 	NanoCPUs   int64
 	PidsLimit  int64
@@ -101,7 +103,7 @@ func NewRuntime(api API, t Template) *Runtime {
 }
 
 // Start creates the service of spec and waits until its task runs, then reads back
-// the ports Swarm published for it. A task the node rejects for want of its image is
+// its task's address on the overlay network. A task the node rejects for want of its image is
 // supervise.ErrImageMissing; a task no node can take is supervise.ErrUnschedulable,
 // with the Swarm's reason and the constraints. On any failure the service is removed.
 func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Container, error) {
@@ -120,15 +122,16 @@ func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Con
 	}
 	c := supervise.Container{ID: created.ID, Name: name, InstanceID: spec.InstanceID, Pool: spec.Pool, Successor: spec.Successor, Image: spec.Image,
 		Identity: docker.Identity(docker.Labels(r.Template.Deployment, spec)), KeyID: spec.KeyID}
-	state(&c, task)
-	if c.Ports.Game == 0 || c.Ports.Control == 0 {
-		return supervise.Container{}, fmt.Errorf("service %q: its task runs without its published ports", name)
+	r.state(&c, task)
+	if c.Ports.Host == "" {
+		_ = r.API.ServiceRemove(context.WithoutCancel(ctx), created.ID)
+		return supervise.Container{}, fmt.Errorf("service %q: its task runs without an address on network %q", name, r.Template.Network)
 	}
 	return c, nil
 }
 
 // serviceSpec is the service of spec: one replica, no restarts, the map containers'
-// labels and hardening, its ports published in host mode.
+// labels and hardening, on the overlay network with no port published.
 func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
 	t := r.Template
 	labels := docker.Labels(t.Deployment, s)
@@ -155,7 +158,6 @@ func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
 				ReadOnly:        true,
 				CapabilityDrop:  []string{"ALL"},
 				Privileges:      &swarm.Privileges{NoNewPrivileges: true},
-				Hosts:           []string{t.Gateway + " " + docker.OrchestratorHost},
 				StopSignal:      "SIGTERM",
 				StopGracePeriod: &grace,
 			},
@@ -167,11 +169,8 @@ func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
 			Networks:      []swarm.NetworkAttachmentConfig{{Target: t.Network}},
 			LogDriver:     &swarm.Driver{Name: docker.LogDriver, Options: docker.LogOptions()},
 		},
-		Mode: swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
-		EndpointSpec: &swarm.EndpointSpec{Ports: []swarm.PortConfig{
-			{Protocol: swarm.PortConfigProtocolTCP, TargetPort: docker.MapGamePort, PublishMode: swarm.PortConfigPublishModeHost},
-			{Protocol: swarm.PortConfigProtocolTCP, TargetPort: docker.MapControlPort, PublishMode: swarm.PortConfigPublishModeHost},
-		}},
+		Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
+		EndpointSpec: &swarm.EndpointSpec{Mode: swarm.ResolutionModeDNSRR},
 	}
 }
 
@@ -227,23 +226,38 @@ func terminal(st swarm.TaskState) bool {
 	return false
 }
 
-// state fills c's Running, Exit and Ports from its service's task.
-func state(c *supervise.Container, t swarm.Task) {
+// state fills c's Running, Exit and Ports from its service's task: a running task's
+// ports are its container's own, at its address on the maps' overlay network.
+func (r *Runtime) state(c *supervise.Container, t swarm.Task) {
 	c.Running, c.Exit = t.Status.State == swarm.TaskStateRunning, supervise.Exit{Code: -1}
 	if cs := t.Status.ContainerStatus; cs != nil && terminal(t.Status.State) {
 		c.Exit.Code = cs.ExitCode
 	}
-	if !c.Running || t.Status.PortStatus.Ports == nil {
+	if !c.Running {
 		return
 	}
-	for _, p := range t.Status.PortStatus.Ports {
-		switch p.TargetPort {
-		case docker.MapGamePort:
-			c.Ports.Game = int(p.PublishedPort)
-		case docker.MapControlPort:
-			c.Ports.Control = int(p.PublishedPort)
+	ip := taskAddress(t, r.Template.Network)
+	if ip == "" {
+		return
+	}
+	c.Ports = supervise.Ports{Host: ip, Game: docker.MapGamePort, Control: docker.MapControlPort,
+		GameAddr: net.JoinHostPort(ip, strconv.Itoa(docker.MapGamePort))}
+}
+
+// taskAddress is task t's IP address on the network named (or with the id) network,
+// or "" when it has none yet.
+func taskAddress(t swarm.Task, network string) string {
+	for _, a := range t.NetworksAttachments {
+		if a.Network.Spec.Annotations.Name != network && a.Network.ID != network {
+			continue
+		}
+		for _, cidr := range a.Addresses {
+			if p, err := netip.ParsePrefix(cidr); err == nil {
+				return p.Addr().String()
+			}
 		}
 	}
+	return ""
 }
 
 // List returns every map service of the deployment with its task's state. The
@@ -274,7 +288,7 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 		}
 		c.Exit = supervise.Exit{Code: -1}
 		if ok {
-			state(&c, task)
+			r.state(&c, task)
 		}
 		out = append(out, c)
 	}
@@ -315,7 +329,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (sup
 		}
 		if terminal(task.Status.State) {
 			var c supervise.Container
-			state(&c, task)
+			r.state(&c, task)
 			return c.Exit, nil
 		}
 		select {

@@ -193,7 +193,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
-	m.Supervisor.Env = mapEnv(m.Environ, fmt.Sprintf("http://host.docker.internal:%d", m.HTTP.ControlPort()))
+	orchHost := docker.OrchestratorHost
+	if cfg.Runtime == "swarm" {
+		orchHost = cfg.SwarmSelf
+	}
+	m.Supervisor.Env = mapEnv(m.Environ, fmt.Sprintf("http://%s:%d", orchHost, m.HTTP.ControlPort()))
 	m.Log.Info("orchestrator listening", "version", orchestrator.Version,
 		"public", m.HTTP.PublicURL(), "control", m.HTTP.ControlURL(), "mapGateway", gateway, "db", cfg.DBPath,
 		"deployment", cfg.Deployment)
@@ -203,8 +207,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	return m.Admission.Open()
 }
 
-// runtime returns the runtime of ORCH_RUNTIME and the gateway address through which
-// maps reach the control listener.
+// runtime returns the runtime of ORCH_RUNTIME and the address through which maps reach
+// the control listener: the map network's gateway on one engine, the orchestrator's
+// own address on the maps' overlay network on Swarm.
 func (m *Main) runtime(ctx context.Context) (supervise.Runtime, string, error) {
 	cfg := &m.Config
 	nanoCPUs, _ := cfg.MapNanoCPUs() // validated by Config.Validate
@@ -213,16 +218,19 @@ func (m *Main) runtime(ctx context.Context) (supervise.Runtime, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("ORCH_RUNTIME=swarm: %w", err)
 		}
+		self, err := swarm.SelfAddress(nw, cfg.SwarmNetwork)
+		if err != nil {
+			return nil, "", fmt.Errorf("ORCH_RUNTIME=swarm: %w", err)
+		}
 		return swarm.NewRuntime(m.Docker, swarm.Template{
 			Deployment:  cfg.Deployment,
 			Network:     cfg.SwarmNetwork,
-			Gateway:     nw.Gateway,
 			MemoryMB:    cfg.MapMemoryMB,
 			NanoCPUs:    nanoCPUs,
 			PidsLimit:   int64(cfg.MapPidsLimit),
 			Constraints: cfg.SwarmConstraints,
 			StopGrace:   envconf.Ms(cfg.MapStopGraceMS),
-		}), nw.Gateway, nil
+		}), self, nil
 	}
 	mapNet, err := docker.EnsureNetwork(ctx, m.Docker, cfg.MapNetwork, cfg.Deployment)
 	if err != nil {
