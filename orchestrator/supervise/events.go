@@ -55,6 +55,10 @@ func (s *Supervisor) handleEvent(e Event) {
 	defer s.mu.Unlock()
 	switch e.Kind {
 	case EventExited:
+		if e.Reason != "" {
+			s.lost(e.ContainerID, e.Reason)
+			return
+		}
 		s.exited(e.ContainerID, e.Exit, "exit event")
 	case EventUnhealthy:
 		if in := s.byContainerLocked(e.ContainerID); in != nil && in.State == orchestrator.StateReady {
@@ -108,6 +112,28 @@ func (s *Supervisor) exited(id string, exit Exit, source string) {
 	default:
 		s.failed(in, fmt.Sprintf("container exited with code %d", code))
 	}
+}
+
+// lost handles a container that ended, or will, for a reason outside it (its node was
+// lost or drained): unless the supervisor was stopping it anyway, it is a failure, and
+// the instance restarts elsewhere under the restart policy. Even a clean exit counts:
+// the map did not choose to stop. The caller holds s.mu.
+func (s *Supervisor) lost(id, reason string) {
+	if s.poolExitedLocked(id, -1) {
+		return
+	}
+	in := s.byContainerLocked(id)
+	if in == nil {
+		return
+	}
+	in.Registered = false
+	s.Metrics.Exits.WithLabelValues("lost").Inc()
+	if in.expectExit == id || in.State == orchestrator.StateStopping {
+		s.Log.Info("map container lost while it was being stopped", "instance", in.ID, "reason", reason)
+		return
+	}
+	s.Log.Warn("map container lost", "instance", in.ID, "container", shortID(id), "reason", reason)
+	s.failed(in, reason)
 }
 
 func exitKind(code int, oom bool) string {

@@ -48,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mapyard_map_restarts_total", Help: "Restarts after a crash or failed health, by instance (operator restarts and clean stops are not counted).",
 		}, []string{"instance"}),
 		Exits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mapyard_map_exits_total", Help: "Map container exits, by kind: clean, crash or oom.",
+			Name: "mapyard_map_exits_total", Help: "Map container exits, by kind: clean, crash, oom, or lost (its Swarm node was lost or drained).",
 		}, []string{"kind"}),
 		Quarantines: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mapyard_map_quarantines_total", Help: "Times a map instance was quarantined for failing too often.",

@@ -572,3 +572,23 @@ func TestRules_UnschedulableIsNotRetried(t *testing.T) {
 	}
 	r.ready(t, "p-1")
 }
+
+// TestRules_LostContainerRestarts: a container the runtime reports lost (its Swarm node
+// down or drained) is a failure even with a clean exit code, and the map restarts on a
+// new container; the same report of a container being replaced anyway changes nothing.
+func TestRules_LostContainerRestarts(t *testing.T) {
+	r := newRig(t, nil)
+	first := r.ready(t, "d-1")
+	lost := Event{ContainerID: first.ContainerID, Kind: EventExited, Exit: Exit{Code: 0}, Reason: "its Swarm node node-2 (n2) is down"}
+	r.handleEvent(lost)
+	r.settle(t)
+	inst := r.state("d-1")
+	if inst.Restarts != 1 || inst.ContainerID == first.ContainerID || !strings.Contains(inst.Reason, "node-2") {
+		t.Fatalf("after the loss: %+v, want one restart on a new container, saying why", inst)
+	}
+	r.handleEvent(lost)
+	r.settle(t)
+	if again := r.state("d-1"); again.Restarts != 1 || again.ContainerID != inst.ContainerID {
+		t.Fatalf("a second report of the lost container: %+v", again)
+	}
+}

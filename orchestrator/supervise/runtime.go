@@ -151,4 +151,7 @@ type Event struct {
 	ContainerID string
 	Kind        EventKind
 	Exit        Exit // for EventExited
+	// Reason says why a container ended when its exit code cannot: its node was lost,
+	// or the scheduler moved it (a drained Swarm node). Empty for a plain exit.
+	Reason string
 }

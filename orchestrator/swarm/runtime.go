@@ -32,7 +32,6 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
@@ -49,12 +48,10 @@ const (
 	LabelRuns = "io.mapyard.runs"
 	// LabelSuccessor marks a live upgrade's next service of an instance until Assign.
 	LabelSuccessor = "io.mapyard.successor"
-	// labelServiceID is the label Swarm gives a task's container: its service's id.
-	labelServiceID = "com.docker.swarm.service.id"
 )
 
 // API is the part of *client.Client the runtime uses: services, their tasks, the
-// events stream, and the local engine's containers (to kill a task's container that
+// Swarm's nodes, and the local engine's containers (to kill a task's container that
 // runs on this node when its service is removed).
 type API interface {
 	ServiceCreate(ctx context.Context, service swarm.ServiceSpec, options swarm.ServiceCreateOptions) (swarm.ServiceCreateResponse, error)
@@ -64,7 +61,8 @@ type API interface {
 	ServiceList(ctx context.Context, options swarm.ServiceListOptions) ([]swarm.Service, error)
 	TaskList(ctx context.Context, options swarm.TaskListOptions) ([]swarm.Task, error)
 	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
-	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
+	NodeList(ctx context.Context, options swarm.NodeListOptions) ([]swarm.Node, error)
+	NodeInspectWithRaw(ctx context.Context, nodeID string) (swarm.Node, []byte, error)
 }
 
 // Template is what every map service of a deployment shares.
@@ -90,6 +88,8 @@ type Runtime struct {
 	Template Template
 	// Poll is how often Start, Stop and Remove look at a service's task.
 	Poll time.Duration
+	// EventPoll is how often Events looks at every task and node (DefaultEventPoll).
+	EventPoll time.Duration
 }
 
 var _ supervise.Runtime = (*Runtime)(nil)
@@ -99,7 +99,7 @@ const DefaultPoll = 50 * time.Millisecond
 
 // NewRuntime returns a Runtime creating services from t through api.
 func NewRuntime(api API, t Template) *Runtime {
-	return &Runtime{API: api, Template: t, Poll: DefaultPoll}
+	return &Runtime{API: api, Template: t, Poll: DefaultPoll, EventPoll: DefaultEventPoll}
 }
 
 // Start creates the service of spec and waits until its task runs, then reads back
@@ -332,6 +332,9 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (sup
 			r.state(&c, task)
 			return c.Exit, nil
 		}
+		if _, down := r.nodeDown(wait, task); down {
+			return unknown, nil // its node cannot report the end; the service's removal ends it there
+		}
 		select {
 		case <-wait.Done():
 			return unknown, nil
@@ -381,15 +384,6 @@ func (r *Runtime) Assign(ctx context.Context, id, instanceID string) error {
 		return fmt.Errorf("assign service %s to %q: %w", shortID(id), instanceID, err)
 	}
 	return nil
-}
-
-// Events follows the engine's events for the deployment's task containers: a die is
-// EventExited of the container's service (see docker.FollowEvents). The engine reports
-// the containers of its own node only: on a one-node Swarm, every map's.
-func (r *Runtime) Events(ctx context.Context) (<-chan supervise.Event, <-chan error) {
-	return docker.FollowEvents(ctx, r.API, r.Template.Deployment, func(m events.Message) string {
-		return m.Actor.Attributes[labelServiceID]
-	})
 }
 
 // owned inspects service id and returns it when this deployment owns it, or an error

@@ -185,3 +185,35 @@ func TestRuntime_ErrUnschedulable(t *testing.T) {
 		t.Fatalf("left behind: %+v, %v", l, err)
 	}
 }
+
+// TestRuntime_EventsOfAKilledTask: a map's task container killed, as a crash would end
+// it, is an exit of its service, with the code, from the runtime's poll of tasks.
+func TestRuntime_EventsOfAKilledTask(t *testing.T) {
+	t.Parallel()
+	rt, cli := newRuntime(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	id := "inst-" + dockertest.RandomHex(t, 4)
+	c, err := rt.Start(ctx, supervise.Spec{InstanceID: id, Image: dockertest.MapImage(), Env: mapEnv(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, errs := rt.Events(ctx)
+	tasks, err := cli.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", c.ID))})
+	if err != nil || len(tasks) != 1 || tasks[0].Status.ContainerStatus == nil {
+		t.Fatalf("tasks of the map's service: %+v, %v", tasks, err)
+	}
+	if err := cli.ContainerKill(ctx, tasks[0].Status.ContainerStatus.ContainerID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-events:
+		if e.ContainerID != c.ID || e.Kind != supervise.EventExited || e.Exit.Code != 137 || e.Reason != "" {
+			t.Fatalf("event %+v, want the exit of service %s with code 137", e, c.ID)
+		}
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit event within 10 s")
+	}
+}
