@@ -95,6 +95,7 @@ type Config struct {
 	Runtime          string   `env:"ORCH_RUNTIME" envDefault:"docker" help:"what runs maps: docker (containers on this engine) or swarm (a one-replica Swarm service each; the engine must be a Swarm manager; see docs/scale-out.md)"`
 	SwarmNetwork     string   `env:"ORCH_SWARM_NETWORK" envDefault:"mapyard-maps" help:"with ORCH_RUNTIME=swarm: attachable overlay network of map services (created if missing)"`
 	SwarmSelf        string   `env:"ORCH_SWARM_SELF" envDefault:"mapyard_orchestrator" help:"with ORCH_RUNTIME=swarm: the orchestrator's DNS name on the maps' overlay network, which maps dial for the control RPC (its service name in compose/stack.yaml)"`
+	SwarmImageConstraints []string `env:"ORCH_SWARM_IMAGE_CONSTRAINTS" envSeparator:";" help:"with ORCH_RUNTIME=swarm: more constraints for the maps of one image (so of its templates), as IMAGE=>constraint[,constraint] entries separated by ';' (e.g. studio/arena:2=>node.labels.arena==true); the image as the template names it"`
 	SwarmConstraints []string `env:"ORCH_SWARM_CONSTRAINTS" envSeparator:"," help:"with ORCH_RUNTIME=swarm: comma-separated Swarm placement constraints of every map service (e.g. node.labels.mapyard.maps==true); empty = any node"`
 
 	MapNetwork     string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
@@ -191,9 +192,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ORCH_SWARM_SELF=%q: must be a DNS name (letters, digits, '-', '_' and '.')", c.SwarmSelf)
 	}
 	for _, expr := range c.SwarmConstraints {
-		if !strings.Contains(expr, "==") && !strings.Contains(expr, "!=") {
+		if !isConstraint(expr) {
 			return fmt.Errorf("ORCH_SWARM_CONSTRAINTS: %q is not a constraint (attribute==value or attribute!=value)", expr)
 		}
+	}
+	if _, err := c.ImageConstraints(); err != nil {
+		return err
 	}
 	if !record.ValidName(c.MapNetwork) {
 		return fmt.Errorf("ORCH_MAP_NETWORK=%q: must be %s", c.MapNetwork, record.IDRule)
@@ -239,4 +243,36 @@ func validHostname(s string) bool {
 		}
 	}
 	return true
+}
+
+// ImageConstraints returns ORCH_SWARM_IMAGE_CONSTRAINTS by image.
+func (c *Config) ImageConstraints() (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, entry := range c.SwarmImageConstraints {
+		if strings.TrimSpace(entry) == "" {
+			continue
+		}
+		image, list, ok := strings.Cut(entry, "=>")
+		image = strings.TrimSpace(image)
+		if !ok || image == "" {
+			return nil, fmt.Errorf("ORCH_SWARM_IMAGE_CONSTRAINTS: %q is not IMAGE=>constraint[,constraint]", entry)
+		}
+		for _, expr := range strings.Split(list, ",") {
+			expr = strings.TrimSpace(expr)
+			if !isConstraint(expr) {
+				return nil, fmt.Errorf("ORCH_SWARM_IMAGE_CONSTRAINTS: %q (image %s) is not a constraint (attribute==value or attribute!=value)", expr, image)
+			}
+			out[image] = append(out[image], expr)
+		}
+	}
+	return out, nil
+}
+
+// isConstraint reports whether expr reads as a Swarm placement constraint.
+func isConstraint(expr string) bool {
+	a, _, ok := strings.Cut(expr, "==")
+	if !ok {
+		a, _, ok = strings.Cut(expr, "!=")
+	}
+	return ok && strings.TrimSpace(a) != ""
 }

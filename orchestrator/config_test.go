@@ -1,6 +1,7 @@
 package orchestrator_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -71,6 +72,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"ORCH_RUNTIME=nomad", "ORCH_RUNTIME"},
 		{"ORCH_SWARM_SELF=http://orchestrator", "ORCH_SWARM_SELF"},
 		{"ORCH_SWARM_SELF=a..b", "ORCH_SWARM_SELF"},
+		{"ORCH_SWARM_IMAGE_CONSTRAINTS=studio/arena:2", "ORCH_SWARM_IMAGE_CONSTRAINTS"},
+		{"ORCH_SWARM_IMAGE_CONSTRAINTS=studio/arena:2=>node.labels.arena", "ORCH_SWARM_IMAGE_CONSTRAINTS"},
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			var c orchestrator.Config
@@ -97,5 +100,21 @@ func TestConfig_MapImages(t *testing.T) {
 	}
 	if got, want := strings.Join(c.AllowedMapImages(), ","), "studio/lobby:2,studio/dungeon:7"; got != want {
 		t.Fatalf("allowed images %q, want %q", got, want)
+	}
+}
+
+// TestConfig_ImageConstraints: per-image placement reads as an operator writes it.
+func TestConfig_ImageConstraints(t *testing.T) {
+	var c orchestrator.Config
+	if err := envconf.Load(&c, []string{"ORCH_SWARM_IMAGE_CONSTRAINTS=studio/arena:2=>node.labels.arena==true, node.role!=manager; mapyard/tag:latest=>node.labels.tag==1;"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.ImageConstraints()
+	want := map[string][]string{"studio/arena:2": {"node.labels.arena==true", "node.role!=manager"}, "mapyard/tag:latest": {"node.labels.tag==1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ImageConstraints()=%v, want %v", got, want)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,6 +76,9 @@ type Template struct {
 	// Constraints are Swarm placement constraints every map service gets, such as
 	// node.labels.mapyard.maps==true.
 	Constraints []string
+	// ImageConstraints are more constraints for the services of one image (so of the
+	// templates that name it), by image as the spec names it.
+	ImageConstraints map[string][]string
 	// StopGrace is every service's stop grace period: Swarm sends SIGTERM, then
 	// SIGKILL once it has passed. A task keeps the grace of the spec it was created
 	// with, so Stop cannot change it per call.
@@ -165,13 +169,18 @@ func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
 				NanoCPUs: t.NanoCPUs, MemoryBytes: int64(t.MemoryMB) << 20, Pids: t.PidsLimit,
 			}},
 			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionNone},
-			Placement:     &swarm.Placement{Constraints: t.Constraints},
+			Placement:     &swarm.Placement{Constraints: r.constraints(s.Image)},
 			Networks:      []swarm.NetworkAttachmentConfig{{Target: t.Network}},
 			LogDriver:     &swarm.Driver{Name: docker.LogDriver, Options: docker.LogOptions()},
 		},
 		Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
 		EndpointSpec: &swarm.EndpointSpec{Mode: swarm.ResolutionModeDNSRR},
 	}
+}
+
+// constraints are the placement constraints of a service of image.
+func (r *Runtime) constraints(image string) []string {
+	return append(slices.Clone(r.Template.Constraints), r.Template.ImageConstraints[image]...)
 }
 
 // waitRunning waits until the service's task runs and returns it.
@@ -189,7 +198,7 @@ func (r *Runtime) waitRunning(ctx context.Context, id, image string) (swarm.Task
 			case strings.Contains(msg, "No such image"):
 				return swarm.Task{}, fmt.Errorf("image %q: %w: %s", image, supervise.ErrImageMissing, msg)
 			case st == swarm.TaskStatePending && strings.Contains(msg, "no suitable node"):
-				return swarm.Task{}, fmt.Errorf("%w: %s (constraints %q)", supervise.ErrUnschedulable, msg, r.Template.Constraints)
+				return swarm.Task{}, fmt.Errorf("%w: %s (constraints %q)", supervise.ErrUnschedulable, msg, r.constraints(image))
 			case terminal(st):
 				return swarm.Task{}, fmt.Errorf("task %s: %s %s", task.ID, st, msg)
 			}

@@ -217,3 +217,28 @@ func TestRuntime_EventsOfAKilledTask(t *testing.T) {
 		t.Fatal("no exit event within 10 s")
 	}
 }
+
+// TestRuntime_ImageConstraints: the constraints of one image place its maps alone; a
+// map of that image no node takes is ErrUnschedulable naming them.
+func TestRuntime_ImageConstraints(t *testing.T) {
+	t.Parallel()
+	constraint := "node.labels.mapyard-test-" + dockertest.RandomHex(t, 2) + "==true"
+	rt, cli := newRuntime(t)
+	other := "mapyard/other-image:" + dockertest.RandomHex(t, 2)
+	rt.Template.ImageConstraints = map[string][]string{dockertest.MapImage(): {constraint}, other: {"node.role==manager"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := rt.Start(ctx, supervise.Spec{InstanceID: "arena", Image: dockertest.MapImage(), Env: mapEnv("arena")})
+	if !errors.Is(err, supervise.ErrUnschedulable) || !strings.Contains(err.Error(), constraint) {
+		t.Fatalf("Start: %v, want ErrUnschedulable naming %s", err, constraint)
+	}
+	rt.Template.ImageConstraints = map[string][]string{other: {constraint}}
+	c, err := rt.Start(ctx, supervise.Spec{InstanceID: "plain", Image: dockertest.MapImage(), Env: mapEnv("plain")})
+	if err != nil {
+		t.Fatalf("a map of an image without constraints: %v", err)
+	}
+	svc, _, err := cli.ServiceInspectWithRaw(ctx, c.ID, swarm.ServiceInspectOptions{})
+	if err != nil || len(svc.Spec.TaskTemplate.Placement.Constraints) != 0 {
+		t.Fatalf("placement %+v, %v: want no constraint", svc.Spec.TaskTemplate.Placement, err)
+	}
+}

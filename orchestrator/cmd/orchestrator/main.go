@@ -218,18 +218,20 @@ func (m *Main) runtime(ctx context.Context) (supervise.Runtime, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("ORCH_RUNTIME=swarm: %w", err)
 		}
+		imageConstraints, _ := cfg.ImageConstraints() // validated by Config.Validate
 		self, err := swarm.SelfAddress(nw, cfg.SwarmNetwork)
 		if err != nil {
 			return nil, "", fmt.Errorf("ORCH_RUNTIME=swarm: %w", err)
 		}
 		return swarm.NewRuntime(m.Docker, swarm.Template{
-			Deployment:  cfg.Deployment,
-			Network:     cfg.SwarmNetwork,
-			MemoryMB:    cfg.MapMemoryMB,
-			NanoCPUs:    nanoCPUs,
-			PidsLimit:   int64(cfg.MapPidsLimit),
-			Constraints: cfg.SwarmConstraints,
-			StopGrace:   envconf.Ms(cfg.MapStopGraceMS),
+			Deployment:       cfg.Deployment,
+			Network:          cfg.SwarmNetwork,
+			MemoryMB:         cfg.MapMemoryMB,
+			NanoCPUs:         nanoCPUs,
+			PidsLimit:        int64(cfg.MapPidsLimit),
+			Constraints:      cfg.SwarmConstraints,
+			ImageConstraints: imageConstraints,
+			StopGrace:        envconf.Ms(cfg.MapStopGraceMS),
 		}), self, nil
 	}
 	mapNet, err := docker.EnsureNetwork(ctx, m.Docker, cfg.MapNetwork, cfg.Deployment)
