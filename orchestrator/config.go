@@ -92,11 +92,11 @@ type Config struct {
 	MapImage  string   `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of maps whose template or admin create names none; always allowed"`
 	MapImages []string `env:"ORCH_MAP_IMAGES" envDefault:"mapyard/map:latest,mapyard/tag:latest" envSeparator:"," help:"comma-separated images a map template or admin create may name (compared as written; ORCH_MAP_IMAGE is allowed too); any other is refused with 400 image_not_allowed"`
 
-	Runtime          string   `env:"ORCH_RUNTIME" envDefault:"docker" help:"what runs maps: docker (containers on this engine) or swarm (a one-replica Swarm service each; the engine must be a Swarm manager; see docs/scale-out.md)"`
-	SwarmNetwork     string   `env:"ORCH_SWARM_NETWORK" envDefault:"mapyard-maps" help:"with ORCH_RUNTIME=swarm: attachable overlay network of map services (created if missing)"`
-	SwarmSelf        string   `env:"ORCH_SWARM_SELF" envDefault:"mapyard_orchestrator" help:"with ORCH_RUNTIME=swarm: the orchestrator's DNS name on the maps' overlay network, which maps dial for the control RPC (its service name in compose/stack.yaml)"`
+	Runtime               string   `env:"ORCH_RUNTIME" envDefault:"docker" help:"what runs maps: docker (containers on this engine) or swarm (a one-replica Swarm service each; the engine must be a Swarm manager; see docs/scale-out.md)"`
+	SwarmNetwork          string   `env:"ORCH_SWARM_NETWORK" envDefault:"mapyard-maps" help:"with ORCH_RUNTIME=swarm: attachable overlay network of map services (created if missing)"`
+	SwarmSelf             string   `env:"ORCH_SWARM_SELF" envDefault:"mapyard_orchestrator" help:"with ORCH_RUNTIME=swarm: the orchestrator's DNS name on the maps' overlay network, which maps dial for the control RPC (its service name in compose/stack.yaml)"`
 	SwarmImageConstraints []string `env:"ORCH_SWARM_IMAGE_CONSTRAINTS" envSeparator:";" help:"with ORCH_RUNTIME=swarm: more constraints for the maps of one image (so of its templates), as IMAGE=>constraint[,constraint] entries separated by ';' (e.g. studio/arena:2=>node.labels.arena==true); the image as the template names it"`
-	SwarmConstraints []string `env:"ORCH_SWARM_CONSTRAINTS" envSeparator:"," help:"with ORCH_RUNTIME=swarm: comma-separated Swarm placement constraints of every map service (e.g. node.labels.mapyard.maps==true); empty = any node"`
+	SwarmConstraints      []string `env:"ORCH_SWARM_CONSTRAINTS" envSeparator:"," help:"with ORCH_RUNTIME=swarm: comma-separated Swarm placement constraints of every map service (e.g. node.labels.mapyard.maps==true); empty = any node"`
 
 	MapNetwork     string `env:"ORCH_MAP_NETWORK" envDefault:"mapyard" help:"user-defined bridge network of map containers"`
 	MapMemoryMB    int    `env:"ORCH_MAP_MEMORY_MB" envDefault:"512" help:"memory limit of each map container"`
