@@ -152,14 +152,14 @@ func (s *Supervisor) adoptPooled(ctx context.Context, c Container) (in *instance
 	if h.InstanceID == poolID {
 		n := 0
 		for _, m := range s.pool {
-			if m.image == image {
+			if m.image == image && m.node == c.Ports.Node {
 				n++
 			}
 		}
 		if n >= s.PoolSize || !slices.Contains(s.poolImagesLocked(), image) {
 			return nil, false, true
 		}
-		s.pool[poolID] = &poolMember{id: poolID, image: image, containerID: c.ID, ports: c.Ports, ident: c.Identity, started: true, startedAt: s.Now()}
+		s.pool[poolID] = &poolMember{id: poolID, image: image, node: c.Ports.Node, containerID: c.ID, ports: c.Ports, ident: c.Identity, started: true, startedAt: s.Now()}
 		s.Metrics.Adopted.Inc()
 		s.Log.Info("adopted warm pool container", "pool", poolID, "image", image, "container", shortID(c.ID))
 		return nil, false, false

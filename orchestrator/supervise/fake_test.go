@@ -40,6 +40,10 @@ type fakeRuntime struct {
 	// unplaceable holds the images no node can take: Start of one fails with
 	// ErrUnschedulable, as a cluster's runtime does.
 	unplaceable map[string]bool
+	// nodes are what Nodes answers: one unnamed node unless a test sets more.
+	nodes []string
+	// nodeUnplaceable holds "image node" pairs Start refuses with ErrUnschedulable.
+	nodeUnplaceable map[string]bool
 }
 
 // fakeContainer is one container of fakeRuntime; runs is the instance its map says it
@@ -52,6 +56,7 @@ type fakeContainer struct {
 
 var (
 	_ Runtime = (*fakeRuntime)(nil)
+	_ Nodes   = (*fakeRuntime)(nil)
 	_ MapRPC  = (*fakeRuntime)(nil)
 )
 
@@ -144,7 +149,7 @@ func (f *fakeRuntime) Start(_ context.Context, spec Spec) (Container, error) {
 	if f.missing[spec.Image] {
 		return Container{}, fmt.Errorf("create container for %s: %w", spec.InstanceID, ErrImageMissing)
 	}
-	if f.unplaceable[spec.Image] {
+	if f.unplaceable[spec.Image] || f.nodeUnplaceable[spec.Image+" "+spec.Node] {
 		return Container{}, fmt.Errorf("service for %s: %w: constraint node.labels.mapyard.maps==true", spec.InstanceID, ErrUnschedulable)
 	}
 	f.next++
@@ -152,11 +157,22 @@ func (f *fakeRuntime) Start(_ context.Context, spec Spec) (Container, error) {
 	f.containers[id].env = spec.Env
 	f.containers[id].Image = spec.Image
 	f.containers[id].Successor = spec.Successor
+	f.containers[id].Ports.Node = spec.Node
 	f.calls["start"]++
 	if spec.Pool {
 		f.calls["start-pool"]++
 	}
 	return f.containers[id].Container, nil
+}
+
+// Nodes answers the test's nodes, or one unnamed node.
+func (f *fakeRuntime) Nodes(context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.nodes == nil {
+		return []string{""}, nil
+	}
+	return append([]string(nil), f.nodes...), nil
 }
 
 func (f *fakeRuntime) Stop(_ context.Context, id string, _ time.Duration) (Exit, error) {

@@ -23,6 +23,7 @@ import (
 type poolMember struct {
 	id          string // pool-<hex>
 	image       string // handed only to instances of this image
+	node        string // the node it was started on (Nodes), "" on one engine
 	containerID string
 	started     bool // the runtime's Start returned
 	startedAt   time.Time
@@ -98,24 +99,35 @@ func (s *Supervisor) kickPool() {
 }
 
 // poolLoop keeps PoolSize blank containers of each image the pool serves (see
-// poolImagesLocked) until ctx ends, refilling when kicked and retrying failures with a
-// delay. An image the engine lacks is not retried until a map of it starts.
+// poolImagesLocked) on each node that can take a map (see Nodes) until ctx ends,
+// refilling when kicked and retrying failures with a delay. An image the engine lacks
+// is not retried until a map of it starts; a node an image's constraints exclude is
+// not tried for that image for a while. On a runtime with many nodes, the list of
+// nodes is read again every few seconds.
 func (s *Supervisor) poolLoop(ctx context.Context) {
+	var refresh <-chan time.Time
+	if _, ok := s.Runtime.(Nodes); ok {
+		t := time.NewTicker(nodesRefresh)
+		defer t.Stop()
+		refresh = t.C
+	}
 	s.kickPool()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.poolKick:
+		case <-refresh:
 		}
+		s.refreshNodes(ctx)
 		for ctx.Err() == nil {
 			s.mu.Lock()
-			image := s.shortImageLocked()
+			image, node, short := s.shortSlotLocked()
 			s.mu.Unlock()
-			if image == "" {
+			if !short {
 				break
 			}
-			if err := s.addPoolMember(ctx, image); err != nil {
+			if err := s.addPoolMember(ctx, image, node); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -123,10 +135,17 @@ func (s *Supervisor) poolLoop(ctx context.Context) {
 					s.mu.Lock()
 					s.lacking[image] = true
 					s.mu.Unlock()
-					s.Log.Warn("warm pool: image missing on the engine; no spares of it until a map of it starts", "image", image, "err", err)
+					s.Log.Warn("warm pool: image missing on the engine; no spares of it until a map of it starts", "image", image, "node", node, "err", err)
 					continue
 				}
-				s.Log.Warn("warm pool refill failed; retrying", "image", image, "err", err)
+				if errors.Is(err, ErrUnschedulable) {
+					s.mu.Lock()
+					s.unplaceable[[2]string{image, node}] = s.Now().Add(unplaceableRetry)
+					s.mu.Unlock()
+					s.Log.Warn("warm pool: no spare of this image fits on this node; trying again later", "image", image, "node", node, "err", err)
+					continue
+				}
+				s.Log.Warn("warm pool refill failed; retrying", "image", image, "node", node, "err", err)
 				select {
 				case <-ctx.Done():
 					return
@@ -137,28 +156,64 @@ func (s *Supervisor) poolLoop(ctx context.Context) {
 	}
 }
 
-// shortImageLocked returns the first image the pool serves that has fewer than
-// PoolSize members, or "". The caller holds s.mu.
-func (s *Supervisor) shortImageLocked() string {
-	count := map[string]int{}
-	for _, m := range s.pool {
-		count[m.image]++
+// How often the pool reads a runtime's nodes again, and how long it leaves an image
+// alone on a node that its constraints excluded.
+const (
+	nodesRefresh     = 5 * time.Second
+	unplaceableRetry = 30 * time.Second
+)
+
+// refreshNodes reads the nodes that can take a map now from a runtime with many.
+func (s *Supervisor) refreshNodes(ctx context.Context) {
+	n, ok := s.Runtime.(Nodes)
+	if !ok {
+		return
 	}
-	for _, img := range s.poolImagesLocked() {
-		if count[img] < s.PoolSize {
-			return img
-		}
+	list, err := n.Nodes(ctx)
+	if err != nil {
+		s.Log.Warn("warm pool: list the runtime's nodes", "err", err)
+		return
 	}
-	return ""
+	s.mu.Lock()
+	s.nodes = append([]string{}, list...)
+	s.mu.Unlock()
 }
 
-// addPoolMember starts one blank container of image for the pool.
-func (s *Supervisor) addPoolMember(ctx context.Context, image string) error {
+// nodesLocked are the nodes the pool keeps spares on: one unnamed node on a runtime
+// without Nodes. The caller holds s.mu.
+func (s *Supervisor) nodesLocked() []string {
+	if s.nodes == nil {
+		return []string{""}
+	}
+	return s.nodes
+}
+
+// shortSlotLocked returns the first image and node with fewer than PoolSize spares,
+// and whether there is one. The caller holds s.mu.
+func (s *Supervisor) shortSlotLocked() (image, node string, short bool) {
+	count := map[[2]string]int{}
+	for _, m := range s.pool {
+		count[[2]string{m.image, m.node}]++
+	}
+	now := s.Now()
+	for _, img := range s.poolImagesLocked() {
+		for _, n := range s.nodesLocked() {
+			slot := [2]string{img, n}
+			if count[slot] < s.PoolSize && !now.Before(s.unplaceable[slot]) {
+				return img, n, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// addPoolMember starts one blank container of image for the pool, on node.
+func (s *Supervisor) addPoolMember(ctx context.Context, image, node string) error {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return err
 	}
-	m := &poolMember{id: mapgen.PoolIDPrefix + hex.EncodeToString(b[:]), image: image}
+	m := &poolMember{id: mapgen.PoolIDPrefix + hex.EncodeToString(b[:]), image: image, node: node}
 	ident, creds, err := s.mint(m.id)
 	if err != nil {
 		return err
@@ -167,7 +222,7 @@ func (s *Supervisor) addPoolMember(ctx context.Context, image string) error {
 	// A handed-out pool container keeps these credentials: the supervisor knows which
 	// instance it runs (InstanceOf), so it acts for that instance only. Nothing in its
 	// environment names an instance or a map: it is told both at handout.
-	spec := Spec{InstanceID: m.id, Image: image, Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(),
+	spec := Spec{InstanceID: m.id, Image: image, Pool: true, Generation: ident.Generation, KeyID: s.Credentials.KeyID(), Node: node,
 		Env: append(append(append([]string(nil), s.Env...), creds...), mapcontract.EnvPoolID+"="+m.id)}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -186,7 +241,7 @@ func (s *Supervisor) addPoolMember(ctx context.Context, image string) error {
 		s.poolGaugesLocked()
 	}
 	s.mu.Unlock()
-	s.Log.Info("warm pool container started", "pool", m.id, "image", image, "container", shortID(c.ID))
+	s.Log.Info("warm pool container started", "pool", m.id, "image", image, "node", node, "container", shortID(c.ID))
 	return nil
 }
 
@@ -237,23 +292,31 @@ func (s *Supervisor) poolReady(r orchestrator.MapRegistration) error {
 }
 
 // takePoolLocked removes and returns a ready pool member of image, or nil, and asks
-// for a refill. The caller holds s.mu.
+// for a refill. Of spares on several nodes it takes one on the node that runs the
+// fewest maps, so that maps spread over the nodes. The caller holds s.mu.
 func (s *Supervisor) takePoolLocked(image string) *poolMember {
-	ids := make([]string, 0, len(s.pool))
-	for id, m := range s.pool {
-		if m.ready() && m.image == image {
-			ids = append(ids, id)
+	load := map[string]int{}
+	for _, in := range s.instances {
+		if in.ContainerID != "" {
+			load[in.ports.Node]++
 		}
 	}
-	if len(ids) == 0 {
+	var best *poolMember
+	for _, m := range s.pool {
+		if !m.ready() || m.image != image {
+			continue
+		}
+		if best == nil || load[m.node] < load[best.node] || load[m.node] == load[best.node] && m.id < best.id {
+			best = m
+		}
+	}
+	if best == nil {
 		return nil
 	}
-	sort.Strings(ids)
-	m := s.pool[ids[0]]
-	delete(s.pool, ids[0])
+	delete(s.pool, best.id)
 	s.poolGaugesLocked()
 	s.kickPool()
-	return m
+	return best
 }
 
 // handout turns pool member m into instance in: the map is told its instance and

@@ -78,6 +78,17 @@ type Spec struct {
 	// keys); the runtime keeps them with the container and reports them in Container.
 	Generation string
 	KeyID      string
+	// Node pins the container to one node of a runtime with many (see Nodes): the warm
+	// pool keeps its spares on every node. Empty: wherever the runtime places it.
+	Node string
+}
+
+// Nodes is what a runtime that runs maps on several machines (Swarm) also does: list
+// the nodes that can take a map now (up, not drained). The warm pool keeps PoolSize
+// spares of each image on each of them, so a handout starts a map on any node at once
+// and maps spread over nodes; on one engine there is one, unnamed.
+type Nodes interface {
+	Nodes(ctx context.Context) ([]string, error)
 }
 
 // Container is one map container as the runtime reports it.
@@ -111,7 +122,9 @@ type Container struct {
 // and the container's own ports, published nowhere.
 type Ports struct {
 	// Host is the address Game and Control are reached at; empty means 127.0.0.1.
-	Host    string
+	Host string
+	// Node is the node the container runs on, on a runtime with many (see Nodes).
+	Node    string
 	Game    int
 	Control int
 	// GameAddr is the game listener on the container's own address on the map network

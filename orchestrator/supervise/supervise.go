@@ -89,6 +89,11 @@ type Supervisor struct {
 	// start a spare of them: no spares of them are tried again until a map of the
 	// image starts, so a missing image never turns into a refill loop.
 	lacking map[string]bool
+	// nodes are the nodes that can take a map now, on a runtime with many (see Nodes);
+	// nil on one engine. unplaceable holds, by image and node, until when the pool does
+	// not try a spare there again: the image's constraints exclude that node.
+	nodes       []string
+	unplaceable map[[2]string]time.Time
 }
 
 var _ orchestrator.Maps = (*Supervisor)(nil)
@@ -133,6 +138,8 @@ func New(rt Runtime, rpc MapRPC, creds Credentials, log *slog.Logger, opts Optio
 		poolKick:  make(chan struct{}, 1),
 		warm:      make(map[string]bool),
 		lacking:   make(map[string]bool),
+
+		unplaceable: make(map[[2]string]time.Time),
 	}
 }
 

@@ -3,6 +3,7 @@ package swarm
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
@@ -140,6 +141,24 @@ func taskEvent(t swarm.Task, wanted bool, nodes map[string]swarm.Node) (supervis
 		return e, true
 	}
 	return e, false
+}
+
+// Nodes lists the Swarm's nodes that can take a map now: ready and active (not
+// drained or paused). The warm pool keeps its spares on each; a node that the
+// constraints exclude refuses its spares as unschedulable.
+func (r *Runtime) Nodes(ctx context.Context) ([]string, error) {
+	list, err := r.API.NodeList(ctx, swarm.NodeListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list Swarm nodes: %w", err)
+	}
+	var out []string
+	for _, n := range list {
+		if n.Status.State == swarm.NodeStateReady && n.Spec.Availability == swarm.NodeAvailabilityActive {
+			out = append(out, n.ID)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // nodes returns the Swarm's nodes by id.

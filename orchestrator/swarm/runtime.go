@@ -96,7 +96,10 @@ type Runtime struct {
 	EventPoll time.Duration
 }
 
-var _ supervise.Runtime = (*Runtime)(nil)
+var (
+	_ supervise.Runtime = (*Runtime)(nil)
+	_ supervise.Nodes   = (*Runtime)(nil)
+)
 
 // DefaultPoll is Runtime.Poll's default.
 const DefaultPoll = 50 * time.Millisecond
@@ -119,7 +122,7 @@ func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Con
 	if err != nil {
 		return supervise.Container{}, fmt.Errorf("create service %q: %w", name, err)
 	}
-	task, err := r.waitRunning(ctx, created.ID, spec.Image)
+	task, err := r.waitRunning(ctx, created.ID, spec)
 	if err != nil {
 		_ = r.API.ServiceRemove(context.WithoutCancel(ctx), created.ID)
 		return supervise.Container{}, fmt.Errorf("start service %q: %w", name, err)
@@ -169,7 +172,7 @@ func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
 				NanoCPUs: t.NanoCPUs, MemoryBytes: int64(t.MemoryMB) << 20, Pids: t.PidsLimit,
 			}},
 			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionNone},
-			Placement:     &swarm.Placement{Constraints: r.constraints(s.Image)},
+			Placement:     &swarm.Placement{Constraints: r.constraints(s)},
 			Networks:      []swarm.NetworkAttachmentConfig{{Target: t.Network}},
 			LogDriver:     &swarm.Driver{Name: docker.LogDriver, Options: docker.LogOptions()},
 		},
@@ -178,13 +181,18 @@ func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
 	}
 }
 
-// constraints are the placement constraints of a service of image.
-func (r *Runtime) constraints(image string) []string {
-	return append(slices.Clone(r.Template.Constraints), r.Template.ImageConstraints[image]...)
+// constraints are the placement constraints of the service of s: the deployment's,
+// its image's, and its node when the warm pool pins a spare to one.
+func (r *Runtime) constraints(s supervise.Spec) []string {
+	out := append(slices.Clone(r.Template.Constraints), r.Template.ImageConstraints[s.Image]...)
+	if s.Node != "" {
+		out = append(out, "node.id=="+s.Node)
+	}
+	return out
 }
 
 // waitRunning waits until the service's task runs and returns it.
-func (r *Runtime) waitRunning(ctx context.Context, id, image string) (swarm.Task, error) {
+func (r *Runtime) waitRunning(ctx context.Context, id string, spec supervise.Spec) (swarm.Task, error) {
 	for {
 		task, ok, err := r.task(ctx, id)
 		if err != nil {
@@ -196,9 +204,9 @@ func (r *Runtime) waitRunning(ctx context.Context, id, image string) (swarm.Task
 			case st == swarm.TaskStateRunning:
 				return task, nil
 			case strings.Contains(msg, "No such image"):
-				return swarm.Task{}, fmt.Errorf("image %q: %w: %s", image, supervise.ErrImageMissing, msg)
+				return swarm.Task{}, fmt.Errorf("image %q: %w: %s", spec.Image, supervise.ErrImageMissing, msg)
 			case st == swarm.TaskStatePending && strings.Contains(msg, "no suitable node"):
-				return swarm.Task{}, fmt.Errorf("%w: %s (constraints %q)", supervise.ErrUnschedulable, msg, r.constraints(image))
+				return swarm.Task{}, fmt.Errorf("%w: %s (constraints %q)", supervise.ErrUnschedulable, msg, r.constraints(spec))
 			case terminal(st):
 				return swarm.Task{}, fmt.Errorf("task %s: %s %s", task.ID, st, msg)
 			}
@@ -242,6 +250,7 @@ func (r *Runtime) state(c *supervise.Container, t swarm.Task) {
 	if cs := t.Status.ContainerStatus; cs != nil && terminal(t.Status.State) {
 		c.Exit.Code = cs.ExitCode
 	}
+	c.Ports.Node = t.NodeID
 	if !c.Running {
 		return
 	}
@@ -249,7 +258,7 @@ func (r *Runtime) state(c *supervise.Container, t swarm.Task) {
 	if ip == "" {
 		return
 	}
-	c.Ports = supervise.Ports{Host: ip, Game: docker.MapGamePort, Control: docker.MapControlPort,
+	c.Ports = supervise.Ports{Host: ip, Node: t.NodeID, Game: docker.MapGamePort, Control: docker.MapControlPort,
 		GameAddr: net.JoinHostPort(ip, strconv.Itoa(docker.MapGamePort))}
 }
 

@@ -78,7 +78,10 @@ func TestRuntime_HardenedOverlay(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(nw.Subnets, func(p netip.Prefix) bool { return p.Contains(host) }) {
 		t.Errorf("the map is reached at %q, want an address in the overlay's %v (%v)", c.Ports.Host, nw.Subnets, err)
 	}
-	want := supervise.Ports{Host: c.Ports.Host, Game: docker.MapGamePort, Control: docker.MapControlPort,
+	if c.Ports.Node == "" {
+		t.Error("no node reported")
+	}
+	want := supervise.Ports{Host: c.Ports.Host, Node: c.Ports.Node, Game: docker.MapGamePort, Control: docker.MapControlPort,
 		GameAddr: net.JoinHostPort(c.Ports.Host, strconv.Itoa(docker.MapGamePort))}
 	if c.Ports != want {
 		t.Errorf("ports %+v, want %+v", c.Ports, want)
@@ -238,7 +241,35 @@ func TestRuntime_ImageConstraints(t *testing.T) {
 		t.Fatalf("a map of an image without constraints: %v", err)
 	}
 	svc, _, err := cli.ServiceInspectWithRaw(ctx, c.ID, swarm.ServiceInspectOptions{})
-	if err != nil || len(svc.Spec.TaskTemplate.Placement.Constraints) != 0 {
-		t.Fatalf("placement %+v, %v: want no constraint", svc.Spec.TaskTemplate.Placement, err)
+	if err != nil || !slices.Equal(svc.Spec.TaskTemplate.Placement.Constraints, rt.Template.Constraints) {
+		t.Fatalf("placement %+v, %v: want the deployment's constraints alone", svc.Spec.TaskTemplate.Placement, err)
+	}
+}
+
+// TestRuntime_NodesAndPinning: the runtime lists the nodes that can take a map, a
+// spare pinned to one runs there and says so, and a pin to a node that does not exist
+// is ErrUnschedulable.
+func TestRuntime_NodesAndPinning(t *testing.T) {
+	t.Parallel()
+	rt, cli := newRuntime(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nodes, err := rt.Nodes(ctx)
+	info, ierr := cli.Info(ctx)
+	if err != nil || ierr != nil || !slices.Contains(nodes, info.Swarm.NodeID) {
+		t.Fatalf("Nodes: %v, %v; this node %q (%v)", nodes, err, info.Swarm.NodeID, ierr)
+	}
+	here := info.Swarm.NodeID
+	pool := "pool-" + dockertest.RandomHex(t, 4)
+	c, err := rt.Start(ctx, supervise.Spec{InstanceID: pool, Pool: true, Node: here, Image: dockertest.MapImage(), Env: mapEnv(pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Ports.Node != here {
+		t.Fatalf("the spare runs on %q, want %q", c.Ports.Node, here)
+	}
+	_, err = rt.Start(ctx, supervise.Spec{InstanceID: "nowhere", Pool: true, Node: "nosuchnode" + dockertest.RandomHex(t, 2), Image: dockertest.MapImage(), Env: mapEnv("nowhere")})
+	if !errors.Is(err, supervise.ErrUnschedulable) {
+		t.Fatalf("a pin to no node: %v, want ErrUnschedulable", err)
 	}
 }

@@ -81,7 +81,8 @@ func swarmClient(tb testing.TB) *client.Client {
 }
 
 // newRuntime returns a Swarm runtime of a deployment of the test's own, whose services
-// are all removed when the test ends.
+// are all removed when the test ends. Its maps run on this node (the manager, where
+// the test's images are) besides the constraints given.
 func newRuntime(tb testing.TB, constraints ...string) (*mswarm.Runtime, *client.Client) {
 	tb.Helper()
 	cli := swarmClient(tb)
@@ -92,7 +93,7 @@ func newRuntime(tb testing.TB, constraints ...string) (*mswarm.Runtime, *client.
 	tb.Cleanup(func() { removeServices(tb, cli, deployment) })
 	return mswarm.NewRuntime(cli, mswarm.Template{
 		Deployment: deployment, Network: testNetwork,
-		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64, Constraints: constraints, StopGrace: 2 * time.Second,
+		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64, Constraints: append([]string{"node.role==manager"}, constraints...), StopGrace: 2 * time.Second,
 	}), cli
 }
 
