@@ -43,7 +43,8 @@ type PoolStatus struct {
 	Images []PoolImageStatus `json:"images"`
 }
 
-// PoolImageStatus is the warm pool's spares of one image. Want is 0 for an image the
+// PoolImageStatus is the warm pool's spares of one image, on every node. Want is
+// ORCH_WARM_POOL_SIZE a node, and 0 for an image the
 // pool keeps no spares of (any more): one whose maps have not started, or that the
 // engine lacked (Missing).
 type PoolImageStatus struct {
@@ -67,9 +68,10 @@ func (s *Supervisor) Pool() PoolStatus {
 		return byImage[img]
 	}
 	var st PoolStatus
+	want := s.PoolSize * len(s.nodesLocked())
 	for _, img := range s.poolImagesLocked() {
-		get(img).Want = s.PoolSize
-		st.Want += s.PoolSize
+		get(img).Want = want
+		st.Want += want
 	}
 	for _, m := range s.pool {
 		is := get(m.image)
