@@ -335,10 +335,23 @@ cmd_up() {
 	echo "$NODE2_HOST"
 }
 
-lab_up() {
-	[ -e "/run/netns/$NS" ] && node2_answers || return 1
-	[ "$(docker info -f '{{.Swarm.ControlAvailable}} {{.Swarm.NodeAddr}}' 2>/dev/null)" = "true $HOST_ADDR" ] || return 1
-	node_ready "$(node2_id)"
+# lab_state prints whether the lab is up, and if not, why; it fails when not.
+lab_state() {
+	local why=""
+	if [ ! -e "/run/netns/$NS" ]; then
+		why="no network namespace $NS"
+	elif ! node2_answers; then
+		why="node 2's engine does not answer on $NODE2_HOST"
+	elif [ "$(docker info -f '{{.Swarm.ControlAvailable}} {{.Swarm.NodeAddr}}' 2>/dev/null)" != "true $HOST_ADDR" ]; then
+		why="the host's engine is not the Swarm's manager on $HOST_ADDR"
+	elif ! node_ready "$(node2_id)"; then
+		why="node 2 is not ready in the Swarm"
+	fi
+	if [ -n "$why" ]; then
+		echo "lab: down ($why)"
+		return 1
+	fi
+	echo "lab: up (node 2: DOCKER_HOST=$NODE2_HOST)"
 }
 
 cmd_status() {
@@ -347,12 +360,7 @@ cmd_status() {
 	if [ "$(docker info -f '{{.Swarm.ControlAvailable}}' 2>/dev/null)" = true ]; then
 		docker node ls
 	fi
-	if lab_up; then
-		echo "lab: up (node 2: DOCKER_HOST=$NODE2_HOST)"
-		return 0
-	fi
-	echo "lab: down"
-	return 1
+	lab_state
 }
 
 cmd_load() {
