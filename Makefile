@@ -145,11 +145,13 @@ test-images: images
 # and node (for test-wasm and the example) anyway, so tests that use them fail here
 # instead of skipping.
 # promtool checks every binary's metrics and the Prometheus docs; scripts/promtool.sh
-# installs it when it is missing. -timeout: the orchestrator's package plays real
-# containers and the page in Chromium; on a loaded host it needs more than go test's
-# default 10 minutes.
+# installs it when it is missing, and `scripts/swarm-lab.sh deps` what the Swarm lab's
+# tests need (docs/scale-out.md, "The lab"). -timeout: the orchestrator's package plays
+# real containers and the page in Chromium; on a loaded host it needs more than go
+# test's default 10 minutes.
 test-go:
 	scripts/promtool.sh
+	scripts/swarm-lab.sh deps
 	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) MAPYARD_TEST_TAG_IMAGE=mapyard/tag:$(VERSION) \
 		MAPYARD_TEST_NODE_IMAGE=$(NODE_MAP_IMAGE):$(VERSION) $(GO) test -count=1 -timeout 20m ./...
 

@@ -2,9 +2,6 @@ package swarm_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,74 +12,25 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	mswarm "github.com/mapyard/mapyard/orchestrator/swarm"
+	"github.com/mapyard/mapyard/orchestrator/swarm/swarmlab"
 )
 
 // testNetwork is the overlay network the tests' map services join.
 const testNetwork = "mapyard-swarm-test"
 
-var (
-	swarmOnce sync.Once
-	swarmErr  error
-	// initialised: this test binary put the engine in Swarm mode, and leaves it at the
-	// end; a Swarm that was there before is left as it was.
-	initialised bool
-	leaveCli    *client.Client
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if initialised {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := leaveCli.SwarmLeave(ctx, true); err != nil {
-			fmt.Fprintf(os.Stderr, "leave the Swarm this test initialised: %v\n", err)
-			code = 1
-		}
-		cancel()
-	}
-	os.Exit(code)
-}
-
-// swarmClient returns a client of the local engine in Swarm mode: a single-node Swarm
-// is initialised (advertised on 127.0.0.1) when the engine is in none, and left when
-// the tests end. An engine that cannot be put in Swarm mode skips the test, or fails it
-// under MAPYARD_REQUIRE_DOCKER=1.
+// swarmClient returns a client of the Swarm lab's manager, the host's engine
+// (swarmlab.Up: scripts/swarm-lab.sh brings up a second node beside it, and the lab
+// stays up when the tests end).
 func swarmClient(tb testing.TB) *client.Client {
 	tb.Helper()
-	cli := dockertest.Client(tb)
-	swarmOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		info, err := cli.Info(ctx)
-		if err != nil {
-			swarmErr = err
-			return
-		}
-		if info.Swarm.LocalNodeState == swarm.LocalNodeStateInactive {
-			leaveCli, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-			if err != nil {
-				swarmErr = err
-				return
-			}
-			if _, err := cli.SwarmInit(ctx, swarm.InitRequest{ListenAddr: "127.0.0.1:2377", AdvertiseAddr: "127.0.0.1"}); err != nil {
-				swarmErr = fmt.Errorf("docker swarm init: %w", err)
-				return
-			}
-			initialised = true
-		}
-		_, swarmErr = mswarm.EnsureNetwork(ctx, cli, testNetwork)
-	})
-	if swarmErr != nil {
-		if os.Getenv("MAPYARD_REQUIRE_DOCKER") == "1" {
-			tb.Fatalf("the engine cannot run Swarm services: %v", swarmErr)
-		}
-		tb.Skipf("the engine cannot run Swarm services (set MAPYARD_REQUIRE_DOCKER=1 to fail instead): %v", swarmErr)
-	}
-	return cli
+	dockertest.Client(tb) // the engine answers and has the map image, or the test skips
+	return swarmlab.Up(tb).Node1
 }
 
 // newRuntime returns a Swarm runtime of a deployment of the test's own, whose services
-// are all removed when the test ends. Its maps run on this node (the manager, where
-// the test's images are) besides the constraints given.
+// are all removed when the test ends. Its services are pinned to node 1, the host's
+// engine, besides the constraints given: node 2 has no map image unless a test loads
+// it.
 func newRuntime(tb testing.TB, constraints ...string) (*mswarm.Runtime, *client.Client) {
 	tb.Helper()
 	cli := swarmClient(tb)
@@ -93,7 +41,7 @@ func newRuntime(tb testing.TB, constraints ...string) (*mswarm.Runtime, *client.
 	tb.Cleanup(func() { removeServices(tb, cli, deployment) })
 	return mswarm.NewRuntime(cli, mswarm.Template{
 		Deployment: deployment, Network: testNetwork,
-		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64, Constraints: append([]string{"node.role==manager"}, constraints...), StopGrace: 2 * time.Second,
+		MemoryMB: 64, NanoCPUs: 500_000_000, PidsLimit: 64, Constraints: append([]string{swarmlab.Constraint(1)}, constraints...), StopGrace: 2 * time.Second,
 	}), cli
 }
 
