@@ -79,6 +79,9 @@ type Template struct {
 	// ImageConstraints are more constraints for the services of one image (so of the
 	// templates that name it), by image as the spec names it.
 	ImageConstraints map[string][]string
+	// Reach says the runtime runs on the maps' overlay network (the orchestrator in its
+	// container), so it can dial a map to tell a lost one from a slow one.
+	Reach bool
 	// StopGrace is every service's stop grace period: Swarm sends SIGTERM, then
 	// SIGKILL once it has passed. A task keeps the grace of the spec it was created
 	// with, so Stop cannot change it per call.
@@ -316,8 +319,9 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 // Stop scales a service of this deployment to no replicas (one of anyone else is
 // docker.ErrNotOwned): Swarm sends its task SIGTERM, then SIGKILL once the service's
 // stop grace period (Template.StopGrace) has passed. It waits until the task has ended,
-// up to grace and a little more, and returns how it ended. A service that is gone
-// counts as stopped.
+// up to grace and a little more, and returns how it ended; it stops waiting as soon as
+// the task looks lost with its node (see gone), whose end no one would report. A
+// service that is gone counts as stopped.
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (supervise.Exit, error) {
 	unknown := supervise.Exit{Code: -1}
 	svc, err := r.owned(ctx, id)
@@ -340,6 +344,8 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (sup
 	}
 	wait, cancel := context.WithTimeout(ctx, max(grace, r.Template.StopGrace)+5*time.Second)
 	defer cancel()
+	var checked time.Time
+	lost := 0
 	for {
 		task, ok, err := r.task(wait, id)
 		if err != nil || !ok {
@@ -350,8 +356,18 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (sup
 			r.state(&c, task)
 			return c.Exit, nil
 		}
-		if _, down := r.nodeDown(wait, task); down {
-			return unknown, nil // its node cannot report the end; the service's removal ends it there
+		if time.Since(checked) >= lostCheck {
+			checked = time.Now()
+			if r.gone(wait, task) {
+				lost++
+			} else {
+				lost = 0
+			}
+			if lost >= 2 {
+				// Its node cannot report the end: the service's removal ends the task
+				// there, if the node ever comes back.
+				return unknown, nil
+			}
 		}
 		select {
 		case <-wait.Done():
@@ -359,6 +375,31 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (sup
 		case <-time.After(r.Poll):
 		}
 	}
+}
+
+// lostCheck is how often Stop asks whether a stopping task's node is still there.
+const lostCheck = 500 * time.Millisecond
+
+// gone reports whether task t looks lost with its node: the manager reports the node
+// down, or, where the runtime runs on the maps' overlay (Template.Reach), the map's
+// control port does not even accept a connection (a map that is alive but hung still
+// does: the kernel accepts for it). Swarm takes seconds to call a node down; a dial
+// knows at once.
+func (r *Runtime) gone(ctx context.Context, t swarm.Task) bool {
+	if _, down := r.nodeDown(ctx, t); down {
+		return true
+	}
+	ip := taskAddress(t, r.Template.Network)
+	if !r.Template.Reach || ip == "" {
+		return false
+	}
+	d := net.Dialer{Timeout: lostCheck}
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, strconv.Itoa(docker.MapControlPort)))
+	if err != nil {
+		return ctx.Err() == nil
+	}
+	c.Close()
+	return false
 }
 
 // Remove removes a service of this deployment; a service that is already gone is not

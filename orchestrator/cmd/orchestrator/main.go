@@ -231,6 +231,7 @@ func (m *Main) runtime(ctx context.Context) (supervise.Runtime, string, error) {
 			PidsLimit:        int64(cfg.MapPidsLimit),
 			Constraints:      cfg.SwarmConstraints,
 			ImageConstraints: imageConstraints,
+			Reach:            true, // SelfAddress found it on the overlay
 			StopGrace:        envconf.Ms(cfg.MapStopGraceMS),
 		}), self, nil
 	}
