@@ -36,6 +36,20 @@ DEPLOYMENT  ?= $(or $(call setting,ORCH_DEPLOYMENT),mapyard)
 RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filter label=io.mapyard.deployment=$(DEPLOYMENT)); \
 		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
 
+# The kit on Docker Swarm (compose/stack.yaml; docs/scale-out.md, "The kit on Swarm"):
+# the stack's name, which its services' DNS names carry (mapyard_orchestrator), the
+# overlay network it declares, and the edge's published port. The map services of the
+# deployment are removed by label, as RM_MAPS removes map containers.
+STACK         := mapyard
+STACK_FILE    := compose/stack.yaml
+STACK_NETWORK := mapyard-maps
+MAPYARD_PORT  ?= 8080
+SWARM_MANAGER = state=$$(docker info --format '{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}' 2>/dev/null); \
+		if [ "$$state" != "active true" ]; then \
+			echo "this Docker engine is not a Swarm manager (node state: $${state% *}): run 'docker swarm init' on it, or join it to a Swarm as a manager, then try again"; exit 1; fi
+RM_MAP_SERVICES = ids=$$(docker service ls -q --filter label=io.mapyard.managed=true --filter label=io.mapyard.deployment=$(DEPLOYMENT)); \
+		if [ -n "$$ids" ]; then echo "removing map services"; docker service rm $$ids >/dev/null; fi
+
 # The browser client's module and its loader, embedded by the edge (in both binaries
 # that carry it): built before them, never committed.
 PAGE_GEN  := orchestrator/edge/static/gen
@@ -44,7 +58,7 @@ PAGE_GEN  := orchestrator/edge/static/gen
 # latest like the kit's own.
 NODE_MAP_IMAGE := mapyard/node-map
 
-.PHONY: all engine build page images node-map-image up down reset test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade upgrade lint clean docs
+.PHONY: all engine build page images node-map-image up down reset up-swarm down-swarm test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade upgrade lint clean docs
 
 all: build
 
@@ -129,15 +143,62 @@ reset: $(ENV_FILE)
 		docker network rm $(MAP_NETWORK) >/dev/null && echo "removed network $(MAP_NETWORK)" || \
 		echo "network $(MAP_NETWORK) kept: containers of another deployment are on it"; fi
 
+# The kit on this engine's Swarm: the orchestrator and the edge as services of the stack
+# mapyard, on the manager labelled mapyard.orchestrator=true (this one when no node is),
+# every map a service on any node that has its images (scripts/swarm-images.sh). Refuses
+# while the compose kit runs here (the two would share the data volume), or while a
+# network mapyard-maps the stack did not create is in the way.
+up-swarm: images $(ENV_FILE)
+	@$(SWARM_MANAGER)
+	@if [ -n "$$(docker ps -q --filter label=com.docker.compose.project=$(PROJECT) --filter label=com.docker.compose.service=orchestrator)" ]; then \
+		echo "the compose kit (make up) runs on this engine, with the same data volume: make down first"; exit 1; fi
+	@ns=$$(docker network inspect -f '{{index .Labels "com.docker.stack.namespace"}}' $(STACK_NETWORK) 2>/dev/null) || exit 0; \
+		if [ "$$ns" != $(STACK) ]; then \
+			echo "a network $(STACK_NETWORK) the stack did not create exists (an orchestrator run by hand with ORCH_RUNTIME=swarm?): remove its map services and it (docker network rm $(STACK_NETWORK)), then try again"; exit 1; fi
+	@self=$$(docker info --format '{{.Swarm.NodeID}}'); \
+		labelled=$$(docker node ls -q | xargs docker node inspect --format '{{if eq (index .Spec.Labels "mapyard.orchestrator") "true"}}{{.ID}} {{end}}' | xargs); \
+		case "$$labelled" in \
+		"") docker node update --label-add mapyard.orchestrator=true $$self >/dev/null && \
+			echo "labelled this node ($$self) mapyard.orchestrator=true: the orchestrator and the edge run here";; \
+		"$$self") ;; \
+		*" "*) echo "nodes $$labelled all carry mapyard.orchestrator=true: keep the label on one (docker node update --label-rm mapyard.orchestrator NODE), since the data volume is one node's"; exit 1;; \
+		*) echo "the orchestrator and the edge run on node $$labelled (labelled mapyard.orchestrator=true), not here: DOCKER_GID ($(DOCKER_GID)) must be that node's socket group, and its images that node's";; \
+		esac
+	DOCKER_GID=$(DOCKER_GID) MAPYARD_VERSION=$(VERSION) MAPYARD_PORT=$(MAPYARD_PORT) \
+		docker stack deploy --resolve-image never -c $(STACK_FILE) $(STACK)
+	@if [ "$$(docker node ls -q | wc -l)" -gt 1 ]; then \
+		echo "maps run on every node: put the images there with scripts/swarm-images.sh (docs/scale-out.md, \"Images on every node\")"; fi
+	@if docker node inspect self --format '{{index .Spec.Labels "mapyard.orchestrator"}}' | grep -qx true; then \
+		scripts/wait-ready.sh http://127.0.0.1:$(MAPYARD_PORT)/readyz 180; \
+	else echo "the edge runs on the labelled node: wait for http://<that node>:$(MAPYARD_PORT)/readyz there"; fi
+
+# Stops the stack and removes the deployment's map services (the data volume is kept):
+# the orchestrator first, so that it restarts no map while they go, then the stack, the
+# maps, and the stack's overlay network once their tasks have left it.
+down-swarm: $(ENV_FILE)
+	@$(SWARM_MANAGER)
+	@if docker service inspect $(STACK)_orchestrator >/dev/null 2>&1; then \
+		echo "stopping the orchestrator"; docker service update --quiet --detach=false --replicas 0 $(STACK)_orchestrator >/dev/null; fi
+	@docker stack rm $(STACK) 2>/dev/null || true
+	@$(RM_MAP_SERVICES)
+	@for _ in $$(seq 1 60); do \
+		ns=$$(docker network inspect -f '{{index .Labels "com.docker.stack.namespace"}}' $(STACK_NETWORK) 2>/dev/null) || exit 0; \
+		[ "$$ns" = $(STACK) ] || exit 0; \
+		docker network rm $(STACK_NETWORK) >/dev/null 2>&1 && { echo "removed network $(STACK_NETWORK)"; exit 0; }; \
+		sleep 1; \
+	done; echo "network $(STACK_NETWORK) kept: something still uses it (docker network inspect $(STACK_NETWORK))"
+
 test: engine lint images node-map-image test-images test-go test-wasm test-fuzz
 
 # The images as shipped, and the compose file as both compose versions read it (with the
 # env file absent, as on a fresh clone: a scratch copy of compose/ without it fails, the
-# file `make up` creates passes).
+# file `make up` creates passes); the Swarm stack file as `docker stack deploy` reads it
+# (docker stack config, where the CLI has it) and as compose reads it.
 test-images: images
 	scripts/check-images.sh
 	@if [ -n "$(COMPOSE)" ]; then scripts/check-compose.sh "$(COMPOSE)" && echo "compose file valid ($(COMPOSE))"; \
 		else echo "no compose installed: compose file not checked"; fi
+	scripts/check-stack.sh "$(COMPOSE)"
 
 # Tests start the map images by their version tags (the kit's map, tag's for the tests
 # of a second game, and the Node.js example's): mapyard/map:latest may be another

@@ -32,19 +32,66 @@ func LoadPreviousSecret(dir string) (string, error) {
 	return strings.TrimSpace(string(buf)), nil
 }
 
+// ErrNoSecret means that there is no root secret yet: ORCH_INTERNAL_RPC_SECRET is empty
+// and the orchestrator has not generated one (it does on its first start).
+var ErrNoSecret = errors.New("no root secret")
+
+// DataDir is the directory of the database, where the orchestrator keeps the root
+// secret it generated and the credential files it writes.
+func (c *Config) DataDir() string { return filepath.Dir(c.DBPath) }
+
+// RootSecret returns the root secret of the orchestrator c configures, read as that
+// orchestrator reads it: ORCH_INTERNAL_RPC_SECRET when set, else the secret kept in
+// DataDir. It never creates one, so that a client of the running orchestrator
+// (`orchestrator admin`) uses the orchestrator's or fails with ErrNoSecret.
+func (c *Config) RootSecret() (string, error) {
+	return c.rootSecret(func(dir string) (string, error) {
+		s, err := readSecret(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%w: ORCH_INTERNAL_RPC_SECRET is empty and %s does not exist (the orchestrator generates it on its first start)",
+				ErrNoSecret, filepath.Join(dir, SecretFileName))
+		}
+		return s, err
+	})
+}
+
+// LoadOrCreateRootSecret is RootSecret for the orchestrator itself: on its first start,
+// with ORCH_INTERNAL_RPC_SECRET empty, it generates the secret and keeps it in DataDir
+// (LoadOrCreateSecret).
+func (c *Config) LoadOrCreateRootSecret() (string, error) {
+	return c.rootSecret(LoadOrCreateSecret)
+}
+
+// rootSecret is the one rule of where the root secret comes from: the variable, else
+// what load finds in the data dir.
+func (c *Config) rootSecret(load func(dir string) (string, error)) (string, error) {
+	if c.Secret != "" {
+		return c.Secret, nil
+	}
+	return load(c.DataDir())
+}
+
+// readSecret returns the secret kept in dir; an error wrapping fs.ErrNotExist when
+// there is none.
+func readSecret(dir string) (string, error) {
+	path := filepath.Join(dir, SecretFileName)
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read secret: %w", err)
+	}
+	s := strings.TrimSpace(string(buf))
+	if len(s) < 16 {
+		return "", fmt.Errorf("secret file %q: too short", path)
+	}
+	return s, nil
+}
+
 // LoadOrCreateSecret returns the secret kept in dir, creating a new random one (256 bits,
 // file mode 0600) the first time. A concurrent first start cannot produce two secrets:
 // the file is created exclusively and the loser reads the winner's.
 func LoadOrCreateSecret(dir string) (string, error) {
-	path := filepath.Join(dir, SecretFileName)
-	if buf, err := os.ReadFile(path); err == nil {
-		s := strings.TrimSpace(string(buf))
-		if len(s) < 16 {
-			return "", fmt.Errorf("secret file %q: too short", path)
-		}
-		return s, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read secret: %w", err)
+	if s, err := readSecret(dir); !errors.Is(err, fs.ErrNotExist) {
+		return s, err
 	}
 
 	b := make([]byte, 32)
@@ -52,7 +99,7 @@ func LoadOrCreateSecret(dir string) (string, error) {
 		return "", fmt.Errorf("generate secret: %w", err)
 	}
 	s := base64.RawURLEncoding.EncodeToString(b)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, SecretFileName), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return LoadOrCreateSecret(dir)
 	} else if err != nil {

@@ -1,6 +1,8 @@
 package orchestrator_test
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,4 +49,44 @@ func TestLoadPreviousSecret(t *testing.T) {
 	if s, err := orchestrator.LoadPreviousSecret(dir); err != nil || s != "the-old-root-0123456789" {
 		t.Fatalf("after rotation: %q %v", s, err)
 	}
+}
+
+// TestConfig_RootSecret: the variable wins over the file; without it the file beside
+// the database is read, by the orchestrator (which creates it on its first start) and
+// by its clients (which never do).
+func TestConfig_RootSecret(t *testing.T) {
+	t.Run("FromVariable", func(t *testing.T) {
+		dir := t.TempDir()
+		if _, err := orchestrator.LoadOrCreateSecret(dir); err != nil {
+			t.Fatal(err)
+		}
+		cfg := orchestrator.Config{DBPath: filepath.Join(dir, "mapyard.db")}
+		cfg.Secret = "from-the-environment-0123"
+		for _, load := range []func() (string, error){cfg.RootSecret, cfg.LoadOrCreateRootSecret} {
+			if s, err := load(); err != nil || s != cfg.Secret {
+				t.Fatalf("got %q %v, want the variable's", s, err)
+			}
+		}
+	})
+	t.Run("FromFile", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := orchestrator.Config{DBPath: filepath.Join(dir, "mapyard.db")}
+		created, err := cfg.LoadOrCreateRootSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := cfg.RootSecret(); err != nil || s != created {
+			t.Fatalf("got %q %v, want the secret the orchestrator created", s, err)
+		}
+	})
+	t.Run("ErrNoSecret", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := orchestrator.Config{DBPath: filepath.Join(dir, "mapyard.db")}
+		if _, err := cfg.RootSecret(); !errors.Is(err, orchestrator.ErrNoSecret) {
+			t.Fatalf("err %v, want ErrNoSecret", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, orchestrator.SecretFileName)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("RootSecret created the secret file (stat: %v)", err)
+		}
+	})
 }

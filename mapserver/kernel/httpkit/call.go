@@ -44,11 +44,7 @@ func Call(ctx context.Context, hc *http.Client, method, url, secret string, in, 
 		return fmt.Errorf("read %s %s answer: %w", method, url, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var e ErrorResponse
-		if json.Unmarshal(buf, &e) == nil && e.Error.Code != "" {
-			return &e.Error
-		}
-		return apierr.Errorf(apierr.EUNAVAILABLE, "%s %s: status %d", method, url, resp.StatusCode)
+		return AnswerError(method, url, resp.StatusCode, buf)
 	}
 	if out != nil {
 		if err := json.Unmarshal(buf, out); err != nil {
@@ -56,6 +52,18 @@ func Call(ctx context.Context, hc *http.Client, method, url, secret string, in, 
 		}
 	}
 	return nil
+}
+
+// AnswerError returns the error an answer other than 2xx stands for: the *apierr.Error
+// its body carries ({"error": {"code", "message"}}, as ErrorHandler writes it), else
+// EUNAVAILABLE naming the request and the status, so that every answer without
+// mapyard's error body is one a caller may retry.
+func AnswerError(method, url string, status int, body []byte) *apierr.Error {
+	var e ErrorResponse
+	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+		return &e.Error
+	}
+	return apierr.Errorf(apierr.EUNAVAILABLE, "%s %s: status %d", method, url, status)
 }
 
 // Transient reports whether a call that failed with err may succeed if it is made

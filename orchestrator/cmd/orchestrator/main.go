@@ -10,6 +10,13 @@
 //	orchestrator conform --image IMAGE
 //	                          check a map image against the map contract (package
 //	                          conform), printing one line per check
+//	orchestrator admin [METHOD] PATH [BODY]
+//	                          call the admin API of the orchestrator beside it (same
+//	                          container or host) with its root secret, read as it reads
+//	                          it; the answer to stdout, an error answer's JSON to stderr
+//	                          (exit 1); BODY - reads stdin. For operators where the
+//	                          control listener is unreachable from outside (Swarm):
+//	                          docker exec <orchestrator> /orchestrator admin /admin/maps
 //	orchestrator -h           list every variable with its default
 //
 // Fault injection is for tests only and off by default: with
@@ -25,7 +32,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +68,9 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "conform" {
 		return runConform(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "admin" {
+		return runAdmin(args[1:], environ, os.Stdin, stdout, stderr)
+	}
 	var cfg orchestrator.Config
 	cmd := envconf.Command{
 		Name:  "orchestrator",
@@ -70,7 +79,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n" +
 			"\"MAP_FAULT_IGNORE_SIGTERM=true\" | \"MAP_FAULT_PANIC_AT_TICK=N\" | \"MAP_FAULT_HANDOFF_DELAY_MS=N\"]\n" +
 			"for that instance's container; no other variable is ever accepted.\n\n" +
-			"orchestrator conform --image IMAGE checks a map image against the map contract (-h for its flags).",
+			"orchestrator conform --image IMAGE checks a map image against the map contract (-h for its flags).\n" +
+			"orchestrator admin [METHOD] PATH [BODY] calls this orchestrator's admin API with its root secret (-h for more).",
 		Healthcheck: func() error { return edge.Healthcheck(cfg.PublicAddr) },
 	}
 	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
@@ -119,17 +129,15 @@ func NewMain(cfg orchestrator.Config, log *slog.Logger, environ []string) *Main 
 // serve and adoption is done.
 func (m *Main) Run(ctx context.Context) (err error) {
 	cfg := m.Config
-	dir := filepath.Dir(cfg.DBPath)
+	dir := cfg.DataDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	// The stored secret (or ORCH_INTERNAL_RPC_SECRET) is the root: every key and
 	// credential is derived from it, and it never leaves this process.
-	secret := cfg.Secret
-	if secret == "" {
-		if secret, err = orchestrator.LoadOrCreateSecret(dir); err != nil {
-			return err
-		}
+	secret, err := cfg.LoadOrCreateRootSecret()
+	if err != nil {
+		return err
 	}
 	root, err := keys.NewRoot(secret)
 	if err != nil {
