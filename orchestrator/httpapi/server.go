@@ -34,6 +34,11 @@ type Server struct {
 	// ControlExtraIPs are further addresses the control listener binds, on the same port
 	// as ControlAddr: the map network's gateway, so that map containers reach it.
 	ControlExtraIPs []string
+	// EdgeOnExtraIPs opens the edge's routes (the route-table watch, join and character
+	// forwarding, behind the edge credential) on ControlExtraIPs too: on Swarm the edge
+	// is a container on the maps' overlay and reaches the orchestrator there, not on
+	// loopback. Set before Open.
+	EdgeOnExtraIPs bool
 	// Root verifies map credentials and the admin secret.
 	Root *keys.Root
 	// Callers resolves a map credential to the instance its container runs; nil takes
@@ -111,14 +116,7 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	// The edge forwards players' joins and character calls here and watches the route
 	// table of their WebSockets, with a credential of its own that opens these routes
 	// only.
-	e := s.control.Group("", s.requireEdge)
-	e.GET(routetable.PathRoutes, s.handleRoutes)
-	if adm != nil {
-		e.POST(public.PathJoin, rpc(maxJoinBody, adm.Join))
-	}
-	if s.Characters != nil {
-		s.characterRoutes(e)
-	}
+	s.edgeRoutes(s.control.Group("", s.requireEdge), adm)
 	if s.Sessions != nil {
 		g.GET(PathAdminSessions, s.handleAdminSessions)
 		g.POST(PathAdminCleanup, s.handleAdminCleanup)
@@ -165,6 +163,9 @@ func (s *Server) Open() (err error) {
 	s.servers.Serve(s.publicLn, s.public)
 	s.servers.Serve(s.controlLn, s.control)
 	port := strconv.Itoa(s.ControlPort())
+	if s.EdgeOnExtraIPs {
+		s.edgeRoutes(s.gateway.Group("", s.requireEdge), s.Admission)
+	}
 	for _, ip := range s.ControlExtraIPs {
 		ln, err := net.Listen("tcp", net.JoinHostPort(ip, port))
 		if err != nil {
@@ -174,6 +175,18 @@ func (s *Server) Open() (err error) {
 		s.servers.Serve(ln, s.gateway)
 	}
 	return nil
+}
+
+// edgeRoutes registers the routes the edge calls on g: the route-table watch, and the
+// players' joins and character calls it forwards.
+func (s *Server) edgeRoutes(g *echo.Group, adm Admission) {
+	g.GET(routetable.PathRoutes, s.handleRoutes)
+	if adm != nil {
+		g.POST(public.PathJoin, rpc(maxJoinBody, adm.Join))
+	}
+	if s.Characters != nil {
+		s.characterRoutes(g)
+	}
 }
 
 // Close stops accepting connections and waits, up to ctx, for requests in flight;

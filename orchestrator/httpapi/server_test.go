@@ -16,6 +16,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
+	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/admission"
 	"github.com/mapyard/mapyard/orchestrator/httpapi"
@@ -174,6 +175,41 @@ func TestGatewayServesMapRoutesOnly(t *testing.T) {
 	}
 	var ev record.CriticalAck
 	testutil.PostJSON(t, gw+mapcontract.PathPersistCritical, as(t, "default-1"), record.CriticalEvent{EventID: "gw-1", InstanceID: "default-1", Kind: "note", Payload: json.RawMessage(`{}`)}, http.StatusOK, &ev)
+}
+
+// TestGatewayServesTheEdgeOnSwarm checks EdgeOnExtraIPs (Swarm, where the edge reaches
+// the orchestrator on the maps' overlay): the gateway address answers the edge's route
+// watch with the edge credential, refuses it with a map's, and still knows no admin
+// route; without the option the edge's routes are unknown there.
+func TestGatewayServesTheEdgeOnSwarm(t *testing.T) {
+	get := func(url, cred string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set(httpkit.SecretHeader, cred)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	edgeCred := testutil.Root(t, secret).EdgeCredential()
+	s, _ := MustOpenServer(t, func(s *httpapi.Server) { s.EdgeOnExtraIPs = true })
+	gw := "http://127.0.0.2:" + strconv.Itoa(s.ControlPort())
+	if code := get(gw+routetable.PathRoutes+"?waitMs=0", edgeCred); code != http.StatusOK {
+		t.Fatalf("the route watch with the edge credential on the gateway: %d, want 200", code)
+	}
+	if code := get(gw+routetable.PathRoutes+"?waitMs=0", as(t, "default-1")); code != http.StatusUnauthorized {
+		t.Fatalf("the route watch with a map's credential: %d, want 401", code)
+	}
+	if code := get(gw+httpapi.PathAdminMaps, secret); code != http.StatusNotFound && code != http.StatusUnauthorized {
+		t.Fatalf("GET %s on the gateway with the root: %d, want 404 or 401", httpapi.PathAdminMaps, code)
+	}
+	plain, _ := MustOpenServer(t)
+	gw = "http://127.0.0.2:" + strconv.Itoa(plain.ControlPort())
+	if code := get(gw+routetable.PathRoutes+"?waitMs=0", edgeCred); code == http.StatusOK {
+		t.Fatal("the route watch answers on the gateway of one engine")
+	}
 }
 
 func TestPersistCritical(t *testing.T) {

@@ -196,6 +196,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	registerDoorMetrics(m.Registry, m.HTTP.Limits, m.Admission)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
 	m.HTTP.ControlExtraIPs = []string{gateway}
+	m.HTTP.EdgeOnExtraIPs = cfg.Runtime == "swarm" // the edge is on the maps' overlay too
 	m.HTTP.Metrics = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	m.HTTP.MapTargets = m.Supervisor
 	if err := m.HTTP.Open(); err != nil {
