@@ -214,6 +214,7 @@ test-go:
 	scripts/promtool.sh
 	scripts/swarm-lab.sh deps
 	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) MAPYARD_TEST_TAG_IMAGE=mapyard/tag:$(VERSION) \
+		MAPYARD_TEST_ORCH_IMAGE=mapyard/orchestrator:$(VERSION) \
 		MAPYARD_TEST_NODE_IMAGE=$(NODE_MAP_IMAGE):$(VERSION) $(GO) test -count=1 -timeout 20m ./...
 
 test-wasm:

@@ -133,6 +133,7 @@ func (s *Supervisor) lost(id, reason string) {
 		return
 	}
 	s.Log.Warn("map container lost", "instance", in.ID, "container", shortID(id), "reason", reason)
+	in.avoid = in.ports.Node
 	s.failed(in, reason)
 }
 

@@ -50,8 +50,9 @@ type fakeRuntime struct {
 // runs (what /health reports).
 type fakeContainer struct {
 	Container
-	runs string
-	env  []string // what Start was given
+	runs  string
+	env   []string // what Start was given
+	avoid string   // the node Start was told to avoid
 }
 
 var (
@@ -158,6 +159,7 @@ func (f *fakeRuntime) Start(_ context.Context, spec Spec) (Container, error) {
 	f.containers[id].Image = spec.Image
 	f.containers[id].Successor = spec.Successor
 	f.containers[id].Ports.Node = spec.Node
+	f.containers[id].avoid = spec.Avoid
 	f.calls["start"]++
 	if spec.Pool {
 		f.calls["start-pool"]++

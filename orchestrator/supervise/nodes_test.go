@@ -91,3 +91,39 @@ func TestRules_PoolPerNode(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRules_LostMapAvoidsItsNode: a map lost with its node (or unhealthy there) is
+// started again with that node to avoid, taking a spare elsewhere first; once a
+// container started, nothing is avoided any more.
+func TestRules_LostMapAvoidsItsNode(t *testing.T) {
+	r := newRig(t, nil)
+	first := r.ready(t, "d-1")
+	r.Supervisor.mu.Lock()
+	r.instances["d-1"].ports.Node = "n2"
+	r.Supervisor.mu.Unlock()
+	r.handleEvent(Event{ContainerID: first.ContainerID, Kind: EventExited, Exit: Exit{Code: -1}, Reason: "its Swarm node n2 is down"})
+	r.settle(t)
+	r.rt.mu.Lock()
+	var avoided string
+	for _, c := range r.rt.containers {
+		if c.InstanceID == "d-1" && c.ID != first.ContainerID {
+			avoided = c.avoid
+		}
+	}
+	r.rt.mu.Unlock()
+	if avoided != "n2" {
+		t.Fatalf("the restart avoided %q, want n2", avoided)
+	}
+	r.Supervisor.mu.Lock()
+	left := r.instances["d-1"].avoid
+	r.Supervisor.mu.Unlock()
+	if left != "" {
+		t.Fatalf("still avoiding %q after a container started", left)
+	}
+
+	m1 := &poolMember{id: "pool-a", node: "n2"}
+	m2 := &poolMember{id: "pool-b", node: "n1"}
+	if !better(m2, m1, map[string]int{"n1": 5}, "n2") || better(m1, m2, map[string]int{"n1": 5}, "n2") {
+		t.Fatal("a spare on the avoided node was preferred to one elsewhere")
+	}
+}

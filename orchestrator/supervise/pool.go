@@ -295,8 +295,9 @@ func (s *Supervisor) poolReady(r orchestrator.MapRegistration) error {
 
 // takePoolLocked removes and returns a ready pool member of image, or nil, and asks
 // for a refill. Of spares on several nodes it takes one on the node that runs the
-// fewest maps, so that maps spread over the nodes. The caller holds s.mu.
-func (s *Supervisor) takePoolLocked(image string) *poolMember {
+// fewest maps, so that maps spread over the nodes, and none on node avoid (see
+// instance.avoid) unless there is no other. The caller holds s.mu.
+func (s *Supervisor) takePoolLocked(image, avoid string) *poolMember {
 	load := map[string]int{}
 	for _, in := range s.instances {
 		if in.ContainerID != "" {
@@ -308,7 +309,7 @@ func (s *Supervisor) takePoolLocked(image string) *poolMember {
 		if !m.ready() || m.image != image {
 			continue
 		}
-		if best == nil || load[m.node] < load[best.node] || load[m.node] == load[best.node] && m.id < best.id {
+		if best == nil || better(m, best, load, avoid) {
 			best = m
 		}
 	}
@@ -319,6 +320,18 @@ func (s *Supervisor) takePoolLocked(image string) *poolMember {
 	s.poolGaugesLocked()
 	s.kickPool()
 	return best
+}
+
+// better reports whether spare m is a better handout than spare than: off the avoided
+// node, then on the node running fewer maps, then by id.
+func better(m, than *poolMember, load map[string]int, avoid string) bool {
+	if ma, ta := avoid != "" && m.node == avoid, avoid != "" && than.node == avoid; ma != ta {
+		return ta
+	}
+	if load[m.node] != load[than.node] {
+		return load[m.node] < load[than.node]
+	}
+	return m.id < than.id
 }
 
 // handout turns pool member m into instance in: the map is told its instance and

@@ -81,6 +81,10 @@ type Spec struct {
 	// Node pins the container to one node of a runtime with many (see Nodes): the warm
 	// pool keeps its spares on every node. Empty: wherever the runtime places it.
 	Node string
+	// Avoid names a node not to start on when another can take the container: the one
+	// where the instance's last container stopped answering (its node lost, most
+	// likely, before the cluster says so). Empty: no such node.
+	Avoid string
 }
 
 // Nodes is what a runtime that runs maps on several machines (Swarm) also does: list

@@ -125,6 +125,9 @@ type instance struct {
 	cold bool
 	// upgrade is the instance's live upgrade, while it runs (and its status after).
 	upgrade *upgrade
+	// avoid is the node its last container stopped answering on (lost, or unhealthy),
+	// which its next start avoids where another node can take it, until one starts.
+	avoid   string
 	changed chan struct{}
 }
 
@@ -351,7 +354,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 	}
 	var m *poolMember
 	if len(in.env) == 0 && !in.cold {
-		m = s.takePoolLocked(image)
+		m = s.takePoolLocked(image, in.avoid)
 	}
 	in.cold = false
 	s.mu.Unlock()
@@ -390,7 +393,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 		return err
 	}
 	s.mu.Lock()
-	in.ContainerID, in.ports = c.ID, c.Ports
+	in.ContainerID, in.ports, in.avoid = c.ID, c.Ports, ""
 	s.imageStartedLocked(image)
 	s.mu.Unlock()
 	s.Log.Info("map container started", "instance", in.ID, "map", in.MapID, "image", image, "container", shortID(c.ID), "tookMs", ms(s.Now().Sub(start)))
@@ -404,7 +407,7 @@ func (s *Supervisor) replace(ctx context.Context, in *instance, old string) erro
 func (s *Supervisor) instanceSpec(in *instance, image string, ident keys.Identity, creds []string) Spec {
 	env := append(append(append([]string(nil), s.Env...), in.env...), creds...)
 	env = append(env, mapcontract.EnvInstanceID+"="+in.ID, mapcontract.EnvMapID+"="+in.MapID)
-	return Spec{InstanceID: in.ID, MapID: in.MapID, Image: image, Generation: ident.Generation, KeyID: s.Credentials.KeyID(), Env: env}
+	return Spec{InstanceID: in.ID, MapID: in.MapID, Image: image, Generation: ident.Generation, KeyID: s.Credentials.KeyID(), Env: env, Avoid: in.avoid}
 }
 
 // failed handles a map that crashed, turned unhealthy or could not start: it is
@@ -433,6 +436,7 @@ func (s *Supervisor) unhealthy(in *instance, reason string) {
 		return
 	}
 	s.apply(in, evUnhealthy, reason)
+	in.avoid = in.ports.Node
 	s.failed(in, reason)
 }
 

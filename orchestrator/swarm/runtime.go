@@ -116,7 +116,21 @@ func NewRuntime(api API, t Template) *Runtime {
 // its task's address on the overlay network. A task the node rejects for want of its image is
 // supervise.ErrImageMissing; a task no node can take is supervise.ErrUnschedulable,
 // with the Swarm's reason and the constraints. On any failure the service is removed.
+// A spec that avoids a node (spec.Avoid) is placed elsewhere, or, where no other node
+// can take it, there after all.
 func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Container, error) {
+	if spec.Avoid != "" {
+		c, err := r.start(ctx, spec)
+		if !errors.Is(err, supervise.ErrUnschedulable) {
+			return c, err
+		}
+		spec.Avoid = "" // no other node can take it: the avoided one may
+	}
+	return r.start(ctx, spec)
+}
+
+// start is Start of one service.
+func (r *Runtime) start(ctx context.Context, spec supervise.Spec) (supervise.Container, error) {
 	name, err := serviceName(spec)
 	if err != nil {
 		return supervise.Container{}, err
@@ -190,6 +204,9 @@ func (r *Runtime) constraints(s supervise.Spec) []string {
 	out := append(slices.Clone(r.Template.Constraints), r.Template.ImageConstraints[s.Image]...)
 	if s.Node != "" {
 		out = append(out, "node.id=="+s.Node)
+	}
+	if s.Avoid != "" {
+		out = append(out, "node.id!="+s.Avoid)
 	}
 	return out
 }

@@ -42,6 +42,17 @@ func TagGameImage() string {
 	return "mapyard/tag:latest"
 }
 
+// OrchestratorImage returns the orchestrator's image that tests of the kit in
+// containers (on Swarm) start: MAPYARD_TEST_ORCH_IMAGE, or mapyard/orchestrator:latest
+// (`make test` passes the version tag `make images` built, for the reason MapImage
+// gives).
+func OrchestratorImage() string {
+	if img := os.Getenv("MAPYARD_TEST_ORCH_IMAGE"); img != "" {
+		return img
+	}
+	return "mapyard/orchestrator:latest"
+}
+
 // RequireImage skips tb when the engine lacks image ref, or fails it under
 // MAPYARD_REQUIRE_DOCKER=1: for the tests of an image besides the map's, which Client
 // checks.

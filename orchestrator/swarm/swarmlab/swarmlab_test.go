@@ -1,21 +1,14 @@
 package swarmlab_test
 
 import (
-	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -39,7 +32,7 @@ func TestLab_CrossNode(t *testing.T) {
 		t.Fatalf("both clients reach node %s", lab.Node1ID)
 	}
 	ctx := context.Background()
-	img := probeImage(t, lab.Node1)
+	img := swarmlab.ProbeImage(t, lab.Node1)
 	lab.Load(t, img)
 	if _, err := lab.Node2.ImageInspect(ctx, img); err != nil {
 		t.Fatalf("node 2 lacks %s after Load: %v", img, err)
@@ -108,63 +101,6 @@ func TestLab_CrossNode(t *testing.T) {
 		lab.StartNode2(t)
 		lab.WaitNode2(t, swarm.NodeStateReady, time.Minute)
 	})
-}
-
-// probeImage builds testdata/probe into a FROM scratch image on cli's engine, removed
-// when the test ends.
-func probeImage(t *testing.T, cli *client.Client) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "probe")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/probe")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the probe: %v\n%s", err, out)
-	}
-	binary, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	for _, f := range []struct {
-		name string
-		mode int64
-		body []byte
-	}{
-		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY probe /probe\nENTRYPOINT [\"/probe\"]\n")},
-		{"probe", 0o755, binary},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(f.body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ref := "mapyard/lab-probe:test-" + dockertest.RandomHex(t, 4)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	resp, err := cli.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{ref}, Version: build.BuilderV1, Remove: true, ForceRemove: true})
-	if err != nil {
-		t.Fatalf("build the probe image: %v", err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(sc.Bytes(), &msg) == nil && msg.Error != "" {
-			t.Fatalf("build the probe image: %s", msg.Error)
-		}
-	}
-	t.Cleanup(func() {
-		_, _ = cli.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true})
-	})
-	return ref
 }
 
 // runningTask waits until service id's task runs and returns it.

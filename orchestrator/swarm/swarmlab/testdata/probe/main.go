@@ -1,13 +1,16 @@
-// Command probe is both ends of the lab test's TCP check, in one static binary for a
-// FROM scratch image (no image can be pulled). `probe serve ADDR` answers every GET
-// with its host name (a container's is its short id); `probe get URL WITHIN` asks URL
-// until it answers 200 or WITHIN has passed, prints the answer and exits 0, or exits 1
-// with the last error.
+// Command probe is the lab's tool inside the overlay, in one static binary for a FROM
+// scratch image (no image can be pulled). `probe serve ADDR` answers every GET with its
+// host name (a container's is its short id); `probe get URL WITHIN` asks URL until it
+// answers 200 or WITHIN has passed, prints the answer and exits 0, or exits 1 with the
+// last error; `probe relay ADDR TARGET` copies every TCP connection it accepts on ADDR
+// to TARGET (host:port, its name looked up for each connection), so that a test on the
+// host reaches a listener that is on the overlay only.
 package main
 
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -15,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: probe serve ADDR | probe get URL WITHIN")
+		fmt.Fprintln(os.Stderr, "usage: probe serve ADDR | probe get URL WITHIN | probe relay ADDR TARGET")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -25,6 +28,13 @@ func main() {
 			fmt.Fprint(w, host)
 		}))
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	case "relay":
+		if len(os.Args) < 4 {
+			fmt.Fprintln(os.Stderr, "usage: probe relay ADDR TARGET")
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, relay(os.Args[2], os.Args[3]))
 		os.Exit(1)
 	case "get":
 		within := time.Minute
@@ -66,5 +76,33 @@ func get(url string, within time.Duration) error {
 			return err
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// relay accepts on addr and copies each connection both ways to target.
+func relay(addr, target string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			t, err := net.DialTimeout("tcp", target, 5*time.Second)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return
+			}
+			defer t.Close()
+			done := make(chan struct{}, 2)
+			go func() { io.Copy(t, c); t.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+			go func() { io.Copy(c, t); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+			<-done
+			<-done
+		}()
 	}
 }

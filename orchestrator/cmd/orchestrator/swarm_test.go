@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mapyard/mapyard/mapserver/client"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/mapserver/kernel/public"
+	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/testutil"
+)
+
+// TestSwarm_KitAcrossNodes runs the kit from compose/stack.yaml on the lab's two-node
+// Swarm, as a host who added a machine would: the orchestrator and the edge on node 1,
+// a lobby on node 1 and a dungeon on node 2 (its image placed there by a constraint).
+// A player comes in through the edge on node 1 and walks through the lobby's portal to
+// the dungeon on node 2 with what it carries. Then node 2's engine is killed with the
+// player in the dungeon: the orchestrator sees the map lost, starts it on node 1, and
+// the player's join brings it back into play there with what it carried. Last, the
+// orchestrator is killed -9: Swarm starts it again and it adopts every map's service,
+// none restarted.
+func TestSwarm_KitAcrossNodes(t *testing.T) {
+	k := newSwarmKit(t)
+	lobby, dungeon := smallMap(t, k.deployment+"-lobby"), smallMap(t, k.deployment+"-dungeon")
+	dungeon.Seed++
+	lobby.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: dungeon.MapID, Count: 1}}
+	dungeon.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: lobby.MapID, Count: 1}}
+	k.createMap(t, lobby, "")
+	k.createMap(t, dungeon, k.far)
+	if n := k.nodeOf(t, lobby.InstanceID); n != k.lab.Node1ID {
+		t.Fatalf("the lobby runs on node %s, want node 1 (%s)", n, k.lab.Node1ID)
+	}
+	if n := k.nodeOf(t, dungeon.InstanceID); n != k.lab.Node2ID {
+		t.Fatalf("the dungeon runs on node %s, want node 2 (%s)", n, k.lab.Node2ID)
+	}
+
+	const carried = `{"gold":12,"studio":{"quest":"intro"}}`
+	key := testutil.NewAuthKey(t)
+	var c *client.Client
+	var character, rejoin string
+	t.Run("PortalToTheOtherNode", func(t *testing.T) {
+		there := generate(t, lobby).Portals[0]
+		x, y := float64(there.X-there.Radius)/100-1, float64(there.Y)/100
+		c, rejoin = k.enterAtAs(t, key, lobby, x, y, carried)
+		character = c.Welcome().CharacterID
+		w := walkThrough(t, c, there, dungeon.MapID)
+		if w.InstanceID != dungeon.InstanceID || w.CharacterID != character {
+			t.Fatalf("arrived as %+v, want %s on %s", w, character, dungeon.InstanceID)
+		}
+		waitUntil(t, "the dungeon's push of the character", func() bool {
+			st := savedState(t, k.dbPath, character)
+			return st != nil && st.InstanceID == dungeon.InstanceID
+		})
+		if st := savedState(t, k.dbPath, character); !sameJSON(t, st.Attributes, carried) {
+			t.Fatalf("saved by the dungeon on node 2: %s, want what it carried", st.Attributes)
+		}
+		// Playing there: it walks, and the dungeon's snapshots say so.
+		x0, y0 := selfPosition(t, c)
+		if _, err := steer(c, x0+3, y0, 0.5, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if c == nil {
+		t.FailNow()
+	}
+
+	t.Run("NodeLostPlayerBack", func(t *testing.T) {
+		before := savedState(t, k.dbPath, character)
+		// The host lets the dungeon's image run on node 1 too, then node 2 is lost.
+		k.label(t, k.lab.Node1ID, k.farLabel, "yes")
+		lost := time.Now()
+		k.lab.KillNode2(t)
+		// The player's stream ends or stalls: it comes back with its session's rejoin
+		// credential, as the page and the Go client do, which waits for its map.
+		gone := waitGone(c, 15*time.Second)
+		c.Close()
+		var back *client.Client
+		waitFor(t, "the player back in play", time.Minute, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			j, err := joinOnce(ctx, k.public, fmt.Sprintf(`{"rejoin":%q}`, rejoin))
+			if err != nil {
+				t.Logf("rejoin: %v", err)
+				time.Sleep(200 * time.Millisecond)
+				return false
+			}
+			rejoin = j.Rejoin
+			cl, err := client.Dial(ctx, k.ws+j.WS, client.Hello{Ticket: j.Ticket}, client.Options{})
+			if err != nil {
+				t.Logf("enter %s: %v", j.InstanceID, err)
+				time.Sleep(200 * time.Millisecond)
+				return false
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				if _, ok := cl.State().SelfEntity(); ok {
+					back = cl
+					return true
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			cl.Close()
+			return false
+		})
+		t.Cleanup(func() { back.Close() })
+		took := time.Since(lost)
+		in, _ := k.instance(t, dungeon.InstanceID)
+		t.Logf("node 2 lost: the player's stream %s after %s; back in play on %s after %s (restarts %d, reason %q)",
+			gone.how, gone.after.Round(10*time.Millisecond), back.Welcome().InstanceID, took.Round(10*time.Millisecond), in.Restarts, in.Reason)
+		if w := back.Welcome(); w.InstanceID != dungeon.InstanceID || w.CharacterID != character {
+			t.Fatalf("back as %+v, want %s on %s", w, character, dungeon.InstanceID)
+		}
+		if n := k.nodeOf(t, dungeon.InstanceID); n != k.lab.Node1ID {
+			t.Fatalf("the dungeon runs on node %s after node 2 was lost, want node 1", n)
+		}
+		if in.Restarts != 1 {
+			t.Errorf("dungeon %+v: want one restart for the lost node", in)
+		}
+		after := savedState(t, k.dbPath, character)
+		if !sameJSON(t, after.Attributes, carried) {
+			t.Fatalf("after the node loss it carries %s, want %s", after.Attributes, carried)
+		}
+		// Rolled back no further than the last push before the loss.
+		px, py := selfPosition(t, back)
+		if d := math.Hypot(px-before.X, py-before.Y); d > 4 {
+			t.Errorf("back at (%.1f, %.1f), %.1f units from its last push before the loss (%.1f, %.1f)", px, py, d, before.X, before.Y)
+		}
+	})
+
+	t.Run("OrchestratorKilledServicesAdopted", func(t *testing.T) {
+		ids := map[string]orchestrator.Instance{}
+		for _, id := range []string{k.deployment + "-d", lobby.InstanceID, dungeon.InstanceID} {
+			ids[id] = k.waitInstance(t, id, orchestrator.StateReady, time.Minute)
+		}
+		old := k.orchestratorContainer(t)
+		if err := k.lab.Node1.ContainerKill(context.Background(), old, "KILL"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "a new orchestrator container", 2*time.Minute, func() bool { return k.orchestratorContainer(t) != old })
+		for id, was := range ids {
+			in := k.waitInstance(t, id, orchestrator.StateReady, time.Minute)
+			if in.ContainerID != was.ContainerID || in.Restarts != was.Restarts {
+				t.Errorf("%s after the orchestrator's kill: service %s restarts %d, want %s adopted (restarts %d)",
+					id, in.ContainerID, in.Restarts, was.ContainerID, was.Restarts)
+			}
+		}
+	})
+}
+
+// gone is how a player's stream ended after a fault: closed, or stalled (no snapshot
+// for a second), and when.
+type gone struct {
+	how   string
+	after time.Duration
+}
+
+// waitGone waits up to timeout for c's stream to close or stall.
+func waitGone(c *client.Client, timeout time.Duration) gone {
+	start := time.Now()
+	last, lastAt := c.State().Tick, time.Now()
+	for time.Since(start) < timeout {
+		select {
+		case <-c.Done():
+			return gone{"closed", time.Since(start)}
+		case e := <-c.Events():
+			if e.Kind == "closed" {
+				return gone{"closed", time.Since(start)}
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+		if tick := c.State().Tick; tick != last {
+			last, lastAt = tick, time.Now()
+		} else if time.Since(lastAt) > time.Second {
+			return gone{"stalled", time.Since(start)}
+		}
+	}
+	return gone{"went on", time.Since(start)}
+}
+
+// joinOnce asks the edge at public for a join ticket with body, once.
+func joinOnce(ctx context.Context, edgeURL, body string) (public.JoinResponse, error) {
+	var j public.JoinResponse
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, edgeURL+public.PathJoin, strings.NewReader(body))
+	if err != nil {
+		return j, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return j, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return j, fmt.Errorf("join: %d %s", resp.StatusCode, raw)
+	}
+	return j, json.Unmarshal(raw, &j)
+}
