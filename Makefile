@@ -1,6 +1,9 @@
 # mapyard build, image, run and test targets. `make up` runs it, `make test` proves it.
 
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Once: the images a run builds and the tests it runs name the same tag, even when the
+# tree changes meanwhile.
+VERSION   := $(VERSION)
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 GO        ?= go
 BIN       := bin

@@ -149,7 +149,7 @@ func TestImages_PortalsBetweenMapsOfTwoImages(t *testing.T) {
 }
 
 // smallMap is a flat 400 m map with one spawn point and no portals: cheap to generate.
-func smallMap(t *testing.T, id string) mapgen.MapConfig {
+func smallMap(t testing.TB, id string) mapgen.MapConfig {
 	t.Helper()
 	c := flatMap(t, id)
 	c.Bounds = mapgen.Bounds{Width: 400, Height: 400}
@@ -157,7 +157,7 @@ func smallMap(t *testing.T, id string) mapgen.MapConfig {
 	return c
 }
 
-func generate(t *testing.T, c mapgen.MapConfig) *mapgen.World {
+func generate(t testing.TB, c mapgen.MapConfig) *mapgen.World {
 	t.Helper()
 	w, err := mapgen.Generate(c)
 	if err != nil {

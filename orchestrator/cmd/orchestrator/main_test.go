@@ -509,7 +509,7 @@ func startOrchestrator(t *testing.T, env []string) *childOrchestrator {
 	return c
 }
 
-func waitStatus(t *testing.T, url string, want int, timeout time.Duration) {
+func waitStatus(t testing.TB, url string, want int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	last := 0
@@ -525,7 +525,7 @@ func waitStatus(t *testing.T, url string, want int, timeout time.Duration) {
 	t.Fatalf("%s: status %d after %s, want %d", url, last, timeout, want)
 }
 
-func randomHex(t *testing.T, n int) string {
+func randomHex(t testing.TB, n int) string {
 	t.Helper()
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {

@@ -156,7 +156,7 @@ func (k *kit) enterAtAs(t *testing.T, authKey string, cfg mapgen.MapConfig, x, y
 // transferAt redeems join ticket j as the map it names (with that map's credential
 // mapCred) and asks the orchestrator, as that map, to transfer the character to map
 // mapID at (x, y) carrying attrs. It returns the orchestrator's answer with the token.
-func transferAt(t *testing.T, controlURL, mapCred string, j public.JoinResponse, mapID string, x, y float64, attrs string) mapcontract.TransferAnswer {
+func transferAt(t testing.TB, controlURL, mapCred string, j public.JoinResponse, mapID string, x, y float64, attrs string) mapcontract.TransferAnswer {
 	t.Helper()
 	var r mapcontract.RedeemResult
 	testutil.PostJSON(t, controlURL+mapcontract.PathRedeem, mapCred, fmt.Sprintf(`{"instanceId":%q,"token":%q}`, j.InstanceID, j.Ticket), http.StatusOK, &r)
@@ -170,7 +170,7 @@ func transferAt(t *testing.T, controlURL, mapCred string, j public.JoinResponse,
 
 // flatMap is the default template as map id (and its instance), without water, props
 // or NPCs: a player walks it in a straight line wherever it stands.
-func flatMap(t *testing.T, id string) mapgen.MapConfig {
+func flatMap(t testing.TB, id string) mapgen.MapConfig {
 	t.Helper()
 	c, err := mapgen.Template(mapgen.DefaultMapID)
 	if err != nil {
@@ -330,13 +330,13 @@ func selfPosition(t *testing.T, c *client.Client) (float64, float64) {
 }
 
 // waitUntil waits up to 20 s for cond.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	waitFor(t, what, 20*time.Second, cond)
 }
 
 // waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

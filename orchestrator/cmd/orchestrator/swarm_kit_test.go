@@ -52,8 +52,9 @@ type swarmKit struct {
 }
 
 // newSwarmKit deploys the kit on the lab, node 2 holding the lab alone (the caller may
-// kill it), and waits until the edge says the default map takes players.
-func newSwarmKit(t *testing.T) *swarmKit {
+// kill it), and waits until the edge says the default map takes players. set changes
+// the kit's mapyard.env: a variable to a value, or, set to "", back to its default.
+func newSwarmKit(t testing.TB, set map[string]string) *swarmKit {
 	t.Helper()
 	dockertest.Client(t)
 	lab := swarmlab.UpAlone(t)
@@ -81,22 +82,31 @@ func newSwarmKit(t *testing.T) *swarmKit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := strings.Join([]string{
-		"ORCH_DEPLOYMENT=" + k.deployment,
-		"ORCH_DEFAULT_INSTANCE_ID=" + k.deployment + "-d",
-		"ORCH_INTERNAL_RPC_SECRET=" + k.secret,
-		"ORCH_MAP_IMAGE=" + dockertest.MapImage(),
-		"ORCH_MAP_IMAGES=" + dockertest.MapImage() + "," + k.far,
+	vars := map[string]string{
+		"ORCH_DEPLOYMENT":          k.deployment,
+		"ORCH_DEFAULT_INSTANCE_ID": k.deployment + "-d",
+		"ORCH_INTERNAL_RPC_SECRET": k.secret,
+		"ORCH_MAP_IMAGE":           dockertest.MapImage(),
+		"ORCH_MAP_IMAGES":          dockertest.MapImage() + "," + k.far,
 		// The kit's maps on node 1, the far image's where farLabel is.
-		"ORCH_SWARM_IMAGE_CONSTRAINTS=" + dockertest.MapImage() + "=>" + swarmlab.Constraint(1) + ";" + k.far + "=>node.labels." + k.farLabel + "==yes",
-		"ORCH_WARM_POOL_SIZE=0",
-		"ORCH_MAP_PROBE_MS=500",
-		"ORCH_CHECKPOINT_MS=200",
-		"ORCH_MAP_STOP_GRACE_MS=3000",
-		"MAP_HEARTBEAT_MS=300",
-		"MAP_SNAPSHOT_PUSH_MS=200",
-	}, "\n") + "\n"
-	for name, body := range map[string][]byte{"stack.yaml": stack, "mapyard.env": []byte(env)} {
+		"ORCH_SWARM_IMAGE_CONSTRAINTS": dockertest.MapImage() + "=>" + swarmlab.Constraint(1) + ";" + k.far + "=>node.labels." + k.farLabel + "==yes",
+		"ORCH_WARM_POOL_SIZE":          "0",
+		"ORCH_MAP_PROBE_MS":            "500",
+		"ORCH_CHECKPOINT_MS":           "200",
+		"ORCH_MAP_STOP_GRACE_MS":       "3000",
+		"MAP_HEARTBEAT_MS":             "300",
+		"MAP_SNAPSHOT_PUSH_MS":         "200",
+	}
+	for name, v := range set {
+		vars[name] = v
+	}
+	var env strings.Builder
+	for name, v := range vars {
+		if v != "" {
+			fmt.Fprintf(&env, "%s=%s\n", name, v)
+		}
+	}
+	for name, body := range map[string][]byte{"stack.yaml": stack, "mapyard.env": []byte(env.String())} {
 		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +138,7 @@ func newSwarmKit(t *testing.T) *swarmKit {
 }
 
 // docker runs the docker CLI with env added, failing the test with its output.
-func (k *swarmKit) docker(t *testing.T, env []string, args ...string) string {
+func (k *swarmKit) docker(t testing.TB, env []string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -143,7 +153,7 @@ func (k *swarmKit) docker(t *testing.T, env []string, args ...string) string {
 
 // remove takes the kit down as `make down-swarm` does: the stack, then the maps'
 // services, then its network and volumes once nothing uses them.
-func (k *swarmKit) remove(t *testing.T) {
+func (k *swarmKit) remove(t testing.TB) {
 	cli := k.lab.Node1
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -177,7 +187,7 @@ func (k *swarmKit) remove(t *testing.T) {
 }
 
 // label sets (or, with value "", removes) a node label.
-func (k *swarmKit) label(t *testing.T, nodeID, key, value string) {
+func (k *swarmKit) label(t testing.TB, nodeID, key, value string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -205,7 +215,7 @@ func (k *swarmKit) label(t *testing.T, nodeID, key, value string) {
 }
 
 // socketGroup is the group of the Docker socket, which the orchestrator runs in.
-func socketGroup(t *testing.T) string {
+func socketGroup(t testing.TB) string {
 	t.Helper()
 	out, err := exec.Command("stat", "-c", "%g", "/var/run/docker.sock").Output()
 	if err != nil {
@@ -215,7 +225,7 @@ func socketGroup(t *testing.T) string {
 }
 
 // orchestratorContainer is the running container of the kit's orchestrator service.
-func (k *swarmKit) orchestratorContainer(t *testing.T) string {
+func (k *swarmKit) orchestratorContainer(t testing.TB) string {
 	t.Helper()
 	var id string
 	waitFor(t, "the orchestrator's container", time.Minute, func() bool {
@@ -232,7 +242,7 @@ func (k *swarmKit) orchestratorContainer(t *testing.T) string {
 
 // admin calls the admin API as an operator of the kit does, with `docker exec
 // <orchestrator> /orchestrator admin ARGS...`, and returns its exit code and output.
-func (k *swarmKit) admin(t *testing.T, args ...string) (int, []byte) {
+func (k *swarmKit) admin(t testing.TB, args ...string) (int, []byte) {
 	t.Helper()
 	cli := k.lab.Node1
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -263,7 +273,7 @@ func (k *swarmKit) admin(t *testing.T, args ...string) (int, []byte) {
 
 // instance is the orchestrator's view of instance id (ok=false while it does not
 // answer, or knows no such instance).
-func (k *swarmKit) instance(t *testing.T, id string) (orchestrator.Instance, bool) {
+func (k *swarmKit) instance(t testing.TB, id string) (orchestrator.Instance, bool) {
 	t.Helper()
 	var in orchestrator.Instance
 	code, out := k.admin(t, "GET", httpapi.PathAdminMaps+"/"+id)
@@ -277,7 +287,7 @@ func (k *swarmKit) instance(t *testing.T, id string) (orchestrator.Instance, boo
 }
 
 // waitInstance waits until instance id is in state st.
-func (k *swarmKit) waitInstance(t *testing.T, id string, st orchestrator.InstanceState, timeout time.Duration) orchestrator.Instance {
+func (k *swarmKit) waitInstance(t testing.TB, id string, st orchestrator.InstanceState, timeout time.Duration) orchestrator.Instance {
 	t.Helper()
 	var in orchestrator.Instance
 	waitFor(t, fmt.Sprintf("%s %s", id, st), timeout, func() bool {
@@ -290,7 +300,7 @@ func (k *swarmKit) waitInstance(t *testing.T, id string, st orchestrator.Instanc
 
 // createMap creates an instance of cfg running image (the kit's own when empty) and
 // waits until it is ready.
-func (k *swarmKit) createMap(t *testing.T, cfg mapgen.MapConfig, image string) orchestrator.Instance {
+func (k *swarmKit) createMap(t testing.TB, cfg mapgen.MapConfig, image string) orchestrator.Instance {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -307,7 +317,7 @@ func (k *swarmKit) createMap(t *testing.T, cfg mapgen.MapConfig, image string) o
 }
 
 // service is the Swarm service of instance id's current container.
-func (k *swarmKit) service(t *testing.T, id string) swarm.Service {
+func (k *swarmKit) service(t testing.TB, id string) swarm.Service {
 	t.Helper()
 	in, ok := k.instance(t, id)
 	if !ok || in.ContainerID == "" {
@@ -322,7 +332,7 @@ func (k *swarmKit) service(t *testing.T, id string) swarm.Service {
 
 // mapCred is the map credential instance id's service holds (MAP_CREDENTIAL): with it
 // the test calls the control port as that map would.
-func (k *swarmKit) mapCred(t *testing.T, id string) string {
+func (k *swarmKit) mapCred(t testing.TB, id string) string {
 	t.Helper()
 	for _, kv := range k.service(t, id).Spec.TaskTemplate.ContainerSpec.Env {
 		if v, ok := strings.CutPrefix(kv, "MAP_CREDENTIAL="); ok {
@@ -334,7 +344,7 @@ func (k *swarmKit) mapCred(t *testing.T, id string) string {
 }
 
 // nodeOf is the Swarm node that runs instance id's running task.
-func (k *swarmKit) nodeOf(t *testing.T, id string) string {
+func (k *swarmKit) nodeOf(t testing.TB, id string) string {
 	t.Helper()
 	svc := k.service(t, id)
 	tasks, err := k.lab.Node1.TaskList(context.Background(), swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", svc.ID))})
@@ -351,7 +361,7 @@ func (k *swarmKit) nodeOf(t *testing.T, id string) string {
 }
 
 // join asks the edge for a join ticket with body (a JoinRequest).
-func (k *swarmKit) join(t *testing.T, body string) public.JoinResponse {
+func (k *swarmKit) join(t testing.TB, body string) public.JoinResponse {
 	t.Helper()
 	var j public.JoinResponse
 	testutil.PostJSON(t, k.public+public.PathJoin, "", body, http.StatusOK, &j)
@@ -362,7 +372,7 @@ func (k *swarmKit) join(t *testing.T, body string) public.JoinResponse {
 // of cfg at (x, y) carrying attrs, as kit.enterAtAs does, over the control port's
 // overlay address; then it plays through the edge. It returns the player and the
 // join's rejoin credential.
-func (k *swarmKit) enterAtAs(t *testing.T, authKey string, cfg mapgen.MapConfig, x, y float64, attrs string) (*client.Client, string) {
+func (k *swarmKit) enterAtAs(t testing.TB, authKey string, cfg mapgen.MapConfig, x, y float64, attrs string) (*client.Client, string) {
 	t.Helper()
 	j := k.join(t, fmt.Sprintf(`{"authKey":%q}`, authKey))
 	a := transferAt(t, k.control, k.mapCred(t, j.InstanceID), j, cfg.MapID, x, y, attrs)
@@ -371,7 +381,7 @@ func (k *swarmKit) enterAtAs(t *testing.T, authKey string, cfg mapgen.MapConfig,
 
 // play connects a player through the edge with a ticket or token to the map at ws
 // path and waits for its first snapshot that shows it.
-func (k *swarmKit) play(t *testing.T, path, token string) *client.Client {
+func (k *swarmKit) play(t testing.TB, path, token string) *client.Client {
 	t.Helper()
 	c, err := client.Dial(context.Background(), k.ws+path, client.Hello{Ticket: token}, client.Options{})
 	if err != nil {
@@ -380,4 +390,98 @@ func (k *swarmKit) play(t *testing.T, path, token string) *client.Client {
 	t.Cleanup(func() { c.Close() })
 	waitUntil(t, "the first snapshot showing the player", func() bool { _, ok := c.State().SelfEntity(); return ok })
 	return c
+}
+
+// backInPlay brings a player whose stream ended back with its session's rejoin
+// credential, as the page and the Go client do (the join waits for its map), retrying
+// until a snapshot shows it; *rejoin is kept current.
+func (k *swarmKit) backInPlay(t testing.TB, rejoin *string) *client.Client {
+	t.Helper()
+	var back *client.Client
+	waitFor(t, "the player back in play", time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		j, err := joinOnce(ctx, k.public, fmt.Sprintf(`{"rejoin":%q}`, *rejoin))
+		if err != nil {
+			t.Logf("rejoin: %v", err)
+			time.Sleep(200 * time.Millisecond)
+			return false
+		}
+		*rejoin = j.Rejoin
+		cl, err := client.Dial(ctx, k.ws+j.WS, client.Hello{Ticket: j.Ticket}, client.Options{})
+		if err != nil {
+			t.Logf("enter %s: %v", j.InstanceID, err)
+			time.Sleep(200 * time.Millisecond)
+			return false
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, ok := cl.State().SelfEntity(); ok {
+				back = cl
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cl.Close()
+		return false
+	})
+	t.Cleanup(func() { back.Close() })
+	return back
+}
+
+// availability sets a node's availability (active, pause, drain).
+func (k *swarmKit) availability(t testing.TB, nodeID string, a swarm.NodeAvailability) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		node, _, err := k.lab.Node1.NodeInspectWithRaw(ctx, nodeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Spec.Availability = a
+		err = k.lab.Node1.NodeUpdate(ctx, nodeID, node.Version, node.Spec)
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "out of sequence") || ctx.Err() != nil {
+			t.Fatalf("node %s availability %s: %v", nodeID, a, err)
+		}
+	}
+}
+
+// timeline is what the orchestrator logged about instance id since start, one line an
+// event with its time since start: where the time of a recovery went.
+func (k *swarmKit) timeline(t testing.TB, id string, start time.Time) string {
+	t.Helper()
+	out, err := exec.Command("docker", "service", "logs", "--raw", "--since", start.Add(-time.Second).UTC().Format(time.RFC3339), k.stack+"_orchestrator").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(no logs: %v)", err)
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(string(out), "\n") {
+		var e struct {
+			Time     time.Time `json:"time"`
+			Msg      string    `json:"msg"`
+			Instance string    `json:"instance"`
+			From, To string
+			Reason   string `json:"reason"`
+			TookMs   *int64 `json:"tookMs"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Instance != id || e.Time.Before(start) {
+			continue
+		}
+		fmt.Fprintf(&b, "  +%6dms %s", e.Time.Sub(start).Milliseconds(), e.Msg)
+		if e.To != "" {
+			fmt.Fprintf(&b, " %s→%s", e.From, e.To)
+		}
+		if e.TookMs != nil {
+			fmt.Fprintf(&b, " (took %d ms)", *e.TookMs)
+		}
+		if e.Reason != "" {
+			fmt.Fprintf(&b, ": %s", e.Reason)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

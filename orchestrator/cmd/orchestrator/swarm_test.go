@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/swarm"
 	"github.com/mapyard/mapyard/mapserver/client"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
@@ -28,7 +29,7 @@ import (
 // orchestrator is killed -9: Swarm starts it again and it adopts every map's service,
 // none restarted.
 func TestSwarm_KitAcrossNodes(t *testing.T) {
-	k := newSwarmKit(t)
+	k := newSwarmKit(t, nil)
 	lobby, dungeon := smallMap(t, k.deployment+"-lobby"), smallMap(t, k.deployment+"-dungeon")
 	dungeon.Seed++
 	lobby.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: dungeon.MapID, Count: 1}}
@@ -82,39 +83,13 @@ func TestSwarm_KitAcrossNodes(t *testing.T) {
 		// credential, as the page and the Go client do, which waits for its map.
 		gone := waitGone(c, 15*time.Second)
 		c.Close()
-		var back *client.Client
-		waitFor(t, "the player back in play", time.Minute, func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			j, err := joinOnce(ctx, k.public, fmt.Sprintf(`{"rejoin":%q}`, rejoin))
-			if err != nil {
-				t.Logf("rejoin: %v", err)
-				time.Sleep(200 * time.Millisecond)
-				return false
-			}
-			rejoin = j.Rejoin
-			cl, err := client.Dial(ctx, k.ws+j.WS, client.Hello{Ticket: j.Ticket}, client.Options{})
-			if err != nil {
-				t.Logf("enter %s: %v", j.InstanceID, err)
-				time.Sleep(200 * time.Millisecond)
-				return false
-			}
-			deadline := time.Now().Add(5 * time.Second)
-			for time.Now().Before(deadline) {
-				if _, ok := cl.State().SelfEntity(); ok {
-					back = cl
-					return true
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			cl.Close()
-			return false
-		})
+		back := k.backInPlay(t, &rejoin)
 		t.Cleanup(func() { back.Close() })
 		took := time.Since(lost)
 		in, _ := k.instance(t, dungeon.InstanceID)
-		t.Logf("node 2 lost: the player's stream %s after %s; back in play on %s after %s (restarts %d, reason %q)",
-			gone.how, gone.after.Round(10*time.Millisecond), back.Welcome().InstanceID, took.Round(10*time.Millisecond), in.Restarts, in.Reason)
+		t.Logf("node 2 lost: the player's stream %s after %s; back in play on %s after %s (restarts %d, reason %q)\n%s",
+			gone.how, gone.after.Round(10*time.Millisecond), back.Welcome().InstanceID, took.Round(10*time.Millisecond), in.Restarts, in.Reason,
+			k.timeline(t, dungeon.InstanceID, lost))
 		if w := back.Welcome(); w.InstanceID != dungeon.InstanceID || w.CharacterID != character {
 			t.Fatalf("back as %+v, want %s on %s", w, character, dungeon.InstanceID)
 		}
@@ -132,6 +107,47 @@ func TestSwarm_KitAcrossNodes(t *testing.T) {
 		px, py := selfPosition(t, back)
 		if d := math.Hypot(px-before.X, py-before.Y); d > 4 {
 			t.Errorf("back at (%.1f, %.1f), %.1f units from its last push before the loss (%.1f, %.1f)", px, py, d, before.X, before.Y)
+		}
+	})
+
+	t.Run("NodeDrainedPlayerBack", func(t *testing.T) {
+		// A map placed on node 2 (back after the loss above), a player on it; then the
+		// host drains node 2: Swarm stops its tasks at once, the orchestrator starts the
+		// map again on node 1, and the player comes back to it there.
+		k.lab.WaitNode2(t, swarm.NodeStateReady, time.Minute)
+		cellar := smallMap(t, k.deployment+"-cellar")
+		cellar.Seed += 2
+		k.label(t, k.lab.Node1ID, k.farLabel, "")
+		k.createMap(t, cellar, k.far)
+		k.label(t, k.lab.Node1ID, k.farLabel, "yes")
+		if n := k.nodeOf(t, cellar.InstanceID); n != k.lab.Node2ID {
+			t.Fatalf("the cellar runs on node %s, want node 2", n)
+		}
+		p, cred := k.enterAtAs(t, testutil.NewAuthKey(t), cellar, 20, 20, carried)
+		who := p.Welcome().CharacterID
+		waitUntil(t, "the cellar's push of the character", func() bool {
+			st := savedState(t, k.dbPath, who)
+			return st != nil && st.InstanceID == cellar.InstanceID
+		})
+		drained := time.Now()
+		k.availability(t, k.lab.Node2ID, swarm.NodeAvailabilityDrain)
+		t.Cleanup(func() { k.availability(t, k.lab.Node2ID, swarm.NodeAvailabilityActive) })
+		gone := waitGone(p, 15*time.Second)
+		p.Close()
+		back := k.backInPlay(t, &cred)
+		t.Logf("node 2 drained: the player's stream %s after %s; back in play after %s\n%s", gone.how, gone.after.Round(10*time.Millisecond),
+			time.Since(drained).Round(10*time.Millisecond), k.timeline(t, cellar.InstanceID, drained))
+		if w := back.Welcome(); w.InstanceID != cellar.InstanceID || w.CharacterID != who {
+			t.Fatalf("back as %+v, want %s on %s", w, who, cellar.InstanceID)
+		}
+		if n := k.nodeOf(t, cellar.InstanceID); n != k.lab.Node1ID {
+			t.Fatalf("the cellar runs on node %s after node 2 was drained, want node 1", n)
+		}
+		if in, _ := k.instance(t, cellar.InstanceID); in.Restarts != 1 {
+			t.Errorf("cellar %+v: want one restart for the drain", in)
+		}
+		if st := savedState(t, k.dbPath, who); !sameJSON(t, st.Attributes, carried) {
+			t.Fatalf("after the drain it carries %s, want %s", st.Attributes, carried)
 		}
 	})
 
