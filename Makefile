@@ -61,7 +61,7 @@ PAGE_GEN  := orchestrator/edge/static/gen
 # latest like the kit's own.
 NODE_MAP_IMAGE := mapyard/node-map
 
-.PHONY: all engine build page images node-map-image up down reset up-swarm down-swarm test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade upgrade lint clean docs
+.PHONY: all engine build page images node-map-image up down reset up-swarm down-swarm test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade bench-swarm upgrade lint clean docs
 
 all: build
 
@@ -283,6 +283,17 @@ bench-handover: images
 bench-upgrade: images
 	NS="$(or $(NS),200 1000)" REPS=$(or $(REPS),3) JOIN_LOOP=$(or $(JOIN_LOOP),10) WARMUP=$(or $(WARMUP),10) \
 		MODE=$(or $(MODE),move) IMAGE=mapyard/map:$(VERSION) scripts/bench-upgrade.sh
+
+# The Swarm figures (docs/scale-out.md) on the two-node lab (scripts/swarm-lab.sh): spawn
+# against a raw service create, handouts, node loss with the default settings, W1 with
+# the map on the other node. BENCH narrows it (e.g. BENCH=SwarmNodeLoss); N, PLAYERS,
+# WARMUP and WINDOW tune it (docs/benchmarks/scripts.md).
+bench-swarm: images
+	@mkdir -p bench-results
+	scripts/swarm-lab.sh deps
+	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) MAPYARD_TEST_ORCH_IMAGE=mapyard/orchestrator:$(VERSION) \
+		$(GO) test -count=1 -run '^$$' -bench '$(or $(BENCH),Swarm)' -benchtime 1x -timeout 60m -v ./orchestrator/cmd/orchestrator \
+		| tee bench-results/swarm-$$(date -u +%Y%m%dT%H%M%SZ).txt
 
 # The benchmark table (docs/benchmarks.md): figure, target, measured, ratio for every
 # figure of scripts/bench/figures.tsv, the micro-benchmarks measured now (a few
