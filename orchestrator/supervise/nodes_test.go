@@ -2,6 +2,9 @@ package supervise
 
 import (
 	"context"
+	"net"
+	"net/url"
+	"os"
 	"testing"
 	"time"
 
@@ -125,5 +128,22 @@ func TestRules_LostMapAvoidsItsNode(t *testing.T) {
 	m2 := &poolMember{id: "pool-b", node: "n1"}
 	if !better(m2, m1, map[string]int{"n1": 5}, "n2") || better(m1, m2, map[string]int{"n1": 5}, "n2") {
 		t.Fatal("a spare on the avoided node was preferred to one elsewhere")
+	}
+}
+
+// TestRules_UnreachableMapConfirmedAtOnce: a probe that cannot even connect (a map or
+// its node gone) is asked again at once, so the map is unhealthy after one round, not
+// two; a map that answers badly still gets its interval (see TestRules_ProbeFailures).
+func TestRules_UnreachableMapConfirmedAtOnce(t *testing.T) {
+	r := newRig(t, nil)
+	r.ready(t, "d-1")
+	r.rt.mu.Lock()
+	r.rt.healthErr = &url.Error{Op: "Get", URL: "http://10.0.0.9:9100/health", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}}
+	r.rt.mu.Unlock()
+	r.clock.Add(DefaultProbeGrace)
+	r.check(context.Background())
+	r.settle(t)
+	if !r.saw("ready→unhealthy: 2 health probes failed") {
+		t.Fatalf("after one round of unreachable probes: %v", r.transitions)
 	}
 }

@@ -8,6 +8,7 @@ package mapcontract
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"time"
 
@@ -127,9 +128,16 @@ type MapClient struct {
 // NewMapClient returns a MapClient whose requests time out after timeout.
 func NewMapClient(timeout time.Duration) *MapClient {
 	return &MapClient{HTTP: &http.Client{Timeout: timeout, Transport: &http.Transport{
+		// A map's control port is on this host or on its overlay network: a live map's
+		// kernel accepts at once, even when the map is busy, so a connection not made
+		// within a second is a map (or a node) gone.
+		DialContext:         (&net.Dialer{Timeout: MapDialTimeout}).DialContext,
 		MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second,
 	}}}
 }
+
+// MapDialTimeout bounds the connection to a map's control port (see NewMapClient).
+const MapDialTimeout = time.Second
 
 // Health asks the map at baseURL for GET /health, presenting cred. Any non-2xx answer
 // is an error; a map that does not know cred answers EUNAUTHORIZED.

@@ -465,8 +465,8 @@ func (k *swarmKit) timeline(t testing.TB, id string, start time.Time) string {
 			Msg      string    `json:"msg"`
 			Instance string    `json:"instance"`
 			From, To string
-			Reason   string `json:"reason"`
-			TookMs   *int64 `json:"tookMs"`
+			Reason   string   `json:"reason"`
+			TookMs   *float64 `json:"tookMs"`
 		}
 		if json.Unmarshal([]byte(line), &e) != nil || e.Instance != id || e.Time.Before(start) {
 			continue
@@ -476,7 +476,7 @@ func (k *swarmKit) timeline(t testing.TB, id string, start time.Time) string {
 			fmt.Fprintf(&b, " %s→%s", e.From, e.To)
 		}
 		if e.TookMs != nil {
-			fmt.Fprintf(&b, " (took %d ms)", *e.TookMs)
+			fmt.Fprintf(&b, " (took %.1f ms)", *e.TookMs)
 		}
 		if e.Reason != "" {
 			fmt.Fprintf(&b, ": %s", e.Reason)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,14 +17,15 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
 // TestSwarm_KitAcrossNodes runs the kit from compose/stack.yaml on the lab's two-node
 // Swarm, as a host who added a machine would: the orchestrator and the edge on node 1,
 // a lobby on node 1 and a dungeon on node 2 (its image placed there by a constraint).
-// A player comes in through the edge on node 1 and walks through the lobby's portal to
-// the dungeon on node 2 with what it carries. Then node 2's engine is killed with the
+// A player comes in through the edge on node 1, picks up an item and walks through the
+// lobby's portal to the dungeon on node 2 with it and its attributes. Then node 2's engine is killed with the
 // player in the dungeon: the orchestrator sees the map lost, starts it on node 1, and
 // the player's join brings it back into play there with what it carried. Last, the
 // orchestrator is killed -9: Swarm starts it again and it adopts every map's service,
@@ -33,6 +35,7 @@ func TestSwarm_KitAcrossNodes(t *testing.T) {
 	lobby, dungeon := smallMap(t, k.deployment+"-lobby"), smallMap(t, k.deployment+"-dungeon")
 	dungeon.Seed++
 	lobby.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: dungeon.MapID, Count: 1}}
+	lobby.GenerationRules.InteractableDensity = 1000
 	dungeon.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: lobby.MapID, Count: 1}}
 	k.createMap(t, lobby, "")
 	k.createMap(t, dungeon, k.far)
@@ -47,11 +50,16 @@ func TestSwarm_KitAcrossNodes(t *testing.T) {
 	key := testutil.NewAuthKey(t)
 	var c *client.Client
 	var character, rejoin string
+	var item string
 	t.Run("PortalToTheOtherNode", func(t *testing.T) {
+		// The player picks up an item beside the lobby's portal, then walks through.
 		there := generate(t, lobby).Portals[0]
-		x, y := float64(there.X-there.Radius)/100-1, float64(there.Y)/100
-		c, rejoin = k.enterAtAs(t, key, lobby, x, y, carried)
+		it := itemNearPortal(t, lobby, there)
+		item = it.ID
+		seededItems(t, k.dbPath, lobby)
+		c, rejoin = k.enterAtAs(t, key, lobby, float64(it.Place.X)/100, float64(it.Place.Y)/100, carried)
 		character = c.Welcome().CharacterID
+		pickUp(t, c, item)
 		w := walkThrough(t, c, there, dungeon.MapID)
 		if w.InstanceID != dungeon.InstanceID || w.CharacterID != character {
 			t.Fatalf("arrived as %+v, want %s on %s", w, character, dungeon.InstanceID)
@@ -62,6 +70,9 @@ func TestSwarm_KitAcrossNodes(t *testing.T) {
 		})
 		if st := savedState(t, k.dbPath, character); !sameJSON(t, st.Attributes, carried) {
 			t.Fatalf("saved by the dungeon on node 2: %s, want what it carried", st.Attributes)
+		}
+		if owner := itemOwner(t, k.dbPath, item); owner != character {
+			t.Fatalf("item %s is held by %q after the portal, want %s", item, owner, character)
 		}
 		// Playing there: it walks, and the dungeon's snapshots say so.
 		x0, y0 := selfPosition(t, c)
@@ -102,6 +113,9 @@ func TestSwarm_KitAcrossNodes(t *testing.T) {
 		after := savedState(t, k.dbPath, character)
 		if !sameJSON(t, after.Attributes, carried) {
 			t.Fatalf("after the node loss it carries %s, want %s", after.Attributes, carried)
+		}
+		if owner := itemOwner(t, k.dbPath, item); owner != character {
+			t.Fatalf("item %s is held by %q after the node loss, want %s", item, owner, character)
 		}
 		// Rolled back no further than the last push before the loss.
 		px, py := selfPosition(t, back)
@@ -169,6 +183,22 @@ func TestSwarm_KitAcrossNodes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// itemOwner is the character that holds item id in the orchestrator's database, or "".
+func itemOwner(t *testing.T, dbPath, id string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", sqlite.DSN(dbPath, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var owner sql.NullString
+	err = db.QueryRow(`SELECT owner_character_id FROM inventory_items WHERE item_id = ? AND state = 'active'`, id).Scan(&owner)
+	if err != nil && err != sql.ErrNoRows {
+		t.Fatal(err)
+	}
+	return owner.String
 }
 
 // gone is how a player's stream ended after a fault: closed, or stalled (no snapshot
