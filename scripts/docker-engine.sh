@@ -36,7 +36,9 @@ if ! iptables -S >/dev/null 2>&1; then
 	iptables_flags=(--iptables=false --ip6tables=false)
 fi
 echo "docker-engine: starting dockerd" >&2
-setsid dockerd "${iptables_flags[@]}" >/var/log/mapyard-dockerd.log 2>&1 < /dev/null &
+# Swarm tasks (ORCH_RUNTIME=swarm, the lab) run the image the engine holds, as the kit
+# builds them here, instead of asking Docker Hub for its name first.
+DOCKER_SERVICE_PREFER_OFFLINE_IMAGE=1 setsid dockerd "${iptables_flags[@]}" >/var/log/mapyard-dockerd.log 2>&1 < /dev/null &
 
 for _ in $(seq 1 60); do
 	if docker info >/dev/null 2>&1; then

@@ -224,7 +224,9 @@ start_node2() {
 				containerd --config "$2" >>"$3" 2>&1 &
 				for _ in $(seq 1 100); do [ -S "$4" ] && break; sleep 0.1; done
 				shift 4
-				exec dockerd "$@"
+				# Swarm tasks run the image the node holds, as the kit expects, instead
+				# of asking Docker Hub for it first (docs/scale-out.md).
+				DOCKER_SERVICE_PREFER_OFFLINE_IMAGE=1 exec dockerd "$@"
 			' node2 "$NODE2_HOSTNAME" "$LIB/containerd.toml" "$CONTAINERD_LOG" "$CONTAINERD_SOCK" \
 			--config-file "$LIB/daemon.json" --data-root "$LIB/docker" --exec-root "$RUN/exec" \
 			--pidfile "$RUN/docker.pid" -H "$NODE2_HOST" --containerd "$CONTAINERD_SOCK" \

@@ -184,6 +184,12 @@ func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
 				Privileges:      &swarm.Privileges{NoNewPrivileges: true},
 				StopSignal:      "SIGTERM",
 				StopGracePeriod: &grace,
+				// No health check of Swarm's own: Swarm holds a task with one in
+				// "starting" until its first check passes (the map image's: 5 s), so
+				// every start and every restart would wait for it, and it would kill
+				// an unhealthy task behind the supervisor's back. The supervisor probes
+				// /health itself, over the overlay, and decides.
+				Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
 			},
 			Resources: &swarm.ResourceRequirements{Limits: &swarm.Limit{
 				NanoCPUs: t.NanoCPUs, MemoryBytes: int64(t.MemoryMB) << 20, Pids: t.PidsLimit,

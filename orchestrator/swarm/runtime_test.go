@@ -52,6 +52,9 @@ func TestRuntime_HardenedOverlay(t *testing.T) {
 	if tt.RestartPolicy == nil || tt.RestartPolicy.Condition != swarm.RestartPolicyConditionNone {
 		t.Errorf("restart policy %+v, want none", tt.RestartPolicy)
 	}
+	if h := cs.Healthcheck; h == nil || !slices.Equal(h.Test, []string{"NONE"}) {
+		t.Errorf("health check %+v, want none of Swarm's own (the supervisor probes)", h)
+	}
 	if l := tt.Resources.Limits; l.Pids != 64 || l.MemoryBytes != 64<<20 || l.NanoCPUs != 500_000_000 {
 		t.Errorf("limits %+v", l)
 	}

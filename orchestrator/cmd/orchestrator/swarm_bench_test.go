@@ -69,7 +69,10 @@ func (k *swarmKit) rawSpawn(tb testing.TB) time.Duration {
 		TaskTemplate: swarm.TaskSpec{
 			ContainerSpec: &swarm.ContainerSpec{Image: dockertest.MapImage(), Env: []string{ // it runs, serves, and retries a registration
 				"MAP_ORCH_URL=http://127.0.0.1:1", "MAP_CREDENTIAL=" + strings.Repeat("c", 20),
-				"MAP_ORCH_CREDENTIAL=" + strings.Repeat("o", 20), "MAP_INSTANCE_ID=raw"}},
+				"MAP_ORCH_CREDENTIAL=" + strings.Repeat("o", 20), "MAP_INSTANCE_ID=raw"},
+				// As the kit runs maps: without the image's health check, which Swarm
+				// would wait for before calling the task running (5 s).
+				Healthcheck: &container.HealthConfig{Test: []string{"NONE"}}},
 			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionNone},
 			Placement:     &swarm.Placement{Constraints: []string{swarmlab.Constraint(1)}},
 			Networks:      []swarm.NetworkAttachmentConfig{{Target: k.network}},
@@ -142,7 +145,7 @@ type logEvent struct {
 // events are the orchestrator's log lines since start.
 func (k *swarmKit) events(tb testing.TB, since time.Time) []logEvent {
 	tb.Helper()
-	out, err := exec.Command("docker", "service", "logs", "--raw", "--since", since.Add(-time.Second).UTC().Format(time.RFC3339), k.stack+"_orchestrator").Output()
+	out, err := exec.Command("docker", "service", "logs", "--raw", "--since", since.Add(-time.Second).UTC().Format(time.RFC3339), k.stack+"_orchestrator").CombinedOutput()
 	if err != nil {
 		tb.Fatalf("docker service logs: %v", err)
 	}
@@ -283,8 +286,8 @@ func BenchmarkSwarmNodeLoss(b *testing.B) {
 		}
 		wg.Wait()
 		sort.Slice(backs, func(i, j int) bool { return backs[i] < backs[j] })
-		b.Logf("round %d: %d players back after p50 %s, slowest %s; where the time went (first map):\n%s", round, players,
-			backs[len(backs)/2].Round(10*time.Millisecond), backs[len(backs)-1].Round(10*time.Millisecond), k.timeline(b, maps[0].InstanceID, lost))
+		b.Logf("round %d: %d players back after p50 %s, slowest %s; where the time went (map %s):\n%s", round, players,
+			backs[len(backs)/2].Round(10*time.Millisecond), backs[len(backs)-1].Round(10*time.Millisecond), maps[0].InstanceID, k.timeline(b, maps[0].InstanceID, lost))
 		worst.Add(backs[len(backs)-1])
 		median.Add(backs[len(backs)/2])
 		k.lab.StartNode2(b)
