@@ -42,8 +42,9 @@ type fakeRuntime struct {
 	unplaceable map[string]bool
 	// nodes are what Nodes answers: one unnamed node unless a test sets more.
 	nodes []string
-	// nodeUnplaceable holds "image node" pairs Start refuses with ErrUnschedulable.
-	nodeUnplaceable map[string]bool
+	// nodeUnplaceable holds "image node" pairs Start refuses with ErrUnschedulable;
+	// nodeMissing those it refuses with ErrImageMissing (a node without the image).
+	nodeUnplaceable, nodeMissing map[string]bool
 }
 
 // fakeContainer is one container of fakeRuntime; runs is the instance its map says it
@@ -147,7 +148,7 @@ func (f *fakeRuntime) Start(_ context.Context, spec Spec) (Container, error) {
 	if spec.Pool {
 		f.calls["start-pool-image "+spec.Image]++
 	}
-	if f.missing[spec.Image] {
+	if f.missing[spec.Image] || f.nodeMissing[spec.Image+" "+spec.Node] {
 		return Container{}, fmt.Errorf("create container for %s: %w", spec.InstanceID, ErrImageMissing)
 	}
 	if f.unplaceable[spec.Image] || f.nodeUnplaceable[spec.Image+" "+spec.Node] {

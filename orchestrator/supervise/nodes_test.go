@@ -14,12 +14,14 @@ import (
 // TestRules_PoolPerNode: on a runtime with many nodes the pool keeps PoolSize spares
 // of the image on each node, each pinned there; a handout takes the spare on the node
 // running the fewest maps; a node the image's constraints exclude is left alone for a
-// while instead of being tried again at once; a node that leaves gets no new spare.
+// while instead of being tried again at once, as is a node that lacks the image (the
+// others still get theirs); a node that leaves gets no new spare.
 func TestRules_PoolPerNode(t *testing.T) {
 	r := newRig(t, func(r *rig) {
 		r.PoolSize = 1
-		r.rt.nodes = []string{"n1", "n2", "n3"}
+		r.rt.nodes = []string{"n1", "n2", "n3", "n4"}
 		r.rt.nodeUnplaceable = map[string]bool{r.Image + " n3": true}
+		r.rt.nodeMissing = map[string]bool{r.Image + " n4": true}
 	})
 	r.ready(t, "d-1")                    // the default map, started cold: on no node in particular
 	spares := func() map[string]string { // node → pool id, of started spares

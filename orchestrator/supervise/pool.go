@@ -133,18 +133,20 @@ func (s *Supervisor) poolLoop(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				if errors.Is(err, ErrImageMissing) {
+				if errors.Is(err, ErrImageMissing) && node == "" {
 					s.mu.Lock()
 					s.lacking[image] = true
 					s.mu.Unlock()
-					s.Log.Warn("warm pool: image missing on the engine; no spares of it until a map of it starts", "image", image, "node", node, "err", err)
+					s.Log.Warn("warm pool: image missing on the engine; no spares of it until a map of it starts", "image", image, "err", err)
 					continue
 				}
-				if errors.Is(err, ErrUnschedulable) {
+				// A node without the image (the others may have it), or one the image's
+				// constraints exclude: left alone for a while.
+				if errors.Is(err, ErrUnschedulable) || errors.Is(err, ErrImageMissing) {
 					s.mu.Lock()
 					s.unplaceable[[2]string{image, node}] = s.Now().Add(unplaceableRetry)
 					s.mu.Unlock()
-					s.Log.Warn("warm pool: no spare of this image fits on this node; trying again later", "image", image, "node", node, "err", err)
+					s.Log.Warn("warm pool: no spare of this image on this node (its constraints, or the node lacks it); trying again later", "image", image, "node", node, "err", err)
 					continue
 				}
 				s.Log.Warn("warm pool refill failed; retrying", "image", image, "node", node, "err", err)

@@ -113,33 +113,56 @@ func NewRuntime(api API, t Template) *Runtime {
 }
 
 // Start creates the service of spec and waits until its task runs, then reads back
-// its task's address on the overlay network. A task the node rejects for want of its image is
-// supervise.ErrImageMissing; a task no node can take is supervise.ErrUnschedulable,
-// with the Swarm's reason and the constraints. On any failure the service is removed.
-// A spec that avoids a node (spec.Avoid) is placed elsewhere, or, where no other node
-// can take it, there after all.
+// its task's address on the overlay network. A task no node can take is
+// supervise.ErrUnschedulable, with the Swarm's reason and the constraints. A node that
+// rejects the task for want of its image is left out and the service created again
+// elsewhere, until no node is left: then it is supervise.ErrImageMissing, so a map goes
+// to the nodes that hold its image and is image_missing only where none does. A spec
+// that avoids a node (spec.Avoid) is placed elsewhere, or, where no other node can take
+// it, there after all. On any failure the service is removed.
 func (r *Runtime) Start(ctx context.Context, spec supervise.Spec) (supervise.Container, error) {
-	if spec.Avoid != "" {
-		c, err := r.start(ctx, spec)
-		if !errors.Is(err, supervise.ErrUnschedulable) {
-			return c, err
+	var lacking []string // nodes whose engine has not the image
+	var missing error
+	for {
+		c, err := r.start(ctx, spec, lacking)
+		var nl *nodeLacksImage
+		switch {
+		case errors.As(err, &nl) && nl.node != "" && !slices.Contains(lacking, nl.node) && len(lacking) < maxNodesTried:
+			missing, lacking = err, append(lacking, nl.node)
+			continue
+		case errors.Is(err, supervise.ErrUnschedulable) && spec.Avoid != "":
+			spec.Avoid = "" // no other node can take it: the avoided one may
+			continue
+		case errors.Is(err, supervise.ErrUnschedulable) && missing != nil:
+			return supervise.Container{}, missing // the nodes that could run it lack its image
 		}
-		spec.Avoid = "" // no other node can take it: the avoided one may
+		return c, err
 	}
-	return r.start(ctx, spec)
 }
 
-// start is Start of one service.
-func (r *Runtime) start(ctx context.Context, spec supervise.Spec) (supervise.Container, error) {
+// maxNodesTried bounds how many nodes lacking a map's image one Start tries.
+const maxNodesTried = 16
+
+// nodeLacksImage is a task rejected by its node for want of its image.
+type nodeLacksImage struct {
+	node string
+	err  error
+}
+
+func (e *nodeLacksImage) Error() string { return e.err.Error() }
+func (e *nodeLacksImage) Unwrap() error { return e.err }
+
+// start is Start of one service, kept off the nodes in exclude.
+func (r *Runtime) start(ctx context.Context, spec supervise.Spec, exclude []string) (supervise.Container, error) {
 	name, err := serviceName(spec)
 	if err != nil {
 		return supervise.Container{}, err
 	}
-	created, err := r.API.ServiceCreate(ctx, r.serviceSpec(name, spec), swarm.ServiceCreateOptions{})
+	created, err := r.API.ServiceCreate(ctx, r.serviceSpec(name, spec, exclude), swarm.ServiceCreateOptions{})
 	if err != nil {
 		return supervise.Container{}, fmt.Errorf("create service %q: %w", name, err)
 	}
-	task, err := r.waitRunning(ctx, created.ID, spec)
+	task, err := r.waitRunning(ctx, created.ID, spec, exclude)
 	if err != nil {
 		_ = r.API.ServiceRemove(context.WithoutCancel(ctx), created.ID)
 		return supervise.Container{}, fmt.Errorf("start service %q: %w", name, err)
@@ -156,7 +179,7 @@ func (r *Runtime) start(ctx context.Context, spec supervise.Spec) (supervise.Con
 
 // serviceSpec is the service of spec: one replica, no restarts, the map containers'
 // labels and hardening, on the overlay network with no port published.
-func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
+func (r *Runtime) serviceSpec(name string, s supervise.Spec, exclude []string) swarm.ServiceSpec {
 	t := r.Template
 	labels := docker.Labels(t.Deployment, s)
 	svcLabels := map[string]string{}
@@ -195,7 +218,7 @@ func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
 				NanoCPUs: t.NanoCPUs, MemoryBytes: int64(t.MemoryMB) << 20, Pids: t.PidsLimit,
 			}},
 			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionNone},
-			Placement:     &swarm.Placement{Constraints: r.constraints(s)},
+			Placement:     &swarm.Placement{Constraints: r.constraints(s, exclude)},
 			Networks:      []swarm.NetworkAttachmentConfig{{Target: t.Network}},
 			LogDriver:     &swarm.Driver{Name: docker.LogDriver, Options: docker.LogOptions()},
 		},
@@ -205,8 +228,9 @@ func (r *Runtime) serviceSpec(name string, s supervise.Spec) swarm.ServiceSpec {
 }
 
 // constraints are the placement constraints of the service of s: the deployment's,
-// its image's, and its node when the warm pool pins a spare to one.
-func (r *Runtime) constraints(s supervise.Spec) []string {
+// its image's, its node when the warm pool pins a spare to one, and none of the nodes
+// it avoids or excludes.
+func (r *Runtime) constraints(s supervise.Spec, exclude []string) []string {
 	out := append(slices.Clone(r.Template.Constraints), r.Template.ImageConstraints[s.Image]...)
 	if s.Node != "" {
 		out = append(out, "node.id=="+s.Node)
@@ -214,11 +238,14 @@ func (r *Runtime) constraints(s supervise.Spec) []string {
 	if s.Avoid != "" {
 		out = append(out, "node.id!="+s.Avoid)
 	}
+	for _, n := range exclude {
+		out = append(out, "node.id!="+n)
+	}
 	return out
 }
 
 // waitRunning waits until the service's task runs and returns it.
-func (r *Runtime) waitRunning(ctx context.Context, id string, spec supervise.Spec) (swarm.Task, error) {
+func (r *Runtime) waitRunning(ctx context.Context, id string, spec supervise.Spec, exclude []string) (swarm.Task, error) {
 	for {
 		task, ok, err := r.task(ctx, id)
 		if err != nil {
@@ -230,9 +257,9 @@ func (r *Runtime) waitRunning(ctx context.Context, id string, spec supervise.Spe
 			case st == swarm.TaskStateRunning:
 				return task, nil
 			case strings.Contains(msg, "No such image"):
-				return swarm.Task{}, fmt.Errorf("image %q: %w: %s", spec.Image, supervise.ErrImageMissing, msg)
+				return swarm.Task{}, &nodeLacksImage{node: task.NodeID, err: fmt.Errorf("image %q on node %s: %w: %s", spec.Image, shortID(task.NodeID), supervise.ErrImageMissing, msg)}
 			case st == swarm.TaskStatePending && strings.Contains(msg, "no suitable node"):
-				return swarm.Task{}, fmt.Errorf("%w: %s (constraints %q)", supervise.ErrUnschedulable, msg, r.constraints(spec))
+				return swarm.Task{}, fmt.Errorf("%w: %s (constraints %q)", supervise.ErrUnschedulable, msg, r.constraints(spec, exclude))
 			case terminal(st):
 				return swarm.Task{}, fmt.Errorf("task %s: %s %s", task.ID, st, msg)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
 	mswarm "github.com/mapyard/mapyard/orchestrator/swarm"
+	"github.com/mapyard/mapyard/orchestrator/swarm/swarmlab"
 )
 
 // TestRuntime_HardenedOverlay starts a map as the supervisor would: a hardened
@@ -274,5 +275,29 @@ func TestRuntime_NodesAndPinning(t *testing.T) {
 	_, err = rt.Start(ctx, supervise.Spec{InstanceID: "nowhere", Pool: true, Node: "nosuchnode" + dockertest.RandomHex(t, 2), Image: dockertest.MapImage(), Env: mapEnv("nowhere")})
 	if !errors.Is(err, supervise.ErrUnschedulable) {
 		t.Fatalf("a pin to no node: %v, want ErrUnschedulable", err)
+	}
+}
+
+// TestRuntime_ImageOnOneNode: a map whose image only node 1 holds, sent first to node 2
+// (it avoids node 1), is rejected there for want of its image and started on node 1:
+// a map goes where its image is, and is image_missing only where no node has it.
+func TestRuntime_ImageOnOneNode(t *testing.T) {
+	t.Parallel()
+	rt, cli := newRuntime(t)
+	lab := swarmlab.Up(t)
+	rt.Template.Constraints = nil // both nodes
+	image := "mapyard/map-node1:" + dockertest.RandomHex(t, 3)
+	dockertest.TagImage(t, cli, dockertest.MapImage(), image)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := rt.Start(ctx, supervise.Spec{InstanceID: "here", Image: image, Env: mapEnv("here"), Avoid: lab.Node1ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Running || c.Ports.Node != lab.Node1ID {
+		t.Fatalf("started %+v, want it running on node 1 (%s), the one that holds its image", c, lab.Node1ID)
+	}
+	if l, err := rt.List(ctx); err != nil || len(l) != 1 {
+		t.Fatalf("services left: %+v, %v; want the one that runs", l, err)
 	}
 }
