@@ -129,7 +129,17 @@ func (ep *epollEngine) linkCommand(c pollCmd, now int64) {
 // clients (and a pong queued behind it) would wait several milliseconds more.
 func (ep *epollEngine) pumpLink(lk *linkConn, ev uint32, now int64) {
 	if ev&syscall.EPOLLERR != 0 {
-		ep.endLink(lk)
+		// A reset may come right behind the map's last records, its streams' close
+		// frames among them (a map that exits with inputs unread): they are read and
+		// passed on first, so that its players learn the map said goodbye.
+		for reads := 0; reads < maxLinkReads && !lk.dead; reads++ {
+			if _, ok := ep.readLink(lk, now); !ok {
+				break
+			}
+		}
+		if !lk.dead {
+			ep.endLink(lk)
+		}
 		return
 	}
 	if ev&syscall.EPOLLOUT != 0 {

@@ -41,8 +41,23 @@ func (ep *epollEngine) pump(pp *pollPair, side int, ev uint32, now int64) {
 		return
 	}
 	if ev&syscall.EPOLLERR != 0 {
-		if side == 1 && !pp.dir[1].eof && ep.mapEndedPair(pp, true, now) {
-			return // the map's connection failed (reset): the client is told
+		if side == 1 && !pp.dir[1].eof {
+			// A reset may come right behind the map's last bytes, its close frame
+			// among them (a map that exits with its players' inputs unread): those
+			// bytes are read and passed on first, so that a map that said goodbye is
+			// not taken for a map gone. The read that meets the reset ends the side.
+			for range maxReadsBeforeReset {
+				if pp.dir[1].eof || len(pp.dir[1].pending) > 0 || pp.closed {
+					break
+				}
+				if !ep.copyDir(pp, 1, now) {
+					ep.finish(pp)
+					return
+				}
+			}
+			if pp.dir[1].eof || ep.mapEndedPair(pp, true, now) {
+				return // the client is told: the map's close frame, or the map gone
+			}
 		}
 		ep.finish(pp)
 		return
@@ -67,6 +82,9 @@ func (ep *epollEngine) pump(pp *pollPair, side int, ev uint32, now int64) {
 		ep.finish(pp)
 	}
 }
+
+// maxReadsBeforeReset bounds the reads of a reset map side's last bytes (pump).
+const maxReadsBeforeReset = 16
 
 // copyDir reads side i once and writes what it read to the other side; bytes the
 // other side does not take wait in a pooled buffer, and side i is not read again

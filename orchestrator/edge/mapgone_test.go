@@ -197,6 +197,19 @@ func TestEdge_MapGone(t *testing.T) {
 				mc.Close()
 				wantEnd(t, player, websocket.CloseNormalClosure, "bye")
 			})
+			t.Run("MapClosedThenReset", func(t *testing.T) {
+				// A map that said goodbye and then ended with a reset (its process
+				// exited with the player's last inputs unread): the close frame, not
+				// the reset, is what the player learns.
+				for range 20 {
+					m := newCrashingMap(t, nil)
+					player := open(t, m)
+					mc := m.conn(t)
+					_, _ = mc.Write(append(text("bye"), closeNormal...))
+					reset(t, mc)
+					wantEnd(t, player, websocket.CloseNormalClosure, "bye")
+				}
+			})
 			t.Run("MapDiesInsideAFrame", func(t *testing.T) {
 				m := newCrashingMap(t, nil)
 				player := open(t, m)
