@@ -128,6 +128,8 @@ func TestMapConfigSchema(t *testing.T) {
 		"ErrPortalBothWays":  func(m map[string]any) { portals(m)[0].(map[string]any)["discover"] = true },
 		"ErrPortalNoTarget":  func(m map[string]any) { delete(portals(m)[0].(map[string]any), "targetMapId") },
 		"ErrFractionalWidth": func(m map[string]any) { m["bounds"].(map[string]any)["width"] = 150.5 },
+		"ErrAssetSetVersion": func(m map[string]any) { m["assetSets"] = []any{map[string]any{"id": "castle", "version": "../2"}} },
+		"ErrAssetSetNoID":    func(m map[string]any) { m["assetSets"] = []any{map[string]any{"version": "2"}} },
 	}
 	for name_, mutate := range bad {
 		t.Run(name_, func(t *testing.T) {
