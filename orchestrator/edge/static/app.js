@@ -117,7 +117,17 @@ function play(wasm, view, identity, menu) {
     onWorld(world, welcome) {
       if (game !== me) return;
       const t0 = performance.now();
-      view.setWorld(world);
+      const sets = welcome.mapConfig && welcome.mapConfig.assetSets;
+      view.setWorld(world, sets).then(() => {
+        if (game !== me) return;
+        debug.assetSets = view.sprites.sets.map((m) => `${m.id}@${m.version}`);
+        debug.missingAssetSets = view.sprites.missing;
+        if (view.sprites.missing.length) {
+          const text = `Asset set ${view.sprites.missing.join(", ")} is missing on this host: drawing placeholders`;
+          log(text, "error");
+          banner(text);
+        }
+      });
       debug.renderMs = performance.now() - t0;
       debug.generateMs = world ? world.generateMs : 0;
       banner(session.worldError);
