@@ -244,6 +244,7 @@ function overlay(s, now) {
     `position     ${s.predicted ? `${q(s.predicted.x)}, ${q(s.predicted.y)}` : "-"}`,
     `world        ${s.worldError ? "MISMATCH" : (s.world ? "hash ok " + s.world.hash.slice(0, 12) : "-")}`,
     `speed        ${(s.speed() / 16).toFixed(4)} u/s${s.inventory ? "" : " (default)"}`,
+    `assets       ${(debug.assetSets || []).join(", ") || "-"}${debug.missingAssetSets && debug.missingAssetSets.length ? ` · MISSING ${debug.missingAssetSets.join(", ")}` : ""}`,
     `reconnects   ${s.stats.reconnects} · rejoins ${s.stats.rejoins} · transfers ${s.stats.transfers}`,
     `frame        ${debug.frameMs.toFixed(2)} ms · first frame ${debug.firstFrameMs.toFixed(0)} ms` +
       ` (load ${debug.readyMs.toFixed(0)} + join ${(debug.firstFrameAfterPlayMs || 0).toFixed(0)})`,

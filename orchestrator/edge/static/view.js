@@ -44,6 +44,7 @@ const ZOOM = 16;            // px per metre on screen: the default set's charact
 const TERRAIN_TINT = 0.35;  // how much of the biome colours (smooth between cells, shaded by height) lies over the tiles
 const CHUNK_M = 32;         // metres per side of a painted terrain chunk
 const CHUNKS_KEPT = 24;     // painted chunks kept (2 MB each at ZOOM 16)
+const MINIMAP_PX = 160;     // the minimap's longer side, at most
 const MOVING_MS = 200;      // a character that moved within this long walks, else stands
 const QUANTA = 16;          // quanta per metre
 
@@ -249,7 +250,38 @@ export class View {
     depth.sort((a, b) => a[0] - b[0]);
     for (const [, f] of depth) f();
     g.imageSmoothingEnabled = true;
+    this.minimap(self || camera, others);
     this.frames++;
+  }
+
+  // minimap draws the whole map in the top right corner: the biome colours, the
+  // portals, other players and the player, and the part of the map on screen.
+  minimap(me, others) {
+    const g = this.ctx, w = this.world, t = w.terrain, cw = this.canvas.width, ch = this.canvas.height;
+    const side = Math.min(MINIMAP_PX, Math.floor(Math.min(cw, ch) / 4));
+    if (side < 40) return;
+    const k = side / Math.max(w.width, w.height); // px per centimetre
+    const mw = w.width * k, mh = w.height * k, x0 = cw - mw - 10, y0 = 48;
+    const mx = (cm) => x0 + cm * k, my = (cm) => y0 + mh - cm * k;
+    g.fillStyle = "rgba(0, 0, 0, 0.55)";
+    g.fillRect(x0 - 3, y0 - 3, mw + 6, mh + 6);
+    g.drawImage(this.static, x0, y0, mw, mh);
+    const view = (cmX, cmY, r, colour) => {
+      g.fillStyle = colour;
+      g.fillRect(Math.round(mx(cmX) - r), Math.round(my(cmY) - r), 2 * r, 2 * r);
+    };
+    for (const pt of w.portals) view(pt.x, pt.y, 2, "#c77dff");
+    for (const e of others) if (e.kind === KIND_PLAYER) view(e.x * 100 / QUANTA, e.y * 100 / QUANTA, 1.5, "#8fd3ff");
+    if (me) {
+      const cx = me.x * 100 / QUANTA, cy = me.y * 100 / QUANTA;
+      g.strokeStyle = "rgba(255, 255, 255, 0.8)";
+      g.lineWidth = 1;
+      g.strokeRect(Math.round(mx(cx - cw / 2 / ZOOM * 100)) + 0.5, Math.round(my(cy + ch / 2 / ZOOM * 100)) + 0.5,
+        Math.max(2, cw / ZOOM * 100 * k), Math.max(2, ch / ZOOM * 100 * k));
+      view(cx, cy, 2, "#ffd23f");
+    }
+    g.strokeStyle = "rgba(255, 255, 255, 0.35)";
+    g.strokeRect(x0 - 0.5, y0 - 0.5, mw + 1, mh + 1);
   }
 
   // terrainChunk returns the canvas of the CHUNK_M square of terrain whose south-west
