@@ -2,6 +2,7 @@ package schemas_test
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/mapyard/mapyard/docs/schemas"
+	"github.com/mapyard/mapyard/mapserver/kernel/assets"
+	"github.com/mapyard/mapyard/mapserver/kernel/assets/defaultset"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 )
@@ -128,6 +131,8 @@ func TestMapConfigSchema(t *testing.T) {
 		"ErrPortalBothWays":  func(m map[string]any) { portals(m)[0].(map[string]any)["discover"] = true },
 		"ErrPortalNoTarget":  func(m map[string]any) { delete(portals(m)[0].(map[string]any), "targetMapId") },
 		"ErrFractionalWidth": func(m map[string]any) { m["bounds"].(map[string]any)["width"] = 150.5 },
+		"ErrAssetSetVersion": func(m map[string]any) { m["assetSets"] = []any{map[string]any{"id": "castle", "version": "../2"}} },
+		"ErrAssetSetNoID":    func(m map[string]any) { m["assetSets"] = []any{map[string]any{"version": "2"}} },
 	}
 	for name_, mutate := range bad {
 		t.Run(name_, func(t *testing.T) {
@@ -142,6 +147,57 @@ func TestMapConfigSchema(t *testing.T) {
 			}
 			if err := s.Validate(name, raw); err == nil {
 				t.Fatalf("schema takes a config the generator refuses: %s", raw)
+			}
+		})
+	}
+}
+
+// TestAssetManifestSchema checks the manifest schema against the loader: the default
+// set's manifest passes both, and manifests the loader refuses for a reason a schema
+// can say are refused by the schema too.
+func TestAssetManifestSchema(t *testing.T) {
+	s := mustLoad(t)
+	const name = "common/asset-manifest.json"
+	good, err := fs.ReadFile(defaultset.FS(), assets.ManifestName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := assets.Parse(good); err != nil {
+		t.Fatalf("the loader refuses the default manifest: %v", err)
+	}
+	if err := s.Validate(name, good); err != nil {
+		t.Fatalf("schema refuses the default manifest: %v", err)
+	}
+	file0 := func(m map[string]any) map[string]any { return m["files"].([]any)[0].(map[string]any) }
+	bad := map[string]func(m map[string]any){
+		"ErrMissingFiles": func(m map[string]any) { delete(m, "files") },
+		"ErrUnknownField": func(m map[string]any) { m["colour"] = "red" },
+		"ErrVersion":      func(m map[string]any) { m["version"] = "1/2" },
+		"ErrDotDot":       func(m map[string]any) { file0(m)["path"] = "../secret.png" },
+		"ErrAbsolute":     func(m map[string]any) { file0(m)["path"] = "/etc/passwd" },
+		"ErrHidden":       func(m map[string]any) { file0(m)["path"] = "a/.hidden" },
+		"ErrTooLarge":     func(m map[string]any) { file0(m)["size"] = 50 << 20 },
+		"ErrHash":         func(m map[string]any) { file0(m)["sha256"] = "abc" },
+		"ErrUnknownBiome": func(m map[string]any) {
+			m["terrain"].(map[string]any)["lava"] = map[string]any{"file": "ui/placeholder.png", "metres": 4}
+		},
+		"ErrNoWalkEast": func(m map[string]any) {
+			delete(m["characters"].(map[string]any)["npc"].(map[string]any)["animations"].(map[string]any), "walk-east")
+		},
+	}
+	for name_, mutate := range bad {
+		t.Run(name_, func(t *testing.T) {
+			var m map[string]any
+			if err := json.Unmarshal(good, &m); err != nil {
+				t.Fatal(err)
+			}
+			mutate(m)
+			raw, _ := json.Marshal(m)
+			if _, err := assets.Parse(raw); err == nil {
+				t.Fatalf("the loader takes %s: the case tests nothing", name_)
+			}
+			if err := s.Validate(name, raw); err == nil {
+				t.Fatalf("schema takes a manifest the loader refuses (%s)", name_)
 			}
 		})
 	}

@@ -41,6 +41,9 @@ type Config struct {
 	RateLimitClients int            `env:"EDGE_RATE_LIMIT_CLIENTS" envDefault:"65536" help:"client addresses each rate limit tracks; past it the least recently seen is forgotten"`
 	TrustedProxies   []netip.Prefix `env:"EDGE_TRUSTED_PROXIES" envSeparator:"," help:"comma-separated CIDRs without spaces (e.g. 127.0.0.1/32) of reverse proxies whose X-Forwarded-For names the client; empty = the TCP peer is the client"`
 
+	AssetDir    string `env:"EDGE_ASSET_DIR" envDefault:"" help:"a host's asset sets (docs/assets.md; the image sets /assets, where compose mounts compose/assets/ read-only): each subdirectory holding a manifest.json is one set, served beside the built-in mapyard-default under content-hashed URLs once verified; looked at again every EDGE_ASSET_POLL_MS, a set that fails verification is refused (logged, counted in mapyard_edge_asset_sets_refused_total) and the version loaded before keeps serving; empty or absent: the built-in set only"`
+	AssetPollMS int    `env:"EDGE_ASSET_POLL_MS" envDefault:"3000" help:"how often EDGE_ASSET_DIR is looked at for added, changed or removed sets (0: 3000)"`
+
 	StaticRoutes string `env:"EDGE_STATIC_ROUTES" envDefault:"" help:"BENCHMARKS ONLY: fixed routes instance=port,... used instead of the orchestrator's table"`
 }
 
@@ -77,6 +80,7 @@ func (c *Config) Validate() error {
 		{"EDGE_WS_RATE_PER_MIN", c.WSRatePerMin, 0},
 		{"EDGE_WS_RATE_BURST", c.WSRateBurst, 0},
 		{"EDGE_RATE_LIMIT_CLIENTS", c.RateLimitClients, 0},
+		{"EDGE_ASSET_POLL_MS", c.AssetPollMS, 0},
 	} {
 		if v.val < v.min {
 			return fmt.Errorf("%s=%d: must be at least %d", v.name, v.val, v.min)

@@ -103,6 +103,8 @@ type Edge struct {
 	// request's client address is found.
 	JoinLimit, APILimit, WSLimit *ratelimit.Limiter
 	Clients                      ratelimit.ClientAddr
+	// Assets is the asset sets the public listener serves (assets.go).
+	Assets *AssetStore
 
 	// dialNetwork says whether maps are dialled on their map network address first
 	// (EDGE_MAP_DIAL=network), until such a dial fails where the loopback port works.
@@ -156,6 +158,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.APILimit = newLimiter(cfg.APIRatePerMin, cfg.APIRateBurst, cfg.RateLimitClients)
 	e.WSLimit = newLimiter(cfg.WSRatePerMin, cfg.WSRateBurst, cfg.RateLimitClients)
 	e.Clients = ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies}
+	e.Assets = NewAssetStore(cfg.AssetDir, envconf.Ms(cfg.AssetPollMS), log, e.Registry)
 	registerLimitMetrics(e.Registry, map[string]*ratelimit.Limiter{"join": e.JoinLimit, "characters": e.APILimit, "ws": e.WSLimit})
 	static, _ := cfg.ParseStaticRoutes()
 	if static != nil {
@@ -176,6 +179,14 @@ func (e *Edge) Open() (err error) {
 	if missing := e.page.Missing(); len(missing) > 0 {
 		e.Log.Warn("the browser client's module was not built into this edge; the page cannot play (run make build)", "missing", missing)
 	}
+	if err := e.Assets.Open(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			e.Assets.Close()
+		}
+	}()
 	e.join = &http.Client{Timeout: joinTimeout, Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
 		MaxIdleConnsPerHost: 16,
@@ -194,6 +205,7 @@ func (e *Edge) Open() (err error) {
 	e.public.Match([]string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete}, public.PathJoin,
 		func(echo.Context) error { return echo.ErrMethodNotAllowed })
 	e.public.GET(public.WSPath(":id"), e.handleMapWS, e.WSLimit.Echo(e.Clients))
+	e.Assets.Mount(e.public)
 	e.public.GET("/", e.handleIndex)
 	e.public.GET("/index.html", e.handleIndex)
 	e.public.GET(StaticPrefix+":version/*", e.handleAsset)
@@ -244,6 +256,7 @@ func (e *Edge) Close(ctx context.Context) error {
 		e.cancel()
 		<-e.watchDone
 	}
+	e.Assets.Close()
 	errs = append(errs, e.metrics.Close(ctx))
 	return errors.Join(errs...)
 }

@@ -98,3 +98,15 @@ func PropSetIDs() []string {
 	sort.Strings(ids)
 	return ids
 }
+
+// PropKindNames returns the name of every prop kind of every built-in prop set, in
+// catalog order: the names an asset set's props are keyed by.
+func PropKindNames() []string {
+	var names []string
+	for i := range propCatalog {
+		for _, k := range propCatalog[i].kinds {
+			names = append(names, k.name)
+		}
+	}
+	return names
+}

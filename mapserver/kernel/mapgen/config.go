@@ -78,6 +78,12 @@ type MapConfig struct {
 	StaticCollider StaticColliderParams `json:"staticCollider"`
 	// GenerationRules holds densities and counts of generated objects.
 	GenerationRules GenerationRules `json:"generationRules"`
+	// AssetSets names the asset sets (docs/assets.md) the page draws this world with,
+	// first one first: a sprite missing from it is looked up in the next. Empty means
+	// the kit's default set, DefaultAssetSet. The world hash covers the names, not the
+	// files, and an empty list adds nothing to it, so configs written before asset sets
+	// keep their hash.
+	AssetSets []AssetSetRef `json:"assetSets,omitempty"`
 	// Image is the container image that runs this map (a Docker reference such as
 	// "mapyard/tag:latest"), so that a template says which game it is a map of and a
 	// portal to it starts the right one. Empty means the host's ORCH_MAP_IMAGE. It
@@ -86,6 +92,29 @@ type MapConfig struct {
 	// orchestrator keeps it in its own record of the instance and hands maps their
 	// config without it.
 	Image string `json:"image,omitempty"`
+}
+
+// AssetSetRef names one asset set by id and version.
+type AssetSetRef struct {
+	// ID is the set's id (the map id rule, ValidID), e.g. "mapyard-default".
+	ID string `json:"id"`
+	// Version is the set's version (ValidateAssetVersion), e.g. "1".
+	Version string `json:"version"`
+}
+
+// String returns "id@version".
+func (r AssetSetRef) String() string { return r.ID + "@" + r.Version }
+
+// DefaultAssetSet is the asset set the kit ships and a map without AssetSets uses.
+var DefaultAssetSet = AssetSetRef{ID: "mapyard-default", Version: "1"}
+
+// AssetSetsOf returns the asset sets the page draws c with: c.AssetSets, or
+// DefaultAssetSet alone when it names none.
+func AssetSetsOf(c MapConfig) []AssetSetRef {
+	if len(c.AssetSets) == 0 {
+		return []AssetSetRef{DefaultAssetSet}
+	}
+	return c.AssetSets
 }
 
 // Bounds is the size of a map in metres. The default map is 2000 x 2000 (2 km x 2 km).
@@ -185,6 +214,9 @@ func (c MapConfig) Clone() MapConfig {
 	}
 	if c.GenerationRules.Portals != nil {
 		c.GenerationRules.Portals = append(make([]PortalRule, 0, len(c.GenerationRules.Portals)), c.GenerationRules.Portals...)
+	}
+	if c.AssetSets != nil {
+		c.AssetSets = append(make([]AssetSetRef, 0, len(c.AssetSets)), c.AssetSets...)
 	}
 	return c
 }

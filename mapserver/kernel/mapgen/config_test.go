@@ -77,6 +77,20 @@ func TestMapConfig_Validate(t *testing.T) {
 		{"ErrInteractableDensity", func(c *mapgen.MapConfig) { c.GenerationRules.InteractableDensity = -3 }, "generationRules.interactableDensity"},
 		{"ErrNoSpawnPoints", func(c *mapgen.MapConfig) { c.GenerationRules.SpawnPoints = 0 }, "generationRules.spawnPoints"},
 		{"ErrPortalCount", func(c *mapgen.MapConfig) { c.GenerationRules.Portals[0].Count = 0 }, "generationRules.portals[0].count"},
+		{"ValidAssetSets", func(c *mapgen.MapConfig) {
+			c.AssetSets = []mapgen.AssetSetRef{{ID: "castle-pack", Version: "2.1"}, mapgen.DefaultAssetSet}
+		}, ""},
+		{"ErrAssetSetID", func(c *mapgen.MapConfig) { c.AssetSets = []mapgen.AssetSetRef{{ID: "Castle", Version: "1"}} }, "assetSets[0].id"},
+		{"ErrAssetSetVersion", func(c *mapgen.MapConfig) { c.AssetSets = []mapgen.AssetSetRef{{ID: "castle", Version: ""}} }, "assetSets[0].version"},
+		{"ErrAssetSetVersionSlash", func(c *mapgen.MapConfig) { c.AssetSets = []mapgen.AssetSetRef{{ID: "castle", Version: "../1"}} }, "assetSets[0].version"},
+		{"ErrDuplicateAssetSet", func(c *mapgen.MapConfig) {
+			c.AssetSets = []mapgen.AssetSetRef{{ID: "castle", Version: "1"}, {ID: "castle", Version: "2"}}
+		}, "assetSets[1].id"},
+		{"ErrTooManyAssetSets", func(c *mapgen.MapConfig) {
+			for _, id := range []string{"a", "b", "c", "d", "e"} {
+				c.AssetSets = append(c.AssetSets, mapgen.AssetSetRef{ID: id, Version: "1"})
+			}
+		}, "assetSets"},
 		{"ErrPortalTargetInvalid", func(c *mapgen.MapConfig) { c.GenerationRules.Portals[0].TargetMapID = "Nope!" }, "generationRules.portals[0].targetMapId"},
 		{"ErrPortalToItself", func(c *mapgen.MapConfig) { c.GenerationRules.Portals[0].TargetMapID = c.MapID }, "generationRules.portals[0].targetMapId"},
 		{"ErrDiscoverWithTarget", func(c *mapgen.MapConfig) { c.GenerationRules.Portals[0].Discover = true }, "generationRules.portals[0].targetMapId"},
@@ -193,5 +207,37 @@ func TestIsPoolID(t *testing.T) {
 		if got := mapgen.IsPoolID(id); got != want {
 			t.Errorf("IsPoolID(%q) = %v, want %v", id, got, want)
 		}
+	}
+}
+
+// TestWorldHash_AssetSets checks that the world hash covers the asset sets a config
+// names, in order, and that a config naming none hashes as it did before asset sets
+// existed (the golden hashes and world vectors hold that too).
+func TestWorldHash_AssetSets(t *testing.T) {
+	base := mapgen.Default()
+	hash := func(sets ...mapgen.AssetSetRef) string {
+		t.Helper()
+		c := base.Clone()
+		c.AssetSets = sets
+		w, err := mapgen.Generate(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.Hash()
+	}
+	none := hash()
+	def := hash(mapgen.DefaultAssetSet)
+	other := hash(mapgen.AssetSetRef{ID: "mapyard-default", Version: "2"})
+	two := hash(mapgen.DefaultAssetSet, mapgen.AssetSetRef{ID: "castle", Version: "1"})
+	swapped := hash(mapgen.AssetSetRef{ID: "castle", Version: "1"}, mapgen.DefaultAssetSet)
+	seen := map[string]string{}
+	for name, h := range map[string]string{"none": none, "default": def, "v2": other, "two": two, "swapped": swapped} {
+		if prev, ok := seen[h]; ok {
+			t.Errorf("%s and %s hash alike: %s", prev, name, h)
+		}
+		seen[h] = name
+	}
+	if got := mapgen.AssetSetsOf(base); len(got) != 1 || got[0] != mapgen.DefaultAssetSet {
+		t.Errorf("AssetSetsOf(no sets) = %v, want the default set", got)
 	}
 }

@@ -32,6 +32,7 @@ func Generate(cfg MapConfig) (*World, error) {
 			Seed:          cfg.Seed,
 			Width:         int32(cfg.Bounds.Width * 100),
 			Height:        int32(cfg.Bounds.Height * 100),
+			AssetSets:     append([]AssetSetRef(nil), cfg.AssetSets...),
 		},
 		idTag: mix64(cfg.Seed^streamIDs) & (1<<21 - 1),
 	}

@@ -27,6 +27,11 @@ const canonicalMagic = "mapyard-world/1\n"
 //	colliders: u32 n, n x (u64 id, u64 owner, u8 shape, i32 x, i32 y, i32 halfX, i32 halfY)
 //	spawns: u32 n, n x (u64 id, i32 x, i32 y, i32 z)
 //	portals: u32 n, n x (u64 id, i32 x, i32 y, i32 z, i32 radius, str targetMapId, u64 targetSeed)
+//	only when the config names asset sets: u32 n, n x (str id, str version)
+//
+// The asset sets come last and only when named, so the worlds of configs without them
+// keep the hash they had before asset sets existed; the encoding stays unambiguous
+// because every earlier section says its own length.
 //
 // docs/mapgen.md documents it for implementations in other languages, and the world
 // vectors of docs/world-vectors pin it section by section. It returns the first error
@@ -100,6 +105,13 @@ func (w *World) WriteCanonical(out io.Writer) error {
 		e.i32(p.Radius)
 		e.str(p.TargetMapID)
 		e.u64(p.TargetSeed)
+	}
+	if len(w.AssetSets) > 0 {
+		e.u32(uint32(len(w.AssetSets)))
+		for _, r := range w.AssetSets {
+			e.str(r.ID)
+			e.str(r.Version)
+		}
 	}
 	e.flush()
 	return e.err

@@ -25,6 +25,7 @@ type worldJSON struct {
 	Colliders     []colliderJSON `json:"colliders"`
 	Spawns        []spawnJSON    `json:"spawns"`
 	Portals       []portalJSON   `json:"portals"`
+	AssetSets     []AssetSetRef  `json:"assetSets,omitempty"`
 }
 
 type gridJSON struct {
@@ -97,6 +98,7 @@ func (w *World) MarshalJSON() ([]byte, error) {
 		Colliders: make([]colliderJSON, len(w.Colliders)),
 		Spawns:    make([]spawnJSON, len(w.Spawns)),
 		Portals:   make([]portalJSON, len(w.Portals)),
+		AssetSets: w.AssetSets,
 	}
 	for i, k := range w.PropKinds {
 		v.PropKinds[i] = propKindJSON(k)

@@ -74,7 +74,7 @@ func DerivedMapID(parentMapID string, seed uint64) string {
 
 // Derive builds the config of a newly discovered map from its parent's config and a
 // seed (usually a Portal.TargetSeed of the parent's world). The same inputs always give
-// the same config: it keeps the parent's bounds, prop sets and collider rules, varies
+// the same config: it keeps the parent's bounds, prop sets, asset sets and collider rules, varies
 // terrain and biome parameters within valid ranges, and has one portal back to the
 // parent and one to a further discovered map. Its instance id is InstanceOfMap of its map id.
 func Derive(parent MapConfig, seed uint64) (MapConfig, error) {

@@ -23,6 +23,8 @@ const (
 	MaxPortalsPerRule   = 8
 	MaxPortals          = 32
 	MaxPropSets         = 8
+	MaxAssetSets        = 4
+	MaxAssetVersionLen  = 32
 	MaxIDLength         = 48
 	maxTerrainHeight    = 500 // metres; heights are uint16 centimetres
 	maxFeatureSize      = 20000
@@ -151,7 +153,7 @@ func (c *MapConfig) Validate() error {
 	if err := ValidateImage("image", c.Image, true); err != nil {
 		return err
 	}
-	for _, check := range []func() error{c.validateTerrain, c.validateBiome, c.validatePropSets, c.validateColliders, c.validateRules} {
+	for _, check := range []func() error{c.validateTerrain, c.validateBiome, c.validatePropSets, c.validateColliders, c.validateRules, c.validateAssetSets} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -232,6 +234,46 @@ func (c *MapConfig) validatePropSets() error {
 		for _, prev := range c.PropSetIDs[:i] {
 			if prev == id {
 				return invalid(field, "duplicate prop set %q", id)
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateAssetVersion reports whether v is a valid asset set version: 1 to 32
+// characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit
+// ("1", "2.3", "2026-11").
+func ValidateAssetVersion(field, v string) error {
+	if v == "" || len(v) > MaxAssetVersionLen {
+		return invalid(field, "must be 1 to %d characters (got %d)", MaxAssetVersionLen, len(v))
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !alnum(c) && c != '.' && c != '-' {
+			return invalid(field, "must contain only a-z, 0-9, '.' and '-' (got %q)", v)
+		}
+	}
+	if !alnum(v[0]) || !alnum(v[len(v)-1]) {
+		return invalid(field, "must start and end with a letter or digit (got %q)", v)
+	}
+	return nil
+}
+
+func (c *MapConfig) validateAssetSets() error {
+	if len(c.AssetSets) > MaxAssetSets {
+		return invalid("assetSets", "must list at most %d asset sets (got %d)", MaxAssetSets, len(c.AssetSets))
+	}
+	for i, r := range c.AssetSets {
+		field := fmt.Sprintf("assetSets[%d]", i)
+		if err := ValidateID(field+".id", r.ID); err != nil {
+			return err
+		}
+		if err := ValidateAssetVersion(field+".version", r.Version); err != nil {
+			return err
+		}
+		for _, prev := range c.AssetSets[:i] {
+			if prev.ID == r.ID {
+				return invalid(field+".id", "duplicate asset set %q", r.ID)
 			}
 		}
 	}

@@ -57,6 +57,9 @@ type World struct {
 	Spawns []SpawnPoint
 	// Portals lead to other maps.
 	Portals []Portal
+	// AssetSets are the config's asset set names (not the kit's default when it names
+	// none): the hash covers them, so a page drawing with other art knows it.
+	AssetSets []AssetSetRef
 }
 
 // Heightfield is terrain height sampled at the corners of square cells.

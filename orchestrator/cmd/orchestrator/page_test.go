@@ -34,7 +34,8 @@ import (
 // TestPage_PlaysInChromium plays the browser client in Debian's Chromium against the
 // edge, the real orchestrator and real map containers: the page loads its module,
 // joins with the browser's own key, draws the generated world (whose hash equals the
-// server's: seed 000's criterion 9), walks with the keyboard (the server's saved state follows),
+// server's: seed 000's criterion 9; placeholders and the set's name when its asset set
+// is missing), walks with the keyboard (the server's saved state follows),
 // comes back by itself after `docker kill` of its map, comes back as the same character
 // after a reload, plays again within 2 s when the orchestrator refuses its rejoin
 // credential, walks through a portal onto the second map, plays tag, the second game,
@@ -118,6 +119,40 @@ func TestPage_PlaysInChromium(t *testing.T) {
 			return (performance.now() - t0) / 50;
 		})()`, &frameMs)
 		t.Logf("page: drawing a frame with 100 entities in view takes %.2f ms", frameMs)
+	})
+
+	// A map that names an asset set the edge does not have still plays: the page names
+	// the missing set and draws a visible placeholder where each sprite would be (the
+	// magenta of docs/assets.md), never a blank; then it draws with the map's sets again.
+	t.Run("MissingAssetSetDrawsPlaceholders", func(t *testing.T) {
+		page.exec(`globalThis.mapyardAssetCheck = null;
+			const v = mapyardDebug.view, w = mapyardDebug.session.world, sets = mapyardDebug.session.welcome.mapConfig.assetSets;
+			let got;
+			v.setWorld(w, [{id: "no-such-set", version: "1"}]).then(() => {
+				const c = mapyardDebug.session.predicted;
+				v.draw(c, c, []);
+				const d = v.ctx.getImageData(0, 0, v.canvas.width, v.canvas.height).data;
+				let magenta = 0;
+				for (let i = 0; i < d.length; i += 4) if (d[i] === 255 && d[i + 1] === 0 && d[i + 2] === 255) magenta++;
+				got = {missing: v.sprites.missing, loaded: v.sprites.sets.length, magenta};
+				return v.setWorld(w, sets);
+			}).then(() => { got.restored = v.sprites.sets.map((m) => m.id + "@" + m.version); globalThis.mapyardAssetCheck = got; })`)
+		page.wait("the page drawn with a missing asset set", `globalThis.mapyardAssetCheck !== null`)
+		var got struct {
+			Missing         []string
+			Loaded, Magenta int
+			Restored        []string
+		}
+		page.eval(`globalThis.mapyardAssetCheck`, &got)
+		if len(got.Missing) != 1 || got.Missing[0] != "no-such-set@1" || got.Loaded != 0 {
+			t.Errorf("sets missing %q, loaded %d; want no-such-set@1 missing and none loaded", got.Missing, got.Loaded)
+		}
+		if got.Magenta < 50 {
+			t.Errorf("%d placeholder pixels drawn: the player's sprite was left out", got.Magenta)
+		}
+		if len(got.Restored) != 1 || got.Restored[0] != mapgen.DefaultAssetSet.String() {
+			t.Errorf("sets after the check %q, want the default set", got.Restored)
+		}
 	})
 
 	// An entity beyond the welcome's farView radius moves in the snapshots once every

@@ -117,7 +117,17 @@ function play(wasm, view, identity, menu) {
     onWorld(world, welcome) {
       if (game !== me) return;
       const t0 = performance.now();
-      view.setWorld(world);
+      const sets = welcome.mapConfig && welcome.mapConfig.assetSets;
+      view.setWorld(world, sets).then(() => {
+        if (game !== me) return;
+        debug.assetSets = view.sprites.sets.map((m) => `${m.id}@${m.version}`);
+        debug.missingAssetSets = view.sprites.missing;
+        if (view.sprites.missing.length) {
+          const text = `Asset set ${view.sprites.missing.join(", ")} is missing on this host: drawing placeholders`;
+          log(text, "error");
+          banner(text);
+        }
+      });
       debug.renderMs = performance.now() - t0;
       debug.generateMs = world ? world.generateMs : 0;
       banner(session.worldError);
@@ -234,6 +244,7 @@ function overlay(s, now) {
     `position     ${s.predicted ? `${q(s.predicted.x)}, ${q(s.predicted.y)}` : "-"}`,
     `world        ${s.worldError ? "MISMATCH" : (s.world ? "hash ok " + s.world.hash.slice(0, 12) : "-")}`,
     `speed        ${(s.speed() / 16).toFixed(4)} u/s${s.inventory ? "" : " (default)"}`,
+    `assets       ${(debug.assetSets || []).join(", ") || "-"}${debug.missingAssetSets && debug.missingAssetSets.length ? ` · MISSING ${debug.missingAssetSets.join(", ")}` : ""}`,
     `reconnects   ${s.stats.reconnects} · rejoins ${s.stats.rejoins} · transfers ${s.stats.transfers}`,
     `frame        ${debug.frameMs.toFixed(2)} ms · first frame ${debug.firstFrameMs.toFixed(0)} ms` +
       ` (load ${debug.readyMs.toFixed(0)} + join ${(debug.firstFrameAfterPlayMs || 0).toFixed(0)})`,
