@@ -71,7 +71,7 @@ func (s *soak) finish(t *testing.T) {
 	var left []place
 	for _, p := range s.pickers {
 		p.c.Close()
-		left = append(left, place{p.character, s.loot.InstanceID, p.lastX, p.lastY})
+		left = append(left, place{p.character, p.lastMap, p.lastX, p.lastY})
 	}
 	for _, w := range s.walkers {
 		w.c.Close()
@@ -96,7 +96,14 @@ func (s *soak) finish(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	check(saved == len(left), "saved characters: %d of %d stand where they left (within 1.5 units, on their map)", saved, len(left))
+	stranded := 0
+	for _, pl := range left {
+		if pl.instance != s.loot.InstanceID && pl.instance != s.hall.InstanceID {
+			stranded++
+		}
+	}
+	check(saved == len(left), "saved characters: %d of %d stand where they left (within 1.5 units, on their map); %d came back on another map after a fault",
+		saved, len(left), stranded)
 
 	// The deployment holds the containers of its maps and nothing else.
 	var maps struct{ Instances []orchestrator.Instance }

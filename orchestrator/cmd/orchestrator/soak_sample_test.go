@@ -288,6 +288,11 @@ func (s *soak) report(checks []string) (string, error) {
 			f.Recovery.Round(time.Millisecond), f.Bound, fds(func(p *soakSample) int64 { return p.Orch.FDs }),
 			fds(func(p *soakSample) int64 { return p.Test.FDs }), result)
 	}
+	section, err := s.charts(dir, ids)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(section)
 	b.WriteString("\n## Checks\n\n")
 	for _, c := range checks {
 		b.WriteString("- " + c + "\n")

@@ -18,9 +18,12 @@ import (
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/client"
+	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/items"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
+	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/edge"
+	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -246,6 +249,12 @@ func (s *soak) enterPlayers(t *testing.T) {
 func (s *soak) playerOptions(authKey string) client.Options {
 	ws := "ws" + s.baseURL()[len("http"):]
 	return client.Options{Resume: true, Rejoin: func(ctx context.Context) (string, client.Hello, error) {
+		// A join while the character's map restarts may go to the default map (seed
+		// 000's failure policy, docs/admission.md): wait until the soak's maps are
+		// ready, as a player would retry, so that it comes back where it was.
+		if err := s.mapsReady(ctx); err != nil {
+			return "", client.Hello{}, err
+		}
 		var j client.Ticket
 		if err := postJoin(ctx, s.baseURL(), fmt.Sprintf(`{"authKey":%q}`, authKey), &j); err != nil {
 			return "", client.Hello{}, err
@@ -254,12 +263,35 @@ func (s *soak) playerOptions(authKey string) client.Options {
 	}}
 }
 
+// mapsReady waits until the three maps are ready, or ctx ends.
+func (s *soak) mapsReady(ctx context.Context) error {
+	for {
+		ready := 0
+		for _, id := range []string{s.loot.InstanceID, s.hall.InstanceID, s.field.InstanceID} {
+			var inst orchestrator.Instance
+			if httpkit.Call(ctx, http.DefaultClient, http.MethodGet, s.control+httpapi.PathAdminMaps+"/"+id, s.k.secret, nil, &inst) == nil &&
+				inst.State == orchestrator.StateReady {
+				ready++
+			}
+		}
+		if ready == 3 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the maps to be ready: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // soakPicker is a picker (seed000_durable_test.go) that keeps at it across faults: a
 // connection that ends is replaced by a join of the same character.
 type soakPicker struct {
 	picker
 	s       *soak
 	authKey string
+	lastMap string
 	lastX   float64
 	lastY   float64
 	errs    int
@@ -270,6 +302,9 @@ func (p *soakPicker) run(ctx context.Context) {
 	x, y := float64(p.next.Place.X)/100, float64(p.next.Place.Y)/100
 	p.todo = append(p.todo, p.next)
 	for ctx.Err() == nil {
+		if p.stranded() {
+			break
+		}
 		p.mu.Lock()
 		left := len(p.todo)
 		var next items.Item
@@ -307,9 +342,20 @@ func (p *soakPicker) run(ctx context.Context) {
 		}
 		break
 	}
+	p.lastMap = p.c.Welcome().InstanceID
 	if e, ok := p.c.State().SelfEntity(); ok {
 		p.lastX, p.lastY = client.Position(e)
 	}
+}
+
+// stranded reports whether the picker came back on another map than the loot map (a
+// join while the loot map restarted): it stops picking there.
+func (p *soakPicker) stranded() bool {
+	if id := p.c.Welcome().InstanceID; id != p.s.loot.InstanceID {
+		p.s.t.Logf("soak: picker %s is on %s, not on the loot map: it stops picking", p.character, id)
+		return true
+	}
+	return false
 }
 
 // reconnect replaces a connection that ended (or a walk that got nowhere) by a join of
@@ -360,12 +406,25 @@ func (w *soakWalker) run(ctx context.Context) {
 		from := w.c.Welcome().MapID
 		p, ok := w.portals[from]
 		if !ok {
-			w.errs++
-			w.c = w.s.rejoin(ctx, w.c, w.authKey)
-			continue
+			// Back on another map (a join while its map restarted): it stays there.
+			w.s.t.Logf("soak: walker %s is on %s, with no portal to walk: it stays", w.character, from)
+			<-ctx.Done()
+			break
 		}
 		to := w.other[from]
-		ev, err := steer(w.c, float64(p.X)/100, float64(p.Y)/100, 0, func(e client.Event) bool {
+		// A portal takes a player that walks into it: one that came back standing in it
+		// (rejoined where it was saved) steps out first.
+		px, py, pr := float64(p.X)/100, float64(p.Y)/100, float64(p.Radius)/100
+		if e, ok := w.c.State().SelfEntity(); ok {
+			if x, y := client.Position(e); near(x, y, px, py, pr+0.5) {
+				if _, err := steer(w.c, px-pr-2, py, 0.5, nil, nil); err != nil {
+					w.errs++
+					w.c = w.s.rejoin(ctx, w.c, w.authKey)
+					continue
+				}
+			}
+		}
+		ev, err := steer(w.c, px, py, 0, func(e client.Event) bool {
 			return (e.Kind == "welcome" && e.Welcome.MapID == to) || (e.Kind == "event" && e.Event.Name == "transfer_denied")
 		}, nil)
 		if err != nil || ev.Kind != "welcome" {
