@@ -188,7 +188,12 @@ func (s *soak) checkDB(t *testing.T, check func(bool, string, ...any)) {
 		}
 		p.mu.Unlock()
 	}
-	check(acked > 0 && bad == 0, "pickups: %d acknowledged, %d not held exactly once by their picker with one critical event", acked, bad)
+	unreachable := 0
+	for _, p := range s.pickers {
+		unreachable += p.unreachable
+	}
+	check(acked > 0 && bad == 0, "pickups: %d acknowledged, %d not held exactly once by their picker with one critical event (%d items left where the picker could not walk to)",
+		acked, bad, unreachable)
 	var both int
 	err = rw.QueryRow(`SELECT count(*) FROM inventory_items WHERE owner_character_id IS NOT NULL AND location_instance_id IS NOT NULL`).Scan(&both)
 	check(err == nil && both == 0, "items both held and on the ground: %d (%v)", both, err)

@@ -269,8 +269,8 @@ func (s *soak) report(checks []string) (string, error) {
 	row("Docker", "map networks", int64(ref.Networks), int64(end.Networks), int64(after.Networks), count)
 	row("orchestrator", "map restarts", ref.Restarts, end.Restarts, after.Restarts, count)
 
-	b.WriteString("\n## Faults\n\nOpen FDs: the last sample before the fault, and the first one 20 s or more after its recovery " +
-		"(the orchestrator's after its own kill are a new process's).\n\n" +
+	b.WriteString("\n## Faults\n\nOpen FDs: the last sample before the fault, the first one 20 s or more after its recovery, " +
+		"and when a sample first came back within 2 of the one before (the orchestrator's after its own kill are a new process's).\n\n" +
 		"| at | fault | target | recovery | bound | orchestrator FDs | test process FDs | result |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range s.faults {
 		before, after := s.around(f.Began, f.Ended, 20*time.Second)
@@ -278,7 +278,14 @@ func (s *soak) report(checks []string) (string, error) {
 			if before == nil || after == nil {
 				return "–"
 			}
-			return fmt.Sprintf("%d → %d", get(before), get(after))
+			back := "not by the end"
+			for _, smp := range s.samples {
+				if t := s.start.Add(smp.At); t.After(f.Ended) && get(&smp) >= 0 && get(&smp) <= get(before)+2 {
+					back = "back in " + t.Sub(f.Ended).Round(time.Second).String()
+					break
+				}
+			}
+			return fmt.Sprintf("%d → %d (%s)", get(before), get(after), back)
 		}
 		result := "ok"
 		if f.Err != "" {

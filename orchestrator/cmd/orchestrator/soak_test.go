@@ -295,6 +295,8 @@ type soakPicker struct {
 	lastX   float64
 	lastY   float64
 	errs    int
+	// unreachable counts the items it could not walk to and left.
+	unreachable int
 }
 
 // run picks items up until ctx ends, then collects the answers still on their way.
@@ -317,10 +319,16 @@ func (p *soakPicker) run(ctx context.Context) {
 		}
 		x, y = float64(next.Place.X)/100, float64(next.Place.Y)/100
 		if _, err := steer(p.c, x, y, 1, nil, p.note); err != nil {
-			p.mu.Lock()
-			p.todo = append(p.todo, next)
-			p.mu.Unlock()
-			p.reconnect(ctx, err)
+			select {
+			case <-p.c.Done(): // the connection ended: the item waits for the next one
+				p.mu.Lock()
+				p.todo = append(p.todo, next)
+				p.mu.Unlock()
+				p.reconnect(ctx, err)
+			default: // the player cannot get there: it leaves the item
+				p.unreachable++
+				p.s.t.Logf("soak: picker %s leaves item %s: %v", p.character, next.ID, err)
+			}
 			continue
 		}
 		seq, err := p.c.Command("items", "pickup", map[string]string{"itemId": next.ID})
