@@ -61,7 +61,7 @@ PAGE_GEN  := orchestrator/edge/static/gen
 # latest like the kit's own.
 NODE_MAP_IMAGE := mapyard/node-map
 
-.PHONY: all engine build page images node-map-image up down reset up-swarm down-swarm test test-images test-go test-wasm test-fuzz conform bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade bench-swarm upgrade lint clean docs
+.PHONY: all engine build page images node-map-image up down reset up-swarm down-swarm test test-images test-go test-wasm test-fuzz conform soak bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade bench-swarm upgrade lint clean docs
 
 all: build
 
@@ -218,7 +218,7 @@ test-go:
 	scripts/swarm-lab.sh deps
 	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) MAPYARD_TEST_TAG_IMAGE=mapyard/tag:$(VERSION) \
 		MAPYARD_TEST_ORCH_IMAGE=mapyard/orchestrator:$(VERSION) \
-		MAPYARD_TEST_NODE_IMAGE=$(NODE_MAP_IMAGE):$(VERSION) $(GO) test -count=1 -timeout 20m ./...
+		MAPYARD_TEST_NODE_IMAGE=$(NODE_MAP_IMAGE):$(VERSION) $(GO) test -count=1 -timeout 30m ./...
 
 test-wasm:
 	@for p in $(WASM_PKGS); do \
@@ -294,6 +294,18 @@ bench-swarm: images
 	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) MAPYARD_TEST_ORCH_IMAGE=mapyard/orchestrator:$(VERSION) \
 		$(GO) test -count=1 -run '^$$' -bench '$(or $(BENCH),Swarm)' -benchtime 1x -timeout 60m -v ./orchestrator/cmd/orchestrator \
 		| tee bench-results/swarm-$$(date -u +%Y%m%dT%H%M%SZ).txt
+
+# The soak (docs/operations.md, "Soak"): the kit under bots, portals, pickups, joins,
+# leaves and dropped sockets for DURATION (10 minutes by default; make test runs 3),
+# with a seeded fault schedule (SEED reproduces one) and a sample every 10 s; the
+# report goes to bench-results/soak-<time>/. BOTS is the W1 bots per map (20).
+soak: images
+	@mkdir -p bench-results
+	@log=bench-results/soak-$$(date -u +%Y%m%dT%H%M%SZ).log; echo "soak: the whole test log goes to $$log"; \
+	MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) MAPYARD_TEST_TAG_IMAGE=mapyard/tag:$(VERSION) \
+		MAPYARD_SOAK_DURATION=$(or $(DURATION),10m) MAPYARD_SOAK_BOTS=$(or $(BOTS),20) $(if $(SEED),MAPYARD_SOAK_SEED=$(SEED)) \
+		$(GO) test -count=1 -run '^TestSoak$$' -timeout 48h -v ./orchestrator/cmd/orchestrator > $$log 2>&1; rc=$$?; \
+	grep -E 'soak: |^(--- |ok |FAIL|PASS)' $$log; exit $$rc
 
 # The benchmark table (docs/benchmarks.md): figure, target, measured, ratio for every
 # figure of scripts/bench/figures.tsv, the micro-benchmarks measured now (a few

@@ -38,9 +38,7 @@ func openEdge(t *testing.T, controlURL, credFile string, set ...func(*edge.Edge)
 // openEdgeLog is openEdge logging to log.
 func openEdgeLog(t *testing.T, controlURL, credFile string, log *slog.Logger, set ...func(*edge.Edge)) *edge.Edge {
 	t.Helper()
-	e, err := edge.New(edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: controlURL,
-		CredentialFile: credFile, MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 1000, LogLevel: "info"},
-		log)
+	e, err := edge.New(testEdgeConfig("127.0.0.1:0", controlURL, credFile), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +51,13 @@ func openEdgeLog(t *testing.T, controlURL, credFile string, log *slog.Logger, se
 	t.Cleanup(func() { e.Close(context.Background()) })
 	waitStatus(t, e.PublicURL()+"/readyz", http.StatusOK, 30*time.Second)
 	return e
+}
+
+// testEdgeConfig is the configuration of a test's edge listening on addr in front of
+// the orchestrator's control listener at controlURL.
+func testEdgeConfig(addr, controlURL, credFile string) edge.Config {
+	return edge.Config{PublicAddr: addr, MetricsAddr: "127.0.0.1:0", OrchURL: controlURL,
+		CredentialFile: credFile, MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 1000, LogLevel: "info"}
 }
 
 // pinger keeps one player's ping/pong going on its own goroutine and counts the pongs,

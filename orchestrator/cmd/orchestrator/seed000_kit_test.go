@@ -293,7 +293,10 @@ func steer(c *client.Client, x, y, near float64, stop func(client.Event) bool, o
 			}
 			_, _ = c.Move(int(math.Round(dx/d*127)), int(math.Round(dy/d*127)))
 		case <-deadline:
-			return nil, fmt.Errorf("walking to (%.1f, %.1f): not there after 30 s", x, y)
+			e, ok := c.State().SelfEntity()
+			px, py := client.Position(e)
+			return nil, fmt.Errorf("walking to (%.1f, %.1f): not there after 30 s (in its snapshots: %t, at (%.1f, %.1f), walking: %t, %d snapshots)",
+				x, y, ok, px, py, walking, c.Stats().Snapshots)
 		}
 	}
 }
