@@ -366,7 +366,8 @@ func TestClient(t *testing.T) {
 		if _, err := c.Command("test", "gone", nil); err != nil {
 			t.Fatal(err)
 		}
-		until(t, "a rejoin", func() bool { return rejoins.Load() == 1 })
+		// Once the rejoin worked (not merely began), inputs go on the new connection.
+		until(t, "a rejoin", func() bool { return rejoins.Load() == 1 && c.Stats().Rejoins == 1 })
 		if _, err := c.Move(1, 0); err != nil {
 			t.Fatal(err)
 		}
