@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mapyard/mapyard/mapserver/kernel/ratelimit"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 )
 
@@ -32,14 +33,15 @@ type Config struct {
 	LinkBatchMS      int    `env:"EDGE_LINK_BATCH_MS" envDefault:"1" help:"while players' messages to and from maps arrive faster than this, the epoll engine handles them once per this many ms, so that one wake-up and one write to a link carry many players' messages (the cost a host pays per message); 0 handles every wake-up at once"`
 	LogLevel         string `env:"EDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 
-	JoinRatePerMin   int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
-	JoinRateBurst    int            `env:"EDGE_JOIN_RATE_BURST" envDefault:"10" help:"joins one client address may make at once"`
-	APIRatePerMin    int            `env:"EDGE_API_RATE_PER_MIN" envDefault:"120" help:"character API calls a minute allowed from one client address; more get 429 rate_limited; 0 = no limit"`
-	APIRateBurst     int            `env:"EDGE_API_RATE_BURST" envDefault:"30" help:"character API calls one client address may make at once"`
-	WSRatePerMin     int            `env:"EDGE_WS_RATE_PER_MIN" envDefault:"60" help:"map WebSocket upgrades a minute allowed from one client address; more get 429 rate_limited; 0 = no limit"`
-	WSRateBurst      int            `env:"EDGE_WS_RATE_BURST" envDefault:"20" help:"map WebSocket upgrades one client address may make at once"`
-	RateLimitClients int            `env:"EDGE_RATE_LIMIT_CLIENTS" envDefault:"65536" help:"client addresses each rate limit tracks; past it the least recently seen is forgotten"`
-	TrustedProxies   []netip.Prefix `env:"EDGE_TRUSTED_PROXIES" envSeparator:"," help:"comma-separated CIDRs without spaces (e.g. 127.0.0.1/32) of reverse proxies whose X-Forwarded-For names the client; empty = the TCP peer is the client"`
+	JoinRatePerMin     int            `env:"EDGE_JOIN_RATE_PER_MIN" envDefault:"30" help:"joins a minute allowed from one client address (IPv6: one /64); more get 429 rate_limited; 0 = no limit"`
+	JoinRateBurst      int            `env:"EDGE_JOIN_RATE_BURST" envDefault:"10" help:"joins one client address may make at once"`
+	APIRatePerMin      int            `env:"EDGE_API_RATE_PER_MIN" envDefault:"120" help:"character API calls a minute allowed from one client address; more get 429 rate_limited; 0 = no limit"`
+	APIRateBurst       int            `env:"EDGE_API_RATE_BURST" envDefault:"30" help:"character API calls one client address may make at once"`
+	WSRatePerMin       int            `env:"EDGE_WS_RATE_PER_MIN" envDefault:"60" help:"map WebSocket upgrades a minute allowed from one client address; more get 429 rate_limited; 0 = no limit"`
+	WSRateBurst        int            `env:"EDGE_WS_RATE_BURST" envDefault:"20" help:"map WebSocket upgrades one client address may make at once"`
+	RateLimitClients   int            `env:"EDGE_RATE_LIMIT_CLIENTS" envDefault:"65536" help:"client addresses each rate limit tracks; past it the least recently seen is forgotten"`
+	TrustedProxies     []netip.Prefix `env:"EDGE_TRUSTED_PROXIES" envSeparator:"," help:"comma-separated CIDRs without spaces (e.g. 127.0.0.1/32) of reverse proxies whose EDGE_TRUSTED_PROXY_HEADER names the client (for the rate limits, and passed on to maps and the orchestrator); empty = the TCP peer is the client"`
+	TrustedProxyHeader string         `env:"EDGE_TRUSTED_PROXY_HEADER" envDefault:"X-Forwarded-For" help:"the header the trusted proxies write the client's address in: X-Forwarded-For, or Forwarded (RFC 7239, its for= parameters); only that one is read, since a proxy passes the other on as the client sent it"`
 
 	StaticRoutes string `env:"EDGE_STATIC_ROUTES" envDefault:"" help:"BENCHMARKS ONLY: fixed routes instance=port,... used instead of the orchestrator's table"`
 }
@@ -92,6 +94,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Engine != "" && c.Engine != EngineEpoll && c.Engine != EngineGoroutine && c.Engine != engineLoopAlias {
 		return fmt.Errorf("EDGE_ENGINE=%q: must be epoll or goroutine", c.Engine)
+	}
+	if h := c.TrustedProxyHeader; h != "" && !strings.EqualFold(h, ratelimit.HeaderXForwardedFor) && !strings.EqualFold(h, ratelimit.HeaderForwarded) {
+		return fmt.Errorf("EDGE_TRUSTED_PROXY_HEADER=%q: must be X-Forwarded-For or Forwarded", h)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

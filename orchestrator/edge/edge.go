@@ -155,7 +155,8 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.JoinLimit = newLimiter(cfg.JoinRatePerMin, cfg.JoinRateBurst, cfg.RateLimitClients)
 	e.APILimit = newLimiter(cfg.APIRatePerMin, cfg.APIRateBurst, cfg.RateLimitClients)
 	e.WSLimit = newLimiter(cfg.WSRatePerMin, cfg.WSRateBurst, cfg.RateLimitClients)
-	e.Clients = ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies}
+	e.Clients = ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies, Header: cfg.TrustedProxyHeader}
+	e.Proxy.Clients = e.Clients
 	registerLimitMetrics(e.Registry, map[string]*ratelimit.Limiter{"join": e.JoinLimit, "characters": e.APILimit, "ws": e.WSLimit})
 	static, _ := cfg.ParseStaticRoutes()
 	if static != nil {
@@ -508,8 +509,8 @@ func (e *Edge) forward(c echo.Context, what string) error {
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		req.Header.Set("X-Forwarded-For", ip)
+	if ip, ok := e.Clients.Of(r); ok {
+		req.Header.Set("X-Forwarded-For", ip.String())
 	}
 	resp, err := e.join.Do(req)
 	if err != nil {

@@ -135,7 +135,7 @@ func (p *Proxy) forwardLink(w http.ResponseWriter, r *http.Request, instanceID, 
 		return true, err
 	}
 	var req bytes.Buffer
-	if err := upgradeRequest(r).Write(&req); err != nil {
+	if err := p.upgradeRequest(r).Write(&req); err != nil {
 		p.release()
 		return true, apierr.Errorf(apierr.EBADREQUEST, "the upgrade request cannot be forwarded: %v", err)
 	}
