@@ -8,6 +8,7 @@ package edge
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -103,12 +104,26 @@ type Edge struct {
 	// request's client address is found.
 	JoinLimit, APILimit, WSLimit *ratelimit.Limiter
 	Clients                      ratelimit.ClientAddr
+	// ACMEHTTPClient, when set, is the HTTP client the edge asks its ACME CA with
+	// (EDGE_ACME_DIRECTORY); tests give one that trusts their CA.
+	ACMEHTTPClient *http.Client
 
 	// dialNetwork says whether maps are dialled on their map network address first
 	// (EDGE_MAP_DIAL=network), until such a dial fails where the loopback port works.
 	dialNetwork atomic.Bool
 	// overlayOnly: maps are reached on their network address alone (EDGE_MAP_DIAL=overlay).
 	overlayOnly bool
+
+	// cfg is the configuration New was given: Open reads the HTTPS settings from it.
+	cfg Config
+	// HTTPS (tls.go), when configured: the public listener's TLS configuration, its
+	// certificates from files or an ACME CA, its series, and the plain HTTP listener
+	// that redirects to it.
+	tlsConfig *tls.Config
+	files     *fileCerts
+	acme      *acmeCerts
+	tlsm      *tlsMetrics
+	httpLn    net.Listener
 
 	source  RouteSource // nil with static routes
 	page    *Page
@@ -133,6 +148,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		log.Warn(w)
 	}
 	e := &Edge{
+		cfg:        cfg,
 		PublicAddr: cfg.PublicAddr, MetricsAddr: cfg.MetricsAddr,
 		OrchURL: strings.TrimRight(cfg.OrchURL, "/"), Credential: cfg.Credential, CredentialFile: cfg.CredentialFile,
 		DrainTimeout:   envconf.Ms(cfg.DrainTimeoutMS),
@@ -204,16 +220,35 @@ func (e *Edge) Open() (err error) {
 	})
 	mux := httpkit.NewEcho(e.Log)
 	mux.GET("/healthz", e.handleHealthz)
+	mux.GET("/readyz", e.handleReadyz)
 	mux.GET(httpkit.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{})))
+	if err := e.openTLS(); err != nil {
+		return err
+	}
 
 	takeover, err := e.listen()
 	if err != nil {
+		e.closeTLS()
 		return err
 	}
-	e.servers.Serve(e.publicLn, e.public)
+	ctx, cancel := context.WithCancel(context.Background())
+	if e.tlsConfig != nil {
+		e.servers.Serve(newTLSListener(e.publicLn, e.tlsConfig, envconf.Ms(e.cfg.TLSHandshakeTimeoutMS), e.tlsm, e.Log), e.public)
+		if e.httpLn != nil {
+			var h http.Handler = redirectToHTTPS(e.publicLn.Addr().(*net.TCPAddr).Port, e.tlsm)
+			if e.acme != nil {
+				h = e.acme.httpHandler(h)
+			}
+			e.servers.Serve(e.httpLn, h)
+		}
+		if e.acme != nil {
+			e.acme.prefetch(ctx)
+		}
+	} else {
+		e.servers.Serve(e.publicLn, e.public)
+	}
 	e.metrics.Serve(e.metricsLn, mux)
 
-	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.watchDone = cancel, make(chan struct{})
 	if e.Routes.isStatic() {
 		close(e.watchDone)
@@ -246,12 +281,28 @@ func (e *Edge) Close(ctx context.Context) error {
 		<-e.watchDone
 	}
 	errs = append(errs, e.metrics.Close(ctx))
+	e.closeTLS()
 	return errors.Join(errs...)
 }
 
 // PublicURL is the base URL of the public listener, on loopback when it binds all
-// interfaces.
-func (e *Edge) PublicURL() string { return "http://" + httpkit.LoopbackHostPort(e.publicLn.Addr()) }
+// interfaces: https:// with HTTPS on.
+func (e *Edge) PublicURL() string {
+	scheme := "http://"
+	if e.tlsConfig != nil {
+		scheme = "https://"
+	}
+	return scheme + httpkit.LoopbackHostPort(e.publicLn.Addr())
+}
+
+// HTTPURL is the base URL of the plain HTTP listener (EDGE_HTTP_ADDR), or "" when
+// there is none.
+func (e *Edge) HTTPURL() string {
+	if e.httpLn == nil {
+		return ""
+	}
+	return "http://" + httpkit.LoopbackHostPort(e.httpLn.Addr())
+}
 
 // MetricsURL is the base URL of the metrics listener.
 func (e *Edge) MetricsURL() string { return "http://" + httpkit.LoopbackHostPort(e.metricsLn.Addr()) }
