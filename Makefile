@@ -261,7 +261,8 @@ bench-w1-edge: images
 # Workload W2, the WebSocket proxy hop: bin/edge beside direct, Go's httputil proxy and
 # Debian's nginx (worker_processes 1) in one interleaved run of the wsproxy peer harness,
 # from a writable copy of it (PEER, default /tmp/peers/wsproxy; docs/benchmarks.md).
-# REPS, DUR, BCAST_DUR, IDLE_WAIT and RETRIES shorten it: make bench-w2 REPS=1 DUR=3
+# REPS, DUR, BCAST_DUR, IDLE_WAIT and RETRIES shorten it: make bench-w2 REPS=1 DUR=3.
+# TLS=1 runs it over TLS beside nginx over TLS, with full handshakes per core after it.
 bench-w2: build
 	REPS=$(or $(REPS),3) DUR=$(or $(DUR),10) BCAST_DUR=$(or $(BCAST_DUR),15) IDLE_WAIT=$(or $(IDLE_WAIT),15) \
 		RETRIES=$(or $(RETRIES),1) scripts/bench-w2.sh
