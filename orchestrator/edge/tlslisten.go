@@ -43,17 +43,20 @@ type tlsListener struct {
 	metrics      *tlsMetrics
 	log          *handshakeLog
 
-	ready chan net.Conn // connections whose handshake completed
-	errc  chan error    // the inner listener's Accept errors
-	done  chan struct{} // closed by Close
-	slots chan struct{}
-	wg    sync.WaitGroup // handshakes under way
-	once  sync.Once
+	ready  chan net.Conn // connections whose handshake completed
+	errc   chan error    // the inner listener's Accept errors
+	done   chan struct{} // closed by Close
+	ctx    context.Context
+	cancel context.CancelFunc // by Close: handshakes under way end at once
+	slots  chan struct{}
+	wg     sync.WaitGroup // handshakes under way
+	once   sync.Once
 }
 
 func newTLSListener(inner net.Listener, cfg *tls.Config, timeout time.Duration, m *tlsMetrics, log *slog.Logger) *tlsListener {
 	l := &tlsListener{Listener: inner, cfg: cfg, timeout: timeout, metrics: m, log: &handshakeLog{log: log},
 		ready: make(chan net.Conn), errc: make(chan error), done: make(chan struct{}), slots: make(chan struct{}, maxHandshakes)}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.acceptLoop()
 	return l
 }
@@ -76,6 +79,7 @@ func (l *tlsListener) Close() error {
 	var err error
 	l.once.Do(func() {
 		close(l.done)
+		l.cancel()
 		err = l.Listener.Close()
 	})
 	return err
@@ -128,6 +132,8 @@ func (l *tlsListener) handshake(raw net.Conn) {
 	defer func() { <-l.slots; l.wg.Done() }()
 	deadline := time.Now().Add(l.timeout)
 	_ = raw.SetDeadline(deadline)
+	stop := context.AfterFunc(l.ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) }) // Close: give up at once
+	defer stop()
 	t := &clientTransport{Conn: raw}
 	if reason, err := t.sniff(); reason != "" {
 		raw.Close()
@@ -135,7 +141,7 @@ func (l *tlsListener) handshake(raw net.Conn) {
 		return
 	}
 	tc := tls.Server(t, l.cfg)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(l.ctx, deadline)
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
@@ -149,6 +155,10 @@ func (l *tlsListener) handshake(raw net.Conn) {
 	if tc.ConnectionState().NegotiatedProtocol == acme.ALPNProto {
 		raw.Close() // a TLS-ALPN-01 validation: the handshake was all of it
 		l.log.log.Debug("answered an ACME TLS-ALPN-01 validation", "name", tc.ConnectionState().ServerName, "peer", raw.RemoteAddr().String())
+		return
+	}
+	if !stop() {
+		raw.Close() // the listener closed meanwhile
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
