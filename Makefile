@@ -142,7 +142,7 @@ down: $(ENV_FILE)
 reset: $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
 	@if [ "$(CONFIRM)" != yes ]; then \
-		printf 'This deletes every character and map state (volume mapyard_mapyard-data) and the map network $(MAP_NETWORK). Type yes to go on: '; \
+		printf 'This deletes every character and map state (volume mapyard_mapyard-data), the ACME certificates of the edge (mapyard_mapyard-certs) and the map network $(MAP_NETWORK). Type yes to go on: '; \
 		read answer; [ "$$answer" = yes ] || { echo "nothing removed"; exit 1; }; \
 	fi
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) down -v
