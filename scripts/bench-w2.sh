@@ -19,7 +19,7 @@
 #        defaults to "direct nginx"; direct stays plain, the floor), from a copy of the
 #        harness at PEER-tls whose nginx.conf and nginx URL are changed. Then full TLS
 #        handshakes (scripts/bench/tls-handshakes.go, HS_CONNS=4 clients for HS_DUR=10
-#        seconds, REPS times, the targets' order alternating), offering Go's default
+#        seconds, HS_REPS=REPS times (0: none), the targets' order alternating), offering Go's default
 #        key exchanges (X25519MLKEM768 first: the edge takes it, nginx 1.22 takes
 #        X25519) and X25519 alone, against the edge and a fresh nginx of the same
 #        configuration on port 18087: handshakes per second and per second of the
@@ -82,7 +82,7 @@ echo "edge pid $EDGE_PID (engine ${EDGE_ENGINE:-default}, ${SCHEME}), commit $(g
 run=$(readlink -f "$HARNESS/results/latest")
 cp "$run/table.md" "$run/raw.jsonl" "$run/attempts.jsonl" "$run/env.txt" "$OUT/"
 cat "$OUT/table.md"
-[ "${TLS:-0}" = 1 ] || exit 0
+[ "${TLS:-0}" = 1 ] && [ "${HS_REPS:-${REPS:-3}}" != 0 ] || exit 0
 
 # Full handshakes, against the edge and an nginx of the same configuration (the
 # harness stopped its own), each REPS times, the order alternating, after the quiet gate.
@@ -94,7 +94,7 @@ timeout 3600 nginx -p "$OUT/nginx-hs/" -c "$OUT/nginx-hs/nginx.conf" -e "$OUT/ng
 NGINX_PID=$!
 for _ in $(seq 1 50); do [ -s "$OUT/nginx-hs/nginx.pid" ] && break; sleep 0.1; done
 declare -A HS_ADDR=([edge]=127.0.0.1:18085 [nginx]=127.0.0.1:18087) HS_PIDS=([edge]=$EDGE_PID [nginx]=$(cat "$OUT/nginx-hs/nginx.pid"))
-for rep in $(seq 1 "${REPS:-3}"); do
+for rep in $(seq 1 "${HS_REPS:-${REPS:-3}}"); do
 	order="edge nginx"
 	[ $((rep % 2)) = 0 ] && order="nginx edge"
 	for target in $order; do
