@@ -35,6 +35,9 @@ ENV_FILE  := compose/mapyard.env
 # and `make reset` remove: never another deployment's (tests run their own).
 setting    = $(shell sed -n 's/^$(1)=//p' $(ENV_FILE) 2>/dev/null | tail -1)
 MAP_NETWORK ?= $(or $(call setting,ORCH_MAP_NETWORK),mapyard)
+# What `make up` waits for: the edge's /readyz on its loopback metrics listener, which
+# answers the same whether the public listener speaks HTTP or HTTPS.
+EDGE_READYZ = http://$(patsubst :%,127.0.0.1:%,$(or $(call setting,EDGE_METRICS_ADDR),127.0.0.1:9101))/readyz
 DEPLOYMENT  ?= $(or $(call setting,ORCH_DEPLOYMENT),mapyard)
 RM_MAPS     = ids=$$(docker ps -aq --filter label=io.mapyard.managed=true --filter label=io.mapyard.deployment=$(DEPLOYMENT)); \
 		if [ -n "$$ids" ]; then echo "removing map containers"; docker rm -f $$ids >/dev/null; fi
@@ -103,12 +106,14 @@ node-map-image: page engine
 	VERSION=$(VERSION) GO=$(GO) WASM_DIR=$(BIN) scripts/node-map-image.sh $(NODE_MAP_IMAGE):$(VERSION) $(NODE_MAP_IMAGE):latest
 
 # The edge is started, or replaced through its handover socket with no connection
-# refused, by scripts/edge-up.sh rather than by compose's stop-then-start.
+# refused, by scripts/edge-up.sh rather than by compose's stop-then-start. compose/tls
+# is where a host puts certificate files for the edge (docs/operations.md, "HTTPS").
 up: images $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
+	@mkdir -p compose/tls
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator
 	DOCKER_GID=$(DOCKER_GID) scripts/edge-up.sh $(COMPOSE) $(COMPOSE_ARGS)
-	@scripts/wait-ready.sh http://127.0.0.1:8080/readyz 120
+	@scripts/wait-ready.sh $(EDGE_READYZ) 120
 
 # Rebuilds the images from the checkout and rolls the running kit onto them, players
 # playing: the orchestrator (compose recreates it; the edge keeps the sockets, the maps
@@ -137,7 +142,7 @@ down: $(ENV_FILE)
 reset: $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
 	@if [ "$(CONFIRM)" != yes ]; then \
-		printf 'This deletes every character and map state (volume mapyard_mapyard-data) and the map network $(MAP_NETWORK). Type yes to go on: '; \
+		printf 'This deletes every character and map state (volume mapyard_mapyard-data), the ACME certificates of the edge (mapyard_mapyard-certs) and the map network $(MAP_NETWORK). Type yes to go on: '; \
 		read answer; [ "$$answer" = yes ] || { echo "nothing removed"; exit 1; }; \
 	fi
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) down -v
@@ -256,7 +261,8 @@ bench-w1-edge: images
 # Workload W2, the WebSocket proxy hop: bin/edge beside direct, Go's httputil proxy and
 # Debian's nginx (worker_processes 1) in one interleaved run of the wsproxy peer harness,
 # from a writable copy of it (PEER, default /tmp/peers/wsproxy; docs/benchmarks.md).
-# REPS, DUR, BCAST_DUR, IDLE_WAIT and RETRIES shorten it: make bench-w2 REPS=1 DUR=3
+# REPS, DUR, BCAST_DUR, IDLE_WAIT and RETRIES shorten it: make bench-w2 REPS=1 DUR=3.
+# TLS=1 runs it over TLS beside nginx over TLS, with full handshakes per core after it.
 bench-w2: build
 	REPS=$(or $(REPS),3) DUR=$(or $(DUR),10) BCAST_DUR=$(or $(BCAST_DUR),15) IDLE_WAIT=$(or $(IDLE_WAIT),15) \
 		RETRIES=$(or $(RETRIES),1) scripts/bench-w2.sh

@@ -141,18 +141,32 @@ func echoAll(tb testing.TB) *httptest.Server {
 // directly and through the edge. One op is one echoed message; cpu-µs/msg is this
 // process's CPU (clients, backend and edge together) per message, so the edge's cost
 // per message is the difference between the two.
+//
+// The edge-tls cases have the clients speak TLS to the edge (a certificate from files),
+// copied by the epoll engine with the session in its loop, and by the goroutine
+// engine: the clients' own TLS costs the same in both, so their difference is the
+// engines'.
 func BenchmarkThroughput(b *testing.B) {
 	const conns, window = 10, 32
 	backend := echoAll(b)
-	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = "bench-1=" + strconv.Itoa(portOf(b, backend)) })
-	for _, tc := range []struct{ name, url string }{
-		{"direct", "ws" + strings.TrimPrefix(backend.URL, "http") + "/ws"},
-		{"edge", wsURL(e, "bench-1")},
+	routes := "bench-1=" + strconv.Itoa(portOf(b, backend))
+	e := MustOpenEdge(b, "", func(c *edge.Config) { c.StaticRoutes = routes })
+	ca := newTestCA(b)
+	et := openHTTPSEdge(b, ca, "", func(c *edge.Config) { c.StaticRoutes, c.WSRatePerMin = routes, 0 })
+	etg := openHTTPSEdge(b, ca, "", func(c *edge.Config) { c.StaticRoutes, c.WSRatePerMin, c.Engine = routes, 0, edge.EngineGoroutine })
+	for _, tc := range []struct {
+		name, url string
+		d         *websocket.Dialer
+	}{
+		{"direct", "ws" + strings.TrimPrefix(backend.URL, "http") + "/ws", websocket.DefaultDialer},
+		{"edge", wsURL(e, "bench-1"), websocket.DefaultDialer},
+		{"edge-tls", wsURL(et.Edge, "bench-1"), ca.dialer()},
+		{"edge-tls-goroutine", wsURL(etg.Edge, "bench-1"), ca.dialer()},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cs := make([]*websocket.Conn, conns)
 			for i := range cs {
-				c, _, err := websocket.DefaultDialer.Dial(tc.url, nil)
+				c, _, err := tc.d.Dial(tc.url, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

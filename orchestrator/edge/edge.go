@@ -8,6 +8,7 @@ package edge
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -105,12 +106,26 @@ type Edge struct {
 	Clients                      ratelimit.ClientAddr
 	// Assets is the asset sets the public listener serves (assets.go).
 	Assets *AssetStore
+	// ACMEHTTPClient, when set, is the HTTP client the edge asks its ACME CA with
+	// (EDGE_ACME_DIRECTORY); tests give one that trusts their CA.
+	ACMEHTTPClient *http.Client
 
 	// dialNetwork says whether maps are dialled on their map network address first
 	// (EDGE_MAP_DIAL=network), until such a dial fails where the loopback port works.
 	dialNetwork atomic.Bool
 	// overlayOnly: maps are reached on their network address alone (EDGE_MAP_DIAL=overlay).
 	overlayOnly bool
+
+	// cfg is the configuration New was given: Open reads the HTTPS settings from it.
+	cfg Config
+	// HTTPS (tls.go), when configured: the public listener's TLS configuration, its
+	// certificates from files or an ACME CA, its series, and the plain HTTP listener
+	// that redirects to it.
+	tlsConfig *tls.Config
+	files     *fileCerts
+	acme      *acmeCerts
+	tlsm      *tlsMetrics
+	httpLn    net.Listener
 
 	source  RouteSource // nil with static routes
 	page    *Page
@@ -135,6 +150,7 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 		log.Warn(w)
 	}
 	e := &Edge{
+		cfg:        cfg,
 		PublicAddr: cfg.PublicAddr, MetricsAddr: cfg.MetricsAddr,
 		OrchURL: strings.TrimRight(cfg.OrchURL, "/"), Credential: cfg.Credential, CredentialFile: cfg.CredentialFile,
 		DrainTimeout:   envconf.Ms(cfg.DrainTimeoutMS),
@@ -157,7 +173,8 @@ func New(cfg Config, log *slog.Logger) (*Edge, error) {
 	e.JoinLimit = newLimiter(cfg.JoinRatePerMin, cfg.JoinRateBurst, cfg.RateLimitClients)
 	e.APILimit = newLimiter(cfg.APIRatePerMin, cfg.APIRateBurst, cfg.RateLimitClients)
 	e.WSLimit = newLimiter(cfg.WSRatePerMin, cfg.WSRateBurst, cfg.RateLimitClients)
-	e.Clients = ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies}
+	e.Clients = ratelimit.ClientAddr{TrustedProxies: cfg.TrustedProxies, Header: cfg.TrustedProxyHeader}
+	e.Proxy.Clients = e.Clients
 	e.Assets = NewAssetStore(cfg.AssetDir, envconf.Ms(cfg.AssetPollMS), log, e.Registry)
 	registerLimitMetrics(e.Registry, map[string]*ratelimit.Limiter{"join": e.JoinLimit, "characters": e.APILimit, "ws": e.WSLimit})
 	static, _ := cfg.ParseStaticRoutes()
@@ -215,16 +232,35 @@ func (e *Edge) Open() (err error) {
 	})
 	mux := httpkit.NewEcho(e.Log)
 	mux.GET("/healthz", e.handleHealthz)
+	mux.GET("/readyz", e.handleReadyz)
 	mux.GET(httpkit.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(e.Registry, promhttp.HandlerOpts{})))
+	if err := e.openTLS(); err != nil {
+		return err
+	}
 
 	takeover, err := e.listen()
 	if err != nil {
+		e.closeTLS()
 		return err
 	}
-	e.servers.Serve(e.publicLn, e.public)
+	ctx, cancel := context.WithCancel(context.Background())
+	if e.tlsConfig != nil {
+		e.servers.Serve(newTLSListener(e.publicLn, e.tlsConfig, envconf.Ms(e.cfg.TLSHandshakeTimeoutMS), e.tlsm, e.Log), e.public)
+		if e.httpLn != nil {
+			var h http.Handler = redirectToHTTPS(e.publicLn.Addr().(*net.TCPAddr).Port, e.tlsm)
+			if e.acme != nil {
+				h = e.acme.httpHandler(h)
+			}
+			e.servers.Serve(e.httpLn, h)
+		}
+		if e.acme != nil {
+			e.acme.prefetch(ctx)
+		}
+	} else {
+		e.servers.Serve(e.publicLn, e.public)
+	}
 	e.metrics.Serve(e.metricsLn, mux)
 
-	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.watchDone = cancel, make(chan struct{})
 	if e.Routes.isStatic() {
 		close(e.watchDone)
@@ -258,12 +294,28 @@ func (e *Edge) Close(ctx context.Context) error {
 	}
 	e.Assets.Close()
 	errs = append(errs, e.metrics.Close(ctx))
+	e.closeTLS()
 	return errors.Join(errs...)
 }
 
 // PublicURL is the base URL of the public listener, on loopback when it binds all
-// interfaces.
-func (e *Edge) PublicURL() string { return "http://" + httpkit.LoopbackHostPort(e.publicLn.Addr()) }
+// interfaces: https:// with HTTPS on.
+func (e *Edge) PublicURL() string {
+	scheme := "http://"
+	if e.tlsConfig != nil {
+		scheme = "https://"
+	}
+	return scheme + httpkit.LoopbackHostPort(e.publicLn.Addr())
+}
+
+// HTTPURL is the base URL of the plain HTTP listener (EDGE_HTTP_ADDR), or "" when
+// there is none.
+func (e *Edge) HTTPURL() string {
+	if e.httpLn == nil {
+		return ""
+	}
+	return "http://" + httpkit.LoopbackHostPort(e.httpLn.Addr())
+}
 
 // MetricsURL is the base URL of the metrics listener.
 func (e *Edge) MetricsURL() string { return "http://" + httpkit.LoopbackHostPort(e.metricsLn.Addr()) }
@@ -521,8 +573,8 @@ func (e *Edge) forward(c echo.Context, what string) error {
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		req.Header.Set("X-Forwarded-For", ip)
+	if ip, ok := e.Clients.Of(r); ok {
+		req.Header.Set("X-Forwarded-For", ip.String())
 	}
 	resp, err := e.join.Do(req)
 	if err != nil {

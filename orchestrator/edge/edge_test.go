@@ -123,6 +123,12 @@ func (f *fakeOrch) setRoutes(version string, routes ...routetable.Route) {
 // waits until it has the orchestrator's table (when orchURL is not empty).
 func MustOpenEdge(tb testing.TB, orchURL string, tune func(*edge.Config)) *edge.Edge {
 	tb.Helper()
+	return MustOpenEdgeLog(tb, orchURL, slog.New(slog.DiscardHandler), tune)
+}
+
+// MustOpenEdgeLog is MustOpenEdge logging to log.
+func MustOpenEdgeLog(tb testing.TB, orchURL string, log *slog.Logger, tune func(*edge.Config)) *edge.Edge {
+	tb.Helper()
 	cfg := edge.Config{PublicAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", OrchURL: orchURL, Credential: secret,
 		MaxConns: 100, Procs: 1, IdleTimeoutMS: 60000, WriteTimeoutMS: 5000, DrainTimeoutMS: 5000, LogLevel: "info"}
 	if orchURL == "" {
@@ -131,7 +137,7 @@ func MustOpenEdge(tb testing.TB, orchURL string, tune func(*edge.Config)) *edge.
 	if tune != nil {
 		tune(&cfg)
 	}
-	e, err := edge.New(cfg, slog.New(slog.DiscardHandler))
+	e, err := edge.New(cfg, log)
 	if err != nil {
 		tb.Fatal(err)
 	}

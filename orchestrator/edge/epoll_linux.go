@@ -71,7 +71,10 @@ type epollEngine struct {
 	// still ready, and the set is polled again before the engine parks.
 	more    bool
 	scratch []byte
-	done    chan struct{}
+	// plain and sealed are the buffers of players' TLS sessions: the plaintext a read
+	// completed, and what a write sealed (epolltls_linux.go).
+	plain, sealed []byte
+	done          chan struct{}
 }
 
 type pollCmd struct {
@@ -84,12 +87,14 @@ type pollCmd struct {
 	splice *splice
 	fd     int
 	early  []byte
+	tls    *tlsSide // the client's TLS session, for cmdAdopt
 }
 
 // pollPair is one client/map connection pair; side 0 is the client, side 1 the map,
 // and direction i copies from side i to side 1-i.
 type pollPair struct {
 	s      *splice
+	tls    *tlsSide // the client's TLS session, when it speaks TLS
 	side   [2]pollSide
 	dir    [2]pollDir
 	last   int64 // unix nanos of the last byte read from either side
@@ -154,7 +159,8 @@ var errAdoptClosed = errors.New("connection closed during hand-off")
 // is unchanged, or its connections are already closed, and the caller copies with
 // goroutines as before.
 func (ep *epollEngine) adopt(s *splice) error {
-	cfd, err := dupConn(s.client)
+	ts, sock := tlsOf(s.client)
+	cfd, err := dupConn(sock)
 	if err != nil {
 		return err
 	}
@@ -163,7 +169,7 @@ func (ep *epollEngine) adopt(s *splice) error {
 		syscall.Close(cfd)
 		return err
 	}
-	pp := &pollPair{s: s, last: time.Now().UnixNano()}
+	pp := &pollPair{s: s, tls: ts, last: time.Now().UnixNano()}
 	pp.side[0].fd, pp.side[1].fd = cfd, bfd
 	pp.dir[0].counter = s.p.Metrics.bytes(dirUp)
 	pp.dir[1].counter = s.p.Metrics.bytes(dirDown)
@@ -173,7 +179,11 @@ func (ep *epollEngine) adopt(s *splice) error {
 	took := false
 	s.closeOnce.Do(func() {
 		took = true
-		s.client.Close()
+		if ts != nil {
+			ts.release()
+		} else {
+			s.client.Close()
+		}
 		s.backend.Close()
 	})
 	if !took {

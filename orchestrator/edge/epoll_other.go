@@ -15,6 +15,9 @@ type epollEngine struct{}
 
 type pollPair struct{}
 
+// tlsSide is a player's TLS session in the epoll engine (Linux only).
+type tlsSide struct{}
+
 func newEpollEngine(time.Duration, time.Duration, time.Duration, *sync.Pool) (*epollEngine, error) {
 	return nil, errors.New("the epoll engine needs Linux")
 }

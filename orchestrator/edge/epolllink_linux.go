@@ -43,20 +43,25 @@ func (ep *epollEngine) closeStream(st *linkStream) { ep.send(pollCmd{op: cmdClos
 // bytes the client sent before it. From then on the engine ends s. On an error the
 // client is closed and s ended.
 func (ep *epollEngine) adoptStream(st *linkStream, s *splice, early []byte) error {
-	fd, err := dupConn(s.client)
+	ts, sock := tlsOf(s.client)
+	fd, err := dupConn(sock)
 	s.mu.Lock()
 	s.ep, s.ls = ep, st
 	s.mu.Unlock()
 	took := false
 	s.closeOnce.Do(func() {
 		took = true
-		s.client.Close()
+		if ts != nil && err == nil {
+			ts.release()
+		} else {
+			s.client.Close()
+		}
 	})
 	switch {
 	case err == nil && !took:
 		syscall.Close(fd)
 		err = errAdoptClosed
-	case err == nil && ep.send(pollCmd{op: cmdAdopt, stream: st, splice: s, fd: fd, early: early}):
+	case err == nil && ep.send(pollCmd{op: cmdAdopt, stream: st, splice: s, fd: fd, early: early, tls: ts}):
 		return nil
 	case err == nil:
 		syscall.Close(fd)
@@ -99,6 +104,15 @@ func (ep *epollEngine) linkCommand(c pollCmd, now int64) {
 			return
 		}
 		st.fd, st.last = c.fd, now
+		if st.tls = c.tls; st.tls != nil && len(st.pending) > 0 {
+			// What the map sent before the client was adopted waits as plaintext.
+			sealed, ok := ep.seal(st.tls, st.pending)
+			if !ok {
+				ep.endStream(st)
+				return
+			}
+			st.pending = append(st.pending[:0:0], sealed...)
+		}
 		ep.clients[int32(st.fd)] = st
 		st.evs = syscall.EPOLLIN
 		ev := syscall.EpollEvent{Events: st.evs, Fd: int32(st.fd)}
@@ -114,6 +128,9 @@ func (ep *epollEngine) linkCommand(c pollCmd, now int64) {
 			ep.flushClient(st, now)
 		} else if st.mapClosed {
 			ep.drainClient(st, now)
+		}
+		if st.tls != nil && !st.closed {
+			ep.pumpClient(st, syscall.EPOLLIN, now) // what the session read before the engine took it
 		}
 	case cmdCloseStream:
 		ep.endStream(st)
@@ -374,30 +391,57 @@ func (ep *epollEngine) pumpClient(st *linkStream, ev uint32, now int64) {
 	if ev&(syscall.EPOLLIN|syscall.EPOLLHUP|syscall.EPOLLRDHUP) == 0 {
 		return
 	}
-	n, e := rawio.Read(st.fd, ep.scratch)
+	var data []byte
+	tlsEnd := false
+	if st.tls != nil {
+		var ctl []byte
+		var e syscall.Errno
+		data, ctl, e, tlsEnd = ep.readTLS(st.tls, st.fd)
+		if len(ctl) > 0 {
+			ep.writeClient(st, ctl, now)
+			if st.closed {
+				return
+			}
+		}
+		switch {
+		case e == syscall.EAGAIN:
+			return
+		case e != 0 || len(data) == 0:
+			ep.endStream(st) // the client is gone: the map is told
+			return
+		}
+	} else {
+		n, e := rawio.Read(st.fd, ep.scratch)
+		switch {
+		case e == syscall.EAGAIN:
+			return
+		case e != 0 || n == 0:
+			ep.endStream(st) // the client is gone: the map is told
+			return
+		}
+		if n == len(ep.scratch) {
+			ep.more = true
+		}
+		data = ep.scratch[:n]
+	}
 	switch {
-	case e == syscall.EAGAIN:
-		return
-	case e != 0 || n == 0:
-		ep.endStream(st) // the client is gone: the map is told
-		return
 	case st.draining || st.mapClosed:
-		return // after the map's end: read and dropped
+		// After the map's end: read and dropped.
+	case st.move != nil:
+		st.last = now
+		ep.holdForMove(st, data)
+	default:
+		st.last = now
+		st.up += int64(len(data))
+		if st.lk.up != nil {
+			st.lk.up.Add(float64(len(data)))
+		}
+		st.up2map.feed(data)
+		ep.record(st.lk, edgelink.KindData, st.id, data)
 	}
-	if n == len(ep.scratch) {
-		ep.more = true
+	if tlsEnd {
+		ep.endStream(st) // the client ended its session after these bytes
 	}
-	st.last = now
-	if st.move != nil {
-		ep.holdForMove(st, ep.scratch[:n])
-		return
-	}
-	st.up += int64(n)
-	if st.lk.up != nil {
-		st.lk.up.Add(float64(n))
-	}
-	st.up2map.feed(ep.scratch[:n])
-	ep.record(st.lk, edgelink.KindData, st.id, ep.scratch[:n])
 }
 
 // toClient writes b to st's client, or keeps it while the client is not adopted yet
@@ -405,6 +449,20 @@ func (ep *epollEngine) pumpClient(st *linkStream, ev uint32, now int64) {
 // unread is dropped.
 func (ep *epollEngine) toClient(st *linkStream, b []byte, now int64) {
 	st.frames.feed(b)
+	if st.tls != nil {
+		sealed, ok := ep.seal(st.tls, b)
+		if !ok {
+			ep.endStream(st)
+			return
+		}
+		b = sealed
+	}
+	ep.writeClient(st, b, now)
+}
+
+// writeClient writes b, bytes ready for the client's socket (sealed, for a TLS
+// client), or keeps them behind what waits for it; see toClient.
+func (ep *epollEngine) writeClient(st *linkStream, b []byte, now int64) {
 	if st.fd >= 0 && len(st.pending) == 0 {
 		w, e := writeAll(st.fd, b)
 		if e != 0 && e != syscall.EAGAIN {

@@ -88,57 +88,113 @@ const maxReadsBeforeReset = 16
 
 // copyDir reads side i once and writes what it read to the other side; bytes the
 // other side does not take wait in a pooled buffer, and side i is not read again
-// until they are written. It returns false on an error that ends the pair.
+// until they are written. A client speaking TLS is read and written through its
+// session (epolltls_linux.go): what is counted, followed and passed to the map is its
+// plaintext. It returns false on an error that ends the pair.
 func (ep *epollEngine) copyDir(pp *pollPair, i int, now int64) bool {
 	src, dst, d := &pp.side[i], &pp.side[1-i], &pp.dir[i]
 	if d.eof || len(d.pending) > 0 {
 		return true
 	}
-	n, e := rawio.Read(src.fd, ep.scratch)
+	var data []byte
+	var e syscall.Errno
+	tlsEnd := false
+	if i == 0 && pp.tls != nil {
+		var ctl []byte
+		data, ctl, e, tlsEnd = ep.readTLS(pp.tls, src.fd)
+		if len(ctl) > 0 && !ep.sendClient(pp, ctl, now) {
+			return false
+		}
+	} else {
+		var n int
+		n, e = rawio.Read(src.fd, ep.scratch)
+		data = ep.scratch[:max(n, 0)]
+	}
 	switch {
 	case e == syscall.EAGAIN:
 		return true
-	case i == 1 && (e != 0 || n == 0):
+	case i == 1 && (e != 0 || len(data) == 0):
 		return ep.mapEndedPair(pp, e != 0, now)
 	case e != 0:
 		return false
-	case n > 0 && dst.off:
+	case len(data) > 0 && dst.off:
 		pp.last = now
 		return true // the map is gone: what the client still sends is dropped
-	case n == 0:
-		d.eof = true
-		_ = syscall.Shutdown(dst.fd, syscall.SHUT_WR)
-		if pp.grace == 0 {
-			pp.grace = now + int64(closeGrace)
-		}
-		return ep.watch(pp, i)
+	case len(data) == 0:
+		return ep.sourceEnded(pp, i, now)
 	}
-	d.total += int64(n)
+	d.total += int64(len(data))
 	pp.last = now
 	if d.counter != nil {
-		d.counter.Add(float64(n))
+		d.counter.Add(float64(len(data)))
 	}
+	out := data
 	if i == 1 {
-		pp.s.frames.feed(ep.scratch[:n])
+		pp.s.frames.feed(data)
+		if pp.tls != nil {
+			var ok bool
+			if out, ok = ep.seal(pp.tls, data); !ok {
+				return false
+			}
+		}
 	}
-	w, e := writeAll(dst.fd, ep.scratch[:n])
+	w, e := writeAll(dst.fd, out)
 	if e != 0 && e != syscall.EAGAIN {
 		if i == 0 && !pp.dir[1].eof {
 			return ep.mapEndedPair(pp, true, now) // the map's connection failed
 		}
 		return false
 	}
-	if w < n {
+	if w < len(out) {
 		d.pbuf = ep.bufs.Get().(*[]byte)
-		d.pending = append((*d.pbuf)[:0], ep.scratch[w:n]...)
+		d.pending = append((*d.pbuf)[:0], out[w:]...)
 		d.since = now
 		ep.pauses.Add(1)
+		// A TLS client that ended after these bytes: flush reads it again once they
+		// are written, and its session answers its end at once.
 		return ep.watch(pp, i) && ep.watch(pp, 1-i)
 	}
-	if n == len(ep.scratch) {
-		ep.more = true
+	if tlsEnd {
+		return ep.sourceEnded(pp, i, now)
+	}
+	if pp.tls == nil || i == 1 {
+		if len(data) == len(ep.scratch) {
+			ep.more = true
+		}
 	}
 	return true
+}
+
+// sourceEnded passes the end of side i on to the other side (TCP half-close) and
+// gives the other direction its close grace.
+func (ep *epollEngine) sourceEnded(pp *pollPair, i int, now int64) bool {
+	pp.dir[i].eof = true
+	_ = syscall.Shutdown(pp.side[1-i].fd, syscall.SHUT_WR)
+	if pp.grace == 0 {
+		pp.grace = now + int64(closeGrace)
+	}
+	return ep.watch(pp, i)
+}
+
+// sendClient writes b, bytes ready for the client's socket (sealed, for a TLS
+// client), behind whatever already waits for it.
+func (ep *epollEngine) sendClient(pp *pollPair, b []byte, now int64) bool {
+	d := &pp.dir[1]
+	if len(d.pending) > 0 {
+		d.pending = append(d.pending, b...)
+		return true
+	}
+	w, e := writeAll(pp.side[0].fd, b)
+	switch {
+	case e != 0 && e != syscall.EAGAIN:
+		return false
+	case w == len(b):
+		return true
+	}
+	d.pbuf = ep.bufs.Get().(*[]byte)
+	d.pending = append((*d.pbuf)[:0], b[w:]...)
+	d.since = now
+	return ep.watch(pp, 1) && ep.watch(pp, 0)
 }
 
 // flush writes what waits for direction i to its destination; when all of it is
@@ -200,20 +256,27 @@ func (ep *epollEngine) mapEndedPair(pp *pollPair, failed bool, now int64) bool {
 		sd.off, sd.events = true, 0
 		_ = syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_DEL, sd.fd, nil)
 	}
+	closing := mapGoneClose
+	if pp.tls != nil {
+		var ok bool
+		if closing, ok = ep.seal(pp.tls, mapGoneClose); !ok {
+			return false
+		}
+	}
 	if len(d.pending) == 0 {
-		w, e := writeAll(client, mapGoneClose)
+		w, e := writeAll(client, closing)
 		if e != 0 && e != syscall.EAGAIN {
 			return false
 		}
-		if w == len(mapGoneClose) {
+		if w == len(closing) {
 			_ = syscall.Shutdown(client, syscall.SHUT_WR)
 			return ep.watch(pp, 0)
 		}
 		d.pbuf = ep.bufs.Get().(*[]byte)
 		d.pending, d.since = (*d.pbuf)[:0], now
-		d.pending = append(d.pending, mapGoneClose[w:]...)
+		d.pending = append(d.pending, closing[w:]...)
 	} else {
-		d.pending = append(d.pending, mapGoneClose...)
+		d.pending = append(d.pending, closing...)
 	}
 	return ep.watch(pp, 0) // output: flush writes the rest and then shuts the side
 }

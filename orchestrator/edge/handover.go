@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
@@ -27,6 +28,7 @@ import (
 const (
 	listenerPublic  = "public"
 	listenerMetrics = "metrics"
+	listenerHTTP    = "http" // the plain listener that redirects to HTTPS (EDGE_HTTP_ADDR)
 )
 
 const (
@@ -44,6 +46,7 @@ type handoverState struct {
 	served     chan struct{} // closed when the handover server's Serve returned
 	public     *gate
 	metrics    *gate
+	http       *gate // nil without EDGE_HTTP_ADDR
 }
 
 // handoverTable is the state an edge passes on with its listeners: its route table,
@@ -96,6 +99,21 @@ func (e *Edge) listen() (*handover.Takeover, error) {
 		closeTakeover(t)
 		return nil, fmt.Errorf("listen metrics %s: %w", e.MetricsAddr, err)
 	}
+	if e.cfg.HTTPAddr != "" {
+		plain, err := e.inherit(t, listenerHTTP, e.cfg.HTTPAddr)
+		if err != nil {
+			public.Close()
+			metrics.Close()
+			closeTakeover(t)
+			return nil, fmt.Errorf("listen http %s: %w", e.cfg.HTTPAddr, err)
+		}
+		e.ho.http = &gate{Listener: plain}
+		e.httpLn = e.ho.http
+	} else if t != nil {
+		if ln := t.Listener(listenerHTTP); ln != nil {
+			ln.Close() // the old edge redirected to HTTPS; this one does not
+		}
+	}
 	e.ho.public, e.ho.metrics = &gate{Listener: public}, &gate{Listener: metrics}
 	e.publicLn, e.metricsLn = e.ho.public, e.ho.metrics
 	if t != nil {
@@ -122,7 +140,13 @@ func (e *Edge) inherit(t *handover.Takeover, name, addr string) (net.Listener, e
 			ln.Close()
 		}
 	}
-	return net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EACCES) {
+		// The edge runs as a user of its own: ports 80 and 443 are the host's to open.
+		return nil, fmt.Errorf("%w (a port below 1024 needs the host's net.ipv4.ip_unprivileged_port_start at or below it, "+
+			"or the capability NET_BIND_SERVICE: docs/operations.md#https)", err)
+	}
+	return ln, err
 }
 
 // listensOn says whether a listener on a serves what a listen on addr would: the same
@@ -213,6 +237,9 @@ func (e *Edge) offer() (handover.Offer, error) {
 		{Name: listenerPublic, Listener: e.ho.public.Listener},
 		{Name: listenerMetrics, Listener: e.ho.metrics.Listener},
 	}}
+	if e.ho.http != nil {
+		o.Listeners = append(o.Listeners, handover.Listener{Name: listenerHTTP, Listener: e.ho.http.Listener})
+	}
 	if !e.Routes.isStatic() {
 		online, _ := e.Routes.Status()
 		o.State, _ = json.Marshal(handoverTable{Table: e.Routes.table(), Online: online})
@@ -220,11 +247,14 @@ func (e *Edge) offer() (handover.Offer, error) {
 	return o, nil
 }
 
-// stopAccepting closes this edge's descriptors of both listeners, which its successor
+// stopAccepting closes this edge's descriptors of its listeners, which its successor
 // now serves; requests in flight go on (Close waits for them).
 func (e *Edge) stopAccepting() {
 	e.ho.public.Close()
 	e.ho.metrics.Close()
+	if e.ho.http != nil {
+		e.ho.http.Close()
+	}
 }
 
 // closeHandover stops answering at the handover socket and waits for a handover under

@@ -83,6 +83,7 @@ type linkStream struct {
 	id  uint32      // 0 until the engine opened it
 	fd  int         // the client's descriptor once adopted, else -1
 	evs uint32      // what the epoll set watches on fd
+	tls *tlsSide    // the client's TLS session, once adopted, when it speaks TLS
 
 	answered  bool
 	pending   []byte      // map bytes the client has not taken yet
@@ -135,7 +136,7 @@ func (p *Proxy) forwardLink(w http.ResponseWriter, r *http.Request, instanceID, 
 		return true, err
 	}
 	var req bytes.Buffer
-	if err := upgradeRequest(r).Write(&req); err != nil {
+	if err := p.upgradeRequest(r).Write(&req); err != nil {
 		p.release()
 		return true, apierr.Errorf(apierr.EBADREQUEST, "the upgrade request cannot be forwarded: %v", err)
 	}

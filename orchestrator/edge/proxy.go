@@ -20,6 +20,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/ratelimit"
 	"github.com/mapyard/mapyard/mapserver/kernel/rawio"
 )
 
@@ -79,6 +80,9 @@ type Proxy struct {
 	// (waiting up to edgelink.MoveWait). Without it a moved player is closed with the
 	// map-gone close and joins again.
 	MoveTo func(instanceID, generation string) (addr string, err error)
+	// Clients says how a request's client address is found: the address the map is
+	// told (X-Forwarded-For) is that one.
+	Clients ratelimit.ClientAddr
 	// Metrics, when not nil, counts connections and bytes.
 	Metrics *Metrics
 	Log     *slog.Logger
@@ -219,7 +223,7 @@ func (p *Proxy) handshake(r *http.Request, instanceID, addr string) (net.Conn, *
 		return nil, nil, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map instance %q did not answer", instanceID)
 	}
 	_ = backend.SetDeadline(time.Now().Add(handshakeTimeout))
-	out := upgradeRequest(r)
+	out := p.upgradeRequest(r)
 	bw := bufio.NewWriterSize(backend, 1024)
 	if err := out.Write(bw); err != nil {
 		return fail(err)
@@ -250,9 +254,9 @@ func (p *Proxy) handshake(r *http.Request, instanceID, addr string) (net.Conn, *
 // upgradeRequest is the request sent to the map: the client's upgrade, with its query
 // string, on the map's WebSocket path. The public Host is kept, because the map checks
 // a browser's Origin against the host the page came from, and X-Forwarded-For is the
-// address the edge saw: the edge is the only public door, so nothing before it is
-// trusted to have set one.
-func upgradeRequest(r *http.Request) *http.Request {
+// client's address as the edge found it (Clients): the TCP peer, or what a trusted
+// proxy in front of the edge named; whatever else the client sent is replaced.
+func (p *Proxy) upgradeRequest(r *http.Request) *http.Request {
 	out := &http.Request{
 		Method:     http.MethodGet,
 		URL:        &url.URL{Path: mapcontract.GamePath, RawQuery: r.URL.RawQuery},
@@ -261,8 +265,9 @@ func upgradeRequest(r *http.Request) *http.Request {
 		Header: r.Header.Clone(),
 		Host:   r.Host,
 	}
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		out.Header.Set("X-Forwarded-For", ip)
+	out.Header.Del("Forwarded")
+	if ip, ok := p.Clients.Of(r); ok {
+		out.Header.Set("X-Forwarded-For", ip.String())
 	}
 	out.Header.Set("X-Forwarded-Host", r.Host)
 	out.Header.Set("X-Forwarded-Proto", "http")

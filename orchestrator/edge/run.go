@@ -27,10 +27,17 @@ var Version = "dev"
 func Run(args, environ []string, stdout, stderr io.Writer) int {
 	var cfg Config
 	cmd := envconf.Command{
-		Name:        "edge",
-		Title:       "mapyard edge " + Version,
-		Note:        "EDGE_STATIC_ROUTES is for benchmarks of the proxy only: with it the edge never asks the orchestrator for routes.",
-		Healthcheck: func() error { return Healthcheck(cfg.PublicAddr) },
+		Name:  "edge",
+		Title: "mapyard edge " + Version,
+		Note:  "EDGE_STATIC_ROUTES is for benchmarks of the proxy only: with it the edge never asks the orchestrator for routes.",
+		Healthcheck: func() error {
+			if cfg.TLS() {
+				// The public listener speaks HTTPS, for its host names only: the
+				// loopback metrics listener answers the same /healthz.
+				return Healthcheck(cfg.MetricsAddr)
+			}
+			return Healthcheck(cfg.PublicAddr)
+		},
 	}
 	if code, done := cmd.Prepare(&cfg, args, environ, stdout, stderr); done {
 		return code
@@ -48,7 +55,7 @@ func Run(args, environ []string, stdout, stderr io.Writer) int {
 		log.Error("start failed", "err", err)
 		return 1
 	}
-	log.Info("edge listening", "version", Version, "public", e.PublicURL(), "metrics", e.MetricsURL(),
+	log.Info("edge listening", "version", Version, "public", e.PublicURL(), "metrics", e.MetricsURL(), "http", e.HTTPURL(),
 		"orchestrator", cfg.OrchURL, "procs", cfg.Procs, "staticRoutes", cfg.StaticRoutes != "", "handoverSocket", cfg.HandoverSocket)
 	select {
 	case <-ctx.Done():

@@ -18,7 +18,9 @@ func TestRun_Help(t *testing.T) {
 	for _, v := range []string{
 		"EDGE_PUBLIC_ADDR", "EDGE_METRICS_ADDR", "EDGE_ORCH_URL", "EDGE_CREDENTIAL_FILE", "EDGE_MAX_CONNS",
 		"EDGE_IDLE_TIMEOUT_MS", "EDGE_DRAIN_TIMEOUT_MS", "EDGE_PROCS", "EDGE_STATIC_ROUTES", ":8080",
-		"EDGE_HANDOVER_SOCKET", "EDGE_HANDOVER_SPREAD_MS",
+		"EDGE_HANDOVER_SOCKET", "EDGE_HANDOVER_SPREAD_MS", "EDGE_TLS_CERT_FILE", "EDGE_TLS_KEY_FILE", "EDGE_ACME_DOMAINS",
+		"EDGE_ACME_EMAIL", "EDGE_ACME_DIRECTORY", "https://acme-v02.api.letsencrypt.org/directory", "EDGE_ACME_CACHE_DIR",
+		"EDGE_HTTP_ADDR", "EDGE_HSTS_MAX_AGE_S", "EDGE_TRUSTED_PROXY_HEADER",
 	} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("help does not list %s", v)
@@ -29,6 +31,8 @@ func TestRun_Help(t *testing.T) {
 func TestRun_InvalidConfig(t *testing.T) {
 	for _, env := range []string{
 		"EDGE_MAX_CONNS=0", "EDGE_ORCH_URL=ftp://x", "EDGE_ENGINE=threads", "EDGE_STATIC_ROUTES=1=port", "EDGE_PUBLIC_ADDR=8080", "EDGE_HANDOVER_SPREAD_MS=-1",
+		"EDGE_TLS_CERT_FILE=/certs/tls.crt", "EDGE_HTTP_ADDR=:80", "EDGE_ACME_DOMAINS=play.example.com", "EDGE_ACME_DOMAINS=192.0.2.1",
+		"EDGE_TRUSTED_PROXY_HEADER=X-Real-IP", "EDGE_HSTS_MAX_AGE_S=-1",
 	} {
 		var stderr bytes.Buffer
 		if code := edge.Run(nil, []string{env}, io.Discard, &stderr); code == 0 {

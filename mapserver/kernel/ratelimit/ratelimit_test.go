@@ -142,6 +142,7 @@ func TestClientAddr(t *testing.T) {
 		{"SpoofedLeftPartIgnored", "127.0.0.1:5000", "1.2.3.4, 198.51.100.7, 10.1.2.3", "198.51.100.7", true},
 		{"MangledHeaderStopsAtLastGood", "127.0.0.1:5000", "junk", "127.0.0.1", true},
 		{"NoHeaderFromProxy", "127.0.0.1:5000", "", "127.0.0.1", true},
+		{"PortAndBracketsAccepted", "127.0.0.1:5000", "[2001:db8::7]:443, 198.51.100.7:5555", "198.51.100.7", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/api/v1/join", nil)
@@ -149,10 +150,46 @@ func TestClientAddr(t *testing.T) {
 			if tt.xff != "" {
 				r.Header.Set("X-Forwarded-For", tt.xff)
 			}
+			r.Header.Set("Forwarded", "for=192.0.2.99") // not the configured header: never read
 			var ca ratelimit.ClientAddr
 			if tt.trust {
 				ca.TrustedProxies = proxies
 			}
+			got, ok := ca.Of(r)
+			if !ok || got.String() != tt.want {
+				t.Fatalf("Of = %v (%v), want %s", got, ok, tt.want)
+			}
+		})
+	}
+}
+
+// TestClientAddr_Forwarded reads RFC 7239's Forwarded header from trusted proxies,
+// and X-Forwarded-For no longer.
+func TestClientAddr_Forwarded(t *testing.T) {
+	ca := ratelimit.ClientAddr{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.1.0.0/16")},
+		Header: ratelimit.HeaderForwarded}
+	for _, tt := range []struct {
+		name, remote string
+		forwarded    []string
+		want         string
+	}{
+		{"ClientBehindTrustedProxy", "127.0.0.1:5000", []string{"for=198.51.100.7;proto=https;host=play.example"}, "198.51.100.7"},
+		{"HeaderIgnoredFromUntrustedPeer", "203.0.113.9:5000", []string{"for=198.51.100.7"}, "203.0.113.9"},
+		{"SpoofedLeftPartIgnored", "127.0.0.1:5000", []string{"for=1.2.3.4, for=198.51.100.7", "for=10.1.2.3;by=10.1.0.1"}, "198.51.100.7"},
+		{"QuotedIPv6WithPort", "127.0.0.1:5000", []string{`For="[2001:db8:cafe::17]:4711"`}, "2001:db8:cafe::17"},
+		{"QuotedIPv4WithPort", "127.0.0.1:5000", []string{`for="198.51.100.7:4711";proto=http`}, "198.51.100.7"},
+		{"QuotedSeparatorsKept", "127.0.0.1:5000", []string{`for=198.51.100.7;host="a,b;c"`}, "198.51.100.7"},
+		{"UnknownStopsAtLastGood", "127.0.0.1:5000", []string{"for=unknown"}, "127.0.0.1"},
+		{"ObfuscatedStopsAtLastGood", "127.0.0.1:5000", []string{"for=198.51.100.7, for=_hidden"}, "127.0.0.1"},
+		{"ElementWithoutForStops", "127.0.0.1:5000", []string{"proto=https"}, "127.0.0.1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/api/v1/join", nil)
+			r.RemoteAddr = tt.remote
+			for _, v := range tt.forwarded {
+				r.Header.Add("Forwarded", v)
+			}
+			r.Header.Set("X-Forwarded-For", "192.0.2.99") // not the configured header: never read
 			got, ok := ca.Of(r)
 			if !ok || got.String() != tt.want {
 				t.Fatalf("Of = %v (%v), want %s", got, ok, tt.want)

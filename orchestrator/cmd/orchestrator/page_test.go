@@ -531,8 +531,8 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
-// browser starts a headless Chromium for the test.
-func browser(t *testing.T, path string) context.Context {
+// browser starts a headless Chromium for the test, with the extra options given.
+func browser(t *testing.T, path string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
@@ -541,6 +541,7 @@ func browser(t *testing.T, path string) context.Context {
 		chromedp.WindowSize(960, 640),
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
