@@ -290,6 +290,13 @@ func BenchmarkSwarmNodeLoss(b *testing.B) {
 			backs[len(backs)/2].Round(10*time.Millisecond), backs[len(backs)-1].Round(10*time.Millisecond), maps[0].InstanceID, k.timeline(b, maps[0].InstanceID, lost))
 		worst.Add(backs[len(backs)-1])
 		median.Add(backs[len(backs)/2])
+		// The round's maps are stopped before the next round takes the far label off
+		// node 1, which would have Swarm stop them there.
+		for _, m := range maps {
+			if code, out := k.admin(b, "POST", "/admin/maps/"+m.InstanceID+"/stop"); code != 0 {
+				b.Fatalf("stop %s: %s", m.InstanceID, out)
+			}
+		}
 		k.lab.StartNode2(b)
 	}
 	b.ReportMetric(latency.Ms(median.Quantile(0.5)), "back-p50-ms")

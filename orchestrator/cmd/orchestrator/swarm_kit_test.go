@@ -40,9 +40,13 @@ import (
 type swarmKit struct {
 	lab                                *swarmlab.Lab
 	stack, network, deployment, secret string
-	// far is the map image under a second name, placed by its own constraint
-	// (farLabel on a node), so a test decides where its maps go.
-	far, farLabel string
+	// far and movable are the map image under two more names, each placed by its own
+	// constraint (its label on a node), so a test decides where its maps go. Both
+	// labels start on node 2 alone. A test adds a label to node 1 to let that image's
+	// maps move there, and never removes a label under a running map: Swarm's
+	// constraint enforcer would stop it.
+	far, farLabel         string
+	movable, movableLabel string
 	// control is the control port's overlay address through a relay: the routes a
 	// map calls, and the edge's (no admin route answers there).
 	control string
@@ -66,13 +70,17 @@ func newSwarmKit(t testing.TB, set map[string]string) *swarmKit {
 	}
 	hex := randomHex(t, 3)
 	k := &swarmKit{lab: lab, stack: "sk" + hex, deployment: "sk-" + hex, secret: randomHex(t, 16),
-		far: "mapyard/map-far:" + hex, farLabel: "mapyard.far-" + hex}
+		far: "mapyard/map-far:" + hex, farLabel: "mapyard.far-" + hex,
+		movable: "mapyard/map-movable:" + hex, movableLabel: "mapyard.movable-" + hex}
 	k.network = k.stack + "-maps"
 	dockertest.TagImage(t, lab.Node1, dockertest.MapImage(), k.far)
-	lab.Load(t, dockertest.MapImage(), k.far)
+	dockertest.TagImage(t, lab.Node1, dockertest.MapImage(), k.movable)
+	lab.Load(t, dockertest.MapImage(), k.far, k.movable)
 	k.label(t, lab.Node1ID, "mapyard.orchestrator", "true")
-	k.label(t, lab.Node2ID, k.farLabel, "yes")
-	t.Cleanup(func() { k.label(t, lab.Node1ID, k.farLabel, ""); k.label(t, lab.Node2ID, k.farLabel, "") })
+	for _, l := range []string{k.farLabel, k.movableLabel} {
+		k.label(t, lab.Node2ID, l, "yes")
+		t.Cleanup(func() { k.label(t, lab.Node1ID, l, ""); k.label(t, lab.Node2ID, l, "") })
+	}
 
 	dir := filepath.Join(t.TempDir(), "compose")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -87,15 +95,16 @@ func newSwarmKit(t testing.TB, set map[string]string) *swarmKit {
 		"ORCH_DEFAULT_INSTANCE_ID": k.deployment + "-d",
 		"ORCH_INTERNAL_RPC_SECRET": k.secret,
 		"ORCH_MAP_IMAGE":           dockertest.MapImage(),
-		"ORCH_MAP_IMAGES":          dockertest.MapImage() + "," + k.far,
-		// The kit's maps on node 1, the far image's where farLabel is.
-		"ORCH_SWARM_IMAGE_CONSTRAINTS": dockertest.MapImage() + "=>" + swarmlab.Constraint(1) + ";" + k.far + "=>node.labels." + k.farLabel + "==yes",
-		"ORCH_WARM_POOL_SIZE":          "0",
-		"ORCH_MAP_PROBE_MS":            "500",
-		"ORCH_CHECKPOINT_MS":           "200",
-		"ORCH_MAP_STOP_GRACE_MS":       "3000",
-		"MAP_HEARTBEAT_MS":             "300",
-		"MAP_SNAPSHOT_PUSH_MS":         "200",
+		"ORCH_MAP_IMAGES":          dockertest.MapImage() + "," + k.far + "," + k.movable,
+		// The kit's maps on node 1, the far and movable images' where their labels are.
+		"ORCH_SWARM_IMAGE_CONSTRAINTS": dockertest.MapImage() + "=>" + swarmlab.Constraint(1) + ";" + k.far + "=>node.labels." + k.farLabel + "==yes;" +
+			k.movable + "=>node.labels." + k.movableLabel + "==yes",
+		"ORCH_WARM_POOL_SIZE":    "0",
+		"ORCH_MAP_PROBE_MS":      "500",
+		"ORCH_CHECKPOINT_MS":     "200",
+		"ORCH_MAP_STOP_GRACE_MS": "3000",
+		"MAP_HEARTBEAT_MS":       "300",
+		"MAP_SNAPSHOT_PUSH_MS":   "200",
 	}
 	for name, v := range set {
 		vars[name] = v
