@@ -38,6 +38,20 @@ func TestArrivalPoint(t *testing.T) {
 			t.Fatalf("arrival %+v", a)
 		}
 	})
+	t.Run("SavedInAPortalBesideIt", func(t *testing.T) {
+		// The state a portal's unused transfer carried: standing in the portal. Put
+		// back there, the portal would not take the character until it stepped out.
+		if len(w.Portals) == 0 {
+			t.Fatal("the frontier template has no portal")
+		}
+		for _, p := range w.Portals {
+			a := game.ArrivalPoint(w, "frontier", &record.CharacterState{MapID: "frontier", X: float64(p.X)/100 + 0.3, Y: float64(p.Y) / 100})
+			d := math.Hypot(a.X*100-float64(p.X), a.Y*100-float64(p.Y))
+			if a.Via != "beside" || d <= float64(p.Radius) || d > float64(p.Radius+game.ArrivalClearance)+1 {
+				t.Fatalf("saved in the portal to %s: arrival %+v is %.0f cm from it (radius %d)", p.TargetMapID, a, d, p.Radius)
+			}
+		}
+	})
 	t.Run("NeverSavedAtSpawn", func(t *testing.T) {
 		a := game.ArrivalPoint(w, "frontier", nil)
 		if s := w.Spawns[0]; a != (game.Arrival{X: float64(s.X) / 100, Y: float64(s.Y) / 100, Via: "spawn"}) {
