@@ -89,8 +89,8 @@ func newTLSMetrics(reg prometheus.Registerer) *tlsMetrics {
 	return m
 }
 
-// certSource gives the certificate for a client hello, or an error whose reason
-// (errReason) says why there is none.
+// certSource gives the certificate for a client hello, or an error saying why there is
+// none (a reasonError carries the metric's reason).
 type certSource interface {
 	certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error)
 }
