@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 )
@@ -98,6 +99,7 @@ type DB struct {
 
 	recovery  Recovery
 	stats     stats
+	full      atomic.Bool // the last write failed for want of space (see storage)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -307,7 +309,9 @@ func (db *DB) runCheckpointTimer() error {
 			return nil
 		case <-t.C:
 			if _, err := db.Checkpoint(db.ctx); err != nil && db.ctx.Err() == nil {
-				db.Logger.Error("checkpoint failed; cached snapshots kept for the next one", "path", db.Path, "err", err)
+				if apierr.Code(err) != apierr.ESTORAGEFULL { // logged once, by storage
+					db.Logger.Error("checkpoint failed; cached snapshots kept for the next one", "path", db.Path, "err", err)
+				}
 			}
 			if _, err := db.PruneNonces(db.ctx); err != nil && db.ctx.Err() == nil {
 				db.Logger.Error("prune nonces failed", "path", db.Path, "err", err)

@@ -38,6 +38,7 @@ type Metrics struct {
 	ckptRows   prometheus.Counter
 	ckptTime   prometheus.Histogram
 	ckptLast   prometheus.Gauge
+	full       prometheus.Counter
 }
 
 // dbBuckets span a page-cache commit (tens of microseconds) to a slow disk's fsync
@@ -68,8 +69,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Time one checkpoint with something to write took.", Buckets: prometheus.ExponentialBuckets(1e-3, 3, 10)}),
 		ckptLast: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mapyard_checkpoint_last_success_timestamp_seconds",
 			Help: "Unix time of the last checkpoint that completed (0 before the first since start)."}),
+		full: prometheus.NewCounter(prometheus.CounterOpts{Name: "mapyard_db_storage_full_total",
+			Help: "Writes refused with storage_full: the database's disk was full (SQLite's SQLITE_FULL)."}),
 	}
-	reg.MustRegister(m.commit, m.wait, m.failures, m.group, m.ingest, m.ingestSize, m.ckptRows, m.ckptTime, m.ckptLast)
+	reg.MustRegister(m.commit, m.wait, m.failures, m.group, m.ingest, m.ingestSize, m.ckptRows, m.ckptTime, m.ckptLast, m.full)
 	return m
 }
 
@@ -91,6 +94,13 @@ func (m *Metrics) failed(kind string) {
 func (m *Metrics) waited(kind string, start time.Time) {
 	if m != nil {
 		m.wait.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+	}
+}
+
+// storageFull records one write refused for want of space.
+func (m *Metrics) storageFull() {
+	if m != nil {
+		m.full.Inc()
 	}
 }
 

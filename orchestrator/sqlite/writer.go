@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -98,10 +101,37 @@ func (db *DB) submit(ctx context.Context, r *writeReq) writeRes {
 	}
 	select {
 	case res := <-r.done:
+		res.err = db.storage(res.err)
 		return res
 	case <-ctx.Done():
 		return writeRes{err: ctx.Err()}
 	}
+}
+
+// errStorageFull answers a write the database could not make room for.
+var errStorageFull = apierr.Errorf(apierr.ESTORAGEFULL, "the orchestrator's storage is full: nothing was written; try again once space returns")
+
+// storage turns a write's failure for want of space (SQLITE_FULL: the disk is full, or
+// the database reached its page limit) into ESTORAGEFULL, and logs when the store
+// starts refusing for that and when a write works again. SQLite rolls the failed
+// transaction back and keeps its connection usable, so the store resumes by itself
+// once space returns; nothing needs reopening.
+func (db *DB) storage(err error) error {
+	if err == nil {
+		if db.full.Load() && db.full.CompareAndSwap(true, false) {
+			db.Logger.Info("database storage available again; writes resume")
+		}
+		return nil
+	}
+	var se *msqlite.Error
+	if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_FULL {
+		return err
+	}
+	db.Metrics.storageFull()
+	if db.full.CompareAndSwap(false, true) {
+		db.Logger.Error("database storage full; durable work is refused with storage_full until space returns", "path", db.Path, "err", err)
+	}
+	return errStorageFull
 }
 
 // exec runs fn in a write transaction of its own on the writer goroutine.

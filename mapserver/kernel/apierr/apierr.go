@@ -79,6 +79,11 @@ const (
 	// EIMAGEMISSING refuses an upgrade to an image the engine does not have: nothing
 	// is started or changed.
 	EIMAGEMISSING = "image_missing"
+	// ESTORAGEFULL refuses durable work while the orchestrator's database cannot grow
+	// (its disk is full): nothing of the request was written, everything acknowledged
+	// before stays, and the same request works again once space returns. Callers that
+	// retry (a map's pushes and critical events) retry it.
+	ESTORAGEFULL = "storage_full"
 )
 
 // Error is mapyard's one application error. Code is machine-readable and stable;
@@ -149,6 +154,7 @@ var statuses = map[string]int{
 	EMAPUNAVAILABLE:   http.StatusServiceUnavailable,
 	EUNAVAILABLE:      http.StatusServiceUnavailable,
 	ENOTIMPLEMENTED:   http.StatusNotImplemented,
+	ESTORAGEFULL:      http.StatusInsufficientStorage,
 
 	ECHARACTERLIMIT:    http.StatusConflict,
 	ECHARACTERINPLAY:   http.StatusConflict,

@@ -72,8 +72,8 @@ func AnswerError(method, url string, status int, body []byte) *apierr.Error {
 //
 //   - no answer at all (a transport failure, or an answer without mapyard's error
 //     body, which Call returns as EUNAVAILABLE): transient;
-//   - a 500 internal or a 503 unavailable: transient, the server's state at that
-//     moment;
+//   - a 500 internal, a 503 unavailable or a 507 storage_full: transient, the
+//     server's state at that moment;
 //   - a 4xx: not transient, the same request fails the same way again;
 //   - a 5xx whose code is the server's answer rather than a fault (not_implemented:
 //     it cannot do it; map_unavailable, map_quarantined: a map it will not send a

@@ -22,7 +22,8 @@ func TestTransient(t *testing.T) {
 		{"Internal", apierr.Errorf(apierr.EINTERNAL, "boom"), true},
 		{"Unavailable", apierr.Errorf(apierr.EUNAVAILABLE, "closing"), true},
 		{"UnavailableWrapped", fmt.Errorf("push: %w", apierr.Errorf(apierr.EUNAVAILABLE, "closing")), true},
-		{"UnknownCode", &apierr.Error{Code: "from_a_newer_server"}, true}, // answered 500
+		{"StorageFull", apierr.Errorf(apierr.ESTORAGEFULL, "disk full"), true}, // works once space returns
+		{"UnknownCode", &apierr.Error{Code: "from_a_newer_server"}, true},      // answered 500
 		{"BadRequest", apierr.Errorf(apierr.EBADREQUEST, "no"), false},
 		{"Conflict", apierr.Errorf(apierr.ECONFLICT, "no"), false},
 		{"TooLarge", apierr.Errorf(apierr.ETOOLARGE, "no"), false},
