@@ -36,8 +36,10 @@ type Binary struct {
 // MAP_FAULT_EXIT_AFTER_MS=N makes the server exit with code 3 N ms after start,
 // MAP_FAULT_FAIL_HEALTH=true makes GET /health answer 503,
 // MAP_FAULT_IGNORE_SIGTERM=true makes it ignore SIGTERM (so a stop must kill it),
-// MAP_FAULT_PANIC_AT_TICK=N makes the game panic in its Nth tick and
-// MAP_FAULT_HANDOFF_DELAY_MS=N holds a live upgrade's handoff cut back N ms (Main.Open).
+// MAP_FAULT_PANIC_AT_TICK=N makes the game panic in its Nth tick,
+// MAP_FAULT_HANDOFF_DELAY_MS=N holds a live upgrade's handoff cut back N ms (Main.Open)
+// and MAP_FAULT_ALLOCATE_ON_SIGUSR1=true makes a SIGUSR1 start an allocation without
+// bound, so the container's memory limit ends the map as an out-of-memory kill.
 func (b Binary) Run(args, environ []string, stdout, stderr io.Writer) int {
 	var cfg mapenv.Config
 	cmd := envconf.Command{
@@ -78,6 +80,10 @@ func (b Binary) Run(args, environ []string, stdout, stderr io.Writer) int {
 			log.Error("fault injection: exiting with code 3")
 			os.Exit(3)
 		})
+	}
+	if cfg.FaultAllocOnSIGUSR1 {
+		log.Warn("fault injection: SIGUSR1 allocates memory until the memory limit kills the map")
+		allocateOnSignal(log)
 	}
 
 	<-ctx.Done()

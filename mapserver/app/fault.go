@@ -2,6 +2,10 @@ package app
 
 import (
 	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/mapyard/mapyard/mapserver/gameapi"
 )
@@ -30,4 +34,25 @@ func (f *faulty) Step(out gameapi.Out) {
 		panic(fmt.Sprintf("fault injection: the game panics at tick %d (MAP_FAULT_PANIC_AT_TICK)", f.at))
 	}
 	f.Game.Step(out)
+}
+
+// allocateOnSignal waits for SIGUSR1 (MAP_FAULT_ALLOCATE_ON_SIGUSR1), then allocates
+// 16 MiB blocks and writes every page of each, keeping them all, until the kernel ends
+// the process: a map that runs out of memory, which the orchestrator sees as an
+// out-of-memory kill (oomKilled) and restarts like any crash.
+func allocateOnSignal(log *slog.Logger) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	go func() {
+		<-sig
+		log.Error("fault injection: allocating memory until killed (SIGUSR1)")
+		var held [][]byte
+		for {
+			b := make([]byte, 16<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			held = append(held, b)
+		}
+	}()
 }

@@ -123,6 +123,32 @@ func TestSupervisor_GamePanicRestarted(t *testing.T) {
 	}
 }
 
+// TestSupervisor_OutOfMemoryRestarted runs a map that, on SIGUSR1, allocates until its
+// container's memory limit has the kernel kill it (MAP_FAULT_ALLOCATE_ON_SIGUSR1): the
+// orchestrator sees an out-of-memory kill, says so on the instance and in its exits
+// metric, and starts the map again in a new container.
+func TestSupervisor_OutOfMemoryRestarted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(s *supervise.Supervisor) { s.AllowFaultEnv = true })
+	id := h.deployment + "-greedy"
+	h.create(id, "MAP_FAULT_ALLOCATE_ON_SIGUSR1=true")
+	first := h.waitState(id, orchestrator.StateReady, 30*time.Second)
+	if err := h.cli.ContainerKill(context.Background(), first.ContainerID, "SIGUSR1"); err != nil {
+		t.Fatal(err)
+	}
+	var again orchestrator.Instance
+	h.waitFor("the map back in a new container after its OOM kill", 60*time.Second, func() bool {
+		again, _ = h.sup.Instance(id)
+		return again.State == orchestrator.StateReady && again.ContainerID != first.ContainerID
+	})
+	if !again.OOMKilled || again.Restarts != 1 {
+		t.Fatalf("after the allocation: %+v, want oomKilled and one restart", again)
+	}
+	if got := testutil.ToFloat64(h.sup.Metrics.Exits.WithLabelValues("oom")); got != 1 {
+		t.Fatalf("oom exits %v, want 1", got)
+	}
+}
+
 // TestSupervisor_FailingHealthRestarts runs a map whose /health answers 503: the probes
 // make it unhealthy and it is restarted.
 func TestSupervisor_FailingHealthRestarts(t *testing.T) {

@@ -70,6 +70,7 @@ type Config struct {
 	FaultIgnoreSIGTERM  bool `env:"MAP_FAULT_IGNORE_SIGTERM" envDefault:"false" help:"TESTS ONLY: ignore SIGTERM, so stopping needs the kill after the grace period (false = off)"`
 	FaultPanicAtTick    int  `env:"MAP_FAULT_PANIC_AT_TICK" envDefault:"0" help:"TESTS ONLY: the game panics in this tick, a game's defect that ends the map with a non-zero status (0 = off)"`
 	FaultHandoffDelayMS int  `env:"MAP_FAULT_HANDOFF_DELAY_MS" envDefault:"0" help:"TESTS ONLY: a live upgrade's handoff cut waits this many ms after the handoff call, its characters held meanwhile (0 = off)"`
+	FaultAllocOnSIGUSR1 bool `env:"MAP_FAULT_ALLOCATE_ON_SIGUSR1" envDefault:"false" help:"TESTS ONLY: on SIGUSR1, allocate and touch memory without bound until the container's memory limit has the kernel kill the process (false = off)"`
 }
 
 // Validate checks values that parse but make no sense, naming the variable.

@@ -77,7 +77,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		Title: "mapyard orchestrator " + orchestrator.Version,
 		Note: "Fault injection (tests only, off by default): with ORCH_ALLOW_FAULT_INJECTION=1,\n" +
 			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n" +
-			"\"MAP_FAULT_IGNORE_SIGTERM=true\" | \"MAP_FAULT_PANIC_AT_TICK=N\" | \"MAP_FAULT_HANDOFF_DELAY_MS=N\"]\n" +
+			"\"MAP_FAULT_IGNORE_SIGTERM=true\" | \"MAP_FAULT_PANIC_AT_TICK=N\" | \"MAP_FAULT_HANDOFF_DELAY_MS=N\" |\n" +
+			"\"MAP_FAULT_ALLOCATE_ON_SIGUSR1=true\"]\n" +
 			"for that instance's container; no other variable is ever accepted.\n\n" +
 			"orchestrator conform --image IMAGE checks a map image against the map contract (-h for its flags).\n" +
 			"orchestrator admin [METHOD] PATH [BODY] calls this orchestrator's admin API with its root secret (-h for more).",
