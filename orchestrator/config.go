@@ -119,7 +119,7 @@ type Config struct {
 	SessionIdleMS       int `env:"ORCH_SESSION_IDLE_MS" envDefault:"30000" help:"a character held by a map counts as in play (cannot be deleted, shown active in /admin/sessions) until its map has pushed no state of it for this long; keep it above MAP_SNAPSHOT_PUSH_MS"`
 	SaveAuditKeep       int `env:"ORCH_SAVE_AUDIT_KEEP" envDefault:"100" help:"save audit rows kept per character: every checkpoint or transfer that changes a character's saved state appends one (schema version, simulation build, hash); older rows are removed"`
 
-	AllowFaultInjection bool `env:"ORCH_ALLOW_FAULT_INJECTION" envDefault:"false" help:"TESTS ONLY: let admin create pass MAP_FAULT_* variables to one instance's container"`
+	AllowFaultInjection bool `env:"ORCH_ALLOW_FAULT_INJECTION" envDefault:"false" help:"TESTS ONLY: let admin create pass MAP_FAULT_* variables to one instance's container, and PUT /admin/faults delay the calls of maps and of the edge"`
 }
 
 // Validate checks values that parse but make no sense, naming the variable.

@@ -67,6 +67,7 @@ type Server struct {
 
 	routes       *routeWatch
 	scrapeClient *http.Client
+	faults       *Faults // nil unless EnableFaults
 
 	public, control *echo.Echo
 	gateway         *echo.Echo // the control port on ControlExtraIPs: map routes only
@@ -100,8 +101,8 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	// Map containers reach the control port through the map network's gateway; that
 	// address serves the map-facing routes only, so even a map that guessed the root
 	// could not stop or create maps or read metrics from there.
-	s.mapRoutes(s.gateway.Group("", s.requireMap))
-	s.mapRoutes(s.control.Group("", s.requireMap))
+	s.mapRoutes(s.gateway.Group("", s.requireMap, s.slow))
+	s.mapRoutes(s.control.Group("", s.requireMap, s.slow))
 	g := s.control.Group("", s.requireAdmin)
 	g.GET(PathAdminMaps, s.handleAdminMaps)
 	g.GET(PathAdminMaps+"/:id", s.handleAdminMap)
@@ -116,7 +117,7 @@ func NewServer(maps orchestrator.Maps, adm Admission, store Persistence, root *k
 	// The edge forwards players' joins and character calls here and watches the route
 	// table of their WebSockets, with a credential of its own that opens these routes
 	// only.
-	s.edgeRoutes(s.control.Group("", s.requireEdge), adm)
+	s.edgeRoutes(s.control.Group("", s.requireEdge, s.slow), adm)
 	if s.Sessions != nil {
 		g.GET(PathAdminSessions, s.handleAdminSessions)
 		g.POST(PathAdminCleanup, s.handleAdminCleanup)
@@ -164,7 +165,7 @@ func (s *Server) Open() (err error) {
 	s.servers.Serve(s.controlLn, s.control)
 	port := strconv.Itoa(s.ControlPort())
 	if s.EdgeOnExtraIPs {
-		s.edgeRoutes(s.gateway.Group("", s.requireEdge), s.Admission)
+		s.edgeRoutes(s.gateway.Group("", s.requireEdge, s.slow), s.Admission)
 	}
 	for _, ip := range s.ControlExtraIPs {
 		ln, err := net.Listen("tcp", net.JoinHostPort(ip, port))

@@ -79,7 +79,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 			"POST /admin/maps accepts \"env\": [\"MAP_FAULT_EXIT_AFTER_MS=N\" | \"MAP_FAULT_FAIL_HEALTH=true\" |\n" +
 			"\"MAP_FAULT_IGNORE_SIGTERM=true\" | \"MAP_FAULT_PANIC_AT_TICK=N\" | \"MAP_FAULT_HANDOFF_DELAY_MS=N\" |\n" +
 			"\"MAP_FAULT_ALLOCATE_ON_SIGUSR1=true\"]\n" +
-			"for that instance's container; no other variable is ever accepted.\n\n" +
+			"for that instance's container; no other variable is ever accepted. PUT /admin/faults\n" +
+			"{\"controlDelayMs\": N} delays every map's and the edge's call on the control listener.\n\n" +
 			"orchestrator conform --image IMAGE checks a map image against the map contract (-h for its flags).\n" +
 			"orchestrator admin [METHOD] PATH [BODY] calls this orchestrator's admin API with its root secret (-h for more).",
 		Healthcheck: func() error { return edge.Healthcheck(cfg.PublicAddr) },
@@ -200,6 +201,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.HTTP.EdgeOnExtraIPs = cfg.Runtime == "swarm" // the edge is on the maps' overlay too
 	m.HTTP.Metrics = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	m.HTTP.MapTargets = m.Supervisor
+	if cfg.AllowFaultInjection {
+		m.HTTP.EnableFaults()
+	}
 	if err := m.HTTP.Open(); err != nil {
 		return err
 	}
