@@ -55,13 +55,16 @@ func newKit(t *testing.T, extra ...string) *kit {
 	t.Helper()
 	k := &kit{cli: dockertest.Client(t), deployment: "s0-" + randomHex(t, 4), secret: randomHex(t, 16)}
 	k.def = k.deployment + "-d"
-	for _, kv := range extra { // a test may pick the default instance itself
+	k.dbPath = filepath.Join(t.TempDir(), "mapyard.db")
+	for _, kv := range extra { // a test may pick the default instance or the database itself
 		if id, ok := strings.CutPrefix(kv, "ORCH_DEFAULT_INSTANCE_ID="); ok {
 			k.def = id
 		}
+		if p, ok := strings.CutPrefix(kv, "ORCH_DB_PATH="); ok {
+			k.dbPath = p
+		}
 	}
 	t.Cleanup(func() { dockertest.RemoveDeployment(t, k.cli, k.deployment) })
-	k.dbPath = filepath.Join(t.TempDir(), "mapyard.db")
 	k.env = childEnv(k.deployment, "127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)), k.dbPath, k.secret, append([]string{
 		"ORCH_DEFAULT_INSTANCE_ID=" + k.def,
 		"ORCH_WARM_POOL_SIZE=0",

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -25,11 +27,25 @@ const (
 	faultMapKill  = "map-kill"          // docker kill (SIGKILL) of a map's container
 	faultOrchKill = "orchestrator-kill" // SIGKILL of the orchestrator, started again on its database
 	faultEdge     = "edge-restart"      // the edge closed and a new one opened on its port
+	faultMapOOM   = "map-oom"           // a map allocates until its memory limit kills it (MAP_FAULT_ALLOCATE_ON_SIGUSR1)
+	faultSlowOrch = "slow-orchestrator" // every map's and the edge's call held soakSlowDelay, for soakHold (PUT /admin/faults)
+	faultDiskFull = "disk-full"         // the orchestrator's data volume (a tmpfs) filled to the last byte, for soakHold
 
 	boundMapKill  = 20 * time.Second
 	boundOrchKill = 15 * time.Second
 	boundEdge     = 10 * time.Second
+	boundMapOOM   = 20 * time.Second
+	// The slow orchestrator's and the full disk's bounds count their hold: the kit is
+	// back within 10 s of the fault's end.
+	boundSlowOrch = soakHold + 10*time.Second
+	boundDiskFull = soakHold + 10*time.Second
+
+	soakHold      = 8 * time.Second
+	soakSlowDelay = 500 * time.Millisecond
 )
+
+// soakFaultKinds are the faults a schedule draws from, each at least once.
+var soakFaultKinds = []string{faultMapKill, faultOrchKill, faultEdge, faultMapOOM, faultSlowOrch, faultDiskFull}
 
 // soakFault is one fault of the schedule and what its recovery took.
 type soakFault struct {
@@ -41,9 +57,11 @@ type soakFault struct {
 	// Bound the most it may be.
 	Began, Ended    time.Time
 	Recovery, Bound time.Duration
-	// Lost counts bots that never came back; Err says why the recovery failed.
+	// Lost counts bots that never came back; Err says why the recovery failed, Note
+	// what the fault showed besides (the answers seen while it held).
 	Lost int
 	Err  string
+	Note string
 }
 
 // soakSchedule is the run's faults, a function of seed and duration alone: one fault
@@ -51,14 +69,14 @@ type soakFault struct {
 // 30 s in to 40 s before the end.
 func soakSchedule(seed uint64, dur time.Duration) []*soakFault {
 	r := rand.New(rand.NewPCG(seed, 3))
-	n := max(3, int(dur/(90*time.Second)))
+	n := max(len(soakFaultKinds), int(dur/(90*time.Second)))
 	first, last := 30*time.Second, dur-40*time.Second
 	step := (last - first) / time.Duration(n)
 	var out []*soakFault
 	var kinds []string
 	for i := range n {
 		if len(kinds) == 0 {
-			kinds = []string{faultMapKill, faultOrchKill, faultEdge}
+			kinds = slices.Clone(soakFaultKinds)
 			r.Shuffle(len(kinds), func(a, b int) { kinds[a], kinds[b] = kinds[b], kinds[a] })
 		}
 		jitter := time.Duration(r.Int64N(int64(step/4) + 1))
@@ -121,8 +139,18 @@ func (s *soak) inject(t *testing.T, f *soakFault) {
 		}
 		s.k.edge = s.openEdge(t)
 		err = s.joinWorks(f.Began.Add(3 * f.Bound))
+	case faultMapOOM:
+		m := []string{s.loot.InstanceID, s.hall.InstanceID, s.field.InstanceID}[f.Map]
+		f.Target, f.Bound, bots = m, boundMapOOM, s.swarms[m].Bots()
+		err = s.outOfMemory(t, m)
+	case faultSlowOrch:
+		f.Target, f.Bound = fmt.Sprintf("orchestrator's control listener (+%s a call)", soakSlowDelay), boundSlowOrch
+		f.Note, err = s.slowOrchestrator(t)
+	case faultDiskFull:
+		f.Target, f.Bound = "data volume "+filepath.Dir(s.k.dbPath), boundDiskFull
+		f.Note, err = s.diskFull(t)
 	}
-	if f.Kind != faultMapKill {
+	if f.Kind != faultMapKill && f.Kind != faultMapOOM {
 		for _, sw := range s.swarms {
 			bots = append(bots, sw.Bots()...)
 		}
@@ -140,8 +168,8 @@ func (s *soak) inject(t *testing.T, f *soakFault) {
 	case f.Recovery > f.Bound:
 		f.Err = fmt.Sprintf("recovered in %s, over its bound %s", f.Recovery.Round(time.Millisecond), f.Bound)
 	}
-	t.Logf("soak: %s of %s at %s: %d players back in %s (bound %s) %s", f.Kind, f.Target, f.Began.Sub(s.start).Round(time.Second),
-		len(bots)-lost, f.Recovery.Round(time.Millisecond), f.Bound, f.Err)
+	t.Logf("soak: %s of %s at %s: %d players back in %s (bound %s) %s %s", f.Kind, f.Target, f.Began.Sub(s.start).Round(time.Second),
+		len(bots)-lost, f.Recovery.Round(time.Millisecond), f.Bound, f.Note, f.Err)
 	if f.Err != "" {
 		t.Errorf("soak: %s of %s: %s", f.Kind, f.Target, f.Err)
 	}

@@ -291,6 +291,9 @@ func (s *soak) report(checks []string) (string, error) {
 		if f.Err != "" {
 			result = f.Err
 		}
+		if f.Note != "" {
+			result += "; " + f.Note
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f.Began.Sub(s.start).Round(time.Second), f.Kind, f.Target,
 			f.Recovery.Round(time.Millisecond), f.Bound, fds(func(p *soakSample) int64 { return p.Orch.FDs }),
 			fds(func(p *soakSample) int64 { return p.Test.FDs }), result)

@@ -6,11 +6,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -154,7 +156,11 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 // open starts the kit (its edge on a port it keeps across replacements) and the three
 // maps: loot, strewn with items, with a portal to hall and back, and field.
 func (s *soak) open(t *testing.T) {
-	s.k = newKit(t, "ORCH_MAP_NETWORK=net-"+randomHex(t, 4), "ORCH_CHECKPOINT_MS=500", "MAP_SNAPSHOT_PUSH_MS=1000")
+	// The database on a tmpfs of its own (the full disk), the test switches on (a slow
+	// orchestrator, a map out of memory) and a memory limit a map's allocation reaches
+	// in a moment.
+	s.k = newKit(t, "ORCH_MAP_NETWORK=net-"+randomHex(t, 4), "ORCH_CHECKPOINT_MS=500", "MAP_SNAPSHOT_PUSH_MS=1000",
+		"ORCH_DB_PATH="+filepath.Join(mountDataVolume(t), "mapyard.db"), "ORCH_ALLOW_FAULT_INJECTION=1", "ORCH_MAP_MEMORY_MB=128")
 	s.orchPID.Store(int64(s.k.orch.cmd.Process.Pid))
 	s.control = s.k.orch.control
 	// The kit's first edge listens on a port of its choosing; the soak's edge keeps one
@@ -168,7 +174,13 @@ func (s *soak) open(t *testing.T) {
 	s.loot.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: s.hall.MapID, Count: 1}}
 	s.hall.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: s.loot.MapID, Count: 1}}
 	for _, m := range []mapgen.MapConfig{s.loot, s.hall, s.field} {
-		s.k.createMap(t, m)
+		raw, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.PostJSON(t, s.k.orch.control+httpapi.PathAdminMaps, s.k.secret, fmt.Sprintf(
+			`{"instanceId":%q,"mapId":%q,"config":%s,"env":["MAP_FAULT_ALLOCATE_ON_SIGUSR1=true"]}`, m.InstanceID, m.MapID, raw), http.StatusCreated, nil)
+		waitInstance(t, s.k.orch.control, s.k.secret, m.InstanceID, orchestrator.StateReady, 60*time.Second)
 	}
 }
 
