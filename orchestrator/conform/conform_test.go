@@ -1,23 +1,14 @@
 package conform_test
 
 import (
-	"archive/tar"
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/mapyard/mapyard/orchestrator/conform"
@@ -95,64 +86,13 @@ func kitImage(repo string) func(*testing.T, *client.Client) string {
 }
 
 // brokenImage builds testdata/brokenmap, a static binary, into a FROM scratch image of
-// its own with the engine's classic builder (no registry, no BuildKit), removed when
-// the test ends.
+// its own, removed when the test ends.
 func brokenImage(t *testing.T, cli *client.Client) string {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "brokenmap")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/brokenmap")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the broken map: %v\n%s", err, out)
-	}
-	binary, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	for _, f := range []struct {
-		name string
-		mode int64
-		body []byte
-	}{
-		// No USER: the image runs as root, on purpose. /state is 10001's, so that the
-		// map's write succeeds where the root is writable.
-		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY --chown=10001:10001 state/ /state/\nCOPY brokenmap /brokenmap\nENTRYPOINT [\"/brokenmap\"]\n")},
-		{"state/.keep", 0o644, nil},
-		{"brokenmap", 0o755, binary},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(f.body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ref := fmt.Sprintf("mapyard/conform-broken:test-%d", time.Now().UnixNano())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	resp, err := cli.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{ref}, Version: build.BuilderV1, Remove: true, ForceRemove: true})
-	if err != nil {
-		t.Fatalf("build the broken image: %v", err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(sc.Bytes(), &msg) == nil && msg.Error != "" {
-			t.Fatalf("build the broken image: %s", msg.Error)
-		}
-	}
-	t.Cleanup(func() {
-		_, _ = cli.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true})
-	})
-	return ref
+	// No USER: the image runs as root, on purpose. /state is 10001's, so that the map's
+	// write succeeds where the root is writable.
+	return dockertest.BuildStaticImage(t, cli, "mapyard/conform-broken", "testdata/brokenmap",
+		"FROM scratch\nCOPY --chown=10001:10001 state/ /state/\nCOPY brokenmap /brokenmap\nENTRYPOINT [\"/brokenmap\"]\n",
+		dockertest.File{Name: "state/.keep"})
 }
 
 // checkNames are the names of conform.Checks, in order.

@@ -6,10 +6,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
-	"github.com/mapyard/mapyard/orchestrator/docker"
 	"github.com/mapyard/mapyard/orchestrator/supervise"
 )
 
@@ -68,23 +66,14 @@ func (r *Runtime) Events(ctx context.Context) (<-chan supervise.Event, <-chan er
 // them reported; on the first poll, ended tasks are only marked. Tasks no longer listed
 // are forgotten.
 func (r *Runtime) pollTasks(ctx context.Context, reported map[string]bool, first bool) ([]supervise.Event, error) {
-	services, err := r.API.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", docker.LabelManaged+"=true"),
-		filters.Arg("label", docker.LabelDeployment+"="+r.Template.Deployment),
-	)})
+	services, tasks, err := r.deploymentTasks(ctx)
 	if err != nil || len(services) == 0 {
 		return nil, err
 	}
-	args := filters.NewArgs()
 	wants := make(map[string]bool, len(services))
 	for _, s := range services {
-		args.Add("service", s.ID)
 		m := s.Spec.Mode.Replicated
 		wants[s.ID] = m != nil && m.Replicas != nil && *m.Replicas > 0
-	}
-	tasks, err := r.API.TaskList(ctx, swarm.TaskListOptions{Filters: args})
-	if err != nil {
-		return nil, fmt.Errorf("tasks of the deployment's services: %w", err)
 	}
 	nodes, err := r.nodes(ctx)
 	if err != nil {

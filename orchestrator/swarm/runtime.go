@@ -278,13 +278,45 @@ func (r *Runtime) task(ctx context.Context, id string) (swarm.Task, bool, error)
 	if err != nil {
 		return swarm.Task{}, false, fmt.Errorf("tasks of service %s: %w", shortID(id), err)
 	}
-	var out swarm.Task
+	t, ok := newestTasks(tasks)[id]
+	return t, ok, nil
+}
+
+// deploymentTasks returns the deployment's map services and their tasks, listed in
+// one call for all of them (none when there is no service: a task list filtered by no
+// service would be every task of the Swarm).
+func (r *Runtime) deploymentTasks(ctx context.Context) ([]swarm.Service, []swarm.Task, error) {
+	services, err := r.API.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", docker.LabelManaged+"=true"),
+		filters.Arg("label", docker.LabelDeployment+"="+r.Template.Deployment),
+	)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list map services of deployment %q: %w", r.Template.Deployment, err)
+	}
+	if len(services) == 0 {
+		return services, nil, nil
+	}
+	args := filters.NewArgs()
+	for _, s := range services {
+		args.Add("service", s.ID)
+	}
+	tasks, err := r.API.TaskList(ctx, swarm.TaskListOptions{Filters: args})
+	if err != nil {
+		return nil, nil, fmt.Errorf("tasks of the map services of deployment %q: %w", r.Template.Deployment, err)
+	}
+	return services, tasks, nil
+}
+
+// newestTasks is the newest of tasks of each service, by service id: the task a
+// service's state is read from (an older one has been replaced).
+func newestTasks(tasks []swarm.Task) map[string]swarm.Task {
+	out := make(map[string]swarm.Task)
 	for _, t := range tasks {
-		if t.ServiceID == id && (out.ID == "" || t.CreatedAt.After(out.CreatedAt)) {
-			out = t
+		if cur, ok := out[t.ServiceID]; !ok || t.CreatedAt.After(cur.CreatedAt) {
+			out[t.ServiceID] = t
 		}
 	}
-	return out, out.ID != "", nil
+	return out
 }
 
 // terminal reports whether a task in st will never run again.
@@ -331,17 +363,15 @@ func taskAddress(t swarm.Task, network string) string {
 	return ""
 }
 
-// List returns every map service of the deployment with its task's state. The
-// instance a service runs is its LabelRuns label (a blank pool service reports its
-// pool id).
+// List returns every map service of the deployment with its task's state, the
+// newest task of each, from one list of the services' tasks. The instance a service
+// runs is its LabelRuns label (a blank pool service reports its pool id).
 func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
-	list, err := r.API.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", docker.LabelManaged+"=true"),
-		filters.Arg("label", docker.LabelDeployment+"="+r.Template.Deployment),
-	)})
+	list, tasks, err := r.deploymentTasks(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list map services of deployment %q: %w", r.Template.Deployment, err)
+		return nil, err
 	}
+	newest := newestTasks(tasks)
 	out := make([]supervise.Container, 0, len(list))
 	for _, svc := range list {
 		l := svc.Spec.Labels
@@ -353,12 +383,8 @@ func (r *Runtime) List(ctx context.Context) ([]supervise.Container, error) {
 		if c.Successor {
 			c.InstanceID = l[docker.LabelInstance]
 		}
-		task, ok, err := r.task(ctx, svc.ID)
-		if err != nil {
-			return nil, err
-		}
 		c.Exit = supervise.Exit{Code: -1}
-		if ok {
+		if task, ok := newest[svc.ID]; ok {
 			r.state(&c, task)
 		}
 		out = append(out, c)

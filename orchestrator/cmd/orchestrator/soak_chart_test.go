@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mapyard/mapyard/mapserver/kernel/raster"
 )
 
 // The chart's geometry: one panel a series, stacked.
@@ -81,7 +83,7 @@ func writeChart(path string, at []time.Duration, dur time.Duration, faults []tim
 			}
 			x, y := xOf(at[j]), yOf(v)
 			if px >= 0 {
-				line(img, px, py, x, y, chartLine)
+				raster.Line(px, py, x, y, func(lx, ly int) { img.Set(lx, ly, chartLine) })
 			}
 			img.Set(x, y, chartLine)
 			px, py = x, y
@@ -97,38 +99,6 @@ func writeChart(path string, at []time.Duration, dur time.Duration, faults []tim
 		return "", err
 	}
 	return "top to bottom: " + strings.Join(caption, ", ") + "; red: the faults", f.Close()
-}
-
-// line draws a straight line (Bresenham).
-func line(img *image.RGBA, x0, y0, x1, y1 int, c color.Color) {
-	dx, dy := abs(x1-x0), -abs(y1-y0)
-	sx, sy := 1, 1
-	if x0 > x1 {
-		sx = -1
-	}
-	if y0 > y1 {
-		sy = -1
-	}
-	for e := dx + dy; ; {
-		img.Set(x0, y0, c)
-		if x0 == x1 && y0 == y1 {
-			return
-		}
-		if e2 := 2 * e; e2 >= dy {
-			e += dy
-			x0 += sx
-		} else {
-			e += dx
-			y0 += sy
-		}
-	}
-}
-
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
 }
 
 // charts writes one chart a long-lived process (RSS, goroutines, open FDs) into dir and

@@ -132,33 +132,6 @@ func (k *swarmKit) kitSpawn(tb testing.TB, id string) time.Duration {
 	return ready.Sub(created)
 }
 
-// logEvent is one line of the orchestrator's JSON log.
-type logEvent struct {
-	Time     time.Time `json:"time"`
-	Msg      string    `json:"msg"`
-	Instance string    `json:"instance"`
-	From, To string
-	Reason   string   `json:"reason"`
-	TookMs   *float64 `json:"tookMs"`
-}
-
-// events are the orchestrator's log lines since start.
-func (k *swarmKit) events(tb testing.TB, since time.Time) []logEvent {
-	tb.Helper()
-	out, err := exec.Command("docker", "service", "logs", "--raw", "--since", since.Add(-time.Second).UTC().Format(time.RFC3339), k.stack+"_orchestrator").CombinedOutput()
-	if err != nil {
-		tb.Fatalf("docker service logs: %v", err)
-	}
-	var list []logEvent
-	for _, line := range strings.Split(string(out), "\n") {
-		var e logEvent
-		if json.Unmarshal([]byte(line), &e) == nil && !e.Time.Before(since) {
-			list = append(list, e)
-		}
-	}
-	return list
-}
-
 // BenchmarkSwarmHandout measures warm-pool handouts on Swarm (the pool keeps a spare
 // on each node): a small map's task container is killed and its restart takes a spare,
 // on whichever node; the figure is the handout (start-instance on the spare, which

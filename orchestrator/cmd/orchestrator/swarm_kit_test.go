@@ -459,25 +459,55 @@ func (k *swarmKit) availability(t testing.TB, nodeID string, a swarm.NodeAvailab
 	}
 }
 
+// logEvent is one line of the orchestrator's JSON log.
+type logEvent struct {
+	Time     time.Time `json:"time"`
+	Msg      string    `json:"msg"`
+	Instance string    `json:"instance"`
+	From, To string
+	Reason   string   `json:"reason"`
+	TookMs   *float64 `json:"tookMs"`
+}
+
+// logEvents are the orchestrator's log lines since start, read from its service's logs.
+func (k *swarmKit) logEvents(since time.Time) ([]logEvent, error) {
+	out, err := exec.Command("docker", "service", "logs", "--raw", "--since", since.Add(-time.Second).UTC().Format(time.RFC3339), k.stack+"_orchestrator").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("docker service logs: %w", err)
+	}
+	var list []logEvent
+	for _, line := range strings.Split(string(out), "\n") {
+		var e logEvent
+		if json.Unmarshal([]byte(line), &e) == nil && !e.Time.Before(since) {
+			list = append(list, e)
+		}
+	}
+	return list, nil
+}
+
+// events are the orchestrator's log lines since start; tb fails when they cannot be
+// read.
+func (k *swarmKit) events(tb testing.TB, since time.Time) []logEvent {
+	tb.Helper()
+	list, err := k.logEvents(since)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return list
+}
+
 // timeline is what the orchestrator logged about instance id since start, one line an
-// event with its time since start: where the time of a recovery went.
+// event with its time since start: where the time of a recovery went. It only goes to
+// the test's log, so logs that cannot be read are a line of it, not a failure.
 func (k *swarmKit) timeline(t testing.TB, id string, start time.Time) string {
 	t.Helper()
-	out, err := exec.Command("docker", "service", "logs", "--raw", "--since", start.Add(-time.Second).UTC().Format(time.RFC3339), k.stack+"_orchestrator").CombinedOutput()
+	events, err := k.logEvents(start)
 	if err != nil {
 		return fmt.Sprintf("(no logs: %v)", err)
 	}
 	var b strings.Builder
-	for _, line := range strings.Split(string(out), "\n") {
-		var e struct {
-			Time     time.Time `json:"time"`
-			Msg      string    `json:"msg"`
-			Instance string    `json:"instance"`
-			From, To string
-			Reason   string   `json:"reason"`
-			TookMs   *float64 `json:"tookMs"`
-		}
-		if json.Unmarshal([]byte(line), &e) != nil || e.Instance != id || e.Time.Before(start) {
+	for _, e := range events {
+		if e.Instance != id {
 			continue
 		}
 		fmt.Fprintf(&b, "  +%6dms %s", e.Time.Sub(start).Milliseconds(), e.Msg)

@@ -1,21 +1,13 @@
 package swarmlab
 
 import (
-	"archive/tar"
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 
@@ -27,58 +19,9 @@ import (
 // scratch image on cli's engine and returns its name; it is removed when the test ends.
 func ProbeImage(tb testing.TB, cli *client.Client) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "probe")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./orchestrator/swarm/swarmlab/testdata/probe")
-	cmd.Dir = testutil.ModuleRoot(tb)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("build the probe: %v\n%s", err, out)
-	}
-	binary, err := os.ReadFile(bin)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	for _, f := range []struct {
-		name string
-		mode int64
-		body []byte
-	}{
-		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY probe /probe\nENTRYPOINT [\"/probe\"]\n")},
-		{"probe", 0o755, binary},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body))}); err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := tw.Write(f.body); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	ref := "mapyard/lab-probe:test-" + dockertest.RandomHex(tb, 4)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	resp, err := cli.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{ref}, Version: build.BuilderV1, Remove: true, ForceRemove: true})
-	if err != nil {
-		tb.Fatalf("build the probe image: %v", err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(sc.Bytes(), &msg) == nil && msg.Error != "" {
-			tb.Fatalf("build the probe image: %s", msg.Error)
-		}
-	}
-	tb.Cleanup(func() {
-		_, _ = cli.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true})
-	})
-	return ref
+	return dockertest.BuildStaticImage(tb, cli, "mapyard/lab-probe",
+		filepath.Join(testutil.ModuleRoot(tb), "orchestrator/swarm/swarmlab/testdata/probe"),
+		"FROM scratch\nCOPY probe /probe\nENTRYPOINT [\"/probe\"]\n")
 }
 
 // Relay runs the probe as a relay on node 1, attached to the overlay network netName,

@@ -6,6 +6,8 @@ import (
 	"image/color"
 	"image/png"
 	"slices"
+
+	"github.com/mapyard/mapyard/mapserver/kernel/raster"
 )
 
 // canvas is an RGBA image drawn pixel by pixel, with a seeded random source so every
@@ -78,22 +80,7 @@ func (c *canvas) circle(cx, cy, r int, col color.RGBA) {
 
 // line draws a line of width 1 from (x0, y0) to (x1, y1).
 func (c *canvas) line(x0, y0, x1, y1 int, col color.RGBA) {
-	dx, dy := abs(x1-x0), -abs(y1-y0)
-	sx, sy := sign(x1-x0), sign(y1-y0)
-	e := dx + dy
-	for {
-		c.set(x0, y0, col)
-		if x0 == x1 && y0 == y1 {
-			return
-		}
-		if e2 := 2 * e; e2 >= dy {
-			e += dy
-			x0 += sx
-		} else {
-			e += dx
-			y0 += sy
-		}
-	}
+	raster.Line(x0, y0, x1, y1, func(x, y int) { c.set(x, y, col) })
 }
 
 // speckle scatters n specks of col over the canvas's opaque pixels.
@@ -198,13 +185,3 @@ func scale(p color.RGBA, f int) color.RGBA {
 }
 
 func abs(v int) int { return max(v, -v) }
-
-func sign(v int) int {
-	switch {
-	case v > 0:
-		return 1
-	case v < 0:
-		return -1
-	}
-	return 0
-}
