@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mapyard/mapyard/mapserver/client"
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -118,7 +119,12 @@ func (s *soak) diskFull(t *testing.T) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := s.joinOnce(ctx, fmt.Sprintf(`{"authKey":"soakfull%016x%08d"}`, s.seed, i))
 		cancel()
-		switch code := apierr.Code(err); {
+		code := apierr.Code(err)
+		var refused *client.ServerError // the map's refusal of the hello, its redeem refused
+		if errors.As(err, &refused) {
+			code = refused.Code
+		}
+		switch {
 		case err == nil:
 			c.Close()
 			answers["joined"]++

@@ -77,6 +77,8 @@ func (s *soak) finish(t *testing.T) {
 		w.c.Close()
 		left = append(left, place{w.character, w.lastMap, w.lastX, w.lastY})
 	}
+	s.traders.a.c.Close()
+	s.traders.b.c.Close()
 	for _, sw := range s.swarms {
 		sw.Close()
 	}
@@ -197,8 +199,12 @@ func (s *soak) checkDB(t *testing.T, check func(bool, string, ...any)) {
 	var both int
 	err = rw.QueryRow(`SELECT count(*) FROM inventory_items WHERE owner_character_id IS NOT NULL AND location_instance_id IS NOT NULL`).Scan(&both)
 	check(err == nil && both == 0, "items both held and on the ground: %d (%v)", both, err)
+	s.checkTrades(t, rw, check)
 	unsent := 0
 	for _, it := range s.ground {
+		if it.ID == s.traders.item.ID {
+			continue // held by a trader without a pickup of its own sent: checked above
+		}
 		var owner sql.NullString
 		if err := rw.QueryRow(`SELECT owner_character_id FROM inventory_items WHERE item_id = ?`, it.ID).Scan(&owner); err != nil {
 			t.Fatalf("item %s: %v", it.ID, err)

@@ -57,6 +57,7 @@ type soak struct {
 	swarms            map[string]*client.Swarm
 	pickers           []*soakPicker
 	walkers           []*soakWalker
+	traders           *soakTraders
 	// faults are the windows in which a refused join is expected.
 	mu       sync.Mutex
 	faults   []*soakFault
@@ -124,6 +125,7 @@ func TestSoak(t *testing.T) {
 	for _, w := range s.walkers {
 		run(w.run)
 	}
+	run(s.traders.run)
 	run(s.churn)
 	run(s.dropSockets)
 	run(s.sample)
@@ -232,12 +234,20 @@ func (s *soak) enterPlayers(t *testing.T) {
 	s.ground = ground
 	lw, hw := generate(t, s.loot), generate(t, s.hall)
 	portal := lw.Portals[0]
+	// The traders' item: the one lowest on the map (highest y) away from the portal,
+	// kept out of the pickers' lists.
+	var traded items.Item
+	for _, it := range ground {
+		if itemDistance(it, float64(portal.X)/100, float64(portal.Y)/100) > float64(portal.Radius)/100+3 && it.Place.Y > traded.Place.Y {
+			traded = it
+		}
+	}
 	for i := range soakPickers {
 		lo, hi := float64(i)*200/soakPickers, float64(i+1)*200/soakPickers
 		p := &soakPicker{s: s, authKey: testutil.NewAuthKey(t), picker: picker{sent: map[string]time.Time{}, seqs: map[uint64]string{}, acked: map[string]time.Time{}, refused: map[string]string{}}}
 		for _, it := range ground {
 			// Not the items by the portal, which would carry the picker away.
-			if x := float64(it.Place.X) / 100; x >= lo+1 && x < hi-1 && itemDistance(it, float64(portal.X)/100, float64(portal.Y)/100) > float64(portal.Radius)/100+3 {
+			if x := float64(it.Place.X) / 100; x >= lo+1 && x < hi-1 && it.ID != traded.ID && itemDistance(it, float64(portal.X)/100, float64(portal.Y)/100) > float64(portal.Radius)/100+3 {
 				p.todo = append(p.todo, it)
 			}
 		}
@@ -253,6 +263,14 @@ func (s *soak) enterPlayers(t *testing.T) {
 		w.c = s.k.enterAtAs(t, w.authKey, s.loot, float64(p.X-p.Radius)/100-1, float64(p.Y)/100, `{}`, s.playerOptions(w.authKey))
 		w.character = w.c.Welcome().CharacterID
 		s.walkers = append(s.walkers, w)
+	}
+	tx, ty := float64(traded.Place.X)/100, float64(traded.Place.Y)/100
+	s.traders = &soakTraders{s: s, item: traded, x: tx, y: ty, acked: map[string]int{}, doubt: map[string]int{}, seen: map[string]bool{}}
+	for i, slot := range []**soakTrader{&s.traders.a, &s.traders.b} {
+		tr := &soakTrader{authKey: testutil.NewAuthKey(t)}
+		tr.c = s.k.enterAtAs(t, tr.authKey, s.loot, tx+float64(i), ty-0.5, `{}`, s.playerOptions(tr.authKey))
+		tr.character = tr.c.Welcome().CharacterID
+		*slot = tr
 	}
 }
 
