@@ -181,6 +181,69 @@ func TestPage_Screenshots(t *testing.T) {
 		}
 		e.Assets.Scan()
 	})
+
+	// The frame time with 200 entities in view, for the record (docs/assets.md, "Frame
+	// time"): the page's own loop, its animation clock running, draws 80 NPCs in every
+	// perception state, 80 named players, all walking in small circles, and 40 items
+	// around the player, besides what the map sends, for frameTimeWindow.
+	t.Run("FrameTime200Entities", func(t *testing.T) {
+		p := p.in(t)
+		p.run(chromedp.Reload())
+		playStill(p, cfg.MapID)
+		ft := measureFrameTime(p, 200, frameTimeWindow)
+		t.Logf("frame time with %d entities in view (%d frames in %s): interval between frames median %.1f ms, p99 %.1f ms (%.0f fps); "+
+			"drawing a frame median %.2f ms, p99 %.2f ms", ft.InView, ft.Frames, frameTimeWindow, ft.IntervalMedian, ft.IntervalP99,
+			1000/ft.IntervalMedian, ft.DrawMedian, ft.DrawP99)
+	})
+}
+
+// frameTimeWindow is how long FrameTime200Entities measures.
+const frameTimeWindow = 10 * time.Second
+
+// frameTime is what measureFrameTime measured, in ms.
+type frameTime struct {
+	InView, Frames                                   int
+	IntervalMedian, IntervalP99, DrawMedian, DrawP99 float64
+}
+
+// measureFrameTime has the page draw n more entities in view, walking, for d, and
+// returns the median and 99th percentile of the interval between its frames and of
+// the time it took to draw one (its own measure, mapyardDebug.frameMs).
+func measureFrameTime(p *page, n int, d time.Duration) frameTime {
+	p.t.Helper()
+	p.exec(fmt.Sprintf(`const dbg = mapyardDebug, v = dbg.view, c = dbg.session.predicted, n = %d;
+		v.clock = () => performance.now();
+		dbg.extra = [];
+		for (let i = 0; i < n; i++) {
+			const k = i %% 5, e = {id: 900000 + i, kind: k < 2 ? 2 : k < 4 ? 1 : 3, state: k < 2 ? i %% 4 : 0, template: 1 + i %% 12,
+				x: 0, y: 0, cx: c.x + ((i %% 20) - 9.5) * 3 * 16, cy: c.y + (Math.floor(i / 20) - 4.5) * 3.6 * 16};
+			if (e.kind === 1) e.name = "P" + i;
+			dbg.extra.push(e);
+		}
+		const m = globalThis.mapyardFrames = {at: [], draw: [], until: performance.now() + %d, done: false};
+		const step = (now) => {
+			m.at.push(now);
+			m.draw.push(dbg.frameMs);
+			for (const e of dbg.extra) {
+				const a = e.kind === 3 ? 0 : now / 1000 * 1.5 + e.id;
+				e.x = e.cx + Math.cos(a) * 16; e.y = e.cy + Math.sin(a) * 16;
+			}
+			if (now < m.until) requestAnimationFrame(step);
+			else { m.done = true; dbg.extra = []; }
+		};
+		requestAnimationFrame(step)`, n, d.Milliseconds()))
+	time.Sleep(d / 2)
+	p.canvas("frame-time")
+	p.waitWithin("the measurement", d+30*time.Second, `globalThis.mapyardFrames.done`)
+	var ft frameTime
+	p.eval(`(() => {
+		const m = globalThis.mapyardFrames, q = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
+		const iv = m.at.slice(1).map((t, i) => t - m.at[i]), draw = m.draw.slice(1);
+		return {frames: draw.length, intervalMedian: q(iv, 0.5), intervalP99: q(iv, 0.99), drawMedian: q(draw, 0.5), drawP99: q(draw, 0.99)};
+	})()`, &ft)
+	ft.InView = n
+	p.exec(`mapyardDebug.view.clock = () => 0`)
+	return ft
 }
 
 // openShotEdge opens an edge in front of child serving the page built from this
