@@ -191,6 +191,16 @@ func TestPage_Screenshots(t *testing.T) {
 		p.run(chromedp.Reload())
 		playStill(p, cfg.MapID)
 		ft := measureFrameTime(p, 200, frameTimeWindow)
+		// TAB shows the frame time in the overlay.
+		p.keyDown("Tab")
+		p.keyUp("Tab")
+		p.wait("the overlay's frame time", `/frame time +\d+\.\d ms median · \d+\.\d p99 \(\d+ fps\)/.test(document.getElementById("overlay").textContent) &&
+			/frame draw +\d+\.\d+ ms median/.test(document.getElementById("overlay").textContent)`)
+		var overlay string
+		p.eval(`document.getElementById("overlay").textContent.split("\n").filter((l) => l.startsWith("frame")).join(" | ")`, &overlay)
+		t.Logf("overlay: %s", overlay)
+		p.keyDown("Tab")
+		p.keyUp("Tab")
 		t.Logf("frame time with %d entities in view (%d frames in %s): interval between frames median %.1f ms, p99 %.1f ms (%.0f fps); "+
 			"drawing a frame median %.2f ms, p99 %.2f ms", ft.InView, ft.Frames, frameTimeWindow, ft.IntervalMedian, ft.IntervalP99,
 			1000/ft.IntervalMedian, ft.DrawMedian, ft.DrawP99)
