@@ -64,7 +64,7 @@ PAGE_GEN  := orchestrator/edge/static/gen
 # latest like the kit's own.
 NODE_MAP_IMAGE := mapyard/node-map
 
-.PHONY: all engine build page images node-map-image up down reset up-swarm down-swarm test test-images test-go test-wasm test-fuzz conform soak bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade bench-swarm upgrade lint clean docs
+.PHONY: all engine build page images node-map-image up down reset up-swarm down-swarm test test-images test-go test-wasm test-fuzz conform soak bench bench-w1 bench-w1-edge bench-w2 bench-w3 bench-handover bench-upgrade bench-swarm upgrade lint clean docs goldens readme-shots
 
 all: build
 
@@ -320,6 +320,20 @@ soak: images
 bench: images
 	@mkdir -p bench-results
 	MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) scripts/bench-table.sh | tee bench-results/table-$$(date -u +%Y%m%dT%H%M%SZ).md
+
+# The page's golden screenshots (orchestrator/cmd/orchestrator/testdata/page/), drawn
+# again by Chromium from this checkout against a map container of its image; look at
+# them (git diff shows which changed) before committing.
+goldens: images
+	MAPYARD_UPDATE_GOLDENS=1 MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) \
+		$(GO) test -count=1 -run '^TestPage_Screenshots$$' ./orchestrator/cmd/orchestrator
+
+# README's three screenshots (docs/img/: the menu, the default map with other players
+# and NPCs, the inventory), drawn by Chromium from the real page against map
+# containers of this checkout's image.
+readme-shots: images
+	MAPYARD_README_SHOTS=$(CURDIR)/docs/img MAPYARD_REQUIRE_DOCKER=1 MAPYARD_TEST_MAP_IMAGE=mapyard/map:$(VERSION) \
+		$(GO) test -count=1 -run '^TestPage_ReadmeScreenshots$$' -v ./orchestrator/cmd/orchestrator
 
 # Generated documentation: docs/configuration.md from the configuration structs (a test
 # fails when they disagree).

@@ -22,8 +22,32 @@ const loadStarted = performance.now();
 // firstFrameMs is the time the page worked to show the game: loading the module
 // (readyMs) and, from the last Play, joining and drawing the first frame — never the
 // time the player spent in the menu.
-const debug = { firstFrameMs: 0, readyMs: 0, wasmMs: 0, frames: 0, frameMs: 0, state: "loading", states: [], timings: {}, events: [] };
+//
+// extra holds entities drawn in every frame besides the snapshots' (none unless a
+// measurement puts some there: docs/assets.md, "Frame time"); frameTimes is the last
+// FRAME_WINDOW frames' draw times and intervals, which the overlay sums up.
+const debug = { firstFrameMs: 0, readyMs: 0, wasmMs: 0, frames: 0, frameMs: 0, state: "loading", states: [], timings: {}, events: [],
+  extra: [], frameTimes: { draw: [], interval: [] } };
 globalThis.mapyardDebug = debug;
+
+// ?still stops the animation clock (view.clock): a scene where nothing moves is drawn
+// the same in every frame, which the page's screenshot tests compare with a golden.
+const STILL = new URLSearchParams(location.search).has("still");
+const FRAME_WINDOW = 240;
+
+// frameStats sums up debug.frameTimes: median and 99th percentile of the draw time and
+// of the interval between frames, in ms.
+function frameStats() {
+  const q = (xs, p) => {
+    if (!xs.length) return 0;
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.min(s.length - 1, Math.floor(p * s.length))];
+  };
+  const { draw, interval } = debug.frameTimes;
+  return { drawMedian: q(draw, 0.5), drawP99: q(draw, 0.99), intervalMedian: q(interval, 0.5), intervalP99: q(interval, 0.99),
+    frames: draw.length };
+}
+debug.frameStats = frameStats;
 
 async function loadModule() {
   const go = new Go();
@@ -178,7 +202,7 @@ function play(wasm, view, identity, menu) {
   };
   stepLoop();
 
-  let playersAt = 0;
+  let playersAt = 0, lastFrame = 0;
   const frame = (now) => {
     if (game !== me) return;
     const t0 = performance.now();
@@ -187,6 +211,7 @@ function play(wasm, view, identity, menu) {
     names.ask(now);
     const others = session.others(now, INTERPOLATION_MS);
     for (const e of others) if (e.kind === 1) e.name = (names.of(e.id) || {}).name || "";
+    if (debug.extra.length) others.push(...debug.extra);
     const mine = session.latest().get(session.selfId);
     view.draw(self || session.server, self, others,
       { pending: hud.pendingIds(), target: target && target.entity.id, selfName: session.selfName(), selfState: mine ? mine.state : 0 });
@@ -197,6 +222,12 @@ function play(wasm, view, identity, menu) {
     if (now - playersAt > PLAYERS_EVERY_MS) { playersAt = now; hud.players(); }
     debug.frames = view.frames;
     debug.frameMs = performance.now() - t0;
+    const times = debug.frameTimes;
+    times.draw.push(debug.frameMs);
+    if (lastFrame) times.interval.push(now - lastFrame);
+    lastFrame = now;
+    if (times.draw.length > FRAME_WINDOW) times.draw.shift();
+    if (times.interval.length > FRAME_WINDOW) times.interval.shift();
     if (!$("overlay").hidden) $("overlay").textContent = overlay(session, now);
     requestAnimationFrame(frame);
   };
@@ -230,6 +261,7 @@ function overlay(s, now) {
   const w = s.welcome || {};
   const r = s.rates(now);
   const q = (v) => (v / 16).toFixed(2);
+  const f = frameStats();
   return [
     `state        ${s.state}`,
     `instance     ${w.instanceId || "-"} (${w.mapId || "-"})`,
@@ -246,8 +278,9 @@ function overlay(s, now) {
     `speed        ${(s.speed() / 16).toFixed(4)} u/s${s.inventory ? "" : " (default)"}`,
     `assets       ${(debug.assetSets || []).join(", ") || "-"}${debug.missingAssetSets && debug.missingAssetSets.length ? ` · MISSING ${debug.missingAssetSets.join(", ")}` : ""}`,
     `reconnects   ${s.stats.reconnects} · rejoins ${s.stats.rejoins} · transfers ${s.stats.transfers}`,
-    `frame        ${debug.frameMs.toFixed(2)} ms · first frame ${debug.firstFrameMs.toFixed(0)} ms` +
-      ` (load ${debug.readyMs.toFixed(0)} + join ${(debug.firstFrameAfterPlayMs || 0).toFixed(0)})`,
+    `frame time   ${f.intervalMedian.toFixed(1)} ms median · ${f.intervalP99.toFixed(1)} p99 (${f.intervalMedian ? (1000 / f.intervalMedian).toFixed(0) : "-"} fps)`,
+    `frame draw   ${f.drawMedian.toFixed(2)} ms median · ${f.drawP99.toFixed(2)} p99 (last ${f.frames} frames)`,
+    `first frame  ${debug.firstFrameMs.toFixed(0)} ms (load ${debug.readyMs.toFixed(0)} + join ${(debug.firstFrameAfterPlayMs || 0).toFixed(0)})`,
   ].join("\n");
 }
 
@@ -269,6 +302,7 @@ addEventListener("blur", () => held.clear());
 
 async function main() {
   const view = new View($("view"));
+  if (STILL) view.clock = () => 0;
   view.draw(null, null, []);
   $("to-menu").onclick = () => { if (controls.menu) controls.menu(); };
   try {

@@ -60,6 +60,10 @@ export class View {
     this.chunks = new Map();   // painted terrain chunks (terrainChunk), least recently used first
     this.spare = null;         // a chunk canvas to paint again
     this.motion = new Map();   // entity id ("self" for the player) → {x, y, dir, at}
+    // clock is the animation clock (ms): walking frames and whether a character walks
+    // follow it. The page's ?still switch stops it, so that a screenshot of a scene
+    // where nothing moves is the same every time.
+    this.clock = () => performance.now();
     this.resize();
     addEventListener("resize", () => this.resize());
   }
@@ -142,7 +146,7 @@ export class View {
     g.fillStyle = "#1b1f24";
     g.fillRect(0, 0, cw, ch);
     if (!this.static || !camera) return;
-    const now = performance.now();
+    const now = this.clock();
     const w = this.world;
     const camX = camera.x / QUANTA, camY = camera.y / QUANTA;
     // Screen position of a world point in metres.
