@@ -27,9 +27,9 @@ func TestGame_ItemPlacementIsDeterministic(t *testing.T) {
 	a, _ := mustNewGame(t)
 	b, _ := mustNewGame(t)
 	seed := a.ItemSeed()
-	// The default map: 15 interactables per km² over 2 km × 2 km.
-	if len(seed) != 60 {
-		t.Fatalf("generated %d items, want 60", len(seed))
+	// The default map: 200 interactables per km² over 2 km × 2 km.
+	if len(seed) != 800 {
+		t.Fatalf("generated %d items, want 800", len(seed))
 	}
 	if fmt.Sprint(seed) != fmt.Sprint(b.ItemSeed()) {
 		t.Fatal("the same map config generated different items")

@@ -104,8 +104,8 @@ func TestBoundsAndColliders(t *testing.T) {
 func TestNPCsWanderDeterministically(t *testing.T) {
 	cfg, w := defaultWorld(t)
 	n := sim.NPCCount(cfg.GenerationRules, w)
-	if n != 100 { // 25 per km² on 4 km²
-		t.Fatalf("NPCCount = %d, want 100", n)
+	if n != 400 { // 100 per km² on 4 km²
+		t.Fatalf("NPCCount = %d, want 400", n)
 	}
 	run := func() []sim.Entity {
 		s, err := sim.New(w, sim.Options{Seed: 7, NPCs: n})
