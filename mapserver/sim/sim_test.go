@@ -143,8 +143,8 @@ func TestNPCsWanderDeterministically(t *testing.T) {
 			t.Fatalf("NPC %d walked into a collider at %+v", i, e.Pos)
 		}
 	}
-	// About one turn every 2 s: 10 s x 100 NPCs ≈ 500 turns, more when blocked.
-	if turns < 350 || moved < 90 {
+	// About one turn every 2 s: 10 s x 400 NPCs ≈ 2,000 turns, more when blocked.
+	if turns < 1400 || moved < 360 {
 		t.Fatalf("%d turns and %d NPCs moved in 10 s", turns, moved)
 	}
 }
