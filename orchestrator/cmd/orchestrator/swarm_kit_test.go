@@ -182,7 +182,7 @@ func (k *swarmKit) remove(t testing.TB) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	for _, v := range []string{k.stack + "_mapyard-data", k.stack + "_mapyard-edge"} {
+	for _, v := range []string{k.stack + "_mapyard-data", k.stack + "_mapyard-edge", k.stack + "_mapyard-certs", k.stack + "_mapyard-assets"} {
 		if err := cli.VolumeRemove(ctx, v, true); err != nil {
 			t.Logf("cleanup: volume %s: %v", v, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
+	"github.com/mapyard/mapyard/orchestrator/edge"
 	"github.com/mapyard/mapyard/orchestrator/sqlite"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
@@ -45,6 +46,33 @@ func TestSwarm_KitAcrossNodes(t *testing.T) {
 	if n := k.nodeOf(t, dungeon.InstanceID); n != k.lab.Node2ID {
 		t.Fatalf("the dungeon runs on node %s, want node 2 (%s)", n, k.lab.Node2ID)
 	}
+
+	t.Run("HostAssetSetServed", func(t *testing.T) {
+		// The host copies a set into the stack's asset volume on the labelled manager;
+		// the edge there serves it without a restart.
+		vol, err := k.lab.Node1.VolumeInspect(context.Background(), k.stack+"_mapyard-assets")
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeHostSet(t, vol.Mountpoint, func(m map[string]any, _ map[string][]byte) { m["version"] = "2" })
+		waitFor(t, "the edge to serve mapyard-default@2 from the asset volume", 30*time.Second, func() bool {
+			var list struct{ Sets []edge.AssetSetInfo }
+			resp, err := http.Get(k.public + edge.AssetSetsPath)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			if json.NewDecoder(resp.Body).Decode(&list) != nil {
+				return false
+			}
+			for _, set := range list.Sets {
+				if set.ID == "mapyard-default" && set.Version == "2" {
+					return true
+				}
+			}
+			return false
+		})
+	})
 
 	const carried = `{"gold":12,"studio":{"quest":"intro"}}`
 	key := testutil.NewAuthKey(t)
