@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -20,7 +19,6 @@ import (
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/orchestrator"
-	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -109,12 +107,7 @@ func guestBesideItems(p *page, cli *client.Client, child *childOrchestrator, sec
 	t := p.t
 	t.Helper()
 	yard := lootMap(t, deployment+"-yard", 120, 15)
-	raw, err := json.Marshal(yard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.PostJSON(t, child.control+httpapi.PathAdminMaps, secret,
-		fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s}`, yard.InstanceID, yard.MapID, raw), http.StatusCreated, nil)
+	postMap(t, child.control, secret, yard)
 	waitInstance(t, child.control, secret, yard.InstanceID, orchestrator.StateReady, 60*time.Second)
 	ground := seededItems(t, dbPath, yard)
 	it := ground[len(ground)/2]

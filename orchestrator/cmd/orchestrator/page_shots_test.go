@@ -28,7 +28,6 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/edge"
-	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -292,12 +291,7 @@ func shotMap(t *testing.T, id string) mapgen.MapConfig {
 // startMap creates cfg's map through the admin API and waits until it is ready.
 func startMap(t *testing.T, child *childOrchestrator, secret string, cfg mapgen.MapConfig) {
 	t.Helper()
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.PostJSON(t, child.control+httpapi.PathAdminMaps, secret,
-		fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s}`, cfg.InstanceID, cfg.MapID, raw), http.StatusCreated, nil)
+	postMap(t, child.control, secret, cfg)
 	waitInstance(t, child.control, secret, cfg.InstanceID, orchestrator.StateReady, 120*time.Second)
 }
 

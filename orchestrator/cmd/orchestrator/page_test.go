@@ -27,7 +27,6 @@ import (
 	"github.com/mapyard/mapyard/orchestrator"
 	"github.com/mapyard/mapyard/orchestrator/docker/dockertest"
 	"github.com/mapyard/mapyard/orchestrator/edge"
-	"github.com/mapyard/mapyard/orchestrator/httpapi"
 	"github.com/mapyard/mapyard/orchestrator/testutil"
 )
 
@@ -278,12 +277,7 @@ func TestPage_PlaysInChromium(t *testing.T) {
 		src.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: dst.MapID, Count: 1}}
 		src.GenerationRules.InteractableDensity = 1000
 		for _, c := range []mapgen.MapConfig{dst, src} {
-			raw, err := json.Marshal(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			testutil.PostJSON(t, child.control+httpapi.PathAdminMaps, secret,
-				fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s}`, c.InstanceID, c.MapID, raw), http.StatusCreated, nil)
+			postMap(t, child.control, secret, c)
 		}
 		waitInstance(t, child.control, secret, dst.InstanceID, orchestrator.StateReady, 60*time.Second)
 		world, err := mapgen.Generate(src)

@@ -104,13 +104,25 @@ func (k *kit) mapCred(t *testing.T, id string) string {
 // createMap creates an instance of cfg through the admin API and waits until it is ready.
 func (k *kit) createMap(t *testing.T, cfg mapgen.MapConfig) {
 	t.Helper()
+	postMap(t, k.orch.control, k.secret, cfg)
+	waitInstance(t, k.orch.control, k.secret, cfg.InstanceID, orchestrator.StateReady, 60*time.Second)
+}
+
+// postMap creates an instance of cfg through the admin API at control, with the
+// MAP_FAULT_* variables env for its container (ORCH_ALLOW_FAULT_INJECTION=1), without
+// waiting for it.
+func postMap(t *testing.T, control, secret string, cfg mapgen.MapConfig, env ...string) {
+	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.PostJSON(t, k.orch.control+httpapi.PathAdminMaps, k.secret,
-		fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s}`, cfg.InstanceID, cfg.MapID, raw), http.StatusCreated, nil)
-	waitInstance(t, k.orch.control, k.secret, cfg.InstanceID, orchestrator.StateReady, 60*time.Second)
+	envJSON, err := json.Marshal(append([]string{}, env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.PostJSON(t, control+httpapi.PathAdminMaps, secret,
+		fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s,"env":%s}`, cfg.InstanceID, cfg.MapID, raw, envJSON), http.StatusCreated, nil)
 }
 
 // join asks the edge for a join ticket with body (a JoinRequest).

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -176,12 +175,7 @@ func (s *soak) open(t *testing.T) {
 	s.loot.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: s.hall.MapID, Count: 1}}
 	s.hall.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: s.loot.MapID, Count: 1}}
 	for _, m := range []mapgen.MapConfig{s.loot, s.hall, s.field} {
-		raw, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		testutil.PostJSON(t, s.k.orch.control+httpapi.PathAdminMaps, s.k.secret, fmt.Sprintf(
-			`{"instanceId":%q,"mapId":%q,"config":%s,"env":["MAP_FAULT_ALLOCATE_ON_SIGUSR1=true"]}`, m.InstanceID, m.MapID, raw), http.StatusCreated, nil)
+		postMap(t, s.k.orch.control, s.k.secret, m, "MAP_FAULT_ALLOCATE_ON_SIGUSR1=true")
 		waitInstance(t, s.k.orch.control, s.k.secret, m.InstanceID, orchestrator.StateReady, 60*time.Second)
 	}
 }

@@ -160,13 +160,7 @@ func newUpgradeRig(t *testing.T, n int, env ...string) *upgradeRig {
 	r.k = newKit(t, "ORCH_MAP_IMAGES="+r.next, "ORCH_CHECKPOINT_MS=200", "ORCH_ALLOW_FAULT_INJECTION=1", "MAP_SNAPSHOT_PUSH_MS=500")
 	dockertest.TagImage(t, r.k.cli, dockertest.MapImage(), r.next)
 	r.arena = lootMap(t, r.k.deployment+"-up", 100, 15)
-	raw, err := json.Marshal(r.arena)
-	if err != nil {
-		t.Fatal(err)
-	}
-	envJSON, _ := json.Marshal(append([]string{}, env...))
-	testutil.PostJSON(t, r.k.orch.control+httpapi.PathAdminMaps, r.k.secret,
-		fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s,"env":%s}`, r.arena.InstanceID, r.arena.MapID, raw, envJSON), http.StatusCreated, nil)
+	postMap(t, r.k.orch.control, r.k.secret, r.arena, env...)
 	r.before = waitInstance(t, r.k.orch.control, r.k.secret, r.arena.InstanceID, orchestrator.StateReady, 60*time.Second)
 	ground := seededItems(t, r.k.dbPath, r.arena)
 
