@@ -117,12 +117,11 @@ func postMap(t *testing.T, control, secret string, cfg mapgen.MapConfig, env ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	envJSON, err := json.Marshal(append([]string{}, env...))
-	if err != nil {
-		t.Fatal(err)
+	body := map[string]any{"instanceId": cfg.InstanceID, "mapId": cfg.MapID, "config": json.RawMessage(raw)}
+	if len(env) > 0 {
+		body["env"] = env
 	}
-	testutil.PostJSON(t, control+httpapi.PathAdminMaps, secret,
-		fmt.Sprintf(`{"instanceId":%q,"mapId":%q,"config":%s,"env":%s}`, cfg.InstanceID, cfg.MapID, raw, envJSON), http.StatusCreated, nil)
+	testutil.PostJSON(t, control+httpapi.PathAdminMaps, secret, body, http.StatusCreated, nil)
 }
 
 // join asks the edge for a join ticket with body (a JoinRequest).
