@@ -131,8 +131,11 @@ func NewMapClient(timeout time.Duration) *MapClient {
 		// A map's control port is on this host or on its overlay network: a live map's
 		// kernel accepts at once, even when the map is busy, so a connection not made
 		// within a second is a map (or a node) gone.
-		DialContext:         (&net.Dialer{Timeout: MapDialTimeout}).DialContext,
-		MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second,
+		DialContext: (&net.Dialer{Timeout: MapDialTimeout}).DialContext,
+		// Probes (every ORCH_MAP_PROBE_MS, 2 s) keep a live map's connection in use; a
+		// killed container's connection never sees a FIN (its network namespace is
+		// gone), so a short idle timeout is what closes it, within seconds of the kill.
+		MaxIdleConnsPerHost: 2, IdleConnTimeout: 5 * time.Second,
 	}}}
 }
 
