@@ -25,8 +25,10 @@ import (
 //   - batch30hz: the events of each 1/30 s go in one POST /orch/persist-critical-events,
 //     as a map sends them once per tick (latency from the batch's send to its answer).
 //
-// batch30hz/rate=5000 is the sustained figure: events/s is the rate achieved until the
-// last ack, which falls below the offered rate once the orchestrator cannot keep up.
+// batch30hz/rate=6000 is the sustained figure (target 5,000/s): events/s is the rate
+// achieved until the last ack, which falls to what the path sustains once it cannot
+// keep up. It is offered above the target so that a path that keeps up reads above it
+// too (at exactly the target, the last batch's round trip alone reads as a shortfall).
 // One event per request is not offered at that rate: it cannot keep up at 1,000.
 // cpu-µs/event is the process's CPU (user + system: client and server, both in it) per
 // event: the work the path costs, which other load on the machine moves less than it
@@ -36,7 +38,7 @@ func BenchmarkCriticalItemRoute(b *testing.B) {
 		name    string
 		batchHz int
 		rates   []int
-	}{{"single", 0, []int{100, 1000}}, {"batch30hz", 30, []int{100, 1000, 5000}}} {
+	}{{"single", 0, []int{100, 1000}}, {"batch30hz", 30, []int{100, 1000, 6000}}} {
 		for _, rate := range mode.rates {
 			b.Run(fmt.Sprintf("%s/rate=%d", mode.name, rate), func(b *testing.B) { benchItemRoute(b, rate, mode.batchHz) })
 		}
