@@ -44,6 +44,14 @@ func BoundaryCommit(eventID string, st record.CharacterState) (*CriticalCommit, 
 	return &CriticalCommit{Event: ev, Boundary: &st}, nil
 }
 
+// CriticalResult is the outcome of one event of a batch committed together
+// (CriticalEventStore.CommitCriticalBatch): its durable ack, or the error that refused
+// it (then it changed nothing).
+type CriticalResult struct {
+	Ack record.CriticalAck
+	Err error
+}
+
 // ItemRecovery is one row of the append-only recovery audit: a recovery (tick, item,
 // trigger, old place, anchor) and the critical event that made it.
 type ItemRecovery struct {

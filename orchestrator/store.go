@@ -48,6 +48,15 @@ type CriticalEventStore interface {
 	// event changes nothing.
 	CommitCritical(ctx context.Context, c CriticalCommit) (record.CriticalAck, error)
 
+	// CommitCriticalBatch is CommitCritical for the events a map sent together (one
+	// tick's): it applies them in order in one transaction, each on its own so that one
+	// that fails is rolled back alone and answered with its error while the rest
+	// commit, and returns once they are durable, a result for each of cs in its order.
+	// One request and one commit instead of one per event is what keeps a tick's
+	// events from waiting for each other's fsync. A failure of the whole (the store
+	// closing, ctx ended before the store took the batch) is every result's error.
+	CommitCriticalBatch(ctx context.Context, cs []CriticalCommit) []CriticalResult
+
 	// CriticalEvent returns a committed event by id, or apierr.ENOTFOUND.
 	CriticalEvent(ctx context.Context, eventID string) (*record.CriticalEvent, error)
 }

@@ -219,3 +219,109 @@ func TestService_InstanceItems(t *testing.T) {
 	_, err = s.CharacterItems(ctx, mapcontract.CharacterItemsRequest{InstanceID: "i1", CharacterID: "bob", Epoch: 1})
 	wantCode(t, err, apierr.EFORBIDDEN)
 }
+
+// countedLeases counts the lease checks it passes on.
+type countedLeases struct {
+	critical.Leases
+	authorized int
+}
+
+func (l *countedLeases) Authorize(ctx context.Context, id, instanceID string, epoch int64) error {
+	l.authorized++
+	return l.Leases.Authorize(ctx, id, instanceID, epoch)
+}
+
+func TestService_CommitBatch(t *testing.T) {
+	ctx := context.Background()
+	move := func(id string, kind items.Kind, item string, from, to items.Place, epoch int64) record.CriticalEvent {
+		return event(id, kind, 2, items.Payload{Move: items.Move{ItemID: item, TemplateID: "coin", Quantity: 1, From: from, To: to}},
+			map[string]int64{"alice": epoch})
+	}
+	mustSeed := func(t *testing.T, s *critical.Service, ids ...string) {
+		t.Helper()
+		var list []items.Item
+		for _, id := range ids {
+			list = append(list, items.Item{ID: id, TemplateID: "coin", Quantity: 1, Place: ground, State: items.StateActive})
+		}
+		if _, err := s.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "i1", Seed: list}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("InOrderInOneCommit", func(t *testing.T) {
+		s, db := mustService(t)
+		leases := &countedLeases{Leases: s.Leases}
+		s.Leases = leases
+		mustSeed(t, s, "c1", "c2")
+		before := db.Stats()
+		// A pickup and the drop of the same coin in one tick: applied in the batch's
+		// order, the drop finds the coin where the pickup put it.
+		a, err := s.CommitBatch(ctx, mapcontract.CriticalBatch{InstanceID: "i1", Events: []record.CriticalEvent{
+			move("p1", items.KindPickup, "c1", ground, alice, 3),
+			move("d1", items.KindDrop, "c1", alice, ground, 3),
+			move("p2", items.KindPickup, "c2", ground, alice, 3),
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range a.Results {
+			if r.Error != nil || r.Ack == nil {
+				t.Fatalf("result %d: %+v", i, r)
+			}
+		}
+		if st := db.Stats(); st.CriticalCommits-before.CriticalCommits != 1 {
+			t.Fatalf("%d commits, want 1", st.CriticalCommits-before.CriticalCommits)
+		}
+		if leases.authorized != 1 {
+			t.Fatalf("alice's lease checked %d times, want once for the batch", leases.authorized)
+		}
+		held, err := db.CharacterItems(ctx, "alice")
+		if err != nil || len(held) != 1 || held[0].ID != "c2" {
+			t.Fatalf("alice holds %+v %v, want c2 alone", held, err)
+		}
+	})
+	t.Run("RefusedAlone", func(t *testing.T) {
+		s, db := mustService(t)
+		mustSeed(t, s, "c1", "c2", "c3")
+		first, err := s.Commit(ctx, move("p1", items.KindPickup, "c1", ground, alice, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := move("p3", items.KindPickup, "c3", ground, alice, 3)
+		other.InstanceID = "i2"
+		a, err := s.CommitBatch(ctx, mapcontract.CriticalBatch{InstanceID: "i1", Events: []record.CriticalEvent{
+			move("p1", items.KindPickup, "c1", ground, alice, 2), // a retry after the lease moved on: its first ack
+			move("p2", items.KindPickup, "c2", ground, alice, 2), // a stale epoch
+			other, // another instance's
+			move("p4", items.KindPickup, "c1", ground, alice, 3), // c1 is alice's already
+			move("p5", items.KindPickup, "c3", ground, alice, 3),
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := a.Results
+		if r[0].Ack == nil || !r[0].Ack.Duplicate || r[0].Ack.Seq != first.Seq {
+			t.Fatalf("retry answered %+v, want the first ack %+v", r[0], first)
+		}
+		for i, code := range map[int]string{1: apierr.ECONFLICT, 2: apierr.EFORBIDDEN, 3: items.CodeWrongPlace} {
+			if r[i].Error == nil || r[i].Error.Code != code {
+				t.Fatalf("result %d: %+v, want %s", i, r[i], code)
+			}
+		}
+		if r[4].Ack == nil || r[4].Error != nil {
+			t.Fatalf("result 4: %+v", r[4])
+		}
+		for _, id := range []string{"p2", "p3", "p4"} {
+			if _, err := db.CriticalEvent(ctx, id); apierr.Code(err) != apierr.ENOTFOUND {
+				t.Fatalf("refused event %s recorded", id)
+			}
+		}
+	})
+	t.Run("ErrBadRequest", func(t *testing.T) {
+		s, _ := mustService(t)
+		_, err := s.CommitBatch(ctx, mapcontract.CriticalBatch{InstanceID: "i1"})
+		wantCode(t, err, apierr.EBADREQUEST)
+		ev := move("p1", items.KindPickup, "c1", ground, alice, 3)
+		_, err = s.CommitBatch(ctx, mapcontract.CriticalBatch{InstanceID: "i1", Events: []record.CriticalEvent{ev, ev}})
+		wantCode(t, err, apierr.EBADREQUEST)
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,12 +24,22 @@ import (
 //     (latency from its scheduled send to its ack);
 //   - batch30hz: the events of each 1/30 s go in one POST /orch/persist-critical-events,
 //     as a map sends them once per tick (latency from the batch's send to its answer).
+//
+// batch30hz/rate=6000 is the sustained figure (target 5,000/s): events/s is the rate
+// achieved until the last ack, which falls to what the path sustains once it cannot
+// keep up. It is offered above the target so that a path that keeps up reads above it
+// too (at exactly the target, the last batch's round trip alone reads as a shortfall).
+// One event per request is not offered at that rate: it cannot keep up at 1,000.
+// cpu-µs/event is the process's CPU (user + system: client and server, both in it) per
+// event: the work the path costs, which other load on the machine moves less than it
+// moves the latencies.
 func BenchmarkCriticalItemRoute(b *testing.B) {
 	for _, mode := range []struct {
 		name    string
 		batchHz int
-	}{{"single", 0}, {"batch30hz", 30}} {
-		for _, rate := range []int{100, 1000} {
+		rates   []int
+	}{{"single", 0, []int{100, 1000}}, {"batch30hz", 30, []int{100, 1000, 6000}}} {
+		for _, rate := range mode.rates {
 			b.Run(fmt.Sprintf("%s/rate=%d", mode.name, rate), func(b *testing.B) { benchItemRoute(b, rate, mode.batchHz) })
 		}
 	}
@@ -51,7 +62,9 @@ func benchItemRoute(b *testing.B, rate, batchHz int) {
 		for i := lo; i < min(b.N, lo+mapcontract.MaxSeedItems); i++ {
 			seed = append(seed, seedItem(fmt.Sprintf("it-%d", i), "coin", 1))
 		}
-		if _, err := cl.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "default-1", Seed: seed}); err != nil {
+		// Through the service rather than the route: the route answers every item of the
+		// instance, more than a client reads once tens of thousands are seeded.
+		if _, err := s.Critical.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "default-1", Seed: seed}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -65,6 +78,7 @@ func benchItemRoute(b *testing.B, rate, batchHz int) {
 	lat := latency.NewRecorder(b.N)
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu0 := processCPU()
 	ol := latency.NewOpenLoop(rate)
 	if batchHz > 0 {
 		sendBatches(b, cl, events, lat, ol, time.Second/time.Duration(batchHz), &wg)
@@ -83,6 +97,7 @@ func benchItemRoute(b *testing.B, rate, batchHz int) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(ol.PerSecond(b.N), "events/s")
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/event")
 	lat.Report(b)
 	if st := db.Stats(); st.CriticalCommits > 0 {
 		b.ReportMetric(float64(st.CriticalEvents)/float64(st.CriticalCommits), "events/commit")
@@ -120,4 +135,13 @@ func sendBatches(b *testing.B, cl *mapcontract.Client, events []record.CriticalE
 			}()
 		}
 	}
+}
+
+// processCPU is the CPU (user + system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

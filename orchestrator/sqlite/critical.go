@@ -21,11 +21,49 @@ func (db *DB) CommitCritical(ctx context.Context, c orchestrator.CriticalCommit)
 	if c.Event.EventID == "" {
 		return record.CriticalAck{}, apierr.Errorf(apierr.EBADREQUEST, "critical event: eventId required")
 	}
-	res := db.submit(ctx, &writeReq{ev: &c})
+	res := db.submit(ctx, &writeReq{evs: []orchestrator.CriticalCommit{c}})
+	if res.err == nil {
+		res.err = res.res[0].Err
+	}
 	if res.err != nil {
 		return record.CriticalAck{}, fmt.Errorf("commit critical event %q: %w", c.Event.EventID, res.err)
 	}
-	return res.ack, nil
+	return res.res[0].Ack, nil
+}
+
+// CommitCriticalBatch records the events of cs and applies their effects, in order, in
+// one transaction of the writer's (with any other events waiting for it), each event
+// on its own: one that fails is rolled back alone. It answers once they are durable.
+// See orchestrator.CriticalEventStore for the error codes.
+func (db *DB) CommitCriticalBatch(ctx context.Context, cs []orchestrator.CriticalCommit) []orchestrator.CriticalResult {
+	out := make([]orchestrator.CriticalResult, len(cs))
+	if len(cs) == 0 {
+		return out
+	}
+	// Events refused before the writer sees them leave holes; the rest go as one request.
+	ok := make([]orchestrator.CriticalCommit, 0, len(cs))
+	idx := make([]int, 0, len(cs))
+	for i, c := range cs {
+		if c.Event.EventID == "" {
+			out[i].Err = apierr.Errorf(apierr.EBADREQUEST, "critical event: eventId required")
+			continue
+		}
+		ok, idx = append(ok, c), append(idx, i)
+	}
+	if len(ok) == 0 {
+		return out
+	}
+	res := db.submit(ctx, &writeReq{evs: ok})
+	for j, i := range idx {
+		err := res.err
+		if err == nil {
+			out[i].Ack, err = res.res[j].Ack, res.res[j].Err
+		}
+		if err != nil {
+			out[i] = orchestrator.CriticalResult{Err: fmt.Errorf("commit critical event %q: %w", cs[i].Event.EventID, err)}
+		}
+	}
+	return out
 }
 
 // applyCritical records one event and applies its effects inside the writer's current

@@ -236,3 +236,107 @@ func TestDB_CommitCritical_TransferBoundary(t *testing.T) {
 		WantCode(t, err, apierr.ENOTFOUND)
 	})
 }
+
+func TestDB_CommitCriticalBatch(t *testing.T) {
+	ctx := context.Background()
+	prepare := func(t *testing.T, evs ...record.CriticalEvent) []orchestrator.CriticalCommit {
+		t.Helper()
+		cs := make([]orchestrator.CriticalCommit, len(evs))
+		for i, ev := range evs {
+			c, _, err := critical.Prepare(items.DefaultCatalog(), ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs[i] = c
+		}
+		return cs
+	}
+	coin := func(id string) items.Item {
+		return items.Item{ID: id, TemplateID: "coin", Quantity: 1, Place: ground, State: items.StateActive}
+	}
+	pickup := func(id, item string) record.CriticalEvent {
+		return ItemEvent(id, items.KindPickup, 7, items.Move{ItemID: item, TemplateID: "coin", Quantity: 1, From: ground, To: alice})
+	}
+	t.Run("RefusedEventRolledBackAlone", func(t *testing.T) {
+		db := MustOpenDB(t)
+		MustCharacter(t, db, "alice")
+		MustSeed(t, db, coin("c1"), coin("c2"))
+		before := db.Stats()
+		// p2 picks up c1 again: in order, p1 has just moved it to alice, so p2 is
+		// refused and rolled back alone while p1 and p3 commit with it.
+		batch := prepare(t, pickup("p1", "c1"), pickup("p2", "c1"), pickup("p3", "c2"))
+		res := db.CommitCriticalBatch(ctx, batch)
+		if len(res) != 3 || res[0].Err != nil || res[2].Err != nil || res[0].Ack.Seq == 0 || res[2].Ack.Seq <= res[0].Ack.Seq {
+			t.Fatalf("results %+v", res)
+		}
+		WantCode(t, res[1].Err, items.CodeWrongPlace)
+		if _, err := db.CriticalEvent(ctx, "p2"); apierr.Code(err) != apierr.ENOTFOUND {
+			t.Fatalf("refused event recorded: %v", err)
+		}
+		WantItems(t, db, "alice", map[string]int64{"c1": 1, "c2": 1})
+		if st := db.Stats(); st.CriticalCommits-before.CriticalCommits != 1 || st.CriticalEvents-before.CriticalEvents != 3 {
+			t.Fatalf("stats %+v after %+v: want the batch in one commit", st, before)
+		}
+		t.Run("RetryAnsweredWithFirstAcks", func(t *testing.T) {
+			again := db.CommitCriticalBatch(ctx, batch)
+			for _, i := range []int{0, 2} {
+				if again[i].Err != nil || !again[i].Ack.Duplicate || again[i].Ack.Seq != res[i].Ack.Seq {
+					t.Fatalf("retry %d: %+v, want the first ack %+v", i, again[i], res[i])
+				}
+			}
+			WantCode(t, again[1].Err, items.CodeWrongPlace)
+		})
+	})
+	t.Run("ErrBadRequestNoEventIDAlone", func(t *testing.T) {
+		db := MustOpenDB(t)
+		res := db.CommitCriticalBatch(ctx, []orchestrator.CriticalCommit{
+			{Event: Event("", "quest_flag", `{}`)}, {Event: Event("q1", "quest_flag", `{}`)}})
+		WantCode(t, res[0].Err, apierr.EBADREQUEST)
+		if res[1].Err != nil || res[1].Ack.Seq == 0 {
+			t.Fatalf("results %+v", res)
+		}
+	})
+	t.Run("RequestTakenWholeAtMaxBatchOne", func(t *testing.T) {
+		db := MustOpenDB(t, func(db *sqlite.DB) { db.MaxCriticalBatch = 1 })
+		res := db.CommitCriticalBatch(ctx, prepare(t, Event("q1", "quest_flag", `{}`), Event("q2", "quest_flag", `{}`)))
+		if res[0].Err != nil || res[1].Err != nil {
+			t.Fatalf("results %+v", res)
+		}
+		if st := db.Stats(); st.CriticalCommits != 1 || st.LargestGroup != 2 {
+			t.Fatalf("stats %+v: want one commit of both", st)
+		}
+	})
+	t.Run("GroupedUpToMaxBatchEvents", func(t *testing.T) {
+		// 16 maps send batches of 10 at once: the writer groups whole batches, never
+		// more than 25 events in one commit, and commits every event.
+		db := MustOpenDB(t, func(db *sqlite.DB) { db.MaxCriticalBatch = 25 })
+		var wg sync.WaitGroup
+		for g := range 16 {
+			wg.Go(func() {
+				for n := range 5 {
+					var evs []record.CriticalEvent
+					for k := range 10 {
+						evs = append(evs, Event(fmt.Sprintf("g%d-%d-%d", g, n, k), "quest_flag", `{}`))
+					}
+					for _, r := range db.CommitCriticalBatch(ctx, prepare(t, evs...)) {
+						if r.Err != nil {
+							t.Error(r.Err)
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if st := db.Stats(); st.CriticalEvents != 800 || st.LargestGroup > 25 || st.LargestGroup < 10 {
+			t.Fatalf("stats %+v: want 800 events in groups of whole batches up to 25", st)
+		}
+	})
+	t.Run("ErrUnavailableClosed", func(t *testing.T) {
+		db := MustOpenDB(t)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		res := db.CommitCriticalBatch(ctx, prepare(t, Event("q1", "quest_flag", `{}`)))
+		WantCode(t, res[0].Err, apierr.EUNAVAILABLE)
+	})
+}

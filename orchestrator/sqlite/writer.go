@@ -11,30 +11,38 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/apierr"
-	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/orchestrator"
 )
 
-// writeReq is one request to the writer goroutine: either a critical event, which the
-// writer group-commits with every other event waiting, or a function run in a
-// transaction of its own.
+// writeReq is one request to the writer goroutine: either critical events (one, or a
+// map's batch), which the writer group-commits with every other event waiting, or a
+// function run in a transaction of its own.
 type writeReq struct {
-	ev   *orchestrator.CriticalCommit
+	evs  []orchestrator.CriticalCommit
 	fn   func(ctx context.Context, tx *sql.Tx) error
 	done chan writeRes // buffered: the writer never blocks on an answer
 }
 
 // kind is the request's label in the writer's metrics.
 func (r *writeReq) kind() string {
-	if r.ev != nil {
+	if r.fn == nil {
 		return kindCritical
 	}
 	return kindWrite
 }
 
-// writeRes answers a writeReq.
+// size is what the request counts towards MaxCriticalBatch: its events, or one write.
+func (r *writeReq) size() int {
+	if r.fn == nil {
+		return len(r.evs)
+	}
+	return 1
+}
+
+// writeRes answers a writeReq: err for a write, or for a critical request that failed
+// as a whole; otherwise res, one result per event of the request.
 type writeRes struct {
-	ack record.CriticalAck
+	res []orchestrator.CriticalResult
 	err error
 }
 
@@ -102,6 +110,9 @@ func (db *DB) submit(ctx context.Context, r *writeReq) writeRes {
 	select {
 	case res := <-r.done:
 		res.err = db.storage(res.err)
+		for i := range res.res {
+			res.res[i].Err = db.storage(res.res[i].Err)
+		}
 		return res
 	case <-ctx.Done():
 		return writeRes{err: ctx.Err()}
@@ -140,10 +151,12 @@ func (db *DB) exec(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx)
 }
 
 // runWriter is the writer goroutine, the only user of the write connection. It takes a
-// request and every other one of the same kind already waiting (up to MaxCriticalBatch)
-// and commits them in one transaction, so one fsync answers the whole group; requests
-// that arrive meanwhile wait for the next group. Critical events and other writes are
-// grouped apart, so a group of events is acknowledged as one.
+// request and every other one of the same kind already waiting (up to MaxCriticalBatch
+// events or writes; the first request is taken whole whatever its size) and commits
+// them in one transaction, so one fsync answers the whole group; requests that arrive
+// meanwhile wait for the next group. It never waits for more to arrive: an idle writer
+// commits at once what it has. Critical events and other writes are grouped apart, so a
+// group of events is acknowledged as one.
 func (db *DB) runWriter() {
 	defer close(db.writerDone)
 	ctx := context.Background() // requests outlive their callers' contexts once taken
@@ -158,16 +171,16 @@ func (db *DB) runWriter() {
 			case r = <-db.reqs:
 			}
 		}
-		batch := []*writeReq{r}
+		batch, n := []*writeReq{r}, r.size()
 	gather:
-		for len(batch) < db.MaxCriticalBatch {
+		for n < db.MaxCriticalBatch {
 			select {
 			case r2 := <-db.reqs:
-				if (r2.fn == nil) != (r.fn == nil) {
+				if (r2.fn == nil) != (r.fn == nil) || n+r2.size() > db.MaxCriticalBatch {
 					next = r2
 					break gather
 				}
-				batch = append(batch, r2)
+				batch, n = append(batch, r2), n+r2.size()
 			default:
 				break gather
 			}
@@ -268,23 +281,35 @@ func (db *DB) runTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx
 	return nil
 }
 
-// commitCriticalBatch applies every event of batch in one transaction, each inside its
-// own savepoint so that an event that cannot apply is rolled back alone and answered
-// with its error, while the rest of the group commits. Callers are answered only after
-// the commit (synchronous=FULL) has returned.
+// commitCriticalBatch applies the events of every request of batch, in order, in one
+// transaction, each inside its own savepoint so that an event that cannot apply is
+// rolled back alone and answered with its error, while the rest of the group commits.
+// Callers are answered only after the commit (synchronous=FULL) has returned.
 func (db *DB) commitCriticalBatch(ctx context.Context, batch []*writeReq) {
 	start := time.Now()
-	res := make([]writeRes, len(batch))
+	res := make([][]orchestrator.CriticalResult, len(batch))
+	events := 0
+	for i, r := range batch {
+		res[i] = make([]orchestrator.CriticalResult, len(r.evs))
+		events += len(r.evs)
+	}
 	answer := func() {
 		for i, r := range batch {
-			r.done <- res[i]
+			r.done <- writeRes{res: res[i]}
+		}
+	}
+	failAll := func(err error) {
+		for _, rs := range res {
+			for j := range rs {
+				if rs[j].Err == nil {
+					rs[j] = orchestrator.CriticalResult{Err: err}
+				}
+			}
 		}
 	}
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
-		for i := range res {
-			res[i].err = fmt.Errorf("begin critical batch: %w", err)
-		}
+		failAll(fmt.Errorf("begin critical batch: %w", err))
 		db.Metrics.failed(kindCritical)
 		answer()
 		return
@@ -294,31 +319,30 @@ func (db *DB) commitCriticalBatch(ctx context.Context, batch []*writeReq) {
 	nowMs := db.Now().UnixMilli()
 	savepoint, release, rollbackTo := db.stmt(ctx, tx, sqlSavepoint), db.stmt(ctx, tx, sqlRelease), db.stmt(ctx, tx, sqlRollbackTo)
 	for i, r := range batch {
-		if _, err := savepoint.ExecContext(ctx); err != nil {
-			res[i].err = fmt.Errorf("savepoint: %w", err)
-			continue
-		}
-		res[i].ack, res[i].err = db.applyCritical(ctx, tx, r.ev, nowMs)
-		if res[i].err != nil {
-			if _, err := rollbackTo.ExecContext(ctx); err != nil {
-				res[i].err = errors.Join(res[i].err, fmt.Errorf("rollback event %q: %w", r.ev.Event.EventID, err))
+		for j := range r.evs {
+			c, out := &r.evs[j], &res[i][j]
+			if _, err := savepoint.ExecContext(ctx); err != nil {
+				out.Err = fmt.Errorf("savepoint: %w", err)
+				continue
 			}
-		}
-		if _, err := release.ExecContext(ctx); err != nil {
-			res[i].err = errors.Join(res[i].err, fmt.Errorf("release event %q: %w", r.ev.Event.EventID, err))
+			out.Ack, out.Err = db.applyCritical(ctx, tx, c, nowMs)
+			if out.Err != nil {
+				if _, err := rollbackTo.ExecContext(ctx); err != nil {
+					out.Err = errors.Join(out.Err, fmt.Errorf("rollback event %q: %w", c.Event.EventID, err))
+				}
+			}
+			if _, err := release.ExecContext(ctx); err != nil {
+				out.Err = errors.Join(out.Err, fmt.Errorf("release event %q: %w", c.Event.EventID, err))
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		for i := range res {
-			if res[i].err == nil {
-				res[i] = writeRes{err: fmt.Errorf("commit critical batch: %w", err)}
-			}
-		}
+		failAll(fmt.Errorf("commit critical batch: %w", err))
 		db.Metrics.failed(kindCritical)
 	} else {
 		db.Metrics.committed(kindCritical, time.Since(start))
-		db.Metrics.grouped(len(batch))
-		n := int64(len(batch))
+		db.Metrics.grouped(events)
+		n := int64(events)
 		db.stats.criticalCommits.Add(1)
 		db.stats.criticalEvents.Add(n)
 		if n > db.stats.largestGroup.Load() {
