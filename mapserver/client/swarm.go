@@ -160,7 +160,8 @@ func (s *Swarm) Bots() []*Client {
 	return slices.Clone(s.bots)
 }
 
-// Drive sends every bot's W1 inputs (and a ping a second) until ctx ends.
+// Drive makes every bot's W1 inputs (and a ping a second) until ctx ends; each bot
+// sends its inputs batched, one message per snapshot it receives (Client.Move).
 func (s *Swarm) Drive(ctx context.Context) {
 	bots := s.Bots()
 	shards := s.Shards
