@@ -12,15 +12,17 @@ import (
 // BatchIdle is how long a client that gathers inputs waits for a snapshot before it
 // sends them without one: one snapshot interval (66.7 ms) at the default 15 snapshots a
 // second.
+//
 // A client sends its inputs in one input_batch command per snapshot it receives, the
 // snapshot's ack carried on the command (docs/netcode.md, Commands and acks): every
 // message costs the edge and the map a read, a wake-up and a parse whatever its size,
 // and a moving player sending one per input at 30 Hz paid twice the messages of one
 // per snapshot, which prediction does not need (the map walks one input per tick from
-// its jitter buffer however they arrive). When no snapshot came for BatchIdle (or for
-// one snapshot interval of the welcome's snapshotHz, when that is longer) since the
-// last message or snapshot, the next input gathered goes at once with those before it,
-// so a stalled map still gets inputs at about the snapshot rate.
+// its jitter buffer however they arrive). When no snapshot came for BatchIdle since
+// the last batch or snapshot, the next input gathered goes at once with those before
+// it, so a stalled map still gets inputs at about the default snapshot rate. It does
+// not stretch with a slower snapshotHz: a map sending one snapshot a second would
+// otherwise get batches of 30 inputs, past the 16 its jitter buffer keeps.
 const BatchIdle = time.Second / 15
 
 // Move gathers one movement input (direction dx, dy, each in [-127, 127]) and returns
@@ -38,7 +40,7 @@ func (c *Client) Move(dx, dy int) (uint64, error) {
 	}
 	c.inputSeq++
 	c.pending = append(c.pending, wire.InputEntry{Seq: c.inputSeq, DX: dx, DY: dy})
-	if c.opt.SendEachInput || len(c.pending) >= wire.MaxInputsPerBatch || c.now().Sub(c.heard) >= c.idle {
+	if c.opt.SendEachInput || len(c.pending) >= wire.MaxInputsPerBatch || c.now().Sub(c.heard) >= BatchIdle {
 		return c.inputSeq, c.flushLocked()
 	}
 	if !c.flushArmed {
@@ -46,7 +48,7 @@ func (c *Client) Move(dx, dy int) (uint64, error) {
 		// sent. Half an interval later than Move's own check, so that a caller that
 		// gathers at the tick rate sends from Move and this timer seldom fires.
 		c.flushArmed = true
-		c.flushTimer.Reset(c.idle + c.idle/2)
+		c.flushTimer.Reset(BatchIdle + BatchIdle/2)
 	}
 	return c.inputSeq, nil
 }
@@ -68,10 +70,10 @@ func (c *Client) flushLate() {
 	if len(c.pending) == 0 || c.closing.Load() {
 		return
 	}
-	if wait := c.idle - c.now().Sub(c.heard); wait > 0 {
+	if wait := BatchIdle - c.now().Sub(c.heard); wait > 0 {
 		// A snapshot or a message came since the timer was set: wait for the next.
 		c.flushArmed = true
-		c.flushTimer.Reset(wait + c.idle/2)
+		c.flushTimer.Reset(wait + BatchIdle/2)
 		return
 	}
 	_ = c.flushLocked()
@@ -143,14 +145,10 @@ func (c *Client) answerSnapshot(tick uint64, changed bool) {
 	}
 }
 
-// setIdle sets the batching interval from a welcome's snapshot rate and restarts the
-// idle clock, since the welcome's snapshots are about to arrive.
-func (c *Client) setIdle(snapshotHz int) {
+// welcomedBatch restarts the idle clock (BatchIdle) at a welcome, since its snapshots
+// are about to arrive.
+func (c *Client) welcomedBatch() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.idle = BatchIdle
-	if snapshotHz > 0 {
-		c.idle = max(BatchIdle, time.Second/time.Duration(snapshotHz))
-	}
 	c.heard = c.now()
 }

@@ -121,10 +121,9 @@ type Client struct {
 	buf      []byte
 	closing  atomic.Bool
 	// pending are the inputs gathered and not yet sent (batch.go); heard is when the
-	// last snapshot came or the last batch left, idle the wait for one (BatchIdle).
+	// last snapshot came or the last batch left (BatchIdle).
 	pending    []wire.InputEntry
 	heard      time.Time
-	idle       time.Duration
 	flushTimer *time.Timer
 	flushArmed bool
 	// unacked counts the snapshots read since the last ack, carried or not.
@@ -146,7 +145,7 @@ type Client struct {
 func Dial(ctx context.Context, url string, hello Hello, opt Options) (*Client, error) {
 	c := &Client{
 		opt: opt, base: url, url: url, epoch: time.Now(), log: opt.Log,
-		events: make(chan Event, 64), done: make(chan struct{}), idle: BatchIdle,
+		events: make(chan Event, 64), done: make(chan struct{}),
 	}
 	c.flushTimer = time.AfterFunc(time.Hour, c.flushLate)
 	c.flushTimer.Stop()
@@ -247,7 +246,7 @@ func (c *Client) setWelcome(w *wire.Welcome) {
 	c.mirror = Mirror{Self: -1}
 	c.mu.Unlock()
 	c.lastTick.Store(0)
-	c.setIdle(w.SnapshotHz)
+	c.welcomedBatch()
 	c.welcomed()
 	c.emit(Event{Kind: wire.KindWelcome, Welcome: w})
 }
