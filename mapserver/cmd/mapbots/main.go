@@ -270,7 +270,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "newcomers: %d joined (p50 %.1f ms, max %.1f ms), %d refused, %d failed%s\n", jl.Joins, jl.P50Ms, jl.MaxMs, jl.Refused, jl.Failed, firstError(jl.FirstError))
 	}
 	fmt.Fprintf(stdout, "snapshots/s per client %.2f (min %.2f), full %d, undecodable %d\n", r.SnapshotsPerSec, r.MinSnapshotsSec, r.FullSnapshots, r.BadSnapshots)
-	fmt.Fprintf(stdout, "kbit/s down per client %.2f (snapshots %.2f), up %.2f\n", r.KbitDown, r.KbitSnapshots, r.KbitUp)
+	fmt.Fprintf(stdout, "kbit/s down per client %.2f (snapshots %.2f), up %.2f in %.1f messages a second\n", r.KbitDown, r.KbitSnapshots, r.KbitUp, r.MessagesUp)
 	fmt.Fprintf(stdout, "entities in view %.1f, %.2f snapshot bytes per entity\n", r.EntitiesInView, r.BytesPerEntity)
 	fmt.Fprintf(stdout, "rtt p50 %.2f ms p99 %.2f ms, errors %d\n", r.RTTP50Ms, r.RTTP99Ms, r.Errors)
 	fmt.Fprintf(stdout, "bots CPU %.1f%% of one core\n", r.BotsCPUPercent)
