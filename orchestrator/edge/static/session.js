@@ -11,6 +11,7 @@
 // resume token went with its process.
 
 import { closed } from "./words.js";
+import { othersAt, periodOf, recordTrack } from "./interpolate.js";
 
 // Reconnect attempts back off from 200 ms to 500 ms (±20 %): a crashed map is back
 // within about half a second of being ready.
@@ -32,7 +33,6 @@ const IDLE_ACK_QUIET = 8;
 // batch stays far inside the map's jitter buffer) since the last batch or snapshot, they
 // leave at the next input (docs/netcode.md: Commands and acks).
 const BATCH_IDLE_MS = 1000 / 15;
-const TRACK_POINTS = 6;   // the last position changes kept per entity for interpolation
 
 // Connection states, as the status line and the overlay show them.
 export const State = {
@@ -487,38 +487,10 @@ export class Session {
     return 1000 / ((this.welcome && this.welcome.snapshotHz) || 15);
   }
 
-  // period returns how many snapshots apart e's position changes while it moves: 1,
-  // or the welcome's farView.every beyond its radius, where the map samples distant
-  // entities' movement (docs/netcode.md).
-  period(e) {
-    const fv = this.welcome && this.welcome.farView;
-    if (!fv || !this.server) return 1;
-    const r = fv.radius * this.wasm.quantaPerUnit, dx = e.x - this.server.x, dy = e.y - this.server.y;
-    return dx * dx + dy * dy > r * r ? fv.every : 1;
-  }
-
-  // track records, for every other entity, the snapshot times at which its position
-  // changed. A distant entity's position changes once every few snapshots, to where it
-  // was at that snapshot, so others() interpolates between these points instead of
-  // between snapshots. An entity that stood still before a change stood at its last
-  // point until one period before the change at the latest.
-  track(ents, time) {
-    for (const [id, e] of ents) {
-      if (id === this.selfId) continue;
-      const tr = this.tracks.get(id);
-      if (!tr) {
-        this.tracks.set(id, { points: [{ time, x: e.x, y: e.y }], extra: null });
-        continue;
-      }
-      const last = tr.points[tr.points.length - 1];
-      if (last.x === e.x && last.y === e.y) continue;
-      const period = this.period(e) * this.snapshotMs();
-      if (time - last.time > period * 1.5) tr.points.push({ time: time - period, x: last.x, y: last.y });
-      tr.points.push({ time, x: e.x, y: e.y });
-      if (tr.points.length > TRACK_POINTS) tr.points.splice(0, tr.points.length - TRACK_POINTS);
-    }
-    for (const id of this.tracks.keys()) if (!ents.has(id)) this.tracks.delete(id);
-  }
+  // period, track and others are the interpolation of everyone else (interpolate.js).
+  period(e) { return periodOf(this, e); }
+  track(ents, time) { recordTrack(this, ents, time); }
+  others(now, delayMs) { return othersAt(this, now, delayMs); }
 
   // reconcile drops the inputs the server applied and replays the rest from the
   // server's position with the server's movement code.
@@ -669,37 +641,6 @@ export class Session {
       y: p.y + (this.predicted.y - p.y) * a + this.correction.y };
   }
 
-  // others returns every other entity interpolated delayMs behind the newest snapshot.
-  others(now, delayMs) {
-    const out = [];
-    if (!this.snapshots.length || this.clockOffset === null) return out;
-    const t = now - this.clockOffset - delayMs;
-    let a = this.snapshots[0], b = a;
-    for (let i = this.snapshots.length - 1; i >= 0; i--) {
-      if (this.snapshots[i].time <= t) { a = this.snapshots[i]; b = this.snapshots[i + 1] || a; break; }
-    }
-    const span = b.time - a.time;
-    const k = span > 0 ? Math.max(0, Math.min(1, (t - a.time) / span)) : 0;
-    for (const [id, eb] of b.entities) {
-      if (id === this.selfId) continue;
-      const tr = this.tracks.get(id);
-      let x, y;
-      if (tr) {
-        // A distant entity is drawn one period of its own further back, so that its
-        // next point has arrived; the delay eases when it crosses the radius.
-        const target = (this.period(eb) - 1) * this.snapshotMs();
-        tr.extra = tr.extra === null ? target : tr.extra + (target - tr.extra) * 0.1;
-        ({ x, y } = pointAt(tr.points, t - tr.extra));
-      } else {
-        const ea = a.entities.get(id) || eb;
-        x = ea.x + (eb.x - ea.x) * k;
-        y = ea.y + (eb.y - ea.y) * k;
-      }
-      out.push({ id, kind: eb.kind, x, y, facing: eb.facing, state: eb.state, template: eb.template });
-    }
-    return out;
-  }
-
   // rates returns snapshots per second and kbit/s over the last second.
   rates(now) {
     const cut = now - 1000;
@@ -736,21 +677,6 @@ export class Session {
     const s = this.snapshots[this.snapshots.length - 1];
     return s ? s.entities.size : 0;
   }
-}
-
-// pointAt interpolates a track's points (sorted by time) at time t, holding the first
-// before it and the last after it.
-function pointAt(points, t) {
-  if (t <= points[0].time) return points[0];
-  for (let i = points.length - 1; i > 0; i--) {
-    const p = points[i - 1], q = points[i];
-    if (p.time <= t) {
-      if (t >= q.time) return q;
-      const k = (t - p.time) / (q.time - p.time);
-      return { x: p.x + (q.x - p.x) * k, y: p.y + (q.y - p.y) * k };
-    }
-  }
-  return points[points.length - 1];
 }
 
 // eventText is what the event log says of an event the page has no panel for: its
