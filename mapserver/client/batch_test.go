@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,6 +23,9 @@ import (
 type pacedMap struct {
 	t   *testing.T
 	srv *httptest.Server
+
+	// discard reads messages without recording them (a benchmark's map).
+	discard bool
 
 	mu   sync.Mutex
 	ws   *websocket.Conn
@@ -54,6 +59,13 @@ func (m *pacedMap) serve(w http.ResponseWriter, r *http.Request) {
 	_ = ws.WriteJSON(wire.Welcome{V: 1, Kind: wire.KindWelcome, CharacterID: "c1", InstanceID: "a-1", MapID: "a",
 		SnapshotHz: 15, TickHz: 30, SnapshotFormat: wire.FormatVersion})
 	m.mu.Unlock()
+	for m.discard {
+		_, r, err := ws.NextReader()
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, r)
+	}
 	for {
 		_, data, err := ws.ReadMessage()
 		if err != nil {
@@ -299,4 +311,31 @@ func TestBatching(t *testing.T) {
 			t.Fatalf("got %+v, want one batch of the most the map takes", got)
 		}
 	})
+}
+
+// BenchmarkMoveBatchOfTwo is a bot's input path at the default rates: two Moves, the
+// second sending both in one input_batch (here because BatchIdle passed on the test's
+// clock; a snapshot does the same). No JSON encoding is involved: the command is
+// appended by hand into one reused buffer. The allocations are the WebSocket
+// library's, one frame writer per message (and the fake map's reads, in process).
+func BenchmarkMoveBatchOfTwo(b *testing.B) {
+	k := &fakeClock{now: time.Unix(1000, 0)}
+	m := &pacedMap{discard: true}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	defer m.srv.Close()
+	c, err := client.Dial(context.Background(), m.url(), client.Hello{Ticket: "good"}, client.Options{Now: k.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Move(127, 0); err != nil {
+			b.Fatal(err)
+		}
+		k.advance(client.BatchIdle)
+		if _, err := c.Move(0, -127); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
