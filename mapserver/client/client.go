@@ -1,8 +1,9 @@
 // Package client is a Go client of the map server's game protocol: it says hello with a
 // join ticket, a transfer token or a resume token, sends sequenced commands (movement
-// input batches), measures round trips with ping/pong, decodes the binary snapshots
-// through wire into a prediction-free mirror of what the player sees, acknowledges
-// them so the server can send deltas, and follows transfers to the next map. Tests,
+// inputs gathered into one input_batch per snapshot received, batch.go), measures
+// round trips with ping/pong, decodes the binary snapshots through wire into a
+// prediction-free mirror of what the player sees, acknowledges them so the server can
+// send deltas, and follows transfers to the next map. Tests,
 // the bots of cmd/mapbots and the benchmarks use it; it does no prediction, so what it
 // shows is exactly what the server sent.
 package client
@@ -57,9 +58,16 @@ type Options struct {
 	// nil means "the scheme and host of the first URL, plus the path".
 	Resolve func(path string) string
 	// NoAutoAck stops the client from acknowledging snapshots with ack messages (see
-	// AutoAckQuiet; commands still carry the newest tick). Bots that
-	// send inputs at the tick rate set it to halve their upstream messages.
+	// AutoAckQuiet); commands, input batches among them, still carry the newest tick.
+	// A moving client acks every snapshot on the batch it answers it with anyway; the
+	// bots set it so that a snapshot that finds no input gathered costs no message.
 	NoAutoAck bool
+	// SendEachInput sends every Move at once in an input_batch command of its own, as
+	// clients did before inputs were batched per snapshot (BatchIdle); tests of such
+	// old clients and before/after comparisons use it.
+	SendEachInput bool
+	// Now is the clock batching reads (BatchIdle); nil means time.Now.
+	Now func() time.Time
 	// NoFollow leaves transfers to the caller instead of reconnecting at once.
 	NoFollow bool
 	// Resume makes a connection that drops after its welcome come back at once, as the
@@ -112,12 +120,18 @@ type Client struct {
 	inputSeq uint64
 	buf      []byte
 	closing  atomic.Bool
+	// pending are the inputs gathered and not yet sent (batch.go); heard is when the
+	// last snapshot came or the last batch left (BatchIdle).
+	pending    []wire.InputEntry
+	heard      time.Time
+	flushTimer *time.Timer
+	flushArmed bool
+	// unacked counts the snapshots read since the last ack, carried or not.
+	unacked int
 
 	lastTick atomic.Uint64
-	// unacked counts the snapshots read since the last ack message (read goroutine).
-	unacked int
-	events  chan Event
-	done    chan struct{}
+	events   chan Event
+	done     chan struct{}
 
 	mu      sync.Mutex
 	moves   moves
@@ -133,6 +147,8 @@ func Dial(ctx context.Context, url string, hello Hello, opt Options) (*Client, e
 		opt: opt, base: url, url: url, epoch: time.Now(), log: opt.Log,
 		events: make(chan Event, 64), done: make(chan struct{}),
 	}
+	c.flushTimer = time.AfterFunc(time.Hour, c.flushLate)
+	c.flushTimer.Stop()
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -230,6 +246,7 @@ func (c *Client) setWelcome(w *wire.Welcome) {
 	c.mirror = Mirror{Self: -1}
 	c.mu.Unlock()
 	c.lastTick.Store(0)
+	c.welcomedBatch()
 	c.welcomed()
 	c.emit(Event{Kind: wire.KindWelcome, Welcome: w})
 }
@@ -285,34 +302,10 @@ func (c *Client) Drop() {
 	<-c.done
 }
 
-// Move sends one movement input (direction dx, dy, each in [-127, 127]) as an
-// input_batch command and returns its input seq.
-func (c *Client) Move(dx, dy int) (uint64, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.inputSeq++
-	c.cmdSeq++
-	b := c.buf[:0]
-	b = append(b, `{"v":1,"kind":"command","seq":`...)
-	b = strconv.AppendUint(b, c.cmdSeq, 10)
-	if t := c.lastTick.Load(); t != 0 {
-		b = append(b, `,"tick":`...)
-		b = strconv.AppendUint(b, t, 10)
-	}
-	b = append(b, `,"feature":"movement","action":"input_batch","payload":{"inputs":[{"seq":`...)
-	b = strconv.AppendUint(b, c.inputSeq, 10)
-	b = append(b, `,"dx":`...)
-	b = strconv.AppendInt(b, int64(dx), 10)
-	b = append(b, `,"dy":`...)
-	b = strconv.AppendInt(b, int64(dy), 10)
-	b = append(b, `}]}}`...)
-	c.buf = b
-	return c.inputSeq, c.writeLocked(websocket.TextMessage, b)
-}
-
-// Command sends one command with the next command seq and returns that seq. The
-// server acknowledges it with an ack message (movement: with the snapshot's input seq)
-// or refuses it with an error naming the seq.
+// Command sends one command with the next command seq and returns that seq, after the
+// inputs gathered before it (Move), so that the map reads both in the order they were
+// made. The server acknowledges it with an ack message (movement: with the snapshot's
+// input seq) or refuses it with an error naming the seq.
 func (c *Client) Command(feature, action string, payload any) (uint64, error) {
 	raw, err := json.Marshal(payload)
 	if err != nil {
@@ -320,6 +313,9 @@ func (c *Client) Command(feature, action string, payload any) (uint64, error) {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if err := c.flushLocked(); err != nil {
+		return 0, err
+	}
 	c.cmdSeq++
 	msg := wire.Inbound{V: wire.Version, Kind: wire.KindCommand, Seq: c.cmdSeq, Feature: feature, Action: action,
 		Payload: raw, Tick: c.lastTick.Load()}
@@ -343,16 +339,16 @@ func (c *Client) Ping() error {
 	return c.sendNumber(`{"v":1,"kind":"ping","t":`, uint64(time.Since(c.epoch).Microseconds()))
 }
 
-// ack acknowledges the snapshot of tick.
-func (c *Client) ack(tick uint64) {
-	_ = c.sendNumber(`{"v":1,"kind":"ack","tick":`, tick)
-}
-
 // sendNumber sends prefix, n and a closing brace: the small messages the client sends
 // often, built without reflection.
 func (c *Client) sendNumber(prefix string, n uint64) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	return c.sendNumberLocked(prefix, n)
+}
+
+// sendNumberLocked is sendNumber with wmu held.
+func (c *Client) sendNumberLocked(prefix string, n uint64) error {
 	b := append(c.buf[:0], prefix...)
 	b = strconv.AppendUint(b, n, 10)
 	b = append(b, '}')

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,11 +105,20 @@ func (c *Client) State() Mirror {
 func (c *Client) run() {
 	defer close(c.done)
 	dec := wire.NewDecoder(0)
+	// One buffer for every message read, grown to the largest: a crowd of bots reads
+	// fifteen snapshots a second each, and neither the decoder nor text() keeps the
+	// bytes, so a fresh slice per message was garbage for nothing.
+	var buf bytes.Buffer
 	for {
 		c.wmu.Lock()
 		ws := c.ws
 		c.wmu.Unlock()
-		typ, data, err := ws.ReadMessage()
+		typ, r, err := ws.NextReader()
+		if err == nil {
+			buf.Reset()
+			_, err = buf.ReadFrom(r)
+		}
+		data := buf.Bytes()
 		if err != nil {
 			if c.opt.Resume && !c.closing.Load() {
 				c.breakAt(MoveResume)
@@ -154,6 +164,7 @@ func (c *Client) ended(err error) {
 		c.mu.Unlock()
 	}
 	c.closing.Store(true)
+	c.flushTimer.Stop()
 	c.wmu.Lock()
 	c.ws.Close()
 	c.wmu.Unlock()
@@ -183,10 +194,7 @@ func (c *Client) snapshot(dec *wire.Decoder, data []byte) {
 	}
 	c.mu.Unlock()
 	c.lastTick.Store(uint64(s.Tick))
-	if c.unacked++; !c.opt.NoAutoAck && (s.Full || s.Records > 0 || c.unacked >= AutoAckQuiet) {
-		c.ack(uint64(s.Tick))
-		c.unacked = 0
-	}
+	c.answerSnapshot(uint64(s.Tick), s.Full || s.Records > 0)
 }
 
 // text handles one JSON message and returns the transfer it announces, if any, and

@@ -160,7 +160,8 @@ func (s *Swarm) Bots() []*Client {
 	return slices.Clone(s.bots)
 }
 
-// Drive sends every bot's W1 inputs (and a ping a second) until ctx ends.
+// Drive makes every bot's W1 inputs (and a ping a second) until ctx ends; each bot
+// sends its inputs batched, one message per snapshot it receives (Client.Move).
 func (s *Swarm) Drive(ctx context.Context) {
 	bots := s.Bots()
 	shards := s.Shards
@@ -251,17 +252,20 @@ type Report struct {
 	KbitDown        float64 `json:"kbitDownPerClient"`
 	KbitSnapshots   float64 `json:"kbitSnapshotsPerClient"`
 	KbitUp          float64 `json:"kbitUpPerClient"`
-	EntitiesInView  float64 `json:"entitiesInView"`
-	FullSnapshots   int64   `json:"fullSnapshots"`
-	BadSnapshots    int64   `json:"badSnapshots"`
-	Errors          int64   `json:"errors"`
-	RTTP50Ms        float64 `json:"rttP50Ms"`
-	RTTP99Ms        float64 `json:"rttP99Ms"`
-	RTTMaxMs        float64 `json:"rttMaxMs"`
-	BytesPerEntity  float64 `json:"snapshotBytesPerEntity"`
-	BotsCPUPercent  float64 `json:"botsCpuPercent"`
-	ForeignCPUPct   float64 `json:"foreignCpuPercent,omitempty"`
-	SnapshotsTotal  int64   `json:"snapshotsTotal"`
+	// MessagesUp is the messages a client sent a second: what the edge and the map
+	// pay a read and a parse for (one batch per snapshot and a ping a second, moving).
+	MessagesUp     float64 `json:"messagesUpPerClient"`
+	EntitiesInView float64 `json:"entitiesInView"`
+	FullSnapshots  int64   `json:"fullSnapshots"`
+	BadSnapshots   int64   `json:"badSnapshots"`
+	Errors         int64   `json:"errors"`
+	RTTP50Ms       float64 `json:"rttP50Ms"`
+	RTTP99Ms       float64 `json:"rttP99Ms"`
+	RTTMaxMs       float64 `json:"rttMaxMs"`
+	BytesPerEntity float64 `json:"snapshotBytesPerEntity"`
+	BotsCPUPercent float64 `json:"botsCpuPercent"`
+	ForeignCPUPct  float64 `json:"foreignCpuPercent,omitempty"`
+	SnapshotsTotal int64   `json:"snapshotsTotal"`
 	// Resumes counts the bots' connections that dropped and came back (Options.Resume)
 	// and how long they took, from the drop to the new welcome.
 	Resumes          int64   `json:"resumes"`
@@ -278,7 +282,7 @@ func (s *Swarm) Report(window time.Duration) Report {
 	sec := window.Seconds()
 	r := Report{Bots: len(bots), JoinFailures: s.JoinFailures, WindowSec: sec, MinSnapshotsSec: math.Inf(1)}
 	var rtts, resumes latency.Recorder
-	var down, up, snapBytes int64
+	var down, up, msgsUp, snapBytes int64
 	for _, c := range bots {
 		st := c.Stats()
 		if st.Dropped {
@@ -291,6 +295,7 @@ func (s *Swarm) Report(window time.Duration) Report {
 		r.EntitiesSeenSum += st.EntitiesSeen
 		down += st.BytesDown
 		up += st.BytesUp
+		msgsUp += st.MessagesUp
 		snapBytes += st.SnapshotBytes
 		r.MinSnapshotsSec = min(r.MinSnapshotsSec, float64(st.Snapshots)/sec)
 		rtts.AddAll(st.RTT)
@@ -301,6 +306,7 @@ func (s *Swarm) Report(window time.Duration) Report {
 		r.SnapshotsPerSec = float64(r.SnapshotsTotal) / n / sec
 		r.KbitDown = float64(down) * 8 / 1000 / n / sec
 		r.KbitUp = float64(up) * 8 / 1000 / n / sec
+		r.MessagesUp = float64(msgsUp) / n / sec
 		r.KbitSnapshots = float64(snapBytes) * 8 / 1000 / n / sec
 	} else {
 		r.MinSnapshotsSec = 0

@@ -296,3 +296,58 @@ func TestScaledSpeed(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotRateBatchesDropNothing: a client that makes an input every tick and sends
+// what it gathered once per snapshot received (every second tick at 30 and 15 Hz; when
+// snapshots stop, its idle rule sends as often), each batch arriving up to two ticks
+// late, has every input walked, none dropped, and ends where its prediction does.
+func TestSnapshotRateBatchesDropNothing(t *testing.T) {
+	_, w := defaultWorld(t)
+	s, _ := sim.New(w, sim.Options{})
+	slot, _ := s.AddPlayer(sim.PlayerState{Pos: s.SpawnPoint(0)})
+	c := sim.NewColliders(w)
+	pred, st := s.Entities[slot].Pos, sim.Stride{}
+	r := rand.New(rand.NewPCG(3, 4))
+	dirs := []sim.Input{{DX: 127}, {DX: 90, DY: 90}, {DY: -127}, {DX: -127, DY: 20}}
+	type batch struct {
+		at     int
+		inputs []sim.Input
+	}
+	var gathered []sim.Input
+	var inFlight []batch
+	const ticks = 30 * 60
+	lastArrival := 0
+	for tick := range ticks {
+		in := dirs[(tick/31)%len(dirs)]
+		in.Seq = uint64(tick + 1)
+		gathered = append(gathered, in)
+		pred, st = sim.Walk(c, pred, st, in, sim.DefaultPlayerSpeed, sim.DefaultTickHz)
+		if tick%2 == 1 {
+			// TCP keeps the order: a batch never arrives before the one sent earlier.
+			lastArrival = max(lastArrival, tick+1+r.IntN(3))
+			inFlight = append(inFlight, batch{at: lastArrival, inputs: gathered})
+			gathered = nil
+		}
+		for len(inFlight) > 0 && inFlight[0].at <= tick {
+			s.Enqueue(slot, inFlight[0].inputs)
+			inFlight = inFlight[1:]
+		}
+		s.Step()
+	}
+	for _, b := range inFlight {
+		s.Enqueue(slot, b.inputs)
+	}
+	s.Enqueue(slot, gathered)
+	for range 40 {
+		s.Step()
+	}
+	if d := s.Counters().InputsDropped; d != 0 {
+		t.Fatalf("%d inputs dropped", d)
+	}
+	if got := s.Players[slot].LastSeq; got != ticks {
+		t.Fatalf("last seq %d, want %d", got, ticks)
+	}
+	if got := s.Entities[slot].Pos; got != pred {
+		t.Fatalf("server at %+v, prediction at %+v", got, pred)
+	}
+}

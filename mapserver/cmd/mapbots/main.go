@@ -1,6 +1,7 @@
 // Command mapbots joins N bots to one map and drives workload W1 (docs/benchmarks.md):
-// each bot sends a movement input at 30 Hz with a direction that changes every 0.75 to
-// 1.25 s, and a ping every second. After a warm-up it measures a window and prints, per
+// each bot makes a movement input at 30 Hz with a direction that changes every 0.75 to
+// 1.25 s, sent batched, one message per snapshot received (-each-input: one per input),
+// and a ping every second. After a warm-up it measures a window and prints, per
 // client, snapshots per second, kbit/s down, entities in view, round trips and drops,
 // and the bots' own CPU.
 //
@@ -65,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	movesList := fs.String("moves", "", "comma-separated phases (e.g. upgrade,restart): every bot records how it goes to the map's next container (a moving event, a transfer, a resume, a rejoin: socket closed, pause, rollback) and comes back by itself (-resume, -rejoin); SIGUSR1 ends the current phase, the last one ends the window, and the report has one summary a phase (scripts/bench-upgrade.sh)")
 	rejoin := fs.Bool("rejoin", false, "with -resume: a bot whose resume fails joins anew as it joined first (a new character), retrying for 30 s")
 	speed := fs.Float64("speed", 5, "with -moves: the speed the map moves a bot at, units/s (W1's 5), for the rollback its own input explains")
+	eachInput := fs.Bool("each-input", false, "send every input at once in a message of its own, as clients did before inputs were batched per snapshot (a before/after comparison of the message rate)")
 	gather := fs.Float64("gather", 0, "with -spread and -probe: save every bot within this many units of the probe's spawn position instead of all over the map (workload W3)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -98,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := &client.Swarm{JoinURL: *joinURL, MapURL: *mapURL, N: *n, JoinPerSec: *joinRate, Idle: *idle, Shards: *shards,
-		Seed: *seed, Rejoin: *rejoin, Options: client.Options{NoAutoAck: !*idle, Resume: *resume, TrackMoves: len(names) > 0}}
+		Seed: *seed, Rejoin: *rejoin, Options: client.Options{NoAutoAck: !*idle, SendEachInput: *eachInput, Resume: *resume, TrackMoves: len(names) > 0}}
 	if *spread != "" {
 		s.Spread = &client.Spread{ControlURL: *spread, Secret: os.Getenv("MAP_CREDENTIAL"), Width: *size, Height: *size,
 			IntoMap: *intoMap, IntoInstance: *into}
@@ -268,7 +270,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "newcomers: %d joined (p50 %.1f ms, max %.1f ms), %d refused, %d failed%s\n", jl.Joins, jl.P50Ms, jl.MaxMs, jl.Refused, jl.Failed, firstError(jl.FirstError))
 	}
 	fmt.Fprintf(stdout, "snapshots/s per client %.2f (min %.2f), full %d, undecodable %d\n", r.SnapshotsPerSec, r.MinSnapshotsSec, r.FullSnapshots, r.BadSnapshots)
-	fmt.Fprintf(stdout, "kbit/s down per client %.2f (snapshots %.2f), up %.2f\n", r.KbitDown, r.KbitSnapshots, r.KbitUp)
+	fmt.Fprintf(stdout, "kbit/s down per client %.2f (snapshots %.2f), up %.2f in %.1f messages a second\n", r.KbitDown, r.KbitSnapshots, r.KbitUp, r.MessagesUp)
 	fmt.Fprintf(stdout, "entities in view %.1f, %.2f snapshot bytes per entity\n", r.EntitiesInView, r.BytesPerEntity)
 	fmt.Fprintf(stdout, "rtt p50 %.2f ms p99 %.2f ms, errors %d\n", r.RTTP50Ms, r.RTTP99Ms, r.Errors)
 	fmt.Fprintf(stdout, "bots CPU %.1f%% of one core\n", r.BotsCPUPercent)

@@ -218,8 +218,25 @@ func TestPage_PlaysInChromium(t *testing.T) {
 	var authKey string
 	page.eval(`localStorage.getItem("mapyard.authKey")`, &authKey)
 	t.Run("KeysMoveThePlayer", func(t *testing.T) {
+		// The page sends at most one message per snapshot it receives: the inputs
+		// gathered since the last, carrying the ack (docs/netcode.md, Commands and acks).
+		type counts struct{ Messages, Received, Batches, Sent float64 }
+		const read = `(({messages, received, batches, sent}) => ({messages, received, batches, sent}))(mapyardDebug.session.stats)`
+		var before, after counts
+		page.eval(read, &before)
+		began := time.Now()
 		page.walk("KeyD", 2)
 		page.reconciled()
+		took := time.Since(began).Seconds()
+		page.eval(read, &after)
+		msgs, snaps, batches, inputs := after.Messages-before.Messages, after.Received-before.Received, after.Batches-before.Batches, after.Sent-before.Sent
+		t.Logf("walking %.1f s: %.0f inputs in %.0f batches; %.0f messages up (%.1f a second) for %.0f snapshots received",
+			took, inputs, batches, msgs, msgs/took, snaps)
+		// Pings go once a second on their own; a batch may also leave when no snapshot
+		// came for a snapshot interval (a late one), which a loaded machine sees now and then.
+		if limit := snaps + math.Ceil(took) + 1 + snaps/4; msgs > limit || batches >= inputs {
+			t.Fatalf("%.0f messages (%.0f batches of %.0f inputs) for %.0f snapshots received: want at most %.0f", msgs, batches, inputs, snaps, limit)
+		}
 		if n := page.screenshot("moved"); n < 16 {
 			t.Fatalf("the canvas shows %d colours after walking", n)
 		}

@@ -1,6 +1,7 @@
 // The player's connection to the game, following docs/netcode.md: join through the
 // edge, hello with the ticket, decode binary snapshots with the server's own decoder
-// (WASM), send sequenced movement input batches that carry the snapshot acks, predict
+// (WASM), send the movement inputs gathered since the last snapshot in one batch that
+// carries that snapshot's ack (at most one message per snapshot received), predict
 // the player's own movement with the server's movement code and reconcile it on every
 // snapshot, keep a short buffer of snapshots for interpolating everyone else, follow
 // portals, and come back by itself after a dropped connection: resume inside the resume
@@ -10,6 +11,7 @@
 // resume token went with its process.
 
 import { closed } from "./words.js";
+import { othersAt, periodOf, recordTrack } from "./interpolate.js";
 
 // Reconnect attempts back off from 200 ms to 500 ms (±20 %): a crashed map is back
 // within about half a second of being ready.
@@ -26,7 +28,11 @@ const SNAPSHOT_BUFFER = 32;
 // no change is sent twice, and one that changed nothing only after IDLE_ACK_QUIET of them
 // (the map keeps baselines for 16): an idle crowd where nothing moves acks an eighth.
 const IDLE_ACK_QUIET = 8;
-const TRACK_POINTS = 6;   // the last position changes kept per entity for interpolation
+// Inputs gathered wait for the next snapshot and leave with its ack; when none came for
+// 66.7 ms (a snapshot interval at the default 15 Hz, whatever the map's rate, so that a
+// batch stays far inside the map's jitter buffer) since the last batch or snapshot, they
+// leave at the next input (docs/netcode.md: Commands and acks).
+const BATCH_IDLE_MS = 1000 / 15;
 
 // Connection states, as the status line and the overlay show them.
 export const State = {
@@ -62,7 +68,9 @@ export class Session {
     this.rejoinCred = null;     // the orchestrator's rejoin credential of this session (used once)
     this.cmdSeq = 0;
     this.inputSeq = 0;
-    this.pending = [];          // inputs sent and not yet applied by the server
+    this.pending = [];          // inputs predicted and not yet applied by the server
+    this.sentSeq = 0;           // the newest input seq sent: pending inputs above it wait for a snapshot
+    this.heardAt = 0;           // performance.now() of the last snapshot or input batch
     this.ackTick = 0;           // newest snapshot tick decoded
     this.unacked = 0;           // snapshots decoded since the last ack sent
     this.ackChanged = false;    // one of them changed the view
@@ -82,7 +90,7 @@ export class Session {
     this.commands = new Map();  // seq -> {seq, feature, action, payload} awaiting an answer
     this.itemIds = new Map();   // item entity id -> item id, learned from item events
     this.seeded = new Map();    // "template:x:y" -> item id of the items the map's generator placed
-    this.stats = { rtt: 0, sent: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0, corrections: [],
+    this.stats = { rtt: 0, sent: 0, batches: 0, messages: 0, received: 0, acked: 0, snapshots: [], bytes: [], predictionError: 0, corrections: [],
       maxPredictionError: 0, lastTick: 0, reconnects: 0, transfers: 0, rejoins: 0, resumes: 0, mapsGone: 0, moves: 0,
       welcomedAt: 0, movedAt: 0 }; // wall-clock ms of the last welcome and of the first move after it
   }
@@ -178,6 +186,7 @@ export class Session {
     this.cmdSeq = 0;
     this.inputSeq = 0;
     this.pending = [];
+    this.sentSeq = 0;
     this.dropCommands("the connection changed");
     this.ackStride = [0, 0, 0];
     this.predStride = [0, 0, 0];
@@ -275,6 +284,7 @@ export class Session {
     if (this.decoder) this.wasm.dropDecoder(this.decoder);
     this.decoder = this.wasm.newDecoder();
     this.ackTick = 0;
+    this.heardAt = performance.now(); // the welcome's snapshots come next
     this.staleView = keepView;
     if (!keepView) this.freshView();
     if (moved) this.itemIds.clear();
@@ -308,7 +318,7 @@ export class Session {
       this.hooks.onEvent(`back on ${w.mapId} as the same character`, "info");
     } else if (w.resumed) this.hooks.onEvent("resumed", "info");
     this.setState(State.playing, w.instanceId);
-    if (w.resumed && this.pending.length) this.sendInputs(this.pending.slice(-MAX_BATCH));
+    if (w.resumed && this.pending.length) this.sendInputs(this.pending.slice(-MAX_BATCH)); // what the old socket may have lost
     this.pingLoop(this.ws);
   }
 
@@ -391,7 +401,10 @@ export class Session {
   }
 
   send(msg) {
-    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) {
+      this.ws.send(JSON.stringify(msg));
+      this.stats.messages++;
+    }
   }
 
   count(n) {
@@ -415,6 +428,7 @@ export class Session {
       this.freshView();
     }
     this.stats.snapshots.push(now);
+    this.stats.received++;
     this.stats.lastTick = s.tick;
     this.ackTick = s.tick;
     this.unacked++;
@@ -443,6 +457,29 @@ export class Session {
       this.reconcile(self, s.seq);
     }
     this.track(ents, s.tick * tickMs);
+    this.answerSnapshot();
+  }
+
+  // answerSnapshot sends the one message a snapshot gets: the inputs gathered since the
+  // last batch, carrying its ack, or without any an ack when it changed the view (or
+  // IDLE_ACK_QUIET went by without one), else nothing.
+  answerSnapshot() {
+    this.heardAt = performance.now();
+    if (this.flushInputs()) return;
+    if (this.ackChanged || this.unacked >= IDLE_ACK_QUIET) {
+      this.send({ v: 1, kind: "ack", tick: this.ackTick });
+      this.unacked = 0;
+      this.ackChanged = false;
+    }
+  }
+
+  // flushInputs sends the inputs gathered and not yet sent in one batch; false when
+  // there are none (or the map is moving the player, when they are held back).
+  flushInputs() {
+    if (this.isMoving || !this.pending.length || this.pending[this.pending.length - 1].seq <= this.sentSeq) return false;
+    const i = this.pending.findIndex((p) => p.seq > this.sentSeq);
+    this.sendInputs(this.pending.slice(i));
+    return true;
   }
 
   // snapshotMs is the interval between two snapshots of the map.
@@ -450,38 +487,10 @@ export class Session {
     return 1000 / ((this.welcome && this.welcome.snapshotHz) || 15);
   }
 
-  // period returns how many snapshots apart e's position changes while it moves: 1,
-  // or the welcome's farView.every beyond its radius, where the map samples distant
-  // entities' movement (docs/netcode.md).
-  period(e) {
-    const fv = this.welcome && this.welcome.farView;
-    if (!fv || !this.server) return 1;
-    const r = fv.radius * this.wasm.quantaPerUnit, dx = e.x - this.server.x, dy = e.y - this.server.y;
-    return dx * dx + dy * dy > r * r ? fv.every : 1;
-  }
-
-  // track records, for every other entity, the snapshot times at which its position
-  // changed. A distant entity's position changes once every few snapshots, to where it
-  // was at that snapshot, so others() interpolates between these points instead of
-  // between snapshots. An entity that stood still before a change stood at its last
-  // point until one period before the change at the latest.
-  track(ents, time) {
-    for (const [id, e] of ents) {
-      if (id === this.selfId) continue;
-      const tr = this.tracks.get(id);
-      if (!tr) {
-        this.tracks.set(id, { points: [{ time, x: e.x, y: e.y }], extra: null });
-        continue;
-      }
-      const last = tr.points[tr.points.length - 1];
-      if (last.x === e.x && last.y === e.y) continue;
-      const period = this.period(e) * this.snapshotMs();
-      if (time - last.time > period * 1.5) tr.points.push({ time: time - period, x: last.x, y: last.y });
-      tr.points.push({ time, x: e.x, y: e.y });
-      if (tr.points.length > TRACK_POINTS) tr.points.splice(0, tr.points.length - TRACK_POINTS);
-    }
-    for (const id of this.tracks.keys()) if (!ents.has(id)) this.tracks.delete(id);
-  }
+  // period, track and others are the interpolation of everyone else (interpolate.js).
+  period(e) { return periodOf(this, e); }
+  track(ents, time) { recordTrack(this, ents, time); }
+  others(now, delayMs) { return othersAt(this, now, delayMs); }
 
   // reconcile drops the inputs the server applied and replays the rest from the
   // server's position with the server's movement code.
@@ -538,26 +547,21 @@ export class Session {
   }
 
   // step runs one input tick: direction (dx, dy) from the keys, predicted at once and
-  // sent in a batch that also acknowledges the newest snapshot.
+  // gathered for the batch the next snapshot answers (answerSnapshot); when no snapshot
+  // came for a snapshot interval, the gathered inputs leave now.
   step(dx, dy) {
     if (this.state !== State.playing || !this.world || !this.predicted || this.isMoving) return;
     this.previous = this.predicted;
-    this.lastStepAt = performance.now();
-    if (dx === 0 && dy === 0) {
-      if (this.ackChanged || this.unacked >= IDLE_ACK_QUIET) {
-        this.send({ v: 1, kind: "ack", tick: this.ackTick });
-        this.unacked = 0;
-        this.ackChanged = false;
-      }
-      return;
+    const now = performance.now();
+    this.lastStepAt = now;
+    if ((dx !== 0 || dy !== 0) && this.pending.length < MAX_PENDING) { // past MAX_PENDING the server would drop it: wait for acks
+      const input = { seq: ++this.inputSeq, dx, dy };
+      this.pending.push(input);
+      const next = this.replay(this.predicted, this.predStride, [input]);
+      this.predicted = { x: next.x, y: next.y };
+      this.predStride = next.stride;
     }
-    if (this.pending.length >= MAX_PENDING) return; // the server would drop it: wait for acks
-    const input = { seq: ++this.inputSeq, dx, dy };
-    this.pending.push(input);
-    const next = this.replay(this.predicted, this.predStride, [input]);
-    this.predicted = { x: next.x, y: next.y };
-    this.predStride = next.stride;
-    this.sendInputs([input]);
+    if (now - this.heardAt >= BATCH_IDLE_MS) this.flushInputs();
   }
 
   // command sends one command other than movement (items, equipment, ...) and returns
@@ -565,6 +569,7 @@ export class Session {
   // (equipment: an equip_result event), which onAnswer reports.
   command(feature, action, payload) {
     if (this.state !== State.playing || !this.ws || this.isMoving) return 0;
+    this.flushInputs(); // the inputs made before it go first, as they were made
     const msg = { v: 1, kind: "command", seq: ++this.cmdSeq, feature, action, payload };
     if (this.ackTick) { msg.tick = this.ackTick; this.unacked = 0; this.ackChanged = false; }
     this.send(msg);
@@ -617,7 +622,10 @@ export class Session {
       payload: { inputs } };
     if (this.ackTick) { msg.tick = this.ackTick; this.unacked = 0; this.ackChanged = false; }
     this.send(msg);
-    this.stats.sent = inputs[inputs.length - 1].seq;
+    this.sentSeq = inputs[inputs.length - 1].seq;
+    this.stats.sent = this.sentSeq;
+    this.stats.batches++;
+    this.heardAt = performance.now();
   }
 
   // selfPosition is where to draw the player (quanta): between the last two predicted
@@ -631,37 +639,6 @@ export class Session {
     this.correction.y *= 0.8;
     return { x: p.x + (this.predicted.x - p.x) * a + this.correction.x,
       y: p.y + (this.predicted.y - p.y) * a + this.correction.y };
-  }
-
-  // others returns every other entity interpolated delayMs behind the newest snapshot.
-  others(now, delayMs) {
-    const out = [];
-    if (!this.snapshots.length || this.clockOffset === null) return out;
-    const t = now - this.clockOffset - delayMs;
-    let a = this.snapshots[0], b = a;
-    for (let i = this.snapshots.length - 1; i >= 0; i--) {
-      if (this.snapshots[i].time <= t) { a = this.snapshots[i]; b = this.snapshots[i + 1] || a; break; }
-    }
-    const span = b.time - a.time;
-    const k = span > 0 ? Math.max(0, Math.min(1, (t - a.time) / span)) : 0;
-    for (const [id, eb] of b.entities) {
-      if (id === this.selfId) continue;
-      const tr = this.tracks.get(id);
-      let x, y;
-      if (tr) {
-        // A distant entity is drawn one period of its own further back, so that its
-        // next point has arrived; the delay eases when it crosses the radius.
-        const target = (this.period(eb) - 1) * this.snapshotMs();
-        tr.extra = tr.extra === null ? target : tr.extra + (target - tr.extra) * 0.1;
-        ({ x, y } = pointAt(tr.points, t - tr.extra));
-      } else {
-        const ea = a.entities.get(id) || eb;
-        x = ea.x + (eb.x - ea.x) * k;
-        y = ea.y + (eb.y - ea.y) * k;
-      }
-      out.push({ id, kind: eb.kind, x, y, facing: eb.facing, state: eb.state, template: eb.template });
-    }
-    return out;
   }
 
   // rates returns snapshots per second and kbit/s over the last second.
@@ -700,21 +677,6 @@ export class Session {
     const s = this.snapshots[this.snapshots.length - 1];
     return s ? s.entities.size : 0;
   }
-}
-
-// pointAt interpolates a track's points (sorted by time) at time t, holding the first
-// before it and the last after it.
-function pointAt(points, t) {
-  if (t <= points[0].time) return points[0];
-  for (let i = points.length - 1; i > 0; i--) {
-    const p = points[i - 1], q = points[i];
-    if (p.time <= t) {
-      if (t >= q.time) return q;
-      const k = (t - p.time) / (q.time - p.time);
-      return { x: p.x + (q.x - p.x) * k, y: p.y + (q.y - p.y) * k };
-    }
-  }
-  return points[points.length - 1];
 }
 
 // eventText is what the event log says of an event the page has no panel for: its
