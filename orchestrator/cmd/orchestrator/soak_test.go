@@ -170,6 +170,10 @@ func (s *soak) open(t *testing.T) {
 	s.edgeAddr = "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
 	s.k.edge = s.openEdge(t)
 	s.k.ws = "ws" + s.k.edge.PublicURL()[len("http"):]
+	// The edge of the moment is closed at the end; each replaced one was closed when
+	// it was replaced (a cleanup per edge would keep every one of them alive, and the
+	// test process's memory would grow with the edge restarts).
+	t.Cleanup(func() { s.k.edge.Close(context.Background()) })
 
 	s.loot, s.hall, s.field = lootMap(t, s.k.deployment+"-loot", 200, 15), smallMap(t, s.k.deployment+"-hall"), smallMap(t, s.k.deployment+"-field")
 	s.loot.GenerationRules.Portals = []mapgen.PortalRule{{TargetMapID: s.hall.MapID, Count: 1}}
@@ -192,7 +196,6 @@ func (s *soak) openEdge(t *testing.T) *edge.Edge {
 	if err := e.Open(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.Close(context.Background()) })
 	waitStatus(t, e.PublicURL()+"/readyz", http.StatusOK, 30*time.Second)
 	return e
 }
