@@ -122,8 +122,12 @@ type WantedInstance struct {
 	// Image is the image its template or its admin create named; empty means the
 	// host's ORCH_MAP_IMAGE at each start, so maps that name none follow the host's
 	// default image across upgrades.
-	Image  string `json:"image,omitempty"`
-	Status string `json:"status"`
+	Image string `json:"image,omitempty"`
+	// Env are the MAP_FAULT_* variables of a test's admin create
+	// (ORCH_ALLOW_FAULT_INJECTION=1), kept so that every container of the instance,
+	// after an orchestrator restart too, runs with them; empty otherwise.
+	Env    []string `json:"env,omitempty"`
+	Status string   `json:"status"`
 	// Restarts is how many times the supervisor restarted the instance after a crash
 	// or failed health, kept so that an orchestrator restart does not forget it (the
 	// store sets it apart from the rest: see supervise.Store.SetInstanceRestarts).

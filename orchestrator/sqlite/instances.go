@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -18,14 +19,18 @@ func (db *DB) PutInstance(ctx context.Context, w orchestrator.WantedInstance) er
 	if cfg == "" {
 		cfg = "{}"
 	}
-	err := db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	env, err := json.Marshal(append([]string{}, w.Env...))
+	if err != nil {
+		return fmt.Errorf("put map instance %q: %w", w.ID, err)
+	}
+	err = db.exec(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO map_instances (instance_id, map_id, config_json, image, status, created_at_ms, updated_at_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
+			INSERT INTO map_instances (instance_id, map_id, config_json, image, env_json, status, created_at_ms, updated_at_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (instance_id) DO UPDATE SET
 				map_id = excluded.map_id, config_json = excluded.config_json, image = excluded.image,
-				status = excluded.status, updated_at_ms = excluded.updated_at_ms`,
-			w.ID, w.MapID, cfg, w.Image, w.Status, now, now)
+				env_json = excluded.env_json, status = excluded.status, updated_at_ms = excluded.updated_at_ms`,
+			w.ID, w.MapID, cfg, w.Image, string(env), w.Status, now, now)
 		return err
 	})
 	if err != nil {
@@ -64,7 +69,7 @@ func (db *DB) DeleteInstance(ctx context.Context, id string) error {
 // ListInstances returns every wanted map instance, ordered by id.
 func (db *DB) ListInstances(ctx context.Context) ([]orchestrator.WantedInstance, error) {
 	rows, err := db.read.QueryContext(ctx, `
-		SELECT instance_id, map_id, config_json, image, status, restarts, created_at_ms, updated_at_ms
+		SELECT instance_id, map_id, config_json, image, env_json, status, restarts, created_at_ms, updated_at_ms
 		FROM map_instances ORDER BY instance_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list map instances: %w", err)
@@ -73,10 +78,13 @@ func (db *DB) ListInstances(ctx context.Context) ([]orchestrator.WantedInstance,
 	var out []orchestrator.WantedInstance
 	for rows.Next() {
 		var w orchestrator.WantedInstance
-		var cfg string
+		var cfg, env string
 		var created, updated int64
-		if err := rows.Scan(&w.ID, &w.MapID, &cfg, &w.Image, &w.Status, &w.Restarts, &created, &updated); err != nil {
+		if err := rows.Scan(&w.ID, &w.MapID, &cfg, &w.Image, &env, &w.Status, &w.Restarts, &created, &updated); err != nil {
 			return nil, fmt.Errorf("list map instances: %w", err)
+		}
+		if err := json.Unmarshal([]byte(env), &w.Env); err != nil {
+			return nil, fmt.Errorf("list map instances: env of %q: %w", w.ID, err)
 		}
 		if cfg != "{}" { // stored for "no config": the map runs its template
 			w.Config = []byte(cfg)

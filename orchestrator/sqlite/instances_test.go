@@ -21,7 +21,8 @@ func TestDB_Instances(t *testing.T) {
 	}
 	put(orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Config: json.RawMessage(`{"seed":7}`), Status: orchestrator.StatusRunning})
 	put(orchestrator.WantedInstance{ID: "a-1", MapID: "default", Status: orchestrator.StatusRunning})
-	put(orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Config: json.RawMessage(`{"seed":8}`), Image: "studio/forest:2", Status: orchestrator.StatusStopped})
+	put(orchestrator.WantedInstance{ID: "b-1", MapID: "forest", Config: json.RawMessage(`{"seed":8}`), Image: "studio/forest:2",
+		Env: []string{"MAP_FAULT_ALLOCATE_ON_SIGUSR1=true"}, Status: orchestrator.StatusStopped})
 
 	got, err := db.ListInstances(ctx)
 	if err != nil {
@@ -36,6 +37,11 @@ func TestDB_Instances(t *testing.T) {
 	// The image is kept as named; none stays none (the host's default at each start).
 	if got[1].Image != "studio/forest:2" || got[0].Image != "" {
 		t.Fatalf("images %q and %q, want studio/forest:2 and none", got[1].Image, got[0].Image)
+	}
+	// A test's fault switches are kept with the instance, so a restart after an
+	// orchestrator restart runs with them too.
+	if len(got[1].Env) != 1 || got[1].Env[0] != "MAP_FAULT_ALLOCATE_ON_SIGUSR1=true" || len(got[0].Env) != 0 {
+		t.Fatalf("env %q and %q, want the fault switch and none", got[1].Env, got[0].Env)
 	}
 	if err := db.DeleteInstance(ctx, "b-1"); err != nil {
 		t.Fatal(err)

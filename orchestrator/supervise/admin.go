@@ -40,13 +40,13 @@ func (s *Supervisor) Create(ctx context.Context, r orchestrator.CreateInstance) 
 	if r.Image != "" && !s.allowed(r.Image) {
 		return orchestrator.Instance{}, s.notAllowed(r.Image)
 	}
-	w := orchestrator.WantedInstance{ID: r.InstanceID, MapID: r.MapID, Config: r.Config, Image: r.Image, Status: orchestrator.StatusRunning, CreatedAt: s.Now()}
+	w := orchestrator.WantedInstance{ID: r.InstanceID, MapID: r.MapID, Config: r.Config, Image: r.Image, Env: r.Env, Status: orchestrator.StatusRunning, CreatedAt: s.Now()}
 	s.mu.Lock()
 	if _, ok := s.instances[r.InstanceID]; ok {
 		s.mu.Unlock()
 		return orchestrator.Instance{}, apierr.Errorf(apierr.ECONFLICT, "map instance %q exists", r.InstanceID)
 	}
-	in := s.addLocked(w, r.Env)
+	in := s.addLocked(w)
 	in.busy = true // nobody starts it before it is persisted
 	in.cold = r.Cold
 	s.mu.Unlock()

@@ -210,7 +210,7 @@ func (s *Supervisor) loadWanted(ctx context.Context) error {
 		if w.ID == s.DefaultInstanceID {
 			w.Status = orchestrator.StatusRunning // the default map is always wanted
 		}
-		in := s.addLocked(w, nil)
+		in := s.addLocked(w)
 		if w.Status == orchestrator.StatusRunning {
 			s.warmLocked(in.Image) // it starts (or is adopted) now
 		}
@@ -227,7 +227,7 @@ func (s *Supervisor) persist(ctx context.Context, w orchestrator.WantedInstance)
 
 func (s *Supervisor) persistStatus(in *instance, status string) {
 	in.status = status
-	w := orchestrator.WantedInstance{ID: in.ID, MapID: in.MapID, Config: in.config, Image: in.image, Status: status, CreatedAt: in.createdAt}
+	w := orchestrator.WantedInstance{ID: in.ID, MapID: in.MapID, Config: in.config, Image: in.image, Env: in.env, Status: status, CreatedAt: in.createdAt}
 	s.group.Go(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -255,13 +255,13 @@ func (s *Supervisor) persistRestarts(in *instance) {
 	})
 }
 
-func (s *Supervisor) addLocked(w orchestrator.WantedInstance, env []string) *instance {
+func (s *Supervisor) addLocked(w orchestrator.WantedInstance) *instance {
 	in := &instance{
 		Instance: orchestrator.Instance{ID: w.ID, MapID: w.MapID, Image: s.imageOf(w.Image), State: orchestrator.StateStopped, Reason: "not started", Since: s.Now(),
 			Restarts: w.Restarts},
 		config:    w.Config,
 		image:     w.Image,
-		env:       env,
+		env:       w.Env,
 		status:    w.Status,
 		createdAt: w.CreatedAt,
 		changed:   make(chan struct{}),

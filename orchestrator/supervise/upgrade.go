@@ -270,7 +270,7 @@ func (s *Supervisor) runUpgrade(in *instance, u *upgrade) {
 	s.setImageLocked(in, u.status.Image)
 	u.status.Phase = orchestrator.UpgradeHandingOff
 	s.changedLocked(in)
-	w := orchestrator.WantedInstance{ID: in.ID, MapID: in.MapID, Config: in.config, Image: in.image, Status: in.status, CreatedAt: in.createdAt}
+	w := orchestrator.WantedInstance{ID: in.ID, MapID: in.MapID, Config: in.config, Image: in.image, Env: in.env, Status: in.status, CreatedAt: in.createdAt}
 	prev, gen := u.prev, u.next.ident.Generation
 	s.mu.Unlock()
 	s.Log.Info("map upgrade: next container is the instance's; handing players over", "instance", in.ID, "next", shortID(u.next.id), "previous", shortID(prev.id))
