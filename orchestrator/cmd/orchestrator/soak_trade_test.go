@@ -138,6 +138,13 @@ func (tr *soakTraders) pickup() error {
 }
 
 func (tr *soakTraders) trade() error {
+	// Beside each other: after a fault the two came back where each was saved.
+	if e, ok := tr.a.c.State().SelfEntity(); ok {
+		ax, ay := client.Position(e)
+		if _, err := steer(tr.b.c, ax, ay, 0.5, nil, nil); err != nil {
+			return fmt.Errorf("walking to the other trader: %w", err)
+		}
+	}
 	seq, err := tr.a.c.Command(game.FeatureItems, game.ActionOffer, map[string]string{"itemId": tr.item.ID, "toCharacterId": tr.b.character})
 	if err != nil {
 		return err
