@@ -139,11 +139,16 @@ func (tr *soakTraders) pickup() error {
 
 func (tr *soakTraders) trade() error {
 	// Beside each other: after a fault the two came back where each was saved.
-	if e, ok := tr.a.c.State().SelfEntity(); ok {
-		ax, ay := client.Position(e)
-		if _, err := steer(tr.b.c, ax, ay, 0.5, nil, nil); err != nil {
-			return fmt.Errorf("walking to the other trader: %w", err)
-		}
+	self, ok := tr.a.c.State().SelfEntity()
+	for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); self, ok = tr.a.c.State().SelfEntity() {
+		time.Sleep(20 * time.Millisecond) // its first snapshot after a join
+	}
+	if !ok {
+		return fmt.Errorf("the offering trader is in none of its snapshots")
+	}
+	ax, ay := client.Position(self)
+	if _, err := steer(tr.b.c, ax, ay, 0.5, nil, nil); err != nil {
+		return fmt.Errorf("walking to the other trader: %w", err)
 	}
 	seq, err := tr.a.c.Command(game.FeatureItems, game.ActionOffer, map[string]string{"itemId": tr.item.ID, "toCharacterId": tr.b.character})
 	if err != nil {
