@@ -23,6 +23,8 @@
 # Env:   NS="100 250 500 1000" PATHS=direct ("direct", "edge" or "direct edge")
 #        WARMUP=15 WINDOW=60 (seconds) PIN=1
 #        IMAGE=mapyard/map:<version>  PEER=/tmp/peers/colyseus (empty: skip the peer)
+#        BOTS_ARGS="-each-input" (more mapbots flags: this one sends one message an input,
+#        as clients did before inputs were batched per snapshot)
 #        IDLE_SEED=3 (where the idle player stands: mapbots -seed; 3 puts it among 22 entities)
 #        OUT=bench-results/w1-<UTC time>
 set -euo pipefail
@@ -122,7 +124,7 @@ run_direct() {
 	sleep 1
 	idle=$(rss_mb "$pid")
 	echo "mapyard N=$N: map container pid $pid, idle RSS ${idle} MB" >&2
-	bots -n "$N" -warmup "${WARMUP}s" -window "${WINDOW}s" -server-pid "$pid" -spread "http://127.0.0.1:$CTL" 2>>"$OUT/mapbots.log" |
+	bots -n "$N" -warmup "${WARMUP}s" -window "${WINDOW}s" -server-pid "$pid" -spread "http://127.0.0.1:$CTL" ${BOTS_ARGS:-} 2>>"$OUT/mapbots.log" |
 		jq --argjson idle "$idle" '.server.rssIdleMb = $idle' >"$OUT/mapyard-n$N.json"
 	jq -c '{n, cpu: .server.cpuPercent, kbit: .bots.kbitDownPerClient, view: .bots.entitiesInView, snaps: .bots.snapshotsPerSec, tickP99: .server.tickP99Ms, drops: (.bots.dropped + .server.droppedClients), foreign: .server.foreignCpuPercent}' "$OUT/mapyard-n$N.json" >&2
 	docker stop -t 5 "$CONTAINER" >/dev/null
@@ -147,7 +149,7 @@ run_edge() {
 	if MAP_CREDENTIAL="$spreadCred" MAP_ORCH_CREDENTIAL="$ORCH_CRED" "${BOT_CPUS[@]}" bin/mapbots -json \
 		-join "http://127.0.0.1:$EP" -n "$N" -warmup "${WARMUP}s" -window "${WINDOW}s" \
 		-spread "$CTL_URL" -into "$inst" -into-map w1 \
-		-server-pid "$MAP_PID" -metrics "http://$MAP_CTL/metrics" -edge-pid "$EDGE_PID" \
+		-server-pid "$MAP_PID" -metrics "http://$MAP_CTL/metrics" -edge-pid "$EDGE_PID" ${BOTS_ARGS:-} \
 		>"$OUT/run.json" 2>>"$OUT/mapbots.log"; then
 		mv "$OUT/run.json" "$OUT/mapyard-edge-n$N.json"
 		jq -c '{n, path: "edge", map: .server.cpuPercent, edge: .edge.cpuPercent, kbit: .bots.kbitDownPerClient, view: .bots.entitiesInView, snaps: .bots.snapshotsPerSec, tickP99: .server.tickP99Ms, drops: (.bots.dropped + .server.droppedClients), foreign: .server.foreignCpuPercent}' "$OUT/mapyard-edge-n$N.json" >&2
