@@ -39,6 +39,18 @@ func (l leases) Authorize(_ context.Context, id, instanceID string, epoch int64)
 
 // mustService opens a real SQLite store with characters alice (held by i1 at epoch 3),
 // bob (held by i2) and carol (in no map), and a crown policy anchored in i1.
+// mustSeed lays coins of the ids on the ground of instance i1.
+func mustSeed(t *testing.T, s *critical.Service, ids ...string) {
+	t.Helper()
+	var list []items.Item
+	for _, id := range ids {
+		list = append(list, items.Item{ID: id, TemplateID: "coin", Quantity: 1, Place: ground, State: items.StateActive})
+	}
+	if _, err := s.InstanceItems(context.Background(), mapcontract.InstanceItemsRequest{InstanceID: "i1", Seed: list}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func mustService(t *testing.T) (*critical.Service, *sqlite.DB) {
 	t.Helper()
 	db := sqlite.NewDB(filepath.Join(t.TempDir(), "mapyard.db"))
@@ -129,25 +141,16 @@ func TestService_Commit(t *testing.T) {
 	pickup := func(id, item string, to items.Place, epochs map[string]int64) record.CriticalEvent {
 		return event(id, items.KindPickup, 2, items.Payload{Move: items.Move{ItemID: item, TemplateID: "coin", Quantity: 1, From: ground, To: to}}, epochs)
 	}
-	seed := func(t *testing.T, s *critical.Service, ids ...string) {
-		var list []items.Item
-		for _, id := range ids {
-			list = append(list, items.Item{ID: id, TemplateID: "coin", Quantity: 1, Place: ground, State: items.StateActive})
-		}
-		if _, err := s.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "i1", Seed: list}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	t.Run("LeaseHolderPicksUp", func(t *testing.T) {
 		s, _ := mustService(t)
-		seed(t, s, "c1")
+		mustSeed(t, s, "c1")
 		if _, err := s.Commit(ctx, pickup("p1", "c1", alice, map[string]int64{"alice": 3})); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("ErrForbiddenNotHeld", func(t *testing.T) {
 		s, db := mustService(t)
-		seed(t, s, "c1")
+		mustSeed(t, s, "c1")
 		_, err := s.Commit(ctx, pickup("p1", "c1", carol, map[string]int64{"carol": 0}))
 		wantCode(t, err, apierr.EFORBIDDEN)
 		if _, err := db.CriticalEvent(ctx, "p1"); apierr.Code(err) != apierr.ENOTFOUND {
@@ -156,7 +159,7 @@ func TestService_Commit(t *testing.T) {
 	})
 	t.Run("ErrConflictStaleEpoch", func(t *testing.T) {
 		s, _ := mustService(t)
-		seed(t, s, "c1")
+		mustSeed(t, s, "c1")
 		_, err := s.Commit(ctx, pickup("p1", "c1", alice, map[string]int64{"alice": 2}))
 		wantCode(t, err, apierr.ECONFLICT)
 	})
@@ -236,16 +239,6 @@ func TestService_CommitBatch(t *testing.T) {
 	move := func(id string, kind items.Kind, item string, from, to items.Place, epoch int64) record.CriticalEvent {
 		return event(id, kind, 2, items.Payload{Move: items.Move{ItemID: item, TemplateID: "coin", Quantity: 1, From: from, To: to}},
 			map[string]int64{"alice": epoch})
-	}
-	mustSeed := func(t *testing.T, s *critical.Service, ids ...string) {
-		t.Helper()
-		var list []items.Item
-		for _, id := range ids {
-			list = append(list, items.Item{ID: id, TemplateID: "coin", Quantity: 1, Place: ground, State: items.StateActive})
-		}
-		if _, err := s.InstanceItems(ctx, mapcontract.InstanceItemsRequest{InstanceID: "i1", Seed: list}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	t.Run("InOrderInOneCommit", func(t *testing.T) {
 		s, db := mustService(t)
