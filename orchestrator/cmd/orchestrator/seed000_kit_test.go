@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"path/filepath"
@@ -73,9 +74,25 @@ func newKit(t *testing.T, extra ...string) *kit {
 	}, extra...)...)
 	k.orch = startOrchestrator(t, k.env)
 	waitStatus(t, k.orch.public+"/readyz", http.StatusOK, 60*time.Second)
-	k.edge = openEdge(t, k.orch.control, k.orch.edgeCredential)
+	edgeLogs := &lockedBuffer{}
+	k.edge = openEdgeLog(t, k.orch.control, k.orch.edgeCredential, slog.New(slog.NewJSONHandler(edgeLogs, nil)))
 	k.ws = "ws" + strings.TrimPrefix(k.edge.PublicURL(), "http")
+	// A failed kit test shows what the edge and the orchestrator said: a player's
+	// closed socket or a refused move is explained there, not in the assertion.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("edge log:\n%s\norchestrator log (last 16 kB):\n%s", lastBytes(edgeLogs.String(), 16<<10), lastBytes(k.orch.logs.String(), 16<<10))
+		}
+	})
 	return k
+}
+
+// lastBytes is the end of s, at most n bytes of it.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }
 
 // restart starts the orchestrator again on the same database, control port and

@@ -41,6 +41,7 @@ func TestUpgrade_LiveWithPlayersConnected(t *testing.T) {
 	var clients []*client.Client
 	var moving [players]atomic.Int32
 	var welcomes [players]atomic.Int32
+	var closed [players]atomic.Value // the client's "closed" event, if its socket ends
 	for i := range players {
 		c := k.enterAt(t, arena, 100+float64(i)*10, 120, client.Options{})
 		clients = append(clients, c)
@@ -51,6 +52,8 @@ func TestUpgrade_LiveWithPlayersConnected(t *testing.T) {
 					moving[i].Add(1)
 				case e.Kind == wire.KindWelcome:
 					welcomes[i].Add(1)
+				case e.Kind == "closed":
+					closed[i].Store(fmt.Sprintf("close code %d: %v", e.Close, e.Err))
 				}
 			}
 		}()
@@ -117,7 +120,8 @@ func TestUpgrade_LiveWithPlayersConnected(t *testing.T) {
 		for i, c := range clients {
 			select {
 			case <-c.Done():
-				t.Fatalf("player %d's socket closed during the upgrade", i)
+				waitUntil(t, "the closed event", func() bool { return closed[i].Load() != nil })
+				t.Fatalf("player %d's socket closed during the upgrade (%s); welcomes %d, moving events %d", i, closed[i].Load(), welcomes[i].Load(), moving[i].Load())
 			default:
 			}
 			waitUntil(t, "the new container's welcome", func() bool { return welcomes[i].Load() >= 1 && moving[i].Load() == 1 })
