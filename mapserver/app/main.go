@@ -42,7 +42,7 @@ type Main struct {
 	Config mapenv.Config
 	Log    *slog.Logger
 	// NewGame builds the game of the generated world; nil means the reference game
-	// (game.Build) with the host's options (MAP_VIEW_CAP, MAP_RECOVERY_EVERY_TICKS).
+	// (game.Build) with the host's options (MAP_VIEW_CAP, MAP_VIEW_NEAR, MAP_RECOVERY_EVERY_TICKS).
 	NewGame gameapi.New
 	// StopTimeout bounds Close; zero means DefaultStopTimeout.
 	StopTimeout time.Duration
@@ -76,7 +76,7 @@ func (m *Main) Open() error {
 		m.Log = slog.New(slog.DiscardHandler)
 	}
 	if m.NewGame == nil {
-		m.NewGame = game.Build(game.Options{ViewCap: cfg.ViewCap, RecoveryEveryTicks: uint64(cfg.RecoveryEveryTicks)})
+		m.NewGame = game.Build(game.Options{ViewCap: cfg.ViewCap, ViewNear: cfg.ViewNear, RecoveryEveryTicks: uint64(cfg.RecoveryEveryTicks)})
 	}
 	if cfg.FaultPanicAtTick > 0 {
 		m.Log.Warn("fault injection: the game panics at a tick", "tick", cfg.FaultPanicAtTick)

@@ -24,6 +24,9 @@ import (
 type Options struct {
 	// ViewCap bounds the entities one snapshot shows (DefaultViewCap; 0: no cap).
 	ViewCap int
+	// ViewNear is how many of a crowded view's entities are seen near
+	// (DefaultViewNear; 0: all within the far radius).
+	ViewNear int
 	// RecoveryEveryTicks is the critical-item recovery pass's period in ticks (0:
 	// never).
 	RecoveryEveryTicks uint64
@@ -43,6 +46,7 @@ func Build(o Options) gameapi.New {
 		}
 		g.SetSnapshotHz(s.SnapshotHz)
 		g.SetViewCap(o.ViewCap)
+		g.SetViewNear(o.ViewNear)
 		g.loadInstanceItems(s, o.RecoveryEveryTicks)
 		return g, nil
 	}
@@ -267,7 +271,7 @@ func (g *Game) Step(out gameapi.Out) {
 func (g *Game) Welcome(characterID string) gameapi.Welcome {
 	g.views++
 	return gameapi.Welcome{
-		View:    &view{g: g, id: characterID, client: wire.NewClient(wire.DefaultClientRing), countdown: g.views % reselectEvery},
+		View:    &view{g: g, id: characterID, client: wire.NewClient(wire.DefaultClientRing), countdown: g.views % reselectEvery, nearCountdown: g.views % reselectEvery},
 		FarView: g.FarView(),
 		After:   [][]byte{g.InventoryFrame(characterID)},
 	}

@@ -1,6 +1,8 @@
 package game
 
 import (
+	"slices"
+
 	"github.com/mapyard/mapyard/mapserver/sim"
 	"github.com/mapyard/mapyard/mapserver/wire"
 )
@@ -15,9 +17,78 @@ import (
 // what it did.
 const DefaultFarRadius = 60 * sim.QuantaPerUnit
 
+// DefaultViewNear is how many of a crowded view's entities a player sees near however
+// close the rest stand: the nearest ones, plus itself and whatever chases it or trades
+// with it. The others in the far radius are seen from afar like distant ones (their
+// movement once every wire.DefaultFarEvery snapshots). A moving crowd of a thousand in
+// one spot fills every view to its cap (DefaultViewCap) with entities that all move, so
+// without this each client is sent every one of them moving on every snapshot; with it,
+// about a third of that. Thirty-two is the people a player can tell apart around it on
+// the page's screen, several times the few units it acts within.
+const DefaultViewNear = 32
+
+// SetViewNear sets how many entities of a view are seen near at most, the nearest
+// (DefaultViewNear at first); n <= 0 shows every entity in the far radius near.
+func (g *Game) SetViewNear(n int) { g.viewNear = n }
+
 // SetFarRadius sets the distance in quanta beyond which a player sees an entity from
 // afar (DefaultFarRadius at first); r <= 0 shows every entity near.
 func (g *Game) SetFarRadius(r int32) { g.farRadius = r }
+
+// nearFar returns the slots of self's snapshot that self sees near, when its view
+// (visible) holds more than viewNear entities and there is a far rule (FarView): itself,
+// the pinned ones and the viewNear nearest of those in the far radius (by distance, then
+// slot), the others of visible seen from afar (the encoder takes visible as the far
+// list: a slot in both lists is near). The nearest are selected again every
+// reselectEvery snapshots, as a capped view's are, and kept in between (those still in
+// their slots): a crowd reorders slowly, and a selection costs a pass over the view.
+// ok is false when the rule does not apply and every slot in the far radius is near.
+func (v *view) nearFar(self int32, visible []int32) (near []int32, ok bool) {
+	g := v.g
+	if g.viewNear <= 0 || len(visible) <= g.viewNear || g.FarView() == nil {
+		v.near, v.nearIDs = v.near[:0], v.nearIDs[:0]
+		return nil, false
+	}
+	st := g.state
+	near = append(g.nearAlways(self), self)
+	if len(v.near) > 0 && v.nearCountdown > 0 {
+		v.nearCountdown--
+		for i, s := range v.near {
+			if int(s) < len(st.Entities) && st.Entities[s].ID == v.nearIDs[i] {
+				near = append(near, s)
+			}
+		}
+		g.keep = near
+		return near, true
+	}
+	v.nearCountdown = reselectEvery - 1
+	me := st.Entities[self].Pos
+	c := g.nearCands[:0]
+	r2 := int64(g.farRadius) * int64(g.farRadius)
+	for _, s := range visible {
+		if slices.Contains(near, s) {
+			continue
+		}
+		p := st.Entities[s].Pos
+		dx, dy := int64(p.X-me.X), int64(p.Y-me.Y)
+		if d2 := dx*dx + dy*dy; d2 <= r2 {
+			c = append(c, newCandidate(d2, s))
+		}
+	}
+	if k := max(g.viewNear-len(near), 0); k < len(c) {
+		nearest(c, k)
+		c = c[:k]
+	}
+	v.near, v.nearIDs = v.near[:0], v.nearIDs[:0]
+	for _, x := range c {
+		s := x.slot()
+		near = append(near, s)
+		v.near = append(v.near, s)
+		v.nearIDs = append(v.nearIDs, st.Entities[s].ID)
+	}
+	g.keep, g.nearCands = near, c
+	return near, true
+}
 
 // nearAlways returns what self sees near whatever the distance: the NPCs chasing it and
 // the players it trades with (itself is at distance 0).
@@ -38,5 +109,5 @@ func (g *Game) FarView() *wire.FarView {
 	if g.farRadius <= 0 || g.enc.FarEvery() <= 1 {
 		return nil
 	}
-	return &wire.FarView{Radius: float64(g.farRadius) / sim.QuantaPerUnit, Every: g.enc.FarEvery()}
+	return &wire.FarView{Radius: float64(g.farRadius) / sim.QuantaPerUnit, Every: g.enc.FarEvery(), Nearest: max(g.viewNear, 0)}
 }

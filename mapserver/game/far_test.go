@@ -1,9 +1,11 @@
 package game_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
@@ -98,5 +100,108 @@ func TestGame_FarEntitiesMoveLessOften(t *testing.T) {
 	moves(wire.DefaultFarEvery) // until the partner's sampled state is its current one
 	if _, farMoves = moves(n + 1); farMoves != n {
 		t.Fatalf("the far trade partner moved on %d of %d snapshots, want every one", farMoves, n)
+	}
+}
+
+// TestGame_CrowdSeesTheNearestNear: in a view of more entities than the view's near
+// count, all inside the far radius, an idle player sees the nearest walkers move on
+// every snapshot and the others once every wire.DefaultFarEvery snapshots; welcomes
+// announce the count. With the count at 0, every walker inside the radius is near.
+func TestGame_CrowdSeesTheNearestNear(t *testing.T) {
+	cfg, err := mapgen.Resolve("crowd-1", mapgen.DefaultMapID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.GenerationRules.NPCDensity = 0 // the walkers are the whole crowd
+	w, err := mapgen.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := game.New(w, cfg, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nearCount, walkers = 4, 8
+	g.SetViewNear(nearCount)
+	if fv := g.FarView(); fv == nil || fv.Nearest != nearCount {
+		t.Fatalf("welcomes would announce %+v, want nearest %d", fv, nearCount)
+	}
+	s := g.Sim()
+	at := clearSpot(t, s, walkers+2)
+	var slots []int32
+	for i := range walkers + 1 { // "w0" is the player who watches, the others walk
+		x := float64(at.X)/sim.QuantaPerUnit + float64(i)
+		id := fmt.Sprintf("w%d", i)
+		if err := join(g, id, &record.CharacterState{MapID: cfg.MapID, X: x, Y: float64(at.Y) / sim.QuantaPerUnit}); err != nil {
+			t.Fatal(err)
+		}
+		sl, _ := g.Slot(id)
+		slots = append(slots, sl)
+	}
+	v, dec := view(g, "w0"), wire.NewDecoder(0)
+	tick := 0
+	// moves runs n snapshots with every walker walking a circle of 0.27 units (so no
+	// two consecutive snapshots find one in the same place, and none leaves its rank)
+	// and counts, per walker, the snapshots where its position differs from the one
+	// before.
+	moves := func(n int) []int {
+		t.Helper()
+		counts := make([]int, walkers+1)
+		var last []wire.Entity
+		for range n {
+			for range 2 {
+				tick++
+				a := 2 * math.Pi * float64(tick%10) / 10
+				in := sim.Input{Seq: uint64(tick), DX: int8(math.Round(127 * math.Cos(a))), DY: int8(math.Round(127 * math.Sin(a)))}
+				for i := 1; i <= walkers; i++ {
+					if err := refused(g, fmt.Sprintf("w%d", i), []sim.Input{in}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				step(g)
+			}
+			frame, _ := v.Snapshot(nil)
+			snap, err := dec.Decode(frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v.Ack(uint64(snap.Tick))
+			now := make([]wire.Entity, walkers+1)
+			for i, sl := range slots {
+				e := snap.Find(sl)
+				if e == nil {
+					t.Fatalf("walker %d left out of the view", i)
+				}
+				now[i] = *e
+			}
+			if last != nil {
+				for i := range now {
+					if now[i].X != last[i].X || now[i].Y != last[i].Y {
+						counts[i]++
+					}
+				}
+			}
+			last = now
+		}
+		return counts
+	}
+	const n = 48
+	moves(2 * wire.DefaultFarEvery) // past the full snapshot and the first selection
+	counts := moves(n + 1)
+	for i := 1; i <= walkers; i++ {
+		switch want := n / wire.DefaultFarEvery; {
+		case i < nearCount && counts[i] != n:
+			t.Errorf("walker %d, among the %d nearest, moved on %d of %d snapshots, want every one", i, nearCount, counts[i], n)
+		case i >= nearCount && (counts[i] < want-1 || counts[i] > want+1):
+			t.Errorf("walker %d, beyond the %d nearest, moved on %d of %d snapshots, want about %d", i, nearCount, counts[i], n, want)
+		}
+	}
+
+	g.SetViewNear(0)
+	moves(2 * wire.DefaultFarEvery)
+	for i, c := range moves(n + 1)[1:] {
+		if c != n {
+			t.Errorf("with no near count, walker %d moved on %d of %d snapshots, want every one", i+1, c, n)
+		}
 	}
 }

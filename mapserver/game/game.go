@@ -65,9 +65,12 @@ type Game struct {
 	// views counts the views made, to stagger their reselection.
 	views int
 	// farRadius is the distance beyond which a view sees an entity from afar (how
-	// often it then sees it move is the encoder's); keep is nearAlways's scratch.
+	// often it then sees it move is the encoder's), viewNear how many a crowded view
+	// sees near at most; keep is nearAlways's scratch, and nearFar's with nearCands.
 	farRadius int32
+	viewNear  int
 	keep      []int32
+	nearCands []candidate
 }
 
 var _ gameapi.Game = (*Game)(nil)
@@ -89,7 +92,7 @@ func New(w *mapgen.World, cfg mapgen.MapConfig, tickHz int) (*Game, error) {
 		world: w, mapID: cfg.MapID, state: st, grid: grid, enc: wire.NewEncoder(wire.DefaultClientRing),
 		slots: make(map[string]int32), attrs: make(map[string]json.RawMessage), guests: make(map[string]bool),
 		items: newItemState(items.DefaultCatalog(), cfg.InstanceID), viewCap: DefaultViewCap,
-		farRadius: DefaultFarRadius, NewEventID: gameapi.NewEventID,
+		farRadius: DefaultFarRadius, viewNear: DefaultViewNear, NewEventID: gameapi.NewEventID,
 	}
 	g.items.seed = GenerateItems(cfg, w, st.Colliders(), g.items.catalog)
 	g.place()
@@ -176,9 +179,14 @@ type view struct {
 	// keptIDs their entities, countdown the snapshots until the next selection;
 	// shown and inView the counts last reported to the client (if reported),
 	// sinceReport the snapshots since.
-	kept          []int32
-	keptIDs       []sim.EntityID
-	countdown     int
+	kept      []int32
+	keptIDs   []sim.EntityID
+	countdown int
+	// near is what the last selection of the nearest showed near (see nearFar),
+	// nearIDs their entities, nearCountdown the snapshots until the next selection.
+	near          []int32
+	nearIDs       []sim.EntityID
+	nearCountdown int
 	shown, inView int
 	sinceReport   int
 	reported      bool
@@ -197,6 +205,9 @@ func (v *view) Snapshot(dst []byte) ([]byte, bool) {
 	// The slots live in the game's scratch (the grid query's buffer, or the cap's
 	// selection), which the next view reuses: no view allocates its list.
 	visible := v.viewSlots(slot)
+	if near, ok := v.nearFar(slot, visible); ok {
+		return g.enc.EncodeFar(dst, v.client, g.state.Players[slot].LastSeq, slot, near, visible)
+	}
 	return g.enc.EncodeWithin(dst, v.client, g.state.Players[slot].LastSeq, slot, visible, g.farRadius, g.nearAlways(slot))
 }
 

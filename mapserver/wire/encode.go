@@ -254,6 +254,11 @@ type sent struct {
 	tick  uint32
 	valid bool
 	set   *slotSet
+	// far has bit i set when the snapshot showed set.slots[i] from afar (its sampled
+	// state). It is the record's own, reused from one snapshot to the next: in a crowd
+	// whose view is split near and far, which slots are far changes on more snapshots
+	// than the slots do, and the shared set would be copied each time.
+	far []uint64
 }
 
 // slotSet is the sorted visible slots of one or more consecutive snapshots of a
@@ -262,17 +267,14 @@ type sent struct {
 // costs about one set, not one per record. A set is never changed while referenced.
 type slotSet struct {
 	slots []uint16 // fit: slots lie below MaxSlots
-	far   []uint64 // bit i: slots[i] was shown from afar (its sampled state)
 	refs  int
 }
 
-// isFar reports whether the set showed its i-th slot from afar.
-func (s *slotSet) isFar(i int) bool { return s.far[i>>6]&(1<<(i&63)) != 0 }
+// isFar reports whether bit i of far, a record's far bits, is set.
+func isFar(far []uint64, i int) bool { return far[i>>6]&(1<<(i&63)) != 0 }
 
-// same reports whether s and o show the same slots, each as near or far alike.
-func (s *slotSet) same(o *slotSet) bool {
-	return slices.Equal(s.slots, o.slots) && slices.Equal(s.far, o.far)
-}
+// same reports whether s and o show the same slots.
+func (s *slotSet) same(o *slotSet) bool { return slices.Equal(s.slots, o.slots) }
 
 // keptSets bounds the released sets a client keeps for reuse.
 const keptSets = 2
@@ -409,12 +411,12 @@ func (e *Encoder) encode(dst []byte, c *Client, seq uint64, self int32, cur *tab
 	rec := &c.ring[c.next]
 	c.next = (c.next + 1) % len(c.ring)
 	var base *table
-	var baseSet *slotSet
+	var baseRec *sent
 	if c.hasAck {
 		// A baseline about to be overwritten by this snapshot's record is unusable.
 		if s := c.find(c.acked); s != nil && s != rec && s.tick != cur.tick {
 			if t := e.find(c.acked); t != nil {
-				base, baseSet = t, s.set
+				base, baseRec = t, s
 			}
 		}
 	}
@@ -431,7 +433,7 @@ func (e *Encoder) encode(dst []byte, c *Client, seq uint64, self int32, cur *tab
 	}
 	c.release(rec)
 	set := c.newSet()
-	e.viewSorted(c, set, cur, n, lastSet != nil, lastTick)
+	rec.far = e.viewSorted(c, set, rec.far[:0], cur, n, lastSet != nil, lastTick)
 	if lastSet != nil && lastSet.same(set) {
 		c.free = append(c.free, set)
 		set = lastSet
@@ -439,9 +441,9 @@ func (e *Encoder) encode(dst []byte, c *Client, seq uint64, self int32, cur *tab
 	set.refs++
 	rec.tick, rec.valid, rec.set = cur.tick, true, set
 	if full = base == nil; full {
-		baseSet = nil
+		baseRec = nil
 	}
-	e.classify(base, cur, baseSet, set)
+	e.classify(base, cur, baseRec, rec)
 
 	if full {
 		dst = append(dst, FormatVersion<<1)
@@ -562,17 +564,17 @@ func (e *Encoder) marks(c *Client, cur *table) {
 // lastTick: lastFar), whose sampled state is their current one, or whose sampled
 // state was taken since lastTick (what the client was last shown of them is older);
 // lastFar then holds them. A slot turned far so never steps back.
-func (e *Encoder) viewSorted(c *Client, set *slotSet, cur *table, n int, last bool, lastTick uint32) {
+func (e *Encoder) viewSorted(c *Client, set *slotSet, farBits []uint64, cur *table, n int, last bool, lastTick uint32) []uint64 {
 	if cap(set.slots) < n {
 		// A little room beyond this snapshot's view, so that a ring entry grows rarely
 		// in a view that only changes by a few entities.
 		set.slots = make([]uint16, 0, n+n/8+8)
 	}
-	if words := (cap(set.slots) + 63) / 64; cap(set.far) < words {
-		set.far = make([]uint64, 0, words)
+	if words := (cap(set.slots) + 63) / 64; cap(farBits) < words {
+		farBits = make([]uint64, 0, words)
 	}
 	words := (len(cur.slots) + 63) / 64
-	slots, farBits := set.slots[:0], set.far[:0]
+	slots := set.slots[:0]
 	for w := range words {
 		m, f := e.mark[w]|e.farMark[w], e.farMark[w]&^e.mark[w]
 		was := c.lastFar[w]
@@ -601,7 +603,8 @@ func (e *Encoder) viewSorted(c *Client, set *slotSet, cur *table, n int, last bo
 	}
 	// Slots beyond this table's were empty: nothing of them was shown.
 	clear(c.lastFar[words:])
-	set.slots, set.far = slots, farBits
+	set.slots = slots
+	return farBits
 }
 
 // markOccupied sets the bits of the occupied slots of list in mark.
@@ -617,27 +620,27 @@ func markOccupied(mark []uint64, cur *table, list []int32) {
 // despawns (seen, no longer visible), spawns (newly visible, or holding another entity
 // than at the baseline) and updates (the same entity, moved or changed as the client
 // sees it, near or from afar), in the client's scratch lists.
-func (e *Encoder) classify(base, cur *table, was, now *slotSet) {
+func (e *Encoder) classify(base, cur *table, was, now *sent) {
 	e.despawns, e.spawns, e.updates = e.despawns[:0], e.spawns[:0], e.updates[:0]
 	var wasSlots []uint16
 	if was != nil {
-		wasSlots = was.slots
+		wasSlots = was.set.slots
 	}
 	i := 0
-	for k, s := range now.slots {
+	for k, s := range now.set.slots {
 		for i < len(wasSlots) && wasSlots[i] < s {
 			e.despawns = append(e.despawns, wasSlots[i])
 			i++
 		}
 		r := uint32(s)
-		if now.isFar(k) {
+		if isFar(now.far, k) {
 			r |= recordFar
 		}
 		if i == len(wasSlots) || wasSlots[i] != s {
 			e.spawns = append(e.spawns, r)
 			continue
 		}
-		if was.isFar(i) {
+		if isFar(was.far, i) {
 			r |= baseFar
 		}
 		i++

@@ -99,6 +99,10 @@ type Welcome struct {
 type FarView struct {
 	Radius float64 `json:"radius"`
 	Every  int     `json:"every"`
+	// Nearest, when set, also shows from afar what is nearer than Radius but not
+	// among the Nearest entities nearest the player (by distance) in a crowded
+	// snapshot; what chases or trades with the player is always near.
+	Nearest int `json:"nearest,omitempty"`
 }
 
 // Ack acknowledges a command that snapshots do not acknowledge (every feature but

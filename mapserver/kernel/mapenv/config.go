@@ -35,6 +35,7 @@ type Config struct {
 	TickHz         int `env:"MAP_TICK_HZ" envDefault:"30" help:"simulation ticks per second"`
 	SnapshotHz     int `env:"MAP_SNAPSHOT_HZ" envDefault:"15" help:"snapshots per second sent to each client"`
 	ViewCap        int `env:"MAP_VIEW_CAP" envDefault:"128" help:"entities one client's snapshot shows at most: in a crowd, the nearest ones plus the client itself and what chases it (0 = no cap)"`
+	ViewNear       int `env:"MAP_VIEW_NEAR" envDefault:"32" help:"entities of a crowded snapshot whose every move a client sees, the nearest (with itself and what chases it); the rest it sees move like distant ones, once every 12 snapshots (0 = all within 60 units)"`
 	// GCPercent is the collector's GOGC. A map's heap is mostly long-lived state per
 	// player (views, baselines, queues) with little garbage between snapshot rounds, so
 	// collecting at half the heap's growth instead of Go's default of all of it keeps
@@ -108,6 +109,7 @@ func (c *Config) Validate() error {
 		{"MAP_SNAPSHOT_HZ", c.SnapshotHz, 1, 240},
 		{"MAP_RESUME_TTL_MS", c.ResumeTTLMS, 100, 3600000},
 		{"MAP_VIEW_CAP", c.ViewCap, 0, 65536},
+		{"MAP_VIEW_NEAR", c.ViewNear, 0, 65536},
 		{"MAP_GC_PERCENT", c.GCPercent, 0, 1000},
 		{"MAP_RECOVERY_EVERY_TICKS", c.RecoveryEveryTicks, 0, 1 << 30},
 		{"MAP_FAULT_EXIT_AFTER_MS", c.FaultExitAfterMS, 0, 86400000},

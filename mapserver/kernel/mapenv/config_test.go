@@ -34,6 +34,7 @@ func TestConfig_Defaults(t *testing.T) {
 		{"MAP_CONN_BYTE_RATE", int(c.ConnByteRate), 16384},
 		{"MAP_CONN_BYTE_BURST", c.ConnByteBurst, 65536},
 		{"MAP_VIEW_CAP", c.ViewCap, 128},
+		{"MAP_VIEW_NEAR", c.ViewNear, 32},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s default=%d, want %d", tt.name, tt.got, tt.want)

@@ -6,13 +6,44 @@
 const TRACK_POINTS = 6; // the last position changes kept per entity for interpolation
 
 // periodOf returns how many snapshots apart e's position changes while it moves: 1,
-// or the welcome's farView.every beyond its radius, where the map samples distant
-// entities' movement (docs/netcode.md).
+// or the welcome's farView.every beyond its radius or, in a crowd, beyond the
+// farView.nearest nearest, where the map samples the movement of what the player sees
+// from afar (docs/netcode.md). The limit is the newest snapshot's (nearLimit).
 export function periodOf(s, e) {
   const fv = s.welcome && s.welcome.farView;
   if (!fv || !s.server) return 1;
-  const r = fv.radius * s.wasm.quantaPerUnit, dx = e.x - s.server.x, dy = e.y - s.server.y;
-  return dx * dx + dy * dy > r * r ? fv.every : 1;
+  const dx = e.x - s.server.x, dy = e.y - s.server.y;
+  return dx * dx + dy * dy > (s.farD2 ?? farRadius2(s, fv)) ? fv.every : 1;
+}
+
+function farRadius2(s, fv) {
+  const r = fv.radius * s.wasm.quantaPerUnit;
+  return r * r;
+}
+
+// nearLimit sets s.farD2, the squared distance beyond which the newest snapshot's
+// entities are seen from afar: the far radius's, or nearer when more than
+// farView.nearest entities stand inside it, the distance of the nearest-th (the player
+// is one of them). Entities tied with it count as near; the map also keeps near what
+// chases or trades with the player, which the page cannot tell, and selects the nearest
+// every half second only, so an entity at the limit may move more smoothly or less
+// than its period says, never wrongly placed.
+function nearLimit(s, ents) {
+  const fv = s.welcome && s.welcome.farView;
+  s.farD2 = undefined;
+  if (!fv || !s.server) return;
+  const r2 = farRadius2(s, fv);
+  s.farD2 = r2;
+  if (!fv.nearest || ents.size <= fv.nearest) return;
+  const d2s = [];
+  for (const [id, e] of ents) {
+    if (id === s.selfId) continue;
+    const dx = e.x - s.server.x, dy = e.y - s.server.y, d2 = dx * dx + dy * dy;
+    if (d2 <= r2) d2s.push(d2);
+  }
+  if (d2s.length < fv.nearest) return;
+  d2s.sort((a, b) => a - b);
+  s.farD2 = fv.nearest >= 2 ? d2s[fv.nearest - 2] : -1;
 }
 
 // recordTrack records, for every other entity, the snapshot times at which its position
@@ -21,6 +52,7 @@ export function periodOf(s, e) {
 // between snapshots. An entity that stood still before a change stood at its last
 // point until one period before the change at the latest.
 export function recordTrack(s, ents, time) {
+  nearLimit(s, ents);
   for (const [id, e] of ents) {
     if (id === s.selfId) continue;
     const tr = s.tracks.get(id);
