@@ -46,11 +46,17 @@ func (ep *epollEngine) pump(pp *pollPair, side int, ev uint32, now int64) {
 			// among them (a map that exits with its players' inputs unread): those
 			// bytes are read and passed on first, so that a map that said goodbye is
 			// not taken for a map gone. The read that meets the reset ends the side.
+			// Bytes still waiting for the client do not stop these reads: what is
+			// read is queued behind them, as the socket will not be readable again.
 			for range maxReadsBeforeReset {
-				if pp.dir[1].eof || len(pp.dir[1].pending) > 0 || pp.closed {
+				if pp.dir[1].eof || pp.closed {
 					break
 				}
-				if !ep.copyDir(pp, 1, now) {
+				read := ep.copyDir
+				if len(pp.dir[1].pending) > 0 {
+					read = ep.queueBehind
+				}
+				if !read(pp, 1, now) {
 					ep.finish(pp)
 					return
 				}
@@ -85,6 +91,36 @@ func (ep *epollEngine) pump(pp *pollPair, side int, ev uint32, now int64) {
 
 // maxReadsBeforeReset bounds the reads of a reset map side's last bytes (pump).
 const maxReadsBeforeReset = 16
+
+// queueBehind reads the map side (i, 1) once while bytes wait for the client, and
+// queues what it read behind them: the last bytes of a reset map side (pump), which
+// are written once those are. The read that meets the reset or the end ends the side.
+func (ep *epollEngine) queueBehind(pp *pollPair, i int, now int64) bool {
+	d := &pp.dir[i]
+	n, e := rawio.Read(pp.side[i].fd, ep.scratch)
+	switch {
+	case e == syscall.EAGAIN:
+		return ep.mapEndedPair(pp, true, now) // the reset is all that is left
+	case e != 0 || n <= 0:
+		return ep.mapEndedPair(pp, e != 0, now)
+	}
+	data := ep.scratch[:n]
+	d.total += int64(n)
+	pp.last = now
+	if d.counter != nil {
+		d.counter.Add(float64(n))
+	}
+	pp.s.frames.feed(data)
+	out := data
+	if pp.tls != nil {
+		var ok bool
+		if out, ok = ep.seal(pp.tls, data); !ok {
+			return false
+		}
+	}
+	d.pending = append(d.pending, out...)
+	return true
+}
 
 // copyDir reads side i once and writes what it read to the other side; bytes the
 // other side does not take wait in a pooled buffer, and side i is not read again
@@ -238,8 +274,12 @@ func (ep *epollEngine) flush(pp *pollPair, i int, now int64) bool {
 func (ep *epollEngine) mapEndedPair(pp *pollPair, failed bool, now int64) bool {
 	d, f := &pp.dir[1], &pp.s.frames
 	gone := !pp.dir[0].eof && !f.closed
+	// A map that said goodbye and was then reset, its close frame still waiting for
+	// the client behind other bytes, ends as if by its end of stream: what waits is
+	// written, then the client's side is shut (flush).
+	said := !gone && failed && f.closed && len(d.pending) > 0 && !pp.dir[0].eof
 	switch {
-	case gone && !f.atBoundary(), !gone && failed:
+	case gone && !f.atBoundary(), !gone && failed && !said:
 		return false
 	}
 	d.eof = true
@@ -247,15 +287,16 @@ func (ep *epollEngine) mapEndedPair(pp *pollPair, failed bool, now int64) bool {
 		pp.grace = now + int64(closeGrace)
 	}
 	client := pp.side[0].fd
+	if said {
+		ep.unwatchMap(pp) // a reset socket is always ready
+		return ep.watch(pp, 0)
+	}
 	if !gone {
 		_ = syscall.Shutdown(client, syscall.SHUT_WR)
 		return ep.watch(pp, 1)
 	}
 	f.closed = true
-	if sd := &pp.side[1]; !sd.off {
-		sd.off, sd.events = true, 0
-		_ = syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_DEL, sd.fd, nil)
-	}
+	ep.unwatchMap(pp)
 	closing := mapGoneClose
 	if pp.tls != nil {
 		var ok bool
@@ -279,6 +320,14 @@ func (ep *epollEngine) mapEndedPair(pp *pollPair, failed bool, now int64) bool {
 		d.pending = append(d.pending, closing...)
 	}
 	return ep.watch(pp, 0) // output: flush writes the rest and then shuts the side
+}
+
+// unwatchMap takes pp's map side out of the epoll set, for good.
+func (ep *epollEngine) unwatchMap(pp *pollPair) {
+	if sd := &pp.side[1]; !sd.off {
+		sd.off, sd.events = true, 0
+		_ = syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_DEL, sd.fd, nil)
+	}
 }
 
 // watch sets what the epoll set watches for on pp's side j: input while its
