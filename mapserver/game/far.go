@@ -50,17 +50,43 @@ func (v *view) nearFar(self int32, visible []int32) (near []int32, ok bool) {
 		return nil, false
 	}
 	st := g.state
-	near = append(g.nearAlways(self), self)
+	// Only what the snapshot shows is near: what chases the player may stand outside
+	// its view, and a kept entity may have left it (or the cap's selection) since.
+	if words := (len(st.Entities) + 63) / 64; len(g.inView) < words {
+		g.inView = make([]uint64, words)
+	}
+	for _, s := range visible {
+		g.inView[s>>6] |= 1 << (s & 63)
+	}
+	shown := func(s int32) bool { return g.inView[s>>6]&(1<<(s&63)) != 0 }
+	near = g.near[:0]
+	for _, s := range append(g.nearAlways(self), self) {
+		if shown(s) {
+			near = append(near, s)
+		}
+	}
 	if len(v.near) > 0 && v.nearCountdown > 0 {
 		v.nearCountdown--
 		for i, s := range v.near {
-			if int(s) < len(st.Entities) && st.Entities[s].ID == v.nearIDs[i] {
+			if int(s) < len(st.Entities) && st.Entities[s].ID == v.nearIDs[i] && shown(s) {
 				near = append(near, s)
 			}
 		}
-		g.keep = near
-		return near, true
+	} else {
+		near = v.selectNear(self, visible, near)
 	}
+	for _, s := range visible {
+		g.inView[s>>6] = 0
+	}
+	g.near = near
+	return near, true
+}
+
+// selectNear appends to near (the pinned and self) the viewNear nearest others of
+// visible in the far radius, by distance then slot, and keeps them in v.near until the
+// next selection, reselectEvery snapshots on.
+func (v *view) selectNear(self int32, visible, near []int32) []int32 {
+	g, st := v.g, v.g.state
 	v.nearCountdown = reselectEvery - 1
 	me := st.Entities[self].Pos
 	c := g.nearCands[:0]
@@ -86,8 +112,8 @@ func (v *view) nearFar(self int32, visible []int32) (near []int32, ok bool) {
 		v.near = append(v.near, s)
 		v.nearIDs = append(v.nearIDs, st.Entities[s].ID)
 	}
-	g.keep, g.nearCands = near, c
-	return near, true
+	g.nearCands = c
+	return near
 }
 
 // nearAlways returns what self sees near whatever the distance: the NPCs chasing it and

@@ -66,11 +66,13 @@ type Game struct {
 	views int
 	// farRadius is the distance beyond which a view sees an entity from afar (how
 	// often it then sees it move is the encoder's), viewNear how many a crowded view
-	// sees near at most; keep is nearAlways's scratch, and nearFar's with nearCands.
-	farRadius int32
-	viewNear  int
-	keep      []int32
-	nearCands []candidate
+	// sees near at most; keep is nearAlways's scratch, near, nearCands and inView (a
+	// bitset of the view's slots, all clear between two calls) nearFar's.
+	farRadius  int32
+	viewNear   int
+	keep, near []int32
+	nearCands  []candidate
+	inView     []uint64
 }
 
 var _ gameapi.Game = (*Game)(nil)
