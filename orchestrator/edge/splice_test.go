@@ -287,16 +287,19 @@ func TestSplice_IdleTimeout(t *testing.T) {
 		closeProxy(t, p)
 		player, mapEnd := openSplice(t, p, spliceOpts{})
 		buf := make([]byte, 1)
-		for end := time.Now().Add(3 * idle); time.Now().Before(end); {
+		var start time.Time // the last byte's arrival: the idle time counts from there
+		for end := time.Now().Add(3 * idle); ; {
 			if _, err := player.Write([]byte{1}); err != nil {
 				t.Fatalf("write while active: %v", err)
 			}
 			if _, err := io.ReadFull(mapEnd, buf); err != nil {
 				t.Fatalf("read while active: %v", err)
 			}
+			if start = time.Now(); start.After(end) {
+				break
+			}
 			time.Sleep(idle / 6) // the traffic's pace, not a wait for a result
 		}
-		start := time.Now()
 		_ = player.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := player.Read(buf); err == nil {
 			t.Fatal("idle connection got a byte instead of its end")
