@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
@@ -108,19 +107,7 @@ func TestGame_FarEntitiesMoveLessOften(t *testing.T) {
 // every snapshot and the others once every wire.DefaultFarEvery snapshots; welcomes
 // announce the count. With the count at 0, every walker inside the radius is near.
 func TestGame_CrowdSeesTheNearestNear(t *testing.T) {
-	cfg, err := mapgen.Resolve("crowd-1", mapgen.DefaultMapID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.GenerationRules.NPCDensity = 0 // the walkers are the whole crowd
-	w, err := mapgen.Generate(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := game.New(w, cfg, 30)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, _ := mustNewGameWith(t, func(c *mapgen.MapConfig) { c.GenerationRules.NPCDensity = 0 }) // the walkers are the whole crowd
 	const nearCount, walkers = 4, 8
 	g.SetViewNear(nearCount)
 	if fv := g.FarView(); fv == nil || fv.Nearest != nearCount {
@@ -132,7 +119,7 @@ func TestGame_CrowdSeesTheNearestNear(t *testing.T) {
 	for i := range walkers + 1 { // "w0" is the player who watches, the others walk
 		x := float64(at.X)/sim.QuantaPerUnit + float64(i)
 		id := fmt.Sprintf("w%d", i)
-		if err := join(g, id, &record.CharacterState{MapID: cfg.MapID, X: x, Y: float64(at.Y) / sim.QuantaPerUnit}); err != nil {
+		if err := join(g, id, &record.CharacterState{MapID: mapgen.DefaultMapID, X: x, Y: float64(at.Y) / sim.QuantaPerUnit}); err != nil {
 			t.Fatal(err)
 		}
 		sl, _ := g.Slot(id)

@@ -14,9 +14,18 @@ import (
 
 func mustNewGame(t *testing.T) (*game.Game, *mapgen.World) {
 	t.Helper()
+	return mustNewGameWith(t, nil)
+}
+
+// mustNewGameWith is mustNewGame with the default map's config changed by edit.
+func mustNewGameWith(t *testing.T, edit func(*mapgen.MapConfig)) (*game.Game, *mapgen.World) {
+	t.Helper()
 	cfg, err := mapgen.Resolve("forest-1", mapgen.DefaultMapID, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&cfg)
 	}
 	w, err := mapgen.Generate(cfg)
 	if err != nil {
