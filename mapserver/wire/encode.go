@@ -559,7 +559,8 @@ func (e *Encoder) marks(c *Client, cur *table) {
 }
 
 // viewSorted fills set with the slots marked in the encoder's bitsets (about n),
-// sorted, and clears the bitsets. It marks the far ones: those only in the far bitset
+// sorted, and clears the bitsets. It returns the far ones as bits by position in set,
+// appended to farBits (a record's, reused): those only in the far bitset
 // that the client saw from afar in its last snapshot (if last, there is one, of
 // lastTick: lastFar), whose sampled state is their current one, or whose sampled
 // state was taken since lastTick (what the client was last shown of them is older);
