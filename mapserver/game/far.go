@@ -45,20 +45,21 @@ func (g *Game) SetFarRadius(r int32) { g.farRadius = r }
 // ok is false when the rule does not apply and every slot in the far radius is near.
 func (v *view) nearFar(self int32, visible []int32) (near []int32, ok bool) {
 	g := v.g
-	if g.viewNear <= 0 || len(visible) <= g.viewNear || g.FarView() == nil {
+	if g.viewNear <= 0 || len(visible) <= g.viewNear || !g.farRule() {
 		v.near, v.nearIDs = v.near[:0], v.nearIDs[:0]
 		return nil, false
 	}
 	st := g.state
 	// Only what the snapshot shows is near: what chases the player may stand outside
 	// its view, and a kept entity may have left it (or the cap's selection) since.
-	if words := (len(st.Entities) + 63) / 64; len(g.inView) < words {
-		g.inView = make([]uint64, words)
+	// The view's slots are marked in capView's bitset, clear outside its calls.
+	if words := (len(st.Entities) + 63) / 64; len(g.mark) < words {
+		g.mark = make([]uint64, words)
 	}
 	for _, s := range visible {
-		g.inView[s>>6] |= 1 << (s & 63)
+		g.mark[s>>6] |= 1 << (s & 63)
 	}
-	shown := func(s int32) bool { return g.inView[s>>6]&(1<<(s&63)) != 0 }
+	shown := func(s int32) bool { return g.mark[s>>6]&(1<<(s&63)) != 0 }
 	near = g.near[:0]
 	for _, s := range append(g.nearAlways(self), self) {
 		if shown(s) {
@@ -76,7 +77,7 @@ func (v *view) nearFar(self int32, visible []int32) (near []int32, ok bool) {
 		near = v.selectNear(self, visible, near)
 	}
 	for _, s := range visible {
-		g.inView[s>>6] = 0
+		g.mark[s>>6] = 0
 	}
 	g.near = near
 	return near, true
@@ -130,9 +131,13 @@ func (g *Game) nearAlways(self int32) []int32 {
 // from afar (wire.DefaultFarEvery at first).
 func (g *Game) SetFarEvery(k int) { g.enc.SetFarEvery(k) }
 
+// farRule reports whether some entities are seen from afar (FarView is not nil),
+// without FarView's allocation: nearFar asks on every snapshot.
+func (g *Game) farRule() bool { return g.farRadius > 0 && g.enc.FarEvery() > 1 }
+
 // FarView is the far rule welcomes announce; nil when every entity is near.
 func (g *Game) FarView() *wire.FarView {
-	if g.farRadius <= 0 || g.enc.FarEvery() <= 1 {
+	if !g.farRule() {
 		return nil
 	}
 	return &wire.FarView{Radius: float64(g.farRadius) / sim.QuantaPerUnit, Every: g.enc.FarEvery(), Nearest: max(g.viewNear, 0)}

@@ -51,8 +51,8 @@ type Game struct {
 	recovery recoveryState
 
 	// viewCap bounds the entities of one snapshot (DefaultViewCap); cands and pinned
-	// are capView's scratch, and later holds the events snapshots raised, which the
-	// next Step reports.
+	// are capView's scratch, mark a bitset of slots capView and nearFar use and leave
+	// clear, and later holds the events snapshots raised, which the next Step reports.
 	viewCap int
 	cands   []candidate
 	pinned  []int32
@@ -66,13 +66,11 @@ type Game struct {
 	views int
 	// farRadius is the distance beyond which a view sees an entity from afar (how
 	// often it then sees it move is the encoder's), viewNear how many a crowded view
-	// sees near at most; keep is nearAlways's scratch, near, nearCands and inView (a
-	// bitset of the view's slots, all clear between two calls) nearFar's.
+	// sees near at most; keep is nearAlways's scratch, near and nearCands nearFar's.
 	farRadius  int32
 	viewNear   int
 	keep, near []int32
 	nearCands  []candidate
-	inView     []uint64
 }
 
 var _ gameapi.Game = (*Game)(nil)
