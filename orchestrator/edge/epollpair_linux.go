@@ -104,22 +104,32 @@ func (ep *epollEngine) queueBehind(pp *pollPair, i int, now int64) bool {
 	case e != 0 || n <= 0:
 		return ep.mapEndedPair(pp, e != 0, now)
 	}
-	data := ep.scratch[:n]
-	d.total += int64(n)
-	pp.last = now
-	if d.counter != nil {
-		d.counter.Add(float64(n))
-	}
-	pp.s.frames.feed(data)
-	out := data
-	if pp.tls != nil {
-		var ok bool
-		if out, ok = ep.seal(pp.tls, data); !ok {
-			return false
-		}
+	out, ok := ep.took(pp, i, ep.scratch[:n], now)
+	if !ok {
+		return false
 	}
 	d.pending = append(d.pending, out...)
 	return true
+}
+
+// took counts data, read from side i, and returns the bytes to pass on: the map's
+// (i, 1) are followed frame by frame and, for a TLS client, sealed. It returns false
+// when sealing fails, which ends the pair.
+func (ep *epollEngine) took(pp *pollPair, i int, data []byte, now int64) ([]byte, bool) {
+	d := &pp.dir[i]
+	d.total += int64(len(data))
+	pp.last = now
+	if d.counter != nil {
+		d.counter.Add(float64(len(data)))
+	}
+	if i != 1 {
+		return data, true
+	}
+	pp.s.frames.feed(data)
+	if pp.tls == nil {
+		return data, true
+	}
+	return ep.seal(pp.tls, data)
 }
 
 // copyDir reads side i once and writes what it read to the other side; bytes the
@@ -159,20 +169,9 @@ func (ep *epollEngine) copyDir(pp *pollPair, i int, now int64) bool {
 	case len(data) == 0:
 		return ep.sourceEnded(pp, i, now)
 	}
-	d.total += int64(len(data))
-	pp.last = now
-	if d.counter != nil {
-		d.counter.Add(float64(len(data)))
-	}
-	out := data
-	if i == 1 {
-		pp.s.frames.feed(data)
-		if pp.tls != nil {
-			var ok bool
-			if out, ok = ep.seal(pp.tls, data); !ok {
-				return false
-			}
-		}
+	out, ok := ep.took(pp, i, data, now)
+	if !ok {
+		return false
 	}
 	w, e := writeAll(dst.fd, out)
 	if e != 0 && e != syscall.EAGAIN {
