@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/mapyard/mapyard/mapserver/game"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/record"
 	"github.com/mapyard/mapyard/mapserver/sim"
@@ -47,17 +48,7 @@ func TestGame_FarEntitiesMoveLessOften(t *testing.T) {
 		t.Helper()
 		var last map[int32][2]int32
 		for range n {
-			for range 2 {
-				tick++
-				a := 2 * math.Pi * float64(tick%10) / 10
-				in := sim.Input{Seq: uint64(tick), DX: int8(math.Round(127 * math.Cos(a))), DY: int8(math.Round(127 * math.Sin(a)))}
-				for _, id := range []string{"near", "far"} {
-					if err := refused(g, id, []sim.Input{in}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				step(g)
-			}
+			walkCircles(t, g, &tick, "near", "far")
 			frame, _ := view.Snapshot(nil)
 			snap, err := dec.Decode(frame)
 			if err != nil {
@@ -125,6 +116,10 @@ func TestGame_CrowdSeesTheNearestNear(t *testing.T) {
 		sl, _ := g.Slot(id)
 		slots = append(slots, sl)
 	}
+	var walkerIDs []string
+	for i := 1; i <= walkers; i++ {
+		walkerIDs = append(walkerIDs, fmt.Sprintf("w%d", i))
+	}
 	v, dec := view(g, "w0"), wire.NewDecoder(0)
 	tick := 0
 	// moves runs n snapshots with every walker walking a circle of 0.27 units (so no
@@ -136,17 +131,7 @@ func TestGame_CrowdSeesTheNearestNear(t *testing.T) {
 		counts := make([]int, walkers+1)
 		var last []wire.Entity
 		for range n {
-			for range 2 {
-				tick++
-				a := 2 * math.Pi * float64(tick%10) / 10
-				in := sim.Input{Seq: uint64(tick), DX: int8(math.Round(127 * math.Cos(a))), DY: int8(math.Round(127 * math.Sin(a)))}
-				for i := 1; i <= walkers; i++ {
-					if err := refused(g, fmt.Sprintf("w%d", i), []sim.Input{in}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				step(g)
-			}
+			walkCircles(t, g, &tick, walkerIDs...)
 			frame, _ := v.Snapshot(nil)
 			snap, err := dec.Decode(frame)
 			if err != nil {
@@ -190,5 +175,23 @@ func TestGame_CrowdSeesTheNearestNear(t *testing.T) {
 		if c != n {
 			t.Errorf("with no near count, walker %d moved on %d of %d snapshots, want every one", i+1, c, n)
 		}
+	}
+}
+
+// walkCircles runs two ticks (one snapshot interval) with every player of ids walking a
+// circle of 0.27 units' radius, one every 10 ticks, counting the ticks in *tick: no two
+// consecutive snapshots, nor two samples of a far one, find a walker in the same place.
+func walkCircles(t *testing.T, g *game.Game, tick *int, ids ...string) {
+	t.Helper()
+	for range 2 {
+		*tick++
+		a := 2 * math.Pi * float64(*tick%10) / 10
+		in := sim.Input{Seq: uint64(*tick), DX: int8(math.Round(127 * math.Cos(a))), DY: int8(math.Round(127 * math.Sin(a)))}
+		for _, id := range ids {
+			if err := refused(g, id, []sim.Input{in}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step(g)
 	}
 }
