@@ -29,6 +29,10 @@ type fakeRuntime struct {
 	errs       chan error
 	stopErr    error // what Stop answers, when set
 	healthErr  error // what every /health answers, when set
+	// healthOf, when it has the instance a container runs, is what that map's /health
+	// answers instead: a func so that it may block, as a hung map's does, until the
+	// test lets it go or the probe's context ends. It is called without f.mu.
+	healthOf map[string]func(context.Context) error
 	// starts are the start-instance requests the maps were sent, in order.
 	starts []mapcontract.StartInstance
 	// missing holds the images the engine does not have: Start of one fails with
@@ -250,11 +254,17 @@ func (c *fakeContainer) refuses(cred string) bool {
 
 var errUnauthorized = apierr.Errorf(apierr.EUNAUTHORIZED, "missing or wrong credential")
 
-func (f *fakeRuntime) Health(_ context.Context, url, cred string) (mapcontract.MapHealth, error) {
+func (f *fakeRuntime) Health(ctx context.Context, url, cred string) (mapcontract.MapHealth, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.calls["health"]++
 	c := f.byControlURL(url)
+	if c != nil && f.healthOf[c.runs] != nil {
+		f.calls["health "+c.runs]++
+		answer := f.healthOf[c.runs]
+		f.mu.Unlock()
+		return mapcontract.MapHealth{Status: "ok", InstanceID: c.runs}, answer(ctx)
+	}
+	defer f.mu.Unlock()
 	switch {
 	case c == nil:
 		return mapcontract.MapHealth{}, errors.New("connection refused")
@@ -441,6 +451,9 @@ func newRig(t *testing.T, prepare func(*rig)) *rig {
 	r.rt.events <- Event{}
 	return r
 }
+
+// check runs a round of the time-based rules and waits for its probes.
+func (r *rig) check(ctx context.Context) { r.Supervisor.check(ctx).Wait() }
 
 // waitFor waits until cond holds, failing the test after five seconds.
 func (r *rig) waitFor(t *testing.T, what string, cond func() bool) {

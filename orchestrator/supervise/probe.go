@@ -13,7 +13,10 @@ import (
 )
 
 // probeLoop runs check every ProbeInterval, and a resync every ResyncInterval, until
-// ctx ends.
+// ctx ends. A round does not wait for its probes: each map has at most one probe in
+// flight and is probed again in the first round after it answered, so a map that
+// answers slowly (or a node that swallows its packets) delays no other map's probe, no
+// heartbeat timeout and no start timeout.
 func (s *Supervisor) probeLoop(ctx context.Context) {
 	t := time.NewTicker(s.ProbeInterval)
 	defer t.Stop()
@@ -29,10 +32,6 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 			}
 		case <-t.C:
 			s.check(ctx)
-			// A round lasts as long as its slowest probe; restarting the ticker keeps a
-			// full interval between rounds, so one network hiccup that outlasts the
-			// interval is not counted as two failures back to back.
-			t.Reset(s.ProbeInterval)
 		}
 	}
 }
@@ -40,9 +39,9 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 // check is one round of the time-based rules: each instance that is not in the middle
 // of an action goes through timeRules in order, and the first rule that acts ends its
 // round; then blank pool containers that never registered are replaced, idle maps are
-// stopped and ready maps' /health is probed. Probes run concurrently; the round ends
-// when the slowest one does.
-func (s *Supervisor) check(ctx context.Context) {
+// stopped and the ready maps due a probe have their /health asked. It returns at once;
+// the returned group waits for the round's probes (tests use it, the loop does not).
+func (s *Supervisor) check(ctx context.Context) *sync.WaitGroup {
 	var r round
 	now := s.Now()
 	s.mu.Lock()
@@ -60,7 +59,7 @@ func (s *Supervisor) check(ctx context.Context) {
 	s.mu.Unlock()
 	s.replaceStuck(ctx, stuck)
 	s.stopIdle(ctx, r.idle)
-	s.runProbes(ctx, r.probes)
+	return s.startProbes(ctx, r.probes)
 }
 
 // A round is what a probe round collects under the lock and does after it.
@@ -71,6 +70,7 @@ type round struct {
 
 // A probe is one ready map's /health to ask.
 type probe struct {
+	in                  *instance // whose probing flag the probe clears when it ends
 	id, container, cred string
 	url                 string // the map's control listener
 }
@@ -122,12 +122,14 @@ func (s *Supervisor) rehome(in *instance, now time.Time, _ *round) bool {
 	return true
 }
 
-// dueProbe: a ready map past ProbeGrace since it became ready has its /health probed.
+// dueProbe: a ready map past ProbeGrace since it became ready, whose last probe has
+// answered, has its /health probed.
 func (s *Supervisor) dueProbe(in *instance, now time.Time, r *round) bool {
-	if in.ControlPort == 0 || now.Sub(in.Since) < s.ProbeGrace {
+	if in.ControlPort == 0 || in.probing || now.Sub(in.Since) < s.ProbeGrace {
 		return false
 	}
-	r.probes = append(r.probes, probe{in.ID, in.ContainerID, s.orchCredential(in.ident), in.ports.ControlURL()})
+	in.probing = true
+	r.probes = append(r.probes, probe{in, in.ID, in.ContainerID, s.orchCredential(in.ident), in.ports.ControlURL()})
 	return true
 }
 
@@ -191,63 +193,72 @@ func (s *Supervisor) stopIdle(ctx context.Context, idle []string) {
 	}
 }
 
-// runProbes asks each map of probes for its /health, concurrently, and returns when
-// the slowest answered: ProbeFailures failures in a row make a map unhealthy. A probe
-// that cannot connect is repeated at once (see unreachable).
-func (s *Supervisor) runProbes(ctx context.Context, probes []probe) {
-	// A probe may take longer than the interval on a loaded host: a slow answer is not
-	// a failed one, so each probe gets at least a second.
-	timeout := max(s.ProbeInterval, time.Second)
+// startProbes asks each map of probes for its /health, each on a goroutine of its own,
+// and returns what waits for them all: ProbeFailures failures in a row make a map
+// unhealthy. A probe that cannot connect is repeated at once (see unreachable). A probe
+// that outlasts the interval counts once, when it ends: its map is not asked again
+// meanwhile, so one network hiccup is not counted as two failures back to back.
+func (s *Supervisor) startProbes(ctx context.Context, probes []probe) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for _, p := range probes {
 		wg.Add(1)
-		go func() {
+		s.group.Go(func() error {
 			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, timeout)
-			_, err := s.RPC.Health(pctx, p.url, p.cred)
-			cancel()
-			if unreachable(err) && ctx.Err() == nil {
-				// Not even a connection: a live map's kernel accepts one at once, busy
-				// or not, so its process or its node is likely gone. Ask once more at
-				// once rather than an interval later: a lost node's maps are restarted
-				// seconds sooner, while a slow map still gets its interval.
-				s.mu.Lock()
-				in, ok := s.instances[p.id]
-				again := ok && in.ContainerID == p.container && in.probeFails+1 < s.ProbeFailures
-				if again {
-					in.probeFails++
-					s.Metrics.ProbeFailures.Inc()
-					s.Log.Warn("map health probe could not connect; asking again at once", "instance", p.id, "failures", in.probeFails, "err", err)
-				}
-				s.mu.Unlock()
-				if again {
-					pctx, cancel := context.WithTimeout(ctx, timeout)
-					_, err = s.RPC.Health(pctx, p.url, p.cred)
-					cancel()
-				}
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			in, ok := s.instances[p.id]
-			if !ok || in.ContainerID != p.container || in.State != orchestrator.StateReady {
-				return
-			}
-			if err == nil {
-				in.probeFails = 0
-				return
-			}
+			s.probe(ctx, p)
+			return nil
+		})
+	}
+	return &wg
+}
+
+// probe asks one map for its /health and counts the answer.
+func (s *Supervisor) probe(ctx context.Context, p probe) {
+	// A probe may take longer than the interval on a loaded host: a slow answer is not
+	// a failed one, so each probe gets at least a second.
+	timeout := max(s.ProbeInterval, time.Second)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	_, err := s.RPC.Health(pctx, p.url, p.cred)
+	cancel()
+	if unreachable(err) && ctx.Err() == nil {
+		// Not even a connection: a live map's kernel accepts one at once, busy or not,
+		// so its process or its node is likely gone. Ask once more at once rather than
+		// an interval later: a lost node's maps are restarted seconds sooner, while a
+		// slow map still gets its interval.
+		s.mu.Lock()
+		in, ok := s.instances[p.id]
+		again := ok && in.ContainerID == p.container && in.probeFails+1 < s.ProbeFailures
+		if again {
 			in.probeFails++
 			s.Metrics.ProbeFailures.Inc()
-			s.Log.Warn("map health probe failed", "instance", p.id, "failures", in.probeFails, "err", err)
-			if in.probeFails >= s.ProbeFailures {
-				s.unhealthy(in, fmt.Sprintf("%d health probes failed: %v", in.probeFails, err))
-			}
-		}()
+			s.Log.Warn("map health probe could not connect; asking again at once", "instance", p.id, "failures", in.probeFails, "err", err)
+		}
+		s.mu.Unlock()
+		if again {
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			_, err = s.RPC.Health(pctx, p.url, p.cred)
+			cancel()
+		}
 	}
-	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.in.probing = false
+	if ctx.Err() != nil {
+		return
+	}
+	in, ok := s.instances[p.id]
+	if !ok || in.ContainerID != p.container || in.State != orchestrator.StateReady {
+		return
+	}
+	if err == nil {
+		in.probeFails = 0
+		return
+	}
+	in.probeFails++
+	s.Metrics.ProbeFailures.Inc()
+	s.Log.Warn("map health probe failed", "instance", p.id, "failures", in.probeFails, "err", err)
+	if in.probeFails >= s.ProbeFailures {
+		s.unhealthy(in, fmt.Sprintf("%d health probes failed: %v", in.probeFails, err))
+	}
 }
 
 // unreachable reports whether err is a failure to connect at all (refused, no route,

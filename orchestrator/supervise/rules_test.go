@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -244,6 +245,75 @@ func TestRules_ProbeFailures(t *testing.T) {
 	r.settle(t)
 	if !r.saw("ready→unhealthy: 2 health probes failed") {
 		t.Fatalf("transitions %v", r.transitions)
+	}
+}
+
+// TestRules_HungProbeHoldsNoOtherMap: a map whose /health hangs (a stalled process, a
+// node that swallows packets) is asked once and not again until it answers, while the
+// rounds go on for the others: another map's failed probes make it unhealthy and a
+// third map's missing heartbeats do, both while the first probe still hangs.
+func TestRules_HungProbeHoldsNoOtherMap(t *testing.T) {
+	r := newRig(t, func(r *rig) { r.HeartbeatTimeout = 15 * time.Second })
+	r.ready(t, "d-1")
+	for _, id := range []string{"m-2", "m-3"} {
+		r.create(t, id)
+		r.ready(t, id)
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	answer := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(answer)
+	r.rt.mu.Lock()
+	r.rt.healthOf = map[string]func(context.Context) error{
+		"d-1": func(ctx context.Context) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+		"m-2": func(context.Context) error { return errors.New("503") },
+		"m-3": func(context.Context) error { return nil },
+	}
+	r.rt.mu.Unlock()
+	probed := func(id string) int {
+		r.rt.mu.Lock()
+		defer r.rt.mu.Unlock()
+		return r.rt.calls["health "+id]
+	}
+	fails := func(id string) int {
+		r.Supervisor.mu.Lock()
+		defer r.Supervisor.mu.Unlock()
+		return r.instances[id].probeFails
+	}
+
+	r.clock.Add(DefaultProbeGrace)
+	hung := r.Supervisor.check(context.Background()) // d-1's probe never answers
+	r.waitFor(t, "the first probes", func() bool { return probed("d-1") == 1 && fails("m-2") == 1 && probed("m-3") == 1 })
+	r.clock.Add(16 * time.Second)
+	for _, id := range []string{"d-1", "m-2"} { // m-3 stopped sending heartbeats
+		if !r.Heartbeat(id, "", 0) {
+			t.Fatalf("%s's heartbeat answered not registered", id)
+		}
+	}
+	r.check(context.Background())
+	r.settle(t)
+	if !r.saw("m-2 ready→unhealthy: 2 health probes failed") || !r.saw("m-3 ready→unhealthy: no heartbeat for") {
+		t.Fatalf("while d-1's probe hangs: transitions %v", r.transitions)
+	}
+	if n := probed("d-1"); n != 1 {
+		t.Fatalf("d-1 probed %d times while its first probe hung, want 1", n)
+	}
+	if inst := r.state("d-1"); inst.State != orchestrator.StateReady {
+		t.Fatalf("d-1 while its probe hangs: %+v", inst)
+	}
+
+	answer() // d-1 answers at last, and is asked again in the next round
+	hung.Wait()
+	r.check(context.Background())
+	if n, f := probed("d-1"), fails("d-1"); n != 2 || f != 0 {
+		t.Fatalf("after d-1 answered: probed %d times, %d failures; want 2 and 0", n, f)
 	}
 }
 

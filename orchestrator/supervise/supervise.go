@@ -113,6 +113,7 @@ type instance struct {
 	lastActive time.Time // last heartbeat with players, or last Acquire
 	players    int       // as the last heartbeat of ContainerID said
 	probeFails int
+	probing    bool // a /health probe of it is in flight (probe.go)
 	restarts   restartLog
 	until      time.Time // end of quarantine
 	busy       bool      // a start, restart or stop is in flight
