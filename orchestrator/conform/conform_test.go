@@ -2,10 +2,14 @@ package conform_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,6 +65,39 @@ func TestRun_Images(t *testing.T) {
 				t.Errorf("counts %s for %d checks", rep.Summary(), len(conform.Checks))
 			}
 		})
+	}
+}
+
+// TestRun_FromTheOrchestratorImage runs the kit as a studio without Go does (README,
+// "Develop a map alone"): the shipped orchestrator image's conform subcommand, in a
+// container on the host's network with the engine's socket and a tmpfs for its
+// database, against the kit's map image; it must pass every check and exit 0.
+func TestRun_FromTheOrchestratorImage(t *testing.T) {
+	cli := dockertest.Client(t)
+	orch, mapImage := dockertest.OrchestratorImage(), dockertest.MapImage()
+	dockertest.RequireImage(t, cli, orch)
+	dockertest.RequireImage(t, cli, mapImage)
+	sock := strings.TrimPrefix(cli.DaemonHost(), "unix://")
+	if sock == cli.DaemonHost() {
+		t.Fatalf("the engine is at %s; this test mounts a unix socket", sock)
+	}
+	info, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid := strconv.FormatUint(uint64(info.Sys().(*syscall.Stat_t).Gid), 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// As README shows it, with this engine's socket and the images of this build.
+	cmd := exec.CommandContext(ctx, "docker", "run", "--rm", "--network", "host", "--tmpfs", "/tmp",
+		"-v", sock+":/var/run/docker.sock", "--group-add", gid,
+		orch, "conform", "--image", mapImage)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+cli.DaemonHost())
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if want := fmt.Sprintf("%d passed, 0 failed", len(conform.Checks)); err != nil || lines[len(lines)-1] != want {
+		t.Fatalf("docker run %s conform: %v, last line %q; want exit 0 and %q", orch, err, lines[len(lines)-1], want)
 	}
 }
 

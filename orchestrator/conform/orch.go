@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -60,8 +61,10 @@ type orchestratorSetup struct {
 
 // openLife opens the database, the control listener (behind the tap) and the
 // supervisor, which adopts what a previous life left running and starts the rest.
-func (s *orchestratorSetup) openLife(ctx context.Context) (l *life, err error) {
-	l = &life{db: sqlite.NewDB(s.dbPath), opened: time.Now()}
+func (s *orchestratorSetup) openLife(ctx context.Context) (_ *life, err error) {
+	// l is not the named result: a failed open returns nil, and the deferred close
+	// below must still close what l holds.
+	l := &life{db: sqlite.NewDB(s.dbPath), opened: time.Now()}
 	l.db.Logger = s.log
 	if err := l.db.Open(); err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -103,6 +106,10 @@ func (s *orchestratorSetup) openLife(ctx context.Context) (l *life, err error) {
 		return nil, err
 	}
 	if err := s.tap.open(s.gateway, l.http.ControlURL()); err != nil {
+		if errors.Is(err, syscall.EADDRNOTAVAIL) {
+			err = fmt.Errorf("%w: the kit listens on the map network's gateway, an address of the engine's host; "+
+				"run it on that host, or in a container with --network host", err)
+		}
 		return nil, err
 	}
 	l.sup.Env = s.env(s.tap.port())

@@ -155,7 +155,7 @@ func (r *runner) prepare(ctx context.Context) error {
 	}
 	dir, err := os.MkdirTemp("", "mapyard-conform-")
 	if err != nil {
-		return err
+		return fmt.Errorf("a directory for the run's database: %w (set TMPDIR to a writable one; in a container, --tmpfs /tmp)", err)
 	}
 	r.dir = dir
 	root, err := keys.NewRoot(randomHex(24))
