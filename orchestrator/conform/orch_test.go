@@ -22,7 +22,7 @@ func TestOpenLife_FailsWithoutPanic(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	s := &orchestratorSetup{
 		dbPath: filepath.Join(t.TempDir(), "mapyard.db"), root: root, tap: newTap(log), log: log,
-		gateway: "192.0.2.1", // TEST-NET-1: never an address of this machine
+		gateway:   "192.0.2.1", // TEST-NET-1: never an address of this machine
 		defaultID: "conform-a", defaultMap: "conform", defaultConfig: []byte(`{}`),
 		options: Options{Image: "example/map:1"}.withDefaults(),
 	}
