@@ -113,7 +113,7 @@ up: images $(ENV_FILE)
 	@mkdir -p compose/tls
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator
 	DOCKER_GID=$(DOCKER_GID) scripts/edge-up.sh $(COMPOSE) $(COMPOSE_ARGS)
-	@scripts/wait-ready.sh $(EDGE_READYZ) 120
+	@scripts/wait-ready.sh $(EDGE_READYZ) 120 $$($(COMPOSE) $(COMPOSE_ARGS) ps -q orchestrator edge)
 
 # Rebuilds the images from the checkout and rolls the running kit onto them, players
 # playing: the orchestrator (compose recreates it; the edge keeps the sockets, the maps
