@@ -37,6 +37,7 @@ setting() { sed -n "s/^$1=//p" "$ENV_FILE" 2>/dev/null | tail -1; }
 hostport() { local a=${1:-$2}; case $a in :*) echo "127.0.0.1$a" ;; *) echo "$a" ;; esac; }
 CTL="http://$(hostport "$(setting ORCH_CONTROL_ADDR)" 127.0.0.1:9000)"
 PUB="http://$(hostport "$(setting EDGE_PUBLIC_ADDR)" :8080)"
+OPUB="http://$(hostport "$(setting ORCH_PUBLIC_ADDR)" 127.0.0.1:8081)"
 MET="http://$(hostport "$(setting EDGE_METRICS_ADDR)" 127.0.0.1:9101)/metrics"
 
 orch=$("${compose[@]}" ps -q orchestrator)
@@ -88,8 +89,14 @@ step() {
 echo "upgrade: 1/3 orchestrator" >&2
 t0=$(now) b=$(edge_metrics)
 DOCKER_GID=${DOCKER_GID:-$(stat -c %g /var/run/docker.sock)} "${compose[@]}" up -d --no-deps orchestrator
-scripts/wait-ready.sh "$PUB/readyz" 120 >/dev/null
 orch=$("${compose[@]}" ps -q orchestrator)
+# The new orchestrator's own /readyz, its container watched: a setting it refuses ends
+# the upgrade here with its words, instead of a wait on the edge, which keeps serving.
+scripts/wait-ready.sh "$OPUB/readyz" 120 "$orch" >/dev/null || {
+	echo "upgrade: the new orchestrator did not start; the maps and the edge go on, joins wait for it: mend $ENV_FILE, then make up" >&2
+	exit 1
+}
+scripts/wait-ready.sh "$PUB/readyz" 120 >/dev/null
 S=$(docker cp "$orch:/data/internal-rpc-secret" - | tar -xO)
 until admin "$CTL/admin/maps" >/dev/null 2>&1; do sleep 0.2; done
 sleep 1
