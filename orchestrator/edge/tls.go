@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -164,6 +165,9 @@ type fileCerts struct {
 func openFileCerts(certFile, keyFile string, log *slog.Logger, m *tlsMetrics) (*fileCerts, error) {
 	f := &fileCerts{certFile: certFile, keyFile: keyFile, log: log, metrics: m}
 	c, sum, err := f.load()
+	if errors.Is(err, fs.ErrPermission) {
+		err = fmt.Errorf("%w (the edge runs as user %d: give it read access, e.g. chgrp %d on the key and mode 0640)", err, os.Getuid(), os.Getgid())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("EDGE_TLS_CERT_FILE %s, EDGE_TLS_KEY_FILE %s: %w", certFile, keyFile, err)
 	}
