@@ -51,8 +51,15 @@ func TestAdminCreateCompletesPartialConfig(t *testing.T) {
 	t.Run("ErrBadRequest", func(t *testing.T) {
 		testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, secret,
 			`{"instanceId":"forest-2","mapId":"forest","config":{"seed":-3}}`, http.StatusBadRequest, nil)
+		// A map without a template and no config: the answer says what to send.
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		testutil.PostJSON(t, s.ControlURL()+httpapi.PathAdminMaps, secret,
-			`{"instanceId":"forest-2","mapId":"forest"}`, http.StatusBadRequest, nil)
+			`{"instanceId":"forest-2","mapId":"forest"}`, http.StatusBadRequest, &e)
+		if e.Error.Code != "bad_request" || !strings.Contains(e.Error.Message, `"config": {"seed": 7}`) {
+			t.Fatalf("a map without a template or config: %+v, want bad_request saying to give a config", e.Error)
+		}
 	})
 }
 

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -81,6 +82,10 @@ func (s *Server) handleAdminCreate(c echo.Context) error {
 	// it is. Refuse here, with the reason, a config the map server would refuse:
 	// otherwise the instance would be created and then never become ready.
 	full, err := mapgen.Complete(r.InstanceID, r.MapID, r.Config)
+	if errors.Is(err, mapgen.ErrUnknownMap) {
+		return apierr.Errorf(apierr.EBADREQUEST, "map config: %v: a map without a template needs a config, "+
+			`e.g. "config": {"seed": 7} (laid over the default map's template)`, err)
+	}
 	if err != nil {
 		return apierr.Errorf(apierr.EBADREQUEST, "map config: %v", err)
 	}
