@@ -110,7 +110,7 @@ node-map-image: page engine
 # is where a host puts certificate files for the edge (docs/operations.md, "HTTPS").
 up: images $(ENV_FILE)
 	@test -n "$(COMPOSE)" || { echo "neither 'docker compose' nor 'docker-compose' is installed"; exit 1; }
-	@mkdir -p compose/tls
+	@mkdir -p compose/tls compose/maps
 	DOCKER_GID=$(DOCKER_GID) $(COMPOSE) $(COMPOSE_ARGS) up -d orchestrator
 	DOCKER_GID=$(DOCKER_GID) scripts/edge-up.sh $(COMPOSE) $(COMPOSE_ARGS)
 	@scripts/wait-ready.sh $(EDGE_READYZ) 120 $$($(COMPOSE) $(COMPOSE_ARGS) ps -q orchestrator edge)

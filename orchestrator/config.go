@@ -89,8 +89,9 @@ type Config struct {
 	MapIdleStopMS         int `env:"ORCH_MAP_IDLE_STOP_MS" envDefault:"600000" help:"non-default maps with no players are stopped after this long"`
 	MapRehomeMS           int `env:"ORCH_MAP_REHOME_MS" envDefault:"30000" help:"a map handed out from the warm pool is moved to a container created for it (named and labelled with its instance) once it has had no players this long; 0 = never"`
 
-	MapImage  string   `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of maps whose template or admin create names none; always allowed"`
-	MapImages []string `env:"ORCH_MAP_IMAGES" envDefault:"mapyard/map:latest,mapyard/tag:latest" envSeparator:"," help:"comma-separated images a map template or admin create may name (compared as written; ORCH_MAP_IMAGE is allowed too); any other is refused with 400 image_not_allowed"`
+	MapImage       string   `env:"ORCH_MAP_IMAGE" envDefault:"mapyard/map:latest" help:"image of maps whose template or admin create names none; always allowed"`
+	MapTemplateDir string   `env:"ORCH_MAP_TEMPLATE_DIR" help:"a directory of the host's map templates, read at start: each <mapId>.json a whole MapConfig (docs/mapgen.md), adding a map (a portal's target, an admin create without a config) or replacing one of the kit's (default.json changes the default map); empty: the kit's own"`
+	MapImages      []string `env:"ORCH_MAP_IMAGES" envDefault:"mapyard/map:latest,mapyard/tag:latest" envSeparator:"," help:"comma-separated images a map template or admin create may name (compared as written; ORCH_MAP_IMAGE is allowed too); any other is refused with 400 image_not_allowed"`
 
 	Runtime               string   `env:"ORCH_RUNTIME" envDefault:"docker" help:"what runs maps: docker (containers on this engine) or swarm (a one-replica Swarm service each; the engine must be a Swarm manager; see docs/scale-out.md)"`
 	SwarmNetwork          string   `env:"ORCH_SWARM_NETWORK" envDefault:"mapyard-maps" help:"with ORCH_RUNTIME=swarm: attachable overlay network of map services (created if missing)"`

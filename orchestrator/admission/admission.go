@@ -95,6 +95,9 @@ type Service struct {
 	// it leads to DefaultInstanceID, whatever that instance is called, so a deployment
 	// runs one default map, never a second one named after the map id.
 	DefaultMapID string
+	// Templates are the map templates a portal's target map is started from: the kit's,
+	// with the host's laid over them (nil: the kit's alone).
+	Templates *mapgen.Templates
 	// GuestLeaseTTL bounds the memory disposable characters hold: a guest lease not
 	// renewed for this long is forgotten by Sweep (its player re-joins as a new guest).
 	GuestLeaseTTL time.Duration

@@ -77,7 +77,7 @@ func (s *Service) instanceConfig(ctx context.Context, instanceID string) (mapgen
 	if t := bytes.TrimSpace(raw); string(t) == "{}" {
 		raw = nil // stored as an empty object when created without a config
 	}
-	c, err := mapgen.Resolve(instanceID, inst.MapID, raw)
+	c, err := s.Templates.Resolve(instanceID, inst.MapID, raw)
 	if err == nil && image != nil {
 		c.Image = *image
 	}

@@ -152,7 +152,7 @@ func (s *Service) destination(ctx context.Context, fromInstanceID, instanceID, m
 		if config, image, err = splitImage(c); err != nil {
 			return inst, err
 		}
-	} else if t, err := mapgen.Template(mapID); err != nil {
+	} else if t, err := s.Templates.Template(mapID); err != nil {
 		return inst, apierr.Errorf(apierr.EMAPUNAVAILABLE, "map %q has no template to start an instance from", mapID)
 	} else {
 		image = t.Image

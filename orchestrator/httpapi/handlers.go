@@ -81,7 +81,7 @@ func (s *Server) handleAdminCreate(c echo.Context) error {
 	// instance keeps the full one, so the map server is handed a config it reads as
 	// it is. Refuse here, with the reason, a config the map server would refuse:
 	// otherwise the instance would be created and then never become ready.
-	full, err := mapgen.Complete(r.InstanceID, r.MapID, r.Config)
+	full, err := s.Templates.Complete(r.InstanceID, r.MapID, r.Config)
 	if errors.Is(err, mapgen.ErrUnknownMap) {
 		return apierr.Errorf(apierr.EBADREQUEST, "map config: %v: a map without a template needs a config, "+
 			`e.g. "config": {"seed": 7} (laid over the default map's template)`, err)

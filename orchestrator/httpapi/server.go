@@ -19,6 +19,7 @@ import (
 
 	"github.com/mapyard/mapyard/mapserver/kernel/httpkit"
 	"github.com/mapyard/mapyard/mapserver/kernel/mapcontract"
+	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
 	"github.com/mapyard/mapyard/mapserver/kernel/public"
 	"github.com/mapyard/mapyard/mapserver/kernel/routetable"
 	"github.com/mapyard/mapyard/orchestrator"
@@ -52,6 +53,9 @@ type Server struct {
 	Characters Characters
 	Sessions   Sessions
 	Store      Persistence
+	// Templates complete an admin create's partial config: the kit's map templates, with
+	// the host's laid over them (nil: the kit's alone).
+	Templates *mapgen.Templates
 	// Critical admits critical events and serves item ownership and policies. NewServer
 	// builds it over Store and Admission when both are set and registers its routes.
 	Critical CriticalEvents

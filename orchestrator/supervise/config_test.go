@@ -3,6 +3,8 @@ package supervise
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -71,5 +73,41 @@ func wantSent(t *testing.T, sent []mapcontract.StartInstance, want mapgen.MapCon
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("start-instance of %s carries %+v, want %+v", r.InstanceID, got, want)
 		}
+	}
+}
+
+// TestStartInstance_HostTemplates: with a host's templates (ORCH_MAP_TEMPLATE_DIR), a
+// map of the host's own is started from its template, and the host's default.json
+// replaces the kit's default map.
+func TestStartInstance_HostTemplates(t *testing.T) {
+	dir := t.TempDir()
+	arena, def := mapgen.Default(), mapgen.Default()
+	arena.MapID, arena.InstanceID, arena.Seed = "arena", "arena-1", 99
+	def.Seed = 4242
+	for name, c := range map[string]mapgen.MapConfig{"arena.json": arena, "default.json": def} {
+		raw, _ := json.Marshal(c)
+		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, err := mapgen.LoadTemplates(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, func(r *rig) { r.Templates = ts })
+	r.ready(t, "d-1")
+	if _, err := r.Create(context.Background(), orchestrator.CreateInstance{InstanceID: "a-1", MapID: "arena", Cold: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.ready(t, "a-1")
+	for id, want := range map[string]struct {
+		mapID string
+		seed  uint64
+	}{"d-1": {mapgen.DefaultMapID, 4242}, "a-1": {"arena", 99}} {
+		c, err := ts.Resolve(id, want.mapID, nil)
+		if err != nil || c.Seed != want.seed {
+			t.Fatalf("%s resolves to seed %d, %v; want %d", id, c.Seed, err, want.seed)
+		}
+		wantSent(t, r.rt.startsOf(id), c)
 	}
 }

@@ -36,7 +36,7 @@ func (s *Supervisor) MapReady(ctx context.Context, r orchestrator.MapRegistratio
 	s.mu.Lock()
 	cred := s.orchCredential(in.ident)
 	s.mu.Unlock()
-	start, err := startRequest(in)
+	start, err := s.startRequest(in)
 	if err != nil {
 		return fmt.Errorf("map-ready %q: %w", r.InstanceID, err)
 	}
@@ -122,8 +122,8 @@ func (s *Supervisor) refused(in *instance, cid, msg string) {
 // instance, its map and its whole MapConfig. An instance created without a config of
 // its own (the default map, a template map a portal leads to) is sent its map's template,
 // so that no map needs a copy of mapyard's templates to know its world.
-func startRequest(in *instance) (mapcontract.StartInstance, error) {
-	config, err := mapgen.StartConfig(in.ID, in.MapID, in.config)
+func (s *Supervisor) startRequest(in *instance) (mapcontract.StartInstance, error) {
+	config, err := s.Templates.StartConfig(in.ID, in.MapID, in.config)
 	if err != nil {
 		return mapcontract.StartInstance{}, fmt.Errorf("start-instance: %w", err)
 	}

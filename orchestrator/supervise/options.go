@@ -46,6 +46,9 @@ type Options struct {
 	// DefaultMapImage is the image the default instance is created with the first time
 	// it is wanted (its template's); empty means Image.
 	DefaultMapImage string
+	// Templates are the map templates a map without a config of its own is started
+	// from: the kit's, with the host's laid over them (nil: the kit's alone).
+	Templates *mapgen.Templates
 
 	// Image runs every map that names no image, and is always allowed.
 	Image string

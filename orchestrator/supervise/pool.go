@@ -342,7 +342,7 @@ func better(m, than *poolMember, load map[string]int, avoid string) bool {
 // instance: it asks a pool container's /health which instance it runs.
 func (s *Supervisor) handout(ctx context.Context, in *instance, m *poolMember) error {
 	start := s.Now()
-	req, err := startRequest(in)
+	req, err := s.startRequest(in)
 	if err != nil {
 		return err
 	}

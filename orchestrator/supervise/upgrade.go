@@ -199,7 +199,7 @@ func (s *Supervisor) successorReady(ctx context.Context, in *instance, u *upgrad
 		s.mu.Lock()
 	}
 	next := u.next
-	start, err := startRequest(in)
+	start, err := s.startRequest(in)
 	s.mu.Unlock()
 	if err != nil {
 		return err

@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +21,97 @@ import (
 //go:embed maps/*.json
 var templates embed.FS
 
-// TemplateIDs returns the ids of the maps with a pre-authored config, sorted.
+// Templates is a set of map templates: the kit's own, embedded, with a host's laid
+// over them (LoadTemplates), so that a host adds maps of its own, or replaces one of
+// the kit's (default.json changes the default map), without editing the kit. A nil
+// *Templates is the kit's own alone; the package's functions (Template, Resolve,
+// StartConfig, Complete) are its methods.
+type Templates struct {
+	host map[string][]byte // a host's configs by map id, each checked by LoadTemplates
+}
+
+// LoadTemplates reads a host's templates from dir: every <mapId>.json in it is a
+// whole MapConfig of map mapId (other files are left alone), whose instanceId may be
+// left out (InstanceOfMap: every instance is named when it is created). Each must parse
+// and validate and name its own map id; the first that does not is the error, naming
+// the file and the field.
+func LoadTemplates(dir string) (*Templates, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("map templates: %w", err)
+	}
+	t := &Templates{host: map[string][]byte{}}
+	for _, e := range entries {
+		name := e.Name()
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || e.IsDir() {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if err := ValidateID("mapId", id); err != nil {
+			return nil, fmt.Errorf("map template %s: the file's name is the map id: %w", path, err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("map template: %w", err)
+		}
+		if data, err = withInstanceID(data, id); err != nil {
+			return nil, fmt.Errorf("map template %s: %w", path, err)
+		}
+		c, err := Parse(data)
+		if err != nil {
+			return nil, fmt.Errorf("map template %s: %w", path, err)
+		}
+		if c.MapID != id {
+			return nil, fmt.Errorf("map template %s: declares mapId %q; a template's file is named for its map", path, c.MapID)
+		}
+		t.host[id] = data
+	}
+	return t, nil
+}
+
+// withInstanceID returns data, a template's JSON object, with instanceId set to
+// InstanceOfMap(mapID) when it has none; numbers are kept as written.
+func withInstanceID(data []byte, mapID string) ([]byte, error) {
+	var doc map[string]any
+	if err := decodeNumbers(data, &doc); err != nil {
+		return nil, fmt.Errorf("must be a JSON object: %w", err)
+	}
+	if _, ok := doc["instanceId"]; ok {
+		return data, nil
+	}
+	doc["instanceId"] = InstanceOfMap(mapID)
+	return json.Marshal(doc)
+}
+
+// IDs returns the ids of the maps with a template, the kit's and the host's, sorted.
+func (t *Templates) IDs() []string {
+	ids := TemplateIDs()
+	if t != nil {
+		for id := range t.host {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Host returns the ids of the host's own templates, sorted.
+func (t *Templates) Host() []string {
+	if t == nil {
+		return nil
+	}
+	ids := make([]string, 0, len(t.host))
+	for id := range t.host {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// TemplateIDs returns the ids of the maps with a pre-authored config of the kit's, sorted.
 func TemplateIDs() []string {
 	entries, err := templates.ReadDir("maps")
 	if err != nil {
@@ -32,16 +125,26 @@ func TemplateIDs() []string {
 	return ids
 }
 
-// Template returns the pre-authored config of mapID, parsed and validated. Each call
-// returns a fresh copy the caller may change (for example its InstanceID or Seed). An
-// id without a template yields an error wrapping ErrUnknownMap.
-func Template(mapID string) (MapConfig, error) {
+// Template returns the kit's pre-authored config of mapID (see Templates.Template).
+func Template(mapID string) (MapConfig, error) { return (*Templates)(nil).Template(mapID) }
+
+// Template returns the config of mapID, the host's template when it has one, else the
+// kit's, parsed and validated. Each call returns a fresh copy the caller may change (for
+// example its InstanceID or Seed). An id without a template yields an error wrapping
+// ErrUnknownMap.
+func (t *Templates) Template(mapID string) (MapConfig, error) {
 	if err := ValidateID("mapId", mapID); err != nil {
 		return MapConfig{}, err
 	}
-	data, err := templates.ReadFile("maps/" + mapID + ".json")
-	if err != nil {
-		return MapConfig{}, fmt.Errorf("template %q: %w", mapID, ErrUnknownMap)
+	data, ok := []byte(nil), false
+	if t != nil {
+		data, ok = t.host[mapID]
+	}
+	if !ok {
+		var err error
+		if data, err = templates.ReadFile("maps/" + mapID + ".json"); err != nil {
+			return MapConfig{}, fmt.Errorf("template %q: %w", mapID, ErrUnknownMap)
+		}
 	}
 	c, err := Parse(data)
 	if err != nil {
@@ -116,8 +219,13 @@ func Derive(parent MapConfig, seed uint64) (MapConfig, error) {
 // instance id set. The orchestrator checks admin input with it and the map server loads
 // its config with it, so both refuse the same configs for the same reasons.
 func Resolve(instanceID, mapID string, raw []byte) (MapConfig, error) {
-	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
-		c, err := Template(mapID)
+	return (*Templates)(nil).Resolve(instanceID, mapID, raw)
+}
+
+// Resolve is the package's Resolve over t's templates.
+func (t *Templates) Resolve(instanceID, mapID string, raw []byte) (MapConfig, error) {
+	if trimmed := bytes.TrimSpace(raw); len(trimmed) == 0 || string(trimmed) == "null" {
+		c, err := t.Template(mapID)
 		if err != nil {
 			return MapConfig{}, err
 		}
@@ -145,10 +253,15 @@ func Resolve(instanceID, mapID string, raw []byte) (MapConfig, error) {
 // of mapyard's templates (a map written in another language has none). A map id
 // without a template and no config yields an error wrapping ErrUnknownMap.
 func StartConfig(instanceID, mapID string, raw []byte) (json.RawMessage, error) {
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
+	return (*Templates)(nil).StartConfig(instanceID, mapID, raw)
+}
+
+// StartConfig is the package's StartConfig over t's templates.
+func (t *Templates) StartConfig(instanceID, mapID string, raw []byte) (json.RawMessage, error) {
+	if trimmed := bytes.TrimSpace(raw); len(trimmed) > 0 && string(trimmed) != "null" {
 		return json.RawMessage(raw), nil
 	}
-	c, err := Resolve(instanceID, mapID, nil)
+	c, err := t.Resolve(instanceID, mapID, nil)
 	if err != nil {
 		return nil, fmt.Errorf("config of instance %q: %w", instanceID, err)
 	}
@@ -167,16 +280,22 @@ func StartConfig(instanceID, mapID string, raw []byte) (json.RawMessage, error) 
 // from the arguments unless partial names them (then they must agree, as in Resolve).
 // The result is validated like any config. A complete config is returned as Parse would.
 func Complete(instanceID, mapID string, partial []byte) (MapConfig, error) {
-	if t := bytes.TrimSpace(partial); len(t) == 0 || string(t) == "null" {
-		return Resolve(instanceID, mapID, partial)
+	return (*Templates)(nil).Complete(instanceID, mapID, partial)
+}
+
+// Complete is the package's Complete over t's templates (a map without one is laid over
+// t's default map).
+func (t *Templates) Complete(instanceID, mapID string, partial []byte) (MapConfig, error) {
+	if trimmed := bytes.TrimSpace(partial); len(trimmed) == 0 || string(trimmed) == "null" {
+		return t.Resolve(instanceID, mapID, partial)
 	}
 	var patch map[string]any
 	if err := decodeNumbers(partial, &patch); err != nil {
 		return MapConfig{}, fmt.Errorf("decode map config: must be a JSON object: %w", err)
 	}
-	base, err := Template(mapID)
+	base, err := t.Template(mapID)
 	if errors.Is(err, ErrUnknownMap) {
-		base, err = Default(), nil
+		base, err = t.Template(DefaultMapID)
 	}
 	if err != nil {
 		return MapConfig{}, err
@@ -194,7 +313,7 @@ func Complete(instanceID, mapID string, partial []byte) (MapConfig, error) {
 	if err != nil {
 		return MapConfig{}, fmt.Errorf("encode map config: %w", err)
 	}
-	return Resolve(instanceID, mapID, merged)
+	return t.Resolve(instanceID, mapID, merged)
 }
 
 // mergePatch applies patch to doc as RFC 7386 says and returns doc.

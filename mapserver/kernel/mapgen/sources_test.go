@@ -3,7 +3,11 @@ package mapgen_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mapyard/mapyard/mapserver/kernel/mapgen"
@@ -247,4 +251,97 @@ func TestStartConfig(t *testing.T) {
 			t.Fatalf("err %v, want ErrUnknownMap", err)
 		}
 	})
+}
+
+// TestLoadTemplates: a host's directory adds a map and replaces the kit's default one;
+// what it does not name stays the kit's; a nil set is the kit's alone; a file that is
+// no valid config, or names another map, is refused with its path and why.
+func TestLoadTemplates(t *testing.T) {
+	write := func(t *testing.T, dir, name string, c mapgen.MapConfig) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), configJSON(t, c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	arena := mapgen.Default()
+	arena.MapID, arena.InstanceID, arena.Seed, arena.Image = "arena", "arena-1", 99, "studio/arena:1"
+	def := mapgen.Default()
+	def.Seed = 4242
+	dir := t.TempDir()
+	write(t, dir, "arena.json", arena)
+	write(t, dir, "default.json", def)
+	if err := os.WriteFile(filepath.Join(dir, "README.txt"), []byte("notes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A template may leave its instance id out: instances are named when created.
+	var moor map[string]any
+	_ = json.Unmarshal(configJSON(t, arena), &moor)
+	moor["mapId"], moor["image"] = "moor", ""
+	delete(moor, "instanceId")
+	raw, _ := json.Marshal(moor)
+	if err := os.WriteFile(filepath.Join(dir, "moor.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := mapgen.LoadTemplates(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.Host(); !slices.Equal(got, []string{"arena", "default", "moor"}) {
+		t.Fatalf("host templates %v", got)
+	}
+	if got := ts.IDs(); !slices.Contains(got, "arena") || !slices.Contains(got, "frontier") {
+		t.Fatalf("ids %v, want the host's and the kit's", got)
+	}
+	c, err := ts.Resolve("arena-2", "arena", nil)
+	if err != nil || c.Seed != 99 || c.Image != "studio/arena:1" || c.InstanceID != "arena-2" {
+		t.Fatalf("arena resolved to %+v, %v", c, err)
+	}
+	if c, err := ts.Template("default"); err != nil || c.Seed != 4242 {
+		t.Fatalf("the host's default: seed %d, %v", c.Seed, err)
+	}
+	if c, err := ts.Template("moor"); err != nil || c.InstanceID != "moor-1" || c.Seed != 99 {
+		t.Fatalf("a template without its instance id: %+v, %v", c, err)
+	}
+	if c, err := ts.Complete("heath-1", "heath", []byte(`{"seed":7}`)); err != nil || c.Seed != 7 || c.Bounds != def.Bounds {
+		t.Fatalf("a map without a template is laid over the host's default: %+v, %v", c, err)
+	}
+	raw, err = ts.StartConfig("arena-1", "arena", nil)
+	if err != nil || !strings.Contains(string(raw), `"mapId":"arena"`) {
+		t.Fatalf("start config %s, %v", raw, err)
+	}
+	if _, err := (*mapgen.Templates)(nil).Template("arena"); !errors.Is(err, mapgen.ErrUnknownMap) {
+		t.Fatalf("the kit alone knows arena: %v", err)
+	}
+	if c, err := (*mapgen.Templates)(nil).Template("default"); err != nil || c.Seed == 4242 {
+		t.Fatalf("the kit's default changed: %v", err)
+	}
+
+	for _, bad := range []struct{ name, file, body, want string }{
+		{"Invalid", "moor.json", `{"schemaVersion":1,"mapId":"moor","bounds":{"width":-5}}`, "moor.json"},
+		{"OtherMap", "moor.json", string(configJSON(t, arena)), `declares mapId "arena"`},
+		{"BadName", "Moor.json", string(configJSON(t, arena)), "the file's name is the map id"},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, bad.file), []byte(bad.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := mapgen.LoadTemplates(dir); err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Fatalf("LoadTemplates = %v, want an error with %q", err, bad.want)
+			}
+		})
+	}
+	if _, err := mapgen.LoadTemplates(filepath.Join(dir, "absent")); err == nil {
+		t.Fatal("a directory that does not exist was taken")
+	}
+}
+
+// configJSON is c as a template file holds it.
+func configJSON(t *testing.T, c mapgen.MapConfig) []byte {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -137,6 +137,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	// The stored secret (or ORCH_INTERNAL_RPC_SECRET) is the root: every key and
 	// credential is derived from it, and it never leaves this process.
+	var templates *mapgen.Templates // the kit's alone unless the host has its own
+	if cfg.MapTemplateDir != "" {
+		if templates, err = mapgen.LoadTemplates(cfg.MapTemplateDir); err != nil {
+			return fmt.Errorf("ORCH_MAP_TEMPLATE_DIR: %w", err)
+		}
+		m.Log.Info("map templates of the host", "dir", cfg.MapTemplateDir, "maps", templates.Host())
+	}
 	secret, err := cfg.LoadOrCreateRootSecret()
 	if err != nil {
 		return err
@@ -177,11 +184,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	m.Supervisor = supervise.New(rt, mapcontract.NewMapClient(2*time.Second), root, m.Log, supervisorOptions(&cfg))
+	m.Supervisor = supervise.New(rt, mapcontract.NewMapClient(2*time.Second), root, m.Log, supervisorOptions(&cfg, templates))
 	m.Supervisor.Store = m.DB
 	m.Supervisor.Metrics = supervise.NewMetrics(m.Registry)
 	m.Admission = admission.NewService(root, m.DB, m.Supervisor, cfg.DefaultInstanceID, m.Log)
 	m.Admission.DefaultMapID = cfg.DefaultMapID
+	m.Admission.Templates = templates
 	m.Admission.JoinTTL = envconf.Ms(cfg.JoinTicketTTLMS)
 	m.Admission.TransferTTL = envconf.Ms(cfg.TransferTokenTTLMS)
 	m.Admission.MaxGuests = cfg.MaxGuests
@@ -194,6 +202,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	m.HTTP = httpapi.NewServer(m.Supervisor, m.Admission, m.DB, root, m.Log)
 	m.HTTP.Callers = m.Supervisor
+	m.HTTP.Templates = templates
 	m.HTTP.Limits = publicLimits(&cfg)
 	registerDoorMetrics(m.Registry, m.HTTP.Limits, m.Admission)
 	m.HTTP.PublicAddr, m.HTTP.ControlAddr = cfg.PublicAddr, cfg.ControlAddr
@@ -299,12 +308,13 @@ func (m *Main) Close() error {
 }
 
 // supervisorOptions maps the orchestrator's environment onto the supervisor's policies.
-func supervisorOptions(cfg *orchestrator.Config) supervise.Options {
+func supervisorOptions(cfg *orchestrator.Config, templates *mapgen.Templates) supervise.Options {
 	o := supervise.DefaultOptions()
 	o.DefaultInstanceID, o.DefaultMapID = cfg.DefaultInstanceID, cfg.DefaultMapID
 	o.Image, o.Images = cfg.MapImage, cfg.AllowedMapImages()
+	o.Templates = templates
 	// The default map runs the image its template names, like any map a portal opens.
-	if t, err := mapgen.Template(cfg.DefaultMapID); err == nil {
+	if t, err := templates.Template(cfg.DefaultMapID); err == nil {
 		o.DefaultMapImage = t.Image
 	}
 	o.Policy = supervise.RestartPolicy{

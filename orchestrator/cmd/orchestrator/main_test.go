@@ -87,6 +87,26 @@ func TestRun_InvalidConfig(t *testing.T) {
 	}
 }
 
+// TestRun_BadMapTemplate: a host's map template that is no valid config stops the
+// orchestrator at start, naming the file and the field, before it touches anything.
+func TestRun_BadMapTemplate(t *testing.T) {
+	dir := t.TempDir()
+	arena := mapgen.Default()
+	arena.MapID, arena.Bounds.Width = "arena", -5
+	raw, err := json.Marshal(arena)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "arena.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run(nil, []string{"ORCH_MAP_TEMPLATE_DIR=" + dir, "ORCH_DB_PATH=" + filepath.Join(t.TempDir(), "mapyard.db")}, io.Discard, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "arena.json") || !strings.Contains(stderr.String(), "bounds.width") {
+		t.Fatalf("exit %d, %s; want a refusal naming the file and the field", code, stderr.String())
+	}
+}
+
 // TestOrchestrator_DefaultMap runs the real orchestrator against the real Docker engine
 // and checks the walking skeleton end to end: the default map container is created
 // locked down, registers over the control RPC, the orchestrator becomes ready, the
