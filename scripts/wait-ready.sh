@@ -11,6 +11,8 @@ url=$1 max=${2:-60}
 shift $(($# < 2 ? $# : 2))
 containers=("$@")
 inspect() { docker inspect -f "$1" "$2" 2>/dev/null || echo gone; }
+# last_lines N C prints container C's last N log lines, indented, repeats once.
+last_lines() { docker logs --tail "$1" "$2" 2>&1 | uniq | sed 's/^/  /' >&2 || true; }
 declare -A base
 for c in "${containers[@]}"; do base[$c]=$(inspect '{{.RestartCount}}' "$c"); done
 start=$(date +%s%N)
@@ -27,7 +29,7 @@ for i in $(seq 1 $((max * 5))); do
 				what="is $status"
 				if [ "$status" = running ]; then what="restarted while waiting"; fi
 				echo "not ready: container ${name#/} $what; its last lines (repeats shown once):" >&2
-				docker logs --tail 15 "$c" 2>&1 | uniq | sed 's/^/  /' >&2 || true
+				last_lines 15 "$c"
 				exit 1
 			fi
 		done
@@ -38,6 +40,6 @@ echo "not ready: $url did not answer 200 within ${max}s" >&2
 for c in "${containers[@]}"; do
 	name=$(inspect '{{.Name}}' "$c")
 	echo "the last lines of ${name#/}:" >&2
-	docker logs --tail 10 "$c" 2>&1 | uniq | sed 's/^/  /' >&2 || true
+	last_lines 10 "$c"
 done
 exit 1

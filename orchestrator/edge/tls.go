@@ -165,9 +165,6 @@ type fileCerts struct {
 func openFileCerts(certFile, keyFile string, log *slog.Logger, m *tlsMetrics) (*fileCerts, error) {
 	f := &fileCerts{certFile: certFile, keyFile: keyFile, log: log, metrics: m}
 	c, sum, err := f.load()
-	if errors.Is(err, fs.ErrPermission) {
-		err = fmt.Errorf("%w (the edge runs as user %d: give it read access, e.g. chgrp %d on the key and mode 0640)", err, os.Getuid(), os.Getgid())
-	}
 	if err != nil {
 		return nil, fmt.Errorf("EDGE_TLS_CERT_FILE %s, EDGE_TLS_KEY_FILE %s: %w", certFile, keyFile, err)
 	}
@@ -178,15 +175,25 @@ func openFileCerts(certFile, keyFile string, log *slog.Logger, m *tlsMetrics) (*
 	return f, nil
 }
 
+// readPair reads one file of the pair; one the edge may not read says which user it
+// runs as, at start and on every reload alike.
+func readPair(name string) ([]byte, error) {
+	b, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrPermission) {
+		err = fmt.Errorf("%w (the edge runs as user %d: give it read access, e.g. chgrp %d on the key and mode 0640)", err, os.Getuid(), os.Getgid())
+	}
+	return b, err
+}
+
 // load reads and checks the pair: it parses, the key is the certificate's, and the
 // certificate is valid now.
 func (f *fileCerts) load() (*tls.Certificate, [sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
-	certPEM, err := os.ReadFile(f.certFile)
+	certPEM, err := readPair(f.certFile)
 	if err != nil {
 		return nil, sum, err
 	}
-	keyPEM, err := os.ReadFile(f.keyFile)
+	keyPEM, err := readPair(f.keyFile)
 	if err != nil {
 		return nil, sum, err
 	}

@@ -70,9 +70,9 @@ type round struct {
 
 // A probe is one ready map's /health to ask.
 type probe struct {
-	in                  *instance // whose probing flag the probe clears when it ends
-	id, container, cred string
-	url                 string // the map's control listener
+	in              *instance // whose probing flag the probe clears when it ends
+	container, cred string
+	url             string // the map's control listener
 }
 
 // A timeRule is one rule of a probe round: the states it looks at, and what it does,
@@ -129,7 +129,7 @@ func (s *Supervisor) dueProbe(in *instance, now time.Time, r *round) bool {
 		return false
 	}
 	in.probing = true
-	r.probes = append(r.probes, probe{in, in.ID, in.ContainerID, s.orchCredential(in.ident), in.ports.ControlURL()})
+	r.probes = append(r.probes, probe{in, in.ContainerID, s.orchCredential(in.ident), in.ports.ControlURL()})
 	return true
 }
 
@@ -225,12 +225,12 @@ func (s *Supervisor) probe(ctx context.Context, p probe) {
 		// an interval later: a lost node's maps are restarted seconds sooner, while a
 		// slow map still gets its interval.
 		s.mu.Lock()
-		in, ok := s.instances[p.id]
+		in, ok := s.instances[p.in.ID]
 		again := ok && in.ContainerID == p.container && in.probeFails+1 < s.ProbeFailures
 		if again {
 			in.probeFails++
 			s.Metrics.ProbeFailures.Inc()
-			s.Log.Warn("map health probe could not connect; asking again at once", "instance", p.id, "failures", in.probeFails, "err", err)
+			s.Log.Warn("map health probe could not connect; asking again at once", "instance", p.in.ID, "failures", in.probeFails, "err", err)
 		}
 		s.mu.Unlock()
 		if again {
@@ -245,7 +245,7 @@ func (s *Supervisor) probe(ctx context.Context, p probe) {
 	if ctx.Err() != nil {
 		return
 	}
-	in, ok := s.instances[p.id]
+	in, ok := s.instances[p.in.ID]
 	if !ok || in.ContainerID != p.container || in.State != orchestrator.StateReady {
 		return
 	}
@@ -255,7 +255,7 @@ func (s *Supervisor) probe(ctx context.Context, p probe) {
 	}
 	in.probeFails++
 	s.Metrics.ProbeFailures.Inc()
-	s.Log.Warn("map health probe failed", "instance", p.id, "failures", in.probeFails, "err", err)
+	s.Log.Warn("map health probe failed", "instance", p.in.ID, "failures", in.probeFails, "err", err)
 	if in.probeFails >= s.ProbeFailures {
 		s.unhealthy(in, fmt.Sprintf("%d health probes failed: %v", in.probeFails, err))
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,20 +81,6 @@ func withInstanceID(data []byte, mapID string) ([]byte, error) {
 	}
 	doc["instanceId"] = InstanceOfMap(mapID)
 	return json.Marshal(doc)
-}
-
-// IDs returns the ids of the maps with a template, the kit's and the host's, sorted.
-func (t *Templates) IDs() []string {
-	ids := TemplateIDs()
-	if t != nil {
-		for id := range t.host {
-			if !slices.Contains(ids, id) {
-				ids = append(ids, id)
-			}
-		}
-	}
-	sort.Strings(ids)
-	return ids
 }
 
 // Host returns the ids of the host's own templates, sorted.
