@@ -28,7 +28,10 @@ type fakeRuntime struct {
 	events     chan Event
 	errs       chan error
 	stopErr    error // what Stop answers, when set
-	healthErr  error // what every /health answers, when set
+	// stopHold, when set, holds every Stop (without f.mu) until it is closed: a
+	// container that takes its time to exit.
+	stopHold  chan struct{}
+	healthErr error // what every /health answers, when set
 	// healthOf, when it has the instance a container runs, is what that map's /health
 	// answers instead: a func so that it may block, as a hung map's does, until the
 	// test lets it go or the probe's context ends. It is called without f.mu.
@@ -183,6 +186,12 @@ func (f *fakeRuntime) Nodes(context.Context) ([]string, error) {
 }
 
 func (f *fakeRuntime) Stop(_ context.Context, id string, _ time.Duration) (Exit, error) {
+	f.mu.Lock()
+	hold := f.stopHold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["stop"]++

@@ -171,6 +171,12 @@ func (s *Supervisor) Heartbeat(instanceID, generation string, players int) bool 
 		return m.registered
 	}
 	in, ok := s.instances[instanceID]
+	if ok && in.State == orchestrator.StateStopping {
+		// Stopped on purpose: SIGTERM is on its way. Told to register again, the map
+		// would only be refused (409), and one that takes the refusal for its end exits
+		// before it can save its players.
+		return true
+	}
 	if !ok || !in.Registered {
 		return false
 	}

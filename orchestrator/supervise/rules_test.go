@@ -201,6 +201,34 @@ func TestRules_PoolHandout(t *testing.T) {
 	}
 }
 
+// TestRules_StoppingMapIsNotAskedToRegister: a heartbeat from a map the supervisor is
+// stopping (its SIGTERM not yet delivered) is answered registered, not "register
+// again", which would have the map refused and, in the Node.js example, exit 1 before
+// it saves its players; once stopped, the instance is no longer registered.
+func TestRules_StoppingMapIsNotAskedToRegister(t *testing.T) {
+	r := newRig(t, nil)
+	r.ready(t, "d-1")
+	r.create(t, "m-2")
+	r.ready(t, "m-2")
+	hold := make(chan struct{})
+	r.rt.mu.Lock()
+	r.rt.stopHold = hold
+	r.rt.mu.Unlock()
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(context.Background(), "m-2") }()
+	r.waitFor(t, "m-2 stopping", func() bool { return r.state("m-2").State == orchestrator.StateStopping })
+	if !r.Heartbeat("m-2", "", 0) {
+		t.Fatal("a map being stopped was told to register again")
+	}
+	close(hold)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if r.Heartbeat("m-2", "", 0) {
+		t.Fatal("a stopped map's heartbeat answered registered")
+	}
+}
+
 func TestRules_HeartbeatTimeout(t *testing.T) {
 	r := newRig(t, func(r *rig) { r.HeartbeatTimeout = 15 * time.Second })
 	r.ready(t, "d-1")
